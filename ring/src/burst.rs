@@ -1,0 +1,172 @@
+//! [`Burst`]: a fixed-capacity, inline batch of owned values, the unit that
+//! moves between rings, queues and ports (32 mbufs, typically).
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::ops::{Deref, DerefMut};
+
+/// Up to `N` owned values stored inline (no allocation), kept in order.
+///
+/// Values are taken from the front (a ring enqueue, a `tx_burst`) and
+/// appended at the back (a ring dequeue, an `rx_burst`). Values that a call
+/// did not take stay at the front, in order, so a caller can retry or drop
+/// them; dropping the burst drops what is left.
+///
+/// ```
+/// let mut b = rpmd_ring::Burst::<String, 4>::new();
+/// b.push("a".to_string()).unwrap();
+/// b.push("b".to_string()).unwrap();
+/// assert_eq!(b.len(), 2);
+/// assert_eq!(b.pop().as_deref(), Some("a"));
+/// assert_eq!(&b[..], &["b".to_string()]);
+/// ```
+pub struct Burst<T, const N: usize> {
+    buf: [MaybeUninit<T>; N],
+    /// Live values are `buf[start..end]`.
+    start: usize,
+    end: usize,
+}
+
+impl<T, const N: usize> Burst<T, N> {
+    /// An empty burst.
+    pub const fn new() -> Self {
+        Burst {
+            buf: [const { MaybeUninit::uninit() }; N],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// The most values it can hold.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Values held.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether it holds no values.
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    /// Whether it holds `N` values.
+    pub fn is_full(&self) -> bool {
+        self.len() == N
+    }
+
+    /// Appends a value; a full burst gives it back.
+    pub fn push(&mut self, value: T) -> Result<(), T> {
+        if self.is_full() {
+            return Err(value);
+        }
+        self.compact();
+        self.buf[self.end].write(value);
+        self.end += 1;
+        Ok(())
+    }
+
+    /// Removes and returns the first value.
+    pub fn pop(&mut self) -> Option<T> {
+        if self.is_empty() {
+            return None;
+        }
+        // SAFETY: `start < end`, so `buf[start]` is live; advancing `start`
+        // makes it ours.
+        let v = unsafe { self.buf[self.start].assume_init_read() };
+        self.start += 1;
+        Some(v)
+    }
+
+    /// Drops every value.
+    pub fn clear(&mut self) {
+        let live: *mut [T] = &mut **self;
+        self.start = 0;
+        self.end = 0;
+        // SAFETY: `live` covered the live values; the indices were reset
+        // first, so a panicking drop cannot cause a double drop.
+        unsafe { live.drop_in_place() };
+    }
+
+    /// Moves the live values to the front so the whole tail is free.
+    fn compact(&mut self) {
+        if self.start != 0 {
+            let len = self.len();
+            let p = self.buf.as_mut_ptr();
+            // SAFETY: both ranges are inside `buf`; `ptr::copy` allows the
+            // overlap.
+            unsafe { std::ptr::copy(p.add(self.start), p, len) };
+            self.start = 0;
+            self.end = len;
+        }
+    }
+
+    /// The live values as a raw pointer and count, for a ring to move out.
+    #[inline(always)]
+    pub(crate) fn front_raw(&self) -> (*const T, usize) {
+        (self.buf[self.start..].as_ptr().cast(), self.len())
+    }
+
+    /// Records that the first `n` live values were moved out.
+    #[inline(always)]
+    pub(crate) fn advance_front(&mut self, n: usize) {
+        debug_assert!(n <= self.len());
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// The free space after the live values, for a ring to move into.
+    #[inline(always)]
+    pub(crate) fn spare_raw(&mut self) -> (*mut T, usize) {
+        self.compact();
+        let end = self.end;
+        (self.buf[end..].as_mut_ptr().cast(), N - end)
+    }
+
+    /// Records that `n` values were written after the live ones.
+    #[inline(always)]
+    pub(crate) fn advance_back(&mut self, n: usize) {
+        debug_assert!(self.end + n <= N);
+        self.end += n;
+    }
+}
+
+impl<T, const N: usize> Default for Burst<T, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T, const N: usize> Deref for Burst<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        let live = &self.buf[self.start..self.end];
+        // SAFETY: `buf[start..end]` are initialised; `MaybeUninit<T>` has
+        // the layout of `T`.
+        unsafe { std::slice::from_raw_parts(live.as_ptr().cast(), live.len()) }
+    }
+}
+
+impl<T, const N: usize> DerefMut for Burst<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        let live = &mut self.buf[self.start..self.end];
+        // SAFETY: as in `deref`.
+        unsafe { std::slice::from_raw_parts_mut(live.as_mut_ptr().cast(), live.len()) }
+    }
+}
+
+impl<T, const N: usize> Drop for Burst<T, N> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+impl<T: fmt::Debug, const N: usize> fmt::Debug for Burst<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}

@@ -1,0 +1,151 @@
+//! The element array: `capacity` slots, each either empty or holding one `T`.
+//!
+//! Slot ownership is decided entirely by the head/tail protocol in
+//! `ring.rs`: a thread only touches slots it reserved by moving a head, and
+//! the tail stores/loads named there order those accesses between threads.
+//! This module only does the copying, as two contiguous `memcpy`s per batch
+//! (before and after the end of the array). Under `--cfg loom` each slot is a
+//! loom `UnsafeCell`, so the model checker sees every access and reports any
+//! two that race.
+#![allow(unsafe_code)]
+
+use std::mem::MaybeUninit;
+
+#[cfg(not(loom))]
+type Cell<T> = std::cell::UnsafeCell<MaybeUninit<T>>;
+#[cfg(loom)]
+type Cell<T> = loom::cell::UnsafeCell<MaybeUninit<T>>;
+
+pub(crate) struct Slots<T> {
+    cells: Box<[Cell<T>]>,
+    mask: u32,
+}
+
+impl<T> Slots<T> {
+    /// Allocates `capacity` empty slots; `capacity` is a power of two.
+    pub(crate) fn new(capacity: u32) -> Option<Self> {
+        let n = capacity as usize;
+        let mut v: Vec<Cell<T>> = Vec::new();
+        v.try_reserve_exact(n).ok()?;
+        v.extend((0..n).map(|_| Cell::new(MaybeUninit::uninit())));
+        Some(Slots {
+            cells: v.into_boxed_slice(),
+            mask: capacity - 1,
+        })
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.mask as usize + 1
+    }
+
+    /// Raw pointer to slot `idx & mask`.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn slot_ptr(&self, idx: u32) -> *mut T {
+        let i = (idx & self.mask) as usize;
+        // SAFETY: `i <= mask < cells.len()`, so the offset stays inside the
+        // boxed slice; `UnsafeCell<MaybeUninit<T>>` has the layout of `T`.
+        unsafe { self.cells.as_ptr().add(i) as *mut T }
+    }
+
+    /// Moves `n` values from `src` into slots `idx..idx + n` (modulo size).
+    ///
+    /// # Safety
+    /// The caller owns those slots (reserved through the head) and they are
+    /// empty; `src` holds `n` initialised values, which the ring now owns
+    /// (the caller must forget them); `n <= capacity`.
+    #[inline(always)]
+    pub(crate) unsafe fn write(&self, idx: u32, src: *const T, n: usize) {
+        #[cfg(not(loom))]
+        {
+            let start = (idx & self.mask) as usize;
+            let first = n.min(self.len() - start);
+            // SAFETY: per this function's contract the destination slots
+            // are ours and `first` / `n - first` stay inside the array;
+            // source and destination never overlap (the caller's buffer is
+            // not ring memory).
+            unsafe {
+                copy_small(src, self.slot_ptr(idx), first);
+                copy_small(src.add(first), self.slot_ptr(0), n - first);
+            }
+        }
+        #[cfg(loom)]
+        for k in 0..n {
+            let i = (idx.wrapping_add(k as u32) & self.mask) as usize;
+            // SAFETY: as above; loom checks the slot access.
+            self.cells[i].with_mut(|p| unsafe { (*p).write(src.add(k).read()) });
+        }
+    }
+
+    /// Moves `n` values out of slots `idx..idx + n` into `dst`.
+    ///
+    /// # Safety
+    /// The caller owns those slots (reserved through the head) and they are
+    /// full; `dst` has room for `n` values and does not hold live values
+    /// that need dropping; afterwards the slots are logically empty.
+    #[inline(always)]
+    pub(crate) unsafe fn read(&self, idx: u32, dst: *mut T, n: usize) {
+        #[cfg(not(loom))]
+        {
+            let start = (idx & self.mask) as usize;
+            let first = n.min(self.len() - start);
+            // SAFETY: per this function's contract; no overlap as in write.
+            unsafe {
+                copy_small(self.slot_ptr(idx), dst, first);
+                copy_small(self.slot_ptr(0), dst.add(first), n - first);
+            }
+        }
+        #[cfg(loom)]
+        for k in 0..n {
+            let i = (idx.wrapping_add(k as u32) & self.mask) as usize;
+            // SAFETY: as above; loom checks the slot access.
+            self.cells[i].with_mut(|p| unsafe { dst.add(k).write((*p).assume_init_read()) });
+        }
+    }
+
+    /// Drops the values in slots `idx..idx + n`.
+    ///
+    /// # Safety
+    /// As for [`Slots::read`]: the slots are the caller's and full.
+    pub(crate) unsafe fn drop_range(&self, idx: u32, n: u32) {
+        for k in 0..n {
+            let i = idx.wrapping_add(k);
+            #[cfg(not(loom))]
+            // SAFETY: the slot is full and owned by the caller.
+            unsafe {
+                self.slot_ptr(i).drop_in_place()
+            };
+            #[cfg(loom)]
+            self.cells[(i & self.mask) as usize]
+                // SAFETY: the slot is full and owned by the caller.
+                .with_mut(|p| unsafe { (*p).assume_init_drop() });
+        }
+    }
+}
+
+/// Copies `n` elements. Bursts are short (typically 8–64 pointers), where a
+/// call into the C library's `memcpy` costs more than an inlined loop; long
+/// copies go to `memcpy`.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping`.
+#[cfg(not(loom))]
+#[inline(always)]
+unsafe fn copy_small<T>(src: *const T, dst: *mut T, n: usize) {
+    if n * std::mem::size_of::<T>() <= 256 {
+        for k in 0..n {
+            // SAFETY: `k < n`, both ranges valid for `n` elements.
+            unsafe { dst.add(k).write(src.add(k).read()) };
+        }
+    } else {
+        // SAFETY: forwarded contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
+    }
+}
+
+// SAFETY: slots are only accessed under the head/tail protocol, which hands
+// each slot to one thread at a time; values cross threads, hence `T: Send`.
+unsafe impl<T: Send> Sync for Slots<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for Slots<T> {}
