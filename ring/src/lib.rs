@@ -54,10 +54,11 @@
 //!    Acquire, `H1`; `Hts`: the packed head/tail word, and if head ≠ tail
 //!    another enqueue is in progress, so it waits, spinning, then yielding).
 //! 2. **Count free slots**: `free = capacity + cons.tail - h` (wrapping).
-//!    The consumer tail is first taken from a cache in the producer's own
-//!    cache line; only when that shows too little room (or is too old) is
-//!    the real `cons.tail` loaded (Acquire, `T2`), which makes the
-//!    consumer's reads of those slots happen before our writes to them.
+//!    `Single` and `Hts` producers first take the consumer tail from a cache
+//!    in their own cache line, and load the real `cons.tail` only when that
+//!    shows too little room (or is too old); `Multi` always loads it. The
+//!    load is Acquire (`T2`), which makes the consumer's reads of those
+//!    slots happen before our writes to them.
 //! 3. **Decide `k`**: bulk takes `n` or nothing, burst takes `min(n, free)`.
 //!    `k = 0` returns at once.
 //! 4. **Claim** slots `h..h+k`: `Single` needs nothing; `Multi` and `Hts`

@@ -96,7 +96,8 @@ pub trait SharedMode: SyncMode {}
 /// Modes that offer the zero-copy (reserve, access in place, commit) API.
 pub trait ZeroCopyMode: SyncMode {}
 
-/// Per-side state common to all modes: the cached tail of the other side.
+/// Per-side state of the [`Single`] and [`Hts`] modes: the cached tail of
+/// the other side.
 ///
 /// Reading the other side's tail costs a cache miss whenever the other side
 /// has written it since; the cache lets a side run for as long as the last
@@ -132,6 +133,23 @@ impl OtherTail {
                         // C1: pairs with C2 above.
         self.cached.store(t, Ordering::Release);
         offset.wrapping_add(t).wrapping_sub(head)
+    }
+}
+
+/// Spins this many times before yielding the CPU while waiting for another
+/// thread of the same side. An operation takes well under 100 ns, so a wait
+/// longer than this (a few microseconds) means that thread was probably
+/// preempted; spinning on would only delay it further when it shares our CPU.
+const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// One step of waiting for another thread of the same side.
+#[inline(always)]
+fn wait(spins: &mut u32) {
+    *spins += 1;
+    if *spins < SPINS_BEFORE_YIELD {
+        spin_hint();
+    } else {
+        yield_cpu();
     }
 }
 
@@ -214,17 +232,22 @@ impl ZeroCopyMode for Single {}
 /// order it reserved them, spinning until the threads before it have.
 ///
 /// That wait is the weakness of this mode when threads share a core: a
-/// thread preempted between its reservation and its publication makes every
-/// later thread of the same side spin until it runs again. Use [`Hts`] there.
+/// thread preempted between its reservation and its publication holds up
+/// every later thread of the same side until it runs again (DPDK's threads
+/// spin all that time; ours yield the CPU after a few microseconds, which
+/// lets the preempted thread run sooner, but the convoy remains). Use
+/// [`Hts`] there.
 #[derive(Debug)]
 pub enum Multi {}
 
-/// State of a [`Multi`] side.
+/// State of a [`Multi`] side. Unlike the other modes it keeps no cache of
+/// the other side's tail: with several threads per side the cache would be
+/// one more shared store per operation, and measured it cost more in
+/// single-core cases than it saved across cores.
 #[derive(Debug)]
 pub struct MultiState {
     head: AtomicU32,
     tail: AtomicU32,
-    other: OtherTail,
 }
 
 impl private::Mode for Multi {
@@ -236,7 +259,6 @@ impl private::Mode for Multi {
         MultiState {
             head: AtomicU32::new(start),
             tail: AtomicU32::new(start),
-            other: OtherTail::new(start),
         }
     }
 
@@ -258,7 +280,8 @@ impl private::Mode for Multi {
         // H1: the other tail is read after this.
         let mut head = s.head.load(Ordering::Acquire);
         loop {
-            let avail = s.other.available(head, offset, cap, n, &other_tail);
+            // T2 (inside `other_tail`), after H1.
+            let avail = offset.wrapping_add(other_tail()).wrapping_sub(head);
             let got = clamp(avail, n, behavior);
             if got == 0 {
                 return Reservation {
@@ -292,8 +315,9 @@ impl private::Mode for Multi {
     fn publish(s: &MultiState, start: u32, n: u32) {
         // Threads that reserved before us publish first: wait for them.
         // M1: pairs with their T1.
+        let mut spins = 0u32;
         while s.tail.load(Ordering::Acquire) != start {
-            spin_hint();
+            wait(&mut spins);
         }
         // T1: pairs with T2 on the other side (and M1 of our successors).
         s.tail.store(start.wrapping_add(n), Ordering::Release);
@@ -327,11 +351,6 @@ pub struct HtsState {
 fn pack(head: u32, tail: u32) -> u64 {
     u64::from(head) | (u64::from(tail) << 32)
 }
-
-/// Spins this many times before yielding the CPU while another thread's
-/// operation is in progress. An uncontended operation takes well under
-/// 100 ns; waiting longer than this means the owner is probably preempted.
-const HTS_SPINS_BEFORE_YIELD: u32 = 64;
 
 impl private::Mode for Hts {
     type State = HtsState;
@@ -368,12 +387,7 @@ impl private::Mode for Hts {
             let head = cur as u32;
             if head != (cur >> 32) as u32 {
                 // Another operation is in progress on this side.
-                spins += 1;
-                if spins < HTS_SPINS_BEFORE_YIELD {
-                    spin_hint();
-                } else {
-                    yield_cpu();
-                }
+                wait(&mut spins);
                 cur = s.ht.load(Ordering::Acquire);
                 continue;
             }

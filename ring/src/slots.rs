@@ -124,19 +124,23 @@ impl<T> Slots<T> {
     }
 }
 
-/// Copies `n` elements. Bursts are short (typically 8–64 pointers), where a
-/// call into the C library's `memcpy` costs more than an inlined loop; long
-/// copies go to `memcpy`.
+/// Copies `n` elements. Short copies (up to 128 bytes: 16 pointers) are an
+/// inlined element loop, as in DPDK's ring; a call into the C library's
+/// `memcpy` costs more than that. Longer ones go to `memcpy`, which moves
+/// whole vectors. The compiler fence stops LLVM from recognising the loop
+/// as a `memcpy` idiom and turning it back into the call; it emits no
+/// instruction.
 ///
 /// # Safety
 /// As for `ptr::copy_nonoverlapping`.
 #[cfg(not(loom))]
 #[inline(always)]
 unsafe fn copy_small<T>(src: *const T, dst: *mut T, n: usize) {
-    if n * std::mem::size_of::<T>() <= 256 {
+    if n * std::mem::size_of::<T>() <= 128 {
         for k in 0..n {
             // SAFETY: `k < n`, both ranges valid for `n` elements.
             unsafe { dst.add(k).write(src.add(k).read()) };
+            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
         }
     } else {
         // SAFETY: forwarded contract.

@@ -1,0 +1,226 @@
+//! `compare_ring`: runs DPDK's `ring_perf_autotest` (from `dpdk-test`) and
+//! our `ring_perf` alternately (A B A B …) and prints, per case, the median
+//! cycles per element of each and the ratio ours / DPDK, ending with
+//! `RESULT ring worst_ratio=<x>` (the largest ratio; ≤ 1.0 means we are at
+//! least as fast on every row). Driven by `benches/compare.sh ring`, which
+//! installs DPDK and mounts hugepages first.
+//!
+//! Usage: `compare_ring [--runs N] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]`
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+type Cases = BTreeMap<String, f64>;
+
+/// Parses `ring_perf_autotest` output (DPDK 22.11) into our case names,
+/// converted to cycles per element like `ring_perf`'s `CASE` lines.
+fn parse_dpdk(out: &str) -> Cases {
+    let mut cases = Cases::new();
+    let mut section = "";
+    for line in out.lines() {
+        let line = line.trim();
+        if let Some(h) = line.strip_prefix("### Testing ") {
+            section = if h.starts_with("single") {
+                "single"
+            } else if h.starts_with("burst") {
+                "burst"
+            } else if h.starts_with("bulk") {
+                "bulk"
+            } else if h.starts_with("empty") {
+                "empty"
+            } else if h.contains("two physical cores") {
+                "2core"
+            } else {
+                ""
+            };
+            continue;
+        }
+        let (pfx, rest) = if let Some(r) = line.strip_prefix("legacy APIs: ") {
+            ("", r)
+        } else if let Some(r) = line.strip_prefix("elem APIs: element size 16B: ") {
+            ("e16_", r)
+        } else {
+            continue;
+        };
+        let Some((mode, rest)) = rest.split_once(": ") else {
+            continue;
+        };
+        let m = match mode {
+            "SP/SC" => "spsc",
+            "MP/MC" => "mpmc",
+            _ => continue,
+        };
+        let Some((what, val)) = rest.rsplit_once(": ") else {
+            continue;
+        };
+        let Ok(v) = val.trim().parse::<f64>() else {
+            continue;
+        };
+        let size: Option<f64> = what
+            .split_once("size: ")
+            .and_then(|(_, s)| s.trim_end_matches(')').trim().parse().ok());
+        let (name, per_elem) = match (section, size) {
+            ("single", _) => (format!("{pfx}single_{m}"), v),
+            ("burst", Some(n)) => (format!("{pfx}burst{n}_{m}"), v / n),
+            ("bulk", Some(n)) => (format!("{pfx}bulk{n}_{m}"), v / n),
+            ("empty", _) => (format!("{pfx}empty_{m}"), v),
+            ("2core", Some(n)) => (format!("{pfx}2core_bulk{n}_{m}"), v),
+            _ => continue,
+        };
+        cases.insert(name, per_elem);
+    }
+    cases
+}
+
+fn parse_ours(out: &str) -> Cases {
+    out.lines()
+        .filter_map(|l| {
+            let mut it = l.strip_prefix("CASE ")?.split_whitespace();
+            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+struct Opts {
+    runs: usize,
+    huge_dir: String,
+    dpdk_test: String,
+    cores: String,
+}
+
+fn parse_args() -> Result<Opts, String> {
+    let mut o = Opts {
+        runs: 3,
+        huge_dir: "/mnt/rpmd-huge".into(),
+        dpdk_test: "dpdk-test".into(),
+        cores: "0,1".into(),
+    };
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        let mut val = || a.next().ok_or(format!("{k} needs a value"));
+        match k.as_str() {
+            "--runs" => o.runs = val()?.parse().map_err(|e| format!("--runs: {e}"))?,
+            "--huge-dir" => o.huge_dir = val()?,
+            "--dpdk-test" => o.dpdk_test = val()?,
+            "--cores" => o.cores = val()?,
+            _ => return Err(format!("unknown argument {k:?}; usage: compare_ring [--runs N] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]")),
+        }
+    }
+    if o.runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    Ok(o)
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!(
+            "{what} failed ({}):\n{}\n{}",
+            out.status,
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(text)
+}
+
+fn main() {
+    let o = parse_args().unwrap_or_else(|e| {
+        eprintln!("compare_ring: {e}");
+        std::process::exit(2)
+    });
+    let ours_bin: PathBuf = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("ring_perf")))
+        .unwrap_or_else(|| "ring_perf".into());
+    let lcores = o.cores.replace(',', ",");
+    let mut dpdk_runs: Vec<Cases> = Vec::new();
+    let mut our_runs: Vec<Cases> = Vec::new();
+    for i in 0..o.runs {
+        eprintln!("run {}/{}: DPDK ring_perf_autotest", i + 1, o.runs);
+        let d = run(
+            Command::new(&o.dpdk_test)
+                .env("DPDK_TEST", "ring_perf_autotest")
+                .args([
+                    "--no-pci",
+                    "-l",
+                    &lcores,
+                    "--file-prefix=rpmd-cmp",
+                    "--huge-unlink",
+                    "-m",
+                    "128",
+                ])
+                .args(["--huge-dir", &o.huge_dir, "--log-level=lib.eal:error"]),
+            "dpdk-test",
+        )
+        .unwrap_or_else(|e| {
+            eprintln!("compare_ring: {e}");
+            std::process::exit(1)
+        });
+        let d = parse_dpdk(&d);
+        if d.is_empty() {
+            eprintln!("compare_ring: no ring_perf_autotest results in dpdk-test output");
+            std::process::exit(1);
+        }
+        dpdk_runs.push(d);
+        eprintln!("run {}/{}: rpmd ring_perf", i + 1, o.runs);
+        let r = run(
+            Command::new(&ours_bin).args(["--cores", &o.cores]),
+            "ring_perf",
+        )
+        .unwrap_or_else(|e| {
+            eprintln!("compare_ring: {e}");
+            std::process::exit(1)
+        });
+        our_runs.push(parse_ours(&r));
+    }
+    println!("ring_perf_autotest vs rpmd ring_perf: cycles per element (TSC), median of {} interleaved runs", o.runs);
+    println!(
+        "{:<24} {:>12} {:>12} {:>12}",
+        "case", "DPDK", "rpmd", "rpmd/DPDK"
+    );
+    let mut worst = (0.0f64, String::new());
+    for name in dpdk_runs[0].keys() {
+        let d: Vec<f64> = dpdk_runs
+            .iter()
+            .filter_map(|r| r.get(name).copied())
+            .collect();
+        let ours: Vec<f64> = our_runs
+            .iter()
+            .filter_map(|r| r.get(name).copied())
+            .collect();
+        if ours.is_empty() {
+            println!(
+                "{name:<24} {:>12.3} {:>12} {:>12}",
+                median(d),
+                "missing",
+                "-"
+            );
+            worst = (f64::INFINITY, name.clone());
+            continue;
+        }
+        let (dm, om) = (median(d), median(ours));
+        let ratio = om / dm;
+        println!("{name:<24} {dm:>12.3} {om:>12.3} {ratio:>12.3}");
+        if ratio > worst.0 {
+            worst = (ratio, name.clone());
+        }
+    }
+    println!("worst row: {}", worst.1);
+    println!("RESULT ring worst_ratio={:.3}", worst.0);
+}
