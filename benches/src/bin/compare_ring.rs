@@ -142,7 +142,7 @@ fn run(cmd: &mut Command, what: &str) -> Result<String, String> {
 fn main() {
     let o = parse_args().unwrap_or_else(|e| {
         eprintln!("compare_ring: {e}");
-    let lcores = o.cores.clone();
+        std::process::exit(2)
     });
     let ours_bin: PathBuf = std::env::current_exe()
         .ok()
