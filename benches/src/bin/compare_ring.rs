@@ -148,7 +148,7 @@ fn main() {
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("ring_perf")))
         .unwrap_or_else(|| "ring_perf".into());
-    let lcores = o.cores.replace(',', ",");
+    let lcores = o.cores.clone();
     let mut dpdk_runs: Vec<Cases> = Vec::new();
     let mut our_runs: Vec<Cases> = Vec::new();
     for i in 0..o.runs {
