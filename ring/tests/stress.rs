@@ -183,13 +183,15 @@ fn stress<P: SyncMode, C: SyncMode>(
     }
 }
 
+type Handles<P, C> = (Vec<Producer<u64, P, C>>, Vec<Consumer<u64, P, C>>);
+
 fn build<P: SyncMode, C: SyncMode>(
     cap: usize,
     np: usize,
     nc: usize,
     clone_p: impl Fn(&Producer<u64, P, C>) -> Producer<u64, P, C>,
     clone_c: impl Fn(&Consumer<u64, P, C>) -> Consumer<u64, P, C>,
-) -> (Vec<Producer<u64, P, C>>, Vec<Consumer<u64, P, C>>) {
+) -> Handles<P, C> {
     // Start near the top of the index space so the run crosses u32::MAX.
     let (p, c) = rpmd_ring::with_start_index::<u64, P, C>(cap, u32::MAX - 1000).unwrap();
     let mut ps: Vec<_> = (1..np).map(|_| clone_p(&p)).collect();
