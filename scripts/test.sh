@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# rpmd's test command (README "Quick start"; .ci/run runs exactly this).
+# Installs what the tests need, then runs every check: format, lints, docs,
+# unit and integration tests, release-mode stress tests, loom model checks,
+# and a one-run smoke of the DPDK comparison (to keep it working; its ratios
+# are a benchmark, not asserted here).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "installing test dependencies (Debian: dpdk-dev)"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q dpdk-dev
+else
+    echo "not root (or no apt-get): skipping package installs"
+fi
+command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+step "cargo fmt --check"
+cargo fmt --all --check
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+step "cargo doc -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
+step "cargo test (debug)"
+cargo test --workspace
+step "release-mode stress tests"
+cargo test --release -p rpmd-ring --test stress -- --nocapture --test-threads=1
+step "loom model checks"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p rpmd-ring --test loom
+if command -v dpdk-test >/dev/null && [ "$(id -u)" = 0 ]; then
+    step "benchmark smoke: benches/compare.sh ring --runs 1"
+    bash benches/compare.sh ring --runs 1
+fi
+step "all checks passed"
