@@ -37,7 +37,6 @@ trait Q: Send + Sync + 'static {
 
 struct Ring<P: SyncMode, C: SyncMode>(Producer<u64, P, C>, Consumer<u64, P, C>);
 
-
 impl<P: SyncMode, C: SyncMode> Q for Ring<P, C>
 where
     Producer<u64, P, C>: Sync,
@@ -137,7 +136,9 @@ fn two_threads<T: Q>(c: &mut Criterion, name: &str, q: Arc<T>) {
     let mut g = c.benchmark_group("ring_2threads");
     for (label, op, n) in OPS {
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_function(BenchmarkId::new(name, label), |b| b.iter_custom(|iters| cross(&q, op, n, iters)));
+        g.bench_function(BenchmarkId::new(name, label), |b| {
+            b.iter_custom(|iters| cross(&q, op, n, iters))
+        });
     }
     g.finish();
 }
