@@ -24,6 +24,21 @@
 //! | [`Hts`] | any, operations serialised; for threads sharing cores | MP_HTS / MC_HTS |
 //!
 //! so `Producer<T, Multi, Single>` is the producer end of an MP/SC ring.
+//! The single-thread rule is enforced by the compiler: a [`Single`] end
+//! cannot be cloned,
+//!
+//! ```compile_fail
+//! let (p, _c) = rpmd_ring::new::<u32, rpmd_ring::Single, rpmd_ring::Single>(8).unwrap();
+//! let p2 = p.clone();
+//! ```
+//!
+//! nor shared between threads:
+//!
+//! ```compile_fail
+//! fn shared<T: Sync>(_: &T) {}
+//! let (p, _c) = rpmd_ring::new::<u32, rpmd_ring::Single, rpmd_ring::Multi>(8).unwrap();
+//! shared(&p);
+//! ```
 //! Values are moved in and out exactly once; dropping the last handle drops
 //! the values still in the ring.
 //!
