@@ -28,51 +28,57 @@ const OPS: [(&str, Op, usize); 7] = [
     ("bulk128", Op::Bulk, 128),
 ];
 
-/// One transfer of `n` elements with the named operation; returns how many
-/// moved.
-trait Q: Send + Sync + 'static {
-    fn put(&self, op: Op, src: &[u64]) -> usize;
-    fn get(&self, op: Op, dst: &mut [u64]) -> usize;
+/// The enqueue end of a queue under test: one transfer of up to `src.len()`
+/// elements with operation `op`; returns how many moved.
+trait Tx: Send + 'static {
+    fn put(&mut self, op: Op, src: &[u64]) -> usize;
 }
 
-struct Ring<P: SyncMode, C: SyncMode>(Producer<u64, P, C>, Consumer<u64, P, C>);
+/// The dequeue end of a queue under test.
+trait Rx: Send + 'static {
+    fn get(&mut self, op: Op, dst: &mut [u64]) -> usize;
+}
 
-impl<P: SyncMode, C: SyncMode> Q for Ring<P, C>
-where
-    Producer<u64, P, C>: Sync,
-    Consumer<u64, P, C>: Sync,
-{
+impl<P: SyncMode, C: SyncMode> Tx for Producer<u64, P, C> {
     #[inline]
-    fn put(&self, op: Op, src: &[u64]) -> usize {
+    fn put(&mut self, op: Op, src: &[u64]) -> usize {
         match op {
-            Op::Single => usize::from(self.0.enqueue(src[0]).is_ok()),
-            Op::Burst => self.0.enqueue_burst(src).n,
-            Op::Bulk => self.0.enqueue_bulk(src).n,
+            Op::Single => usize::from(self.enqueue(src[0]).is_ok()),
+            Op::Burst => self.enqueue_burst(src).n,
+            Op::Bulk => self.enqueue_bulk(src).n,
         }
     }
+}
+
+impl<P: SyncMode, C: SyncMode> Rx for Consumer<u64, P, C> {
     #[inline]
-    fn get(&self, op: Op, dst: &mut [u64]) -> usize {
+    fn get(&mut self, op: Op, dst: &mut [u64]) -> usize {
         match op {
-            Op::Single => match self.1.dequeue() {
+            Op::Single => match self.dequeue() {
                 Some(v) => {
                     dst[0] = v;
                     1
                 }
                 None => 0,
             },
-            Op::Burst => self.1.dequeue_burst(dst).n,
-            Op::Bulk => self.1.dequeue_bulk(dst).n,
+            Op::Burst => self.dequeue_burst(dst).n,
+            Op::Bulk => self.dequeue_bulk(dst).n,
         }
     }
 }
 
-impl Q for ArrayQueue<u64> {
+/// `ArrayQueue` has no batch operations: bursts and bulks are loops of
+/// single pushes and pops.
+impl Tx for Arc<ArrayQueue<u64>> {
     #[inline]
-    fn put(&self, _op: Op, src: &[u64]) -> usize {
+    fn put(&mut self, _op: Op, src: &[u64]) -> usize {
         src.iter().take_while(|&&v| self.push(v).is_ok()).count()
     }
+}
+
+impl Rx for Arc<ArrayQueue<u64>> {
     #[inline]
-    fn get(&self, _op: Op, dst: &mut [u64]) -> usize {
+    fn get(&mut self, _op: Op, dst: &mut [u64]) -> usize {
         let mut n = 0;
         for d in dst.iter_mut() {
             match self.pop() {
@@ -85,7 +91,7 @@ impl Q for ArrayQueue<u64> {
     }
 }
 
-fn one_thread<T: Q>(c: &mut Criterion, name: &str, q: &T) {
+fn one_thread(c: &mut Criterion, name: &str, (mut tx, mut rx): (impl Tx, impl Rx)) {
     let mut g = c.benchmark_group("ring_1thread");
     for (label, op, n) in OPS {
         g.throughput(Throughput::Elements(n as u64));
@@ -93,104 +99,79 @@ fn one_thread<T: Q>(c: &mut Criterion, name: &str, q: &T) {
         let mut dst = vec![0u64; n];
         g.bench_function(BenchmarkId::new(name, label), |b| {
             b.iter(|| {
-                black_box(q.put(op, black_box(&src)));
-                black_box(q.get(op, black_box(&mut dst)));
+                black_box(tx.put(op, black_box(&src)));
+                black_box(rx.get(op, black_box(&mut dst)));
             })
         });
     }
     g.finish();
 }
 
-/// Moves `iters * n` elements from CPU 0 to CPU 1 and times it.
-fn cross(q: &Arc<impl Q>, op: Op, n: usize, iters: u64) -> Duration {
+/// Moves `iters * n` elements from CPU 0 to CPU 1 and times it. The
+/// dequeue end goes to the consumer thread and comes back when it is done.
+fn cross<R: Rx>(tx: &mut impl Tx, rx: R, op: Op, n: usize, iters: u64) -> (Duration, R) {
     let total = iters * n as u64;
-    let qc = q.clone();
     let consumer = std::thread::spawn(move || {
+        let mut rx = rx;
         pin(1);
         let mut dst = vec![0u64; n];
         let mut got = 0u64;
         while got < total {
-            let k = qc.get(op, &mut dst[..n.min((total - got) as usize)]);
+            let k = rx.get(op, &mut dst[..n.min((total - got) as usize)]);
             if k == 0 {
                 std::hint::spin_loop();
             }
             got += k as u64;
         }
+        rx
     });
     pin(0);
     let src = vec![7u64; n];
     let start = Instant::now();
     let mut sent = 0u64;
     while sent < total {
-        let k = q.put(op, &src[..n.min((total - sent) as usize)]);
+        let k = tx.put(op, &src[..n.min((total - sent) as usize)]);
         if k == 0 {
             std::hint::spin_loop();
         }
         sent += k as u64;
     }
-    consumer.join().unwrap();
-    start.elapsed()
+    let rx = consumer.join().unwrap();
+    (start.elapsed(), rx)
 }
 
-fn two_threads<T: Q>(c: &mut Criterion, name: &str, q: Arc<T>) {
+fn two_threads<R: Rx>(c: &mut Criterion, name: &str, (mut tx, rx): (impl Tx, R)) {
     let mut g = c.benchmark_group("ring_2threads");
+    let mut rx = Some(rx);
     for (label, op, n) in OPS {
         g.throughput(Throughput::Elements(n as u64));
         g.bench_function(BenchmarkId::new(name, label), |b| {
-            b.iter_custom(|iters| cross(&q, op, n, iters))
+            b.iter_custom(|iters| {
+                let (t, back) = cross(&mut tx, rx.take().unwrap(), op, n, iters);
+                rx = Some(back);
+                t
+            })
         });
     }
     g.finish();
 }
 
-fn ring<P: SyncMode, C: SyncMode>() -> Ring<P, C> {
-    let (p, c) = rpmd_ring::new::<u64, P, C>(CAP).unwrap();
-    Ring(p, c)
+fn ring<P: SyncMode, C: SyncMode>() -> (Producer<u64, P, C>, Consumer<u64, P, C>) {
+    rpmd_ring::new::<u64, P, C>(CAP).unwrap()
 }
 
-/// Single-mode ends are not `Sync`; wrap them for the two-thread bench,
-/// where each end is still used by one thread only.
-struct SpscPair(std::cell::UnsafeCell<Ring<Single, Single>>);
-
-// SAFETY: `cross` calls `put` only from the producing thread and `get` only
-// from the consuming thread, so each single-mode end has one user.
-unsafe impl Sync for SpscPair {}
-
-impl Q for SpscPair {
-    fn put(&self, op: Op, src: &[u64]) -> usize {
-        // SAFETY: only the producer end is touched, from one thread.
-        let r = unsafe { &*self.0.get() };
-        match op {
-            Op::Single => usize::from(r.0.enqueue(src[0]).is_ok()),
-            Op::Burst => r.0.enqueue_burst(src).n,
-            Op::Bulk => r.0.enqueue_bulk(src).n,
-        }
-    }
-    fn get(&self, op: Op, dst: &mut [u64]) -> usize {
-        // SAFETY: only the consumer end is touched, from one thread.
-        let r = unsafe { &*self.0.get() };
-        match op {
-            Op::Single => match r.1.dequeue() {
-                Some(v) => {
-                    dst[0] = v;
-                    1
-                }
-                None => 0,
-            },
-            Op::Burst => r.1.dequeue_burst(dst).n,
-            Op::Bulk => r.1.dequeue_bulk(dst).n,
-        }
-    }
+fn array_queue() -> (Arc<ArrayQueue<u64>>, Arc<ArrayQueue<u64>>) {
+    let q = Arc::new(ArrayQueue::new(CAP));
+    (q.clone(), q)
 }
 
 fn benches(c: &mut Criterion) {
-    let spsc = SpscPair(std::cell::UnsafeCell::new(ring::<Single, Single>()));
-    one_thread(c, "spsc", &spsc);
-    one_thread(c, "mpmc", &ring::<Multi, Multi>());
-    one_thread(c, "arrayqueue", &ArrayQueue::<u64>::new(CAP));
-    two_threads(c, "spsc", Arc::new(spsc));
-    two_threads(c, "mpmc", Arc::new(ring::<Multi, Multi>()));
-    two_threads(c, "arrayqueue", Arc::new(ArrayQueue::<u64>::new(CAP)));
+    one_thread(c, "spsc", ring::<Single, Single>());
+    one_thread(c, "mpmc", ring::<Multi, Multi>());
+    one_thread(c, "arrayqueue", array_queue());
+    two_threads(c, "spsc", ring::<Single, Single>());
+    two_threads(c, "mpmc", ring::<Multi, Multi>());
+    two_threads(c, "arrayqueue", array_queue());
 }
 
 criterion_group! {

@@ -88,7 +88,12 @@ pub(crate) mod private {
 
 /// A synchronisation mode for one side of a ring. Sealed: the modes are
 /// [`Single`], [`Multi`] and [`Hts`].
-pub trait SyncMode: private::Mode {}
+pub trait SyncMode: private::Mode {
+    /// The mode's name: `"single"`, `"multi"` or `"hts"`.
+    fn name() -> &'static str {
+        <Self as private::Mode>::NAME
+    }
+}
 
 /// Modes whose handles may be cloned and shared between threads.
 pub trait SharedMode: SyncMode {}
@@ -143,6 +148,13 @@ impl OtherTail {
 const SPINS_BEFORE_YIELD: u32 = 64;
 
 /// One step of waiting for another thread of the same side.
+///
+/// These waits have no timeout, on purpose: they wait for an operation that
+/// another thread of this process has already started and finishes without
+/// blocking (a few copies and one store), not for hardware or a peer. The
+/// only way they last is that thread being descheduled, which the yield
+/// addresses; giving up instead would leave claimed slots unpublished and
+/// the ring stuck for everyone.
 #[inline(always)]
 fn wait(spins: &mut u32) {
     *spins += 1;

@@ -31,10 +31,10 @@ fn report(api: &str, mode: &str, what: &str, dpdk_style: f64, per_elem: f64, cas
 }
 
 fn mode_name<P: SyncMode>() -> (&'static str, &'static str) {
-    if std::any::type_name::<P>().ends_with("Single") {
-        ("SP/SC", "spsc")
-    } else {
-        ("MP/MC", "mpmc")
+    match P::name() {
+        "single" => ("SP/SC", "spsc"),
+        "multi" => ("MP/MC", "mpmc"),
+        _ => ("HTS", "hts"),
     }
 }
 
