@@ -1,13 +1,15 @@
 //! criterion benches of rpmd-ring against crossbeam-queue's `ArrayQueue`:
 //! single, burst and bulk (8, 32, 128) for SP/SC and MP/MC rings, in one
 //! thread (enqueue n, dequeue n) and across two pinned threads (CPU 0
-//! enqueues, CPU 1 dequeues). Throughput is reported per element.
+//! enqueues, CPU 1 dequeues, both spinning with crossbeam's `Backoff` when
+//! the queue is full or empty). Throughput is reported per element.
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::Backoff;
 use rpmd_benches::tsc::pin;
 use rpmd_ring::{Consumer, Multi, Producer, Single, SyncMode};
 use std::hint::black_box;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 const CAP: usize = 1024;
@@ -107,53 +109,91 @@ fn one_thread(c: &mut Criterion, name: &str, (mut tx, mut rx): (impl Tx, impl Rx
     g.finish();
 }
 
-/// Moves `iters * n` elements from CPU 0 to CPU 1 and times it. The
-/// dequeue end goes to the consumer thread and comes back when it is done.
-fn cross<R: Rx>(tx: &mut impl Tx, rx: R, op: Op, n: usize, iters: u64) -> (Duration, R) {
-    let total = iters * n as u64;
-    let consumer = std::thread::spawn(move || {
-        let mut rx = rx;
-        pin(1);
-        let mut dst = vec![0u64; n];
-        let mut got = 0u64;
-        while got < total {
-            let k = rx.get(op, &mut dst[..n.min((total - got) as usize)]);
-            if k == 0 {
-                std::hint::spin_loop();
+/// A consumer thread pinned to CPU 1 that lives across samples (spawning
+/// and migrating a thread per sample cost more than a small sample's
+/// transfer) and drains the number of elements it is told to.
+struct Drainer {
+    cmd: mpsc::Sender<(Op, usize, u64)>,
+    done: mpsc::Receiver<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Drainer {
+    fn spawn(mut rx: impl Rx) -> Self {
+        let (cmd, cmd_rx) = mpsc::channel::<(Op, usize, u64)>();
+        let (done_tx, done) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            pin(1);
+            let mut dst = vec![0u64; 128];
+            while let Ok((op, n, total)) = cmd_rx.recv() {
+                let backoff = Backoff::new();
+                let mut got = 0u64;
+                // `total` is a multiple of `n` and the producer sends exactly
+                // `total`, so full-size requests never overshoot.
+                while got < total {
+                    let k = rx.get(op, &mut dst[..n]);
+                    if k == 0 {
+                        backoff.spin();
+                    } else {
+                        backoff.reset();
+                    }
+                    got += k as u64;
+                }
+                done_tx.send(()).unwrap();
             }
-            got += k as u64;
-        }
-        rx
-    });
+        });
+        Drainer { cmd, done, thread }
+    }
+
+    fn stop(self) {
+        drop(self.cmd);
+        self.thread.join().unwrap();
+    }
+}
+
+/// Moves `iters * n` elements from CPU 0 to the drainer on CPU 1 and times
+/// it. Both sides spin with crossbeam's `Backoff` when the queue is full or
+/// empty, the policy crossbeam's own channels use, so neither queue is
+/// measured in a poll loop tuned for it.
+fn cross(tx: &mut impl Tx, d: &Drainer, op: Op, n: usize, iters: u64) -> Duration {
+    let total = iters * n as u64;
     pin(0);
     let src = vec![7u64; n];
     let start = Instant::now();
+    d.cmd.send((op, n, total)).unwrap();
     let mut sent = 0u64;
+    let backoff = Backoff::new();
     while sent < total {
-        let k = tx.put(op, &src[..n.min((total - sent) as usize)]);
+        // A burst may move fewer than `n`; send only what is missing so
+        // exactly `total` elements go through.
+        let left = total - sent;
+        let k = if left >= n as u64 {
+            tx.put(op, &src)
+        } else {
+            tx.put(op, &src[..left as usize])
+        };
         if k == 0 {
-            std::hint::spin_loop();
+            backoff.spin();
+        } else {
+            backoff.reset();
         }
         sent += k as u64;
     }
-    let rx = consumer.join().unwrap();
-    (start.elapsed(), rx)
+    d.done.recv().unwrap();
+    start.elapsed()
 }
 
-fn two_threads<R: Rx>(c: &mut Criterion, name: &str, (mut tx, rx): (impl Tx, R)) {
+fn two_threads(c: &mut Criterion, name: &str, (mut tx, rx): (impl Tx, impl Rx)) {
     let mut g = c.benchmark_group("ring_2threads");
-    let mut rx = Some(rx);
+    let d = Drainer::spawn(rx);
     for (label, op, n) in OPS {
         g.throughput(Throughput::Elements(n as u64));
         g.bench_function(BenchmarkId::new(name, label), |b| {
-            b.iter_custom(|iters| {
-                let (t, back) = cross(&mut tx, rx.take().unwrap(), op, n, iters);
-                rx = Some(back);
-                t
-            })
+            b.iter_custom(|iters| cross(&mut tx, &d, op, n, iters))
         });
     }
     g.finish();
+    d.stop();
 }
 
 fn ring<P: SyncMode, C: SyncMode>() -> (Producer<u64, P, C>, Consumer<u64, P, C>) {
