@@ -60,14 +60,20 @@ impl<T> Slots<T> {
         #[cfg(not(loom))]
         {
             let start = (idx & self.mask) as usize;
-            let first = n.min(self.len() - start);
+            let first = self.len() - start;
             // SAFETY: per this function's contract the destination slots
-            // are ours and `first` / `n - first` stay inside the array;
-            // source and destination never overlap (the caller's buffer is
-            // not ring memory).
+            // are ours, and each run stays inside the array (`n <= first`
+            // in the first branch; `first` and `n - first <= capacity`
+            // otherwise); source and destination never overlap (the
+            // caller's buffer is not ring memory).
             unsafe {
-                copy_small(src, self.slot_ptr(idx), first);
-                copy_small(src.add(first), self.slot_ptr(0), n - first);
+                if n <= first {
+                    // The common case: no wrap, one run.
+                    copy_small(src, self.slot_ptr(idx), n);
+                } else {
+                    copy_small(src, self.slot_ptr(idx), first);
+                    copy_small(src.add(first), self.slot_ptr(0), n - first);
+                }
             }
         }
         #[cfg(loom)]
@@ -89,11 +95,16 @@ impl<T> Slots<T> {
         #[cfg(not(loom))]
         {
             let start = (idx & self.mask) as usize;
-            let first = n.min(self.len() - start);
-            // SAFETY: per this function's contract; no overlap as in write.
+            let first = self.len() - start;
+            // SAFETY: per this function's contract; runs and overlap as in
+            // `write`.
             unsafe {
-                copy_small(self.slot_ptr(idx), dst, first);
-                copy_small(self.slot_ptr(0), dst.add(first), n - first);
+                if n <= first {
+                    copy_small(self.slot_ptr(idx), dst, n);
+                } else {
+                    copy_small(self.slot_ptr(idx), dst, first);
+                    copy_small(self.slot_ptr(0), dst.add(first), n - first);
+                }
             }
         }
         #[cfg(loom)]
