@@ -1,10 +1,33 @@
-//! rpmd core runtime (work not started yet).
+//! rpmd core runtime: what every driver stands on.
 //!
-//! This crate will hold everything a driver stands on: hugepage-backed DMA
-//! memory that knows its IOVA, the mempool and `Mbuf` packet buffers (backed
-//! by `rpmd-ring`), the driver-independent port API (`rx_burst`/`tx_burst`,
-//! configuration, statistics, device strings such as `pci:0000:00:04.0` or
-//! `ring:NAME`), software `ring` and `null` ports, and the VFIO/PCI plumbing
-//! (container, group, device, BAR access, DMA mapping, MSI-X eventfds).
+//! Built so far:
+//! - [`dma`]: hugepage-backed, fd-shareable memory regions that know their
+//!   IOVAs (IOVA = VA for VFIO and vhost-user, IOVA = PA from pagemap for
+//!   devices without an IOMMU), with O(1) translation.
+//! - [`hugepages`]: inspecting and reserving hugepages through sysfs.
+//! - [`mempool`] and [`mbuf`]: fixed-size packet buffers in DMA memory,
+//!   with a per-lcore cache in front of an MP/MC ring, and an owning
+//!   [`Mbuf`] handle that returns to its pool on drop, so buffers cannot be
+//!   leaked, used after free, or freed twice from safe code.
+//! - [`lcore`]: per-thread lcore ids that key per-core state.
+//!
+//! To come (issue 3): the driver-independent port API and device strings,
+//! the `ring` and `null` software ports, and the VFIO/PCI plumbing.
+//!
+//! `unsafe` is confined to `dma` (mapping, pagemap), `mbuf` and `mempool`
+//! (objects addressed by raw pointers inside DMA memory); every block says
+//! why it is sound.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+
+pub mod dma;
+mod error;
+pub mod hugepages;
+pub mod lcore;
+pub mod mbuf;
+pub mod mempool;
+
+pub use dma::{DmaRegion, Iova, IovaMode, PageSize};
+pub use error::Error;
+pub use mbuf::Mbuf;
+pub use mempool::{Mempool, MempoolConfig};

@@ -1,0 +1,75 @@
+//! The pmd crate's error type.
+use std::io;
+use std::path::PathBuf;
+
+/// Errors of DMA memory, hugepage and mempool set-up.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A system call failed.
+    #[error("{what}: {source}")]
+    Sys {
+        /// What we were doing.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A sysfs or procfs file could not be read or written.
+    #[error("{}: {source}{}", path.display(), hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+        /// How to fix it, when known.
+        hint: Option<&'static str>,
+    },
+    /// Physical addresses were asked for but /proc/self/pagemap hides them.
+    #[error("physical addresses of DMA memory are unavailable (pagemap shows no frame numbers): run as root (CAP_SYS_ADMIN), or use IOVA-as-VA with VFIO")]
+    NoPhysAddr,
+    /// Physical addressing needs pages at least as large as one object.
+    #[error("IOVA-as-PA needs hugepages: an object of {obj_size} bytes does not fit in a {page_size}-byte page; reserve hugepages (rpmd hugepages, or echo N > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)")]
+    PaNeedsHugepages {
+        /// Object size asked for.
+        obj_size: usize,
+        /// Page size of the region.
+        page_size: usize,
+    },
+    /// A size or count is out of range.
+    #[error("invalid {what}: {detail}")]
+    Invalid {
+        /// Which parameter.
+        what: &'static str,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// The ring under a mempool could not be created.
+    #[error("mempool {pool}: {source}")]
+    Ring {
+        /// Pool name.
+        pool: String,
+        /// The ring error.
+        #[source]
+        source: rpmd_ring::Error,
+    },
+    /// The pool has no free object left.
+    #[error("mempool {pool} exhausted: all {size} mbufs in use (asked for {wanted})")]
+    Exhausted {
+        /// Pool name.
+        pool: String,
+        /// Objects in the pool.
+        size: u32,
+        /// Objects asked for.
+        wanted: usize,
+    },
+}
+
+impl Error {
+    pub(crate) fn sys(what: impl Into<String>) -> Self {
+        Error::Sys {
+            what: what.into(),
+            source: io::Error::last_os_error(),
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! Packet buffers.
+//!
+//! An mbuf is a 128-byte header followed by its buffer (headroom, then data
+//! room), all inside a mempool's DMA region. [`Mbuf`] is the owning handle:
+//! while it exists, software owns the header and the buffer, so the data
+//! can be borrowed as `&[u8]`/`&mut [u8]`. Dropping it returns the buffer
+//! (and any chained segments) to its pool. A driver that hands a buffer to
+//! a device turns the handle into a raw pointer ([`Mbuf::into_raw`]) and
+//! back when the device is done ([`Mbuf::from_raw`]); the device never
+//! writes a buffer that a live `Mbuf` refers to.
+#![allow(unsafe_code)]
+
+use crate::dma::Iova;
+use crate::mempool::PoolInner;
+use std::ptr::NonNull;
+
+/// Offload flag: the L4 checksum is known good (RX), DPDK's
+/// `RTE_MBUF_F_RX_L4_CKSUM_GOOD`.
+pub const RX_L4_CKSUM_GOOD: u64 = 1 << 8;
+/// Offload flag: the L4 checksum is known bad (RX).
+pub const RX_L4_CKSUM_BAD: u64 = 1 << 3;
+/// Offload flag: the RSS hash field is valid (RX).
+pub const RX_RSS_HASH: u64 = 1 << 1;
+/// Offload flag: ask the device to compute the L4 checksum (TX).
+pub const TX_L4_CKSUM: u64 = 1 << 52;
+
+/// The mbuf header, at the start of each pool object (two cache lines, like
+/// `rte_mbuf`). Only software reads or writes it.
+#[repr(C, align(64))]
+pub(crate) struct MbufHdr {
+    /// Start of the buffer (headroom first).
+    pub(crate) buf_addr: *mut u8,
+    /// IOVA of `buf_addr`.
+    pub(crate) buf_iova: u64,
+    pub(crate) data_off: u16,
+    pub(crate) nb_segs: u16,
+    pub(crate) port: u16,
+    pub(crate) buf_len: u16,
+    pub(crate) ol_flags: u64,
+    pub(crate) packet_type: u32,
+    /// Total length of all segments (meaningful on the first).
+    pub(crate) pkt_len: u32,
+    pub(crate) data_len: u16,
+    pub(crate) vlan_tci: u16,
+    pub(crate) rss_hash: u32,
+    /// Next segment, or null.
+    pub(crate) next: *mut MbufHdr,
+    /// The pool this object belongs to; outlives every mbuf of it.
+    pub(crate) pool: *const PoolInner,
+    pub(crate) headroom: u16,
+    _reserved: [u8; 62],
+}
+
+const _: () = assert!(std::mem::size_of::<MbufHdr>() == 128);
+const _: () = assert!(std::mem::offset_of!(MbufHdr, next) == 48);
+
+impl MbufHdr {
+    /// A fresh header for a buffer at `buf_addr`/`buf_iova`.
+    pub(crate) fn new(
+        buf_addr: *mut u8,
+        buf_iova: Iova,
+        buf_len: u16,
+        headroom: u16,
+        pool: *const PoolInner,
+    ) -> Self {
+        MbufHdr {
+            buf_addr,
+            buf_iova: buf_iova.raw(),
+            data_off: headroom,
+            nb_segs: 1,
+            port: u16::MAX,
+            buf_len,
+            ol_flags: 0,
+            packet_type: 0,
+            pkt_len: 0,
+            data_len: 0,
+            vlan_tci: 0,
+            rss_hash: 0,
+            next: std::ptr::null_mut(),
+            pool,
+            headroom,
+            _reserved: [0; 62],
+        }
+    }
+
+    /// Back to the state of a freshly allocated mbuf (`rte_pktmbuf_reset`).
+    #[inline(always)]
+    pub(crate) fn reset(&mut self) {
+        self.data_off = self.headroom;
+        self.nb_segs = 1;
+        self.port = u16::MAX;
+        self.ol_flags = 0;
+        self.packet_type = 0;
+        self.pkt_len = 0;
+        self.data_len = 0;
+        self.vlan_tci = 0;
+        self.rss_hash = 0;
+        self.next = std::ptr::null_mut();
+    }
+}
+
+/// An owned packet buffer (one segment, possibly the head of a chain).
+#[repr(transparent)]
+pub struct Mbuf(NonNull<MbufHdr>);
+
+// SAFETY: an `Mbuf` owns its object exclusively; moving it to another
+// thread moves that ownership. Its drop returns the object through the
+// pool, which is thread-safe.
+unsafe impl Send for Mbuf {}
+// SAFETY: `&Mbuf` only allows reading the header and data.
+unsafe impl Sync for Mbuf {}
+
+impl Mbuf {
+    /// Wraps an object taken from a pool.
+    ///
+    /// # Safety
+    /// `p` is an object of a live pool that nobody else owns.
+    #[inline(always)]
+    pub(crate) unsafe fn from_obj(p: NonNull<MbufHdr>) -> Self {
+        Mbuf(p)
+    }
+
+    #[inline(always)]
+    pub(crate) fn as_hdr_ptr(&mut self) -> *mut MbufHdr {
+        self.0.as_ptr()
+    }
+
+    #[inline(always)]
+    fn hdr(&self) -> &MbufHdr {
+        // SAFETY: we own the object; the header is plain memory that only
+        // the owner touches.
+        unsafe { self.0.as_ref() }
+    }
+
+    #[inline(always)]
+    fn hdr_mut(&mut self) -> &mut MbufHdr {
+        // SAFETY: as in `hdr`, and `&mut self` makes the access unique.
+        unsafe { self.0.as_mut() }
+    }
+
+    /// Gives up ownership for a device: the raw header pointer. Turn it back
+    /// with [`Mbuf::from_raw`], or the buffer is lost to its pool.
+    pub fn into_raw(self) -> NonNull<u8> {
+        let p = self.0.cast();
+        std::mem::forget(self);
+        p
+    }
+
+    /// Takes ownership back from a pointer made by [`Mbuf::into_raw`].
+    ///
+    /// # Safety
+    /// `p` came from `into_raw`, has not been turned back before, and the
+    /// device no longer accesses the buffer.
+    pub unsafe fn from_raw(p: NonNull<u8>) -> Self {
+        Mbuf(p.cast())
+    }
+
+    /// The packet bytes of this segment.
+    pub fn data(&self) -> &[u8] {
+        let h = self.hdr();
+        // SAFETY: `data_off + data_len <= buf_len` is kept by every setter,
+        // the buffer is initialised memory (zero-filled at mapping, written
+        // only as bytes since), and we own it.
+        unsafe {
+            std::slice::from_raw_parts(h.buf_addr.add(h.data_off as usize), h.data_len as usize)
+        }
+    }
+
+    /// The packet bytes of this segment, writable.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let h = self.hdr_mut();
+        // SAFETY: as in `data`, and `&mut self` makes the access unique.
+        unsafe {
+            std::slice::from_raw_parts_mut(h.buf_addr.add(h.data_off as usize), h.data_len as usize)
+        }
+    }
+
+    /// Bytes of data in this segment.
+    pub fn data_len(&self) -> usize {
+        self.hdr().data_len as usize
+    }
+
+    /// Bytes of data in the whole chain.
+    pub fn pkt_len(&self) -> usize {
+        self.hdr().pkt_len as usize
+    }
+
+    /// Segments in the chain.
+    pub fn nb_segs(&self) -> usize {
+        self.hdr().nb_segs as usize
+    }
+
+    /// Free bytes before the data.
+    pub fn headroom(&self) -> usize {
+        self.hdr().data_off as usize
+    }
+
+    /// Free bytes after the data.
+    pub fn tailroom(&self) -> usize {
+        let h = self.hdr();
+        (h.buf_len - h.data_off - h.data_len) as usize
+    }
+
+    /// Buffer size (headroom + data room).
+    pub fn buf_len(&self) -> usize {
+        self.hdr().buf_len as usize
+    }
+
+    /// IOVA of the first data byte, for a descriptor.
+    pub fn data_iova(&self) -> Iova {
+        let h = self.hdr();
+        Iova::new(h.buf_iova + h.data_off as u64)
+    }
+
+    /// IOVA of the buffer start (headroom included), for RX descriptors.
+    pub fn buf_iova(&self) -> Iova {
+        Iova::new(self.hdr().buf_iova)
+    }
+
+    /// Grows the data by `len` bytes at the end (`rte_pktmbuf_append`) and
+    /// returns them, or `None` when the tailroom is too small.
+    pub fn append(&mut self, len: usize) -> Option<&mut [u8]> {
+        if len > self.tailroom() {
+            return None;
+        }
+        let h = self.hdr_mut();
+        let old = h.data_len as usize;
+        h.data_len += len as u16;
+        h.pkt_len += len as u32;
+        Some(&mut self.data_mut()[old..])
+    }
+
+    /// Grows the data by `len` bytes at the front (`rte_pktmbuf_prepend`),
+    /// or `None` when the headroom is too small.
+    pub fn prepend(&mut self, len: usize) -> Option<&mut [u8]> {
+        if len > self.headroom() {
+            return None;
+        }
+        let h = self.hdr_mut();
+        h.data_off -= len as u16;
+        h.data_len += len as u16;
+        h.pkt_len += len as u32;
+        Some(&mut self.data_mut()[..len])
+    }
+
+    /// Removes `len` bytes from the front (`rte_pktmbuf_adj`); false when
+    /// the segment holds fewer.
+    pub fn adj(&mut self, len: usize) -> bool {
+        if len > self.data_len() {
+            return false;
+        }
+        let h = self.hdr_mut();
+        h.data_off += len as u16;
+        h.data_len -= len as u16;
+        h.pkt_len -= len as u32;
+        true
+    }
+
+    /// Removes `len` bytes from the end (`rte_pktmbuf_trim`); false when the
+    /// segment holds fewer.
+    pub fn trim(&mut self, len: usize) -> bool {
+        if len > self.data_len() {
+            return false;
+        }
+        let h = self.hdr_mut();
+        h.data_len -= len as u16;
+        h.pkt_len -= len as u32;
+        true
+    }
+
+    /// Sets this segment's data length, as a driver does after RX (data
+    /// offset unchanged); false when it does not fit the buffer. The packet
+    /// length of a single-segment mbuf follows.
+    pub fn set_data_len(&mut self, len: usize) -> bool {
+        let h = self.hdr_mut();
+        if len > (h.buf_len - h.data_off) as usize {
+            return false;
+        }
+        h.pkt_len = h.pkt_len - h.data_len as u32 + len as u32;
+        h.data_len = len as u16;
+        true
+    }
+
+    /// Appends `tail` (a segment or chain) after this chain's last segment
+    /// (`rte_pktmbuf_chain`); gives it back if the chain would exceed
+    /// `u16::MAX` segments.
+    pub fn chain(&mut self, tail: Mbuf) -> Result<(), Mbuf> {
+        let (segs, len) = (tail.hdr().nb_segs, tail.hdr().pkt_len);
+        if self.hdr().nb_segs.checked_add(segs).is_none() {
+            return Err(tail);
+        }
+        let mut last = self.0;
+        // SAFETY: we own every segment of our chain; `next` links are
+        // either null or segments of it.
+        unsafe {
+            while !last.as_ref().next.is_null() {
+                last = NonNull::new_unchecked(last.as_ref().next);
+            }
+            last.as_mut().next = tail.into_raw().cast().as_ptr();
+        }
+        let h = self.hdr_mut();
+        h.nb_segs += segs;
+        h.pkt_len += len;
+        Ok(())
+    }
+
+    /// The data of each segment of the chain, in order.
+    pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
+        let mut cur: *const MbufHdr = self.0.as_ptr();
+        std::iter::from_fn(move || {
+            // SAFETY: `cur` is null or a segment of our chain (see `chain`),
+            // whose data is borrowed for as long as `self` is.
+            let h = unsafe { cur.as_ref()? };
+            cur = h.next;
+            // SAFETY: as in `data`.
+            Some(unsafe {
+                std::slice::from_raw_parts(h.buf_addr.add(h.data_off as usize), h.data_len as usize)
+            })
+        })
+    }
+
+    /// Input port (`u16::MAX` when unset).
+    pub fn port(&self) -> u16 {
+        self.hdr().port
+    }
+
+    /// Sets the input port.
+    pub fn set_port(&mut self, port: u16) {
+        self.hdr_mut().port = port;
+    }
+
+    /// RSS hash (valid when `ol_flags` has [`RX_RSS_HASH`]).
+    pub fn rss_hash(&self) -> u32 {
+        self.hdr().rss_hash
+    }
+
+    /// Sets the RSS hash.
+    pub fn set_rss_hash(&mut self, h: u32) {
+        self.hdr_mut().rss_hash = h;
+    }
+
+    /// Offload flags (`RX_*`, `TX_*` constants in this module).
+    pub fn ol_flags(&self) -> u64 {
+        self.hdr().ol_flags
+    }
+
+    /// Sets the offload flags.
+    pub fn set_ol_flags(&mut self, f: u64) {
+        self.hdr_mut().ol_flags = f;
+    }
+
+    /// Packet type (DPDK `RTE_PTYPE_*` encoding).
+    pub fn packet_type(&self) -> u32 {
+        self.hdr().packet_type
+    }
+
+    /// Sets the packet type.
+    pub fn set_packet_type(&mut self, t: u32) {
+        self.hdr_mut().packet_type = t;
+    }
+
+    /// VLAN tag control information.
+    pub fn vlan_tci(&self) -> u16 {
+        self.hdr().vlan_tci
+    }
+
+    /// Sets the VLAN tag control information.
+    pub fn set_vlan_tci(&mut self, v: u16) {
+        self.hdr_mut().vlan_tci = v;
+    }
+}
+
+impl Drop for Mbuf {
+    fn drop(&mut self) {
+        let mut cur = self.0.as_ptr();
+        while !cur.is_null() {
+            // SAFETY: we own the chain; each segment's pool outlives it
+            // (pools with objects out are never freed, see `Mempool`).
+            unsafe {
+                let next = (*cur).next;
+                let pool = &*(*cur).pool;
+                pool.put_one(NonNull::new_unchecked(cur));
+                cur = next;
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Mbuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mbuf")
+            .field("data_len", &self.data_len())
+            .field("pkt_len", &self.pkt_len())
+            .field("nb_segs", &self.nb_segs())
+            .field("port", &self.port())
+            .finish()
+    }
+}

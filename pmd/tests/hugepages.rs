@@ -1,0 +1,56 @@
+//! Hugepage-backed DMA memory, when the test runs as root: reserves the
+//! pages it needs through sysfs, checks page size, sharing and physical
+//! contiguity within a page, and gives the pages back.
+use rpmd_pmd::{hugepages, DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
+
+const TWO_MB: u64 = 2 << 20;
+
+/// Restores the reservation on drop, even when an assertion fails.
+struct Reservation(u64);
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let _ = hugepages::reserve(TWO_MB, self.0);
+    }
+}
+
+#[test]
+fn hugepage_regions_and_pools() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: reserving hugepages needs root");
+        return;
+    }
+    let Some(before) = hugepages::pool(TWO_MB).unwrap() else {
+        eprintln!("skipped: no 2 MiB hugepage support");
+        return;
+    };
+    let _restore = Reservation(before.total);
+    let after = hugepages::reserve(TWO_MB, before.total + 4).unwrap();
+    assert!(after.free >= before.free + 4, "{before:?} -> {after:?}");
+
+    let r = DmaRegion::with_page_size("t-huge", 3 << 20, IovaMode::Pa, PageSize::Huge2M).unwrap();
+    assert_eq!((r.page_size(), r.len()), (PageSize::Huge2M, 4 << 20));
+    assert_eq!(
+        hugepages::pool(TWO_MB).unwrap().unwrap().free,
+        after.free - 2
+    );
+    // Physically contiguous within each 2 MiB page.
+    let a = r.iova(0).unwrap().raw();
+    assert_eq!(a % TWO_MB, 0);
+    assert_eq!(r.iova((1 << 20) + 5).unwrap().raw(), a + (1 << 20) + 5);
+    drop(r);
+    assert_eq!(
+        hugepages::pool(TWO_MB).unwrap().unwrap().free,
+        after.free,
+        "pages given back"
+    );
+
+    // A mempool on hugepages with IOVA = PA.
+    let mut c = MempoolConfig::new("t-huge-pool", 1024);
+    c.iova_mode = IovaMode::Pa;
+    let p = Mempool::new(&c).unwrap();
+    assert_eq!(p.region().page_size(), PageSize::Huge2M);
+    let m = p.get().unwrap();
+    assert_eq!(p.region().iova_of(m.data().as_ptr()), Some(m.data_iova()));
+}

@@ -1,0 +1,187 @@
+//! Mempool and mbuf behaviour: counts, bounds, chains, bulk all-or-nothing,
+//! cross-thread frees, and pools dropped with mbufs still out.
+use rpmd_pmd::mbuf::RX_RSS_HASH;
+use rpmd_pmd::{Error, IovaMode, Mbuf, Mempool, MempoolConfig};
+use rpmd_ring::Burst;
+
+fn pool(name: &str, size: u32, cache: u32) -> Mempool {
+    let mut c = MempoolConfig::new(name, size);
+    c.cache_size = cache;
+    Mempool::new(&c).unwrap()
+}
+
+#[test]
+fn every_mbuf_comes_back_and_exhaustion_is_typed() {
+    for cache in [0, 16] {
+        let p = pool("t-count", 64, cache);
+        assert_eq!(p.available(), 64);
+        let held: Vec<Mbuf> = (0..64).map(|_| p.get().unwrap()).collect();
+        assert_eq!(p.available(), 0);
+        match p.get() {
+            Err(Error::Exhausted { pool, size, wanted }) => {
+                assert_eq!((pool.as_str(), size, wanted), ("t-count", 64, 1));
+            }
+            other => panic!("expected Exhausted, got {other:?}"),
+        }
+        let msg = p.get().unwrap_err().to_string();
+        assert!(
+            msg.contains("t-count") && msg.contains("exhausted"),
+            "{msg}"
+        );
+        drop(held);
+        assert_eq!(p.available(), 64, "cache {cache}");
+    }
+}
+
+#[test]
+fn bad_configs_are_errors() {
+    let mut c = MempoolConfig::new("t-bad", 0);
+    assert!(matches!(Mempool::new(&c), Err(Error::Invalid { .. })));
+    c.size = 10;
+    c.cache_size = 11;
+    assert!(matches!(Mempool::new(&c), Err(Error::Invalid { .. })));
+    c.cache_size = 600;
+    c.size = 1000;
+    assert!(Mempool::new(&c).unwrap_err().to_string().contains("512"));
+    c.cache_size = 0;
+    c.data_room = 65500;
+    assert!(matches!(Mempool::new(&c), Err(Error::Invalid { .. })));
+}
+
+#[test]
+fn data_bounds_and_addresses() {
+    let p = pool("t-data", 8, 0);
+    let mut m = p.get().unwrap();
+    assert_eq!((m.data_len(), m.headroom(), m.tailroom()), (0, 128, 2048));
+    assert_eq!(m.buf_len(), 2176);
+    assert_eq!(m.data_iova().raw(), m.buf_iova().raw() + 128);
+    assert_eq!(
+        p.region().iova_of(m.data().as_ptr()),
+        Some(m.data_iova()),
+        "data IOVA matches the region's translation"
+    );
+    m.append(10).unwrap().copy_from_slice(b"0123456789");
+    m.prepend(2).unwrap().copy_from_slice(b"ab");
+    assert_eq!(m.data(), b"ab0123456789");
+    assert_eq!((m.pkt_len(), m.headroom(), m.tailroom()), (12, 126, 2038));
+    assert!(m.append(2039).is_none());
+    assert!(m.prepend(127).is_none());
+    assert!(m.adj(3));
+    assert!(m.trim(4));
+    assert_eq!(m.data(), b"12345");
+    assert!(!m.adj(6) && !m.trim(6));
+    let max = m.buf_len() - m.headroom();
+    assert!(m.set_data_len(max) && m.data_len() == max && m.tailroom() == 0);
+    assert!(!m.set_data_len(max + 1));
+    assert_eq!(m.data_len(), max);
+    m.set_port(3);
+    m.set_rss_hash(0xabcd);
+    m.set_ol_flags(RX_RSS_HASH);
+    drop(m);
+    // A re-used mbuf comes back reset.
+    let m = p.get().unwrap();
+    assert_eq!(
+        (m.data_len(), m.headroom(), m.port(), m.ol_flags()),
+        (0, 128, u16::MAX, 0)
+    );
+}
+
+#[test]
+fn chains_free_every_segment() {
+    let p = pool("t-chain", 8, 4);
+    let mut a = p.get().unwrap();
+    a.append(3).unwrap().copy_from_slice(b"abc");
+    let mut b = p.get().unwrap();
+    b.append(2).unwrap().copy_from_slice(b"de");
+    let mut c = p.get().unwrap();
+    c.append(1).unwrap().copy_from_slice(b"f");
+    b.chain(c).unwrap();
+    a.chain(b).unwrap();
+    assert_eq!((a.nb_segs(), a.pkt_len()), (3, 6));
+    let segs: Vec<&[u8]> = a.segments().collect();
+    assert_eq!(segs, [&b"abc"[..], b"de", b"f"]);
+    assert_eq!(p.available(), 5);
+    drop(a);
+    assert_eq!(p.available(), 8);
+}
+
+#[test]
+fn bulk_is_all_or_nothing() {
+    let p = pool("t-bulk", 8, 0);
+    let mut b: Burst<Mbuf, 8> = Burst::new();
+    p.get_bulk(&mut b, 5).unwrap();
+    assert_eq!(b.len(), 5);
+    let mut more: Burst<Mbuf, 8> = Burst::new();
+    assert!(matches!(
+        p.get_bulk(&mut more, 4),
+        Err(Error::Exhausted { wanted: 4, .. })
+    ));
+    assert!(more.is_empty());
+    assert_eq!(p.available(), 3);
+    // No room in the burst: an error, nothing taken.
+    assert!(matches!(p.get_bulk(&mut b, 4), Err(Error::Invalid { .. })));
+    assert_eq!(p.available(), 3);
+    p.put_bulk(&mut b);
+    assert!(b.is_empty());
+    assert_eq!(p.available(), 8);
+}
+
+#[test]
+fn put_bulk_sends_foreign_mbufs_home() {
+    let (p, q) = (pool("t-home-p", 4, 0), pool("t-home-q", 4, 0));
+    let mut b: Burst<Mbuf, 8> = Burst::new();
+    p.get_bulk(&mut b, 2).unwrap();
+    q.get_bulk(&mut b, 3).unwrap();
+    p.put_bulk(&mut b);
+    assert_eq!((p.available(), q.available()), (4, 4));
+}
+
+#[test]
+fn mbufs_cross_threads_and_nothing_is_lost() {
+    let p = pool("t-threads", 1024, 64);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Mbuf>(256);
+    let p2 = p.clone();
+    let producer = std::thread::spawn(move || {
+        let mut b: Burst<Mbuf, 32> = Burst::new();
+        for i in 0..20_000usize {
+            if p2.get_bulk(&mut b, 1 + i % 32).is_err() {
+                std::thread::yield_now();
+                continue;
+            }
+            while let Some(m) = b.pop() {
+                tx.send(m).unwrap();
+            }
+        }
+    });
+    // Freed on this thread: into this thread's cache, then the ring.
+    let consumer = std::thread::spawn(move || rx.into_iter().count());
+    producer.join().unwrap();
+    assert!(consumer.join().unwrap() > 0);
+    assert_eq!(p.available(), 1024);
+}
+
+#[test]
+fn pool_dropped_with_mbufs_out_keeps_them_valid() {
+    let p = pool("t-leak", 4, 0);
+    let mut m = p.get().unwrap();
+    drop(p);
+    m.append(4).unwrap().copy_from_slice(b"live");
+    assert_eq!(m.data(), b"live");
+    drop(m);
+}
+
+#[test]
+fn pa_mode_needs_root_or_says_why() {
+    let mut c = MempoolConfig::new("t-pa", 512);
+    c.iova_mode = IovaMode::Pa;
+    match Mempool::new(&c) {
+        Ok(p) => {
+            let m = p.get().unwrap();
+            assert_ne!(m.buf_iova().raw(), m.data().as_ptr() as u64 - 128);
+        }
+        Err(e) => {
+            let s = e.to_string();
+            assert!(s.contains("root") || s.contains("hugepages"), "{s}");
+        }
+    }
+}
