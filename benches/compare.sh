@@ -4,19 +4,22 @@
 #
 #   benches/compare.sh [SUITE] [--runs N]     (run as root on Debian)
 #
-# Suites: ring (DPDK's ring_perf_autotest vs our ring_perf). No SUITE runs
-# all of them. Each suite ends with `RESULT <suite> worst_ratio=<x>`.
+# Suites: ring (DPDK's ring_perf_autotest vs our ring_perf), mempool (DPDK's
+# mempool_perf_autotest vs our mempool_perf; DPDK needs an hour for all
+# cases, so MEMPOOL_DPDK_SECONDS=S stops it after S seconds and compares the
+# cases it finished). No SUITE runs all of them. Each suite ends with
+# `RESULT <suite> worst_ratio=<x>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring"
+suites="ring mempool"
 suite=all
 runs=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -40,6 +43,11 @@ for s in $suite; do
         ring)
             echo "== ring: DPDK ring_perf_autotest vs rpmd ring_perf, $runs interleaved runs each"
             target/release/compare_ring --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
+            ;;
+        mempool)
+            echo "== mempool: DPDK mempool_perf_autotest vs rpmd mempool_perf"
+            target/release/compare_mempool --dpdk-seconds "${MEMPOOL_DPDK_SECONDS:-0}" \
+                --seconds "${MEMPOOL_SECONDS:-5}" --huge-dir "$HUGE_DIR"
             ;;
     esac
 done

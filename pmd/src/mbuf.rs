@@ -83,7 +83,8 @@ impl MbufHdr {
         }
     }
 
-    /// Back to the state of a freshly allocated mbuf (`rte_pktmbuf_reset`).
+    /// Back to the state of a freshly allocated mbuf (`rte_pktmbuf_reset`);
+    /// done when an object returns to its pool.
     #[inline(always)]
     pub(crate) fn reset(&mut self) {
         self.data_off = self.headroom;
@@ -118,11 +119,6 @@ impl Mbuf {
     #[inline(always)]
     pub(crate) unsafe fn from_obj(p: NonNull<MbufHdr>) -> Self {
         Mbuf(p)
-    }
-
-    #[inline(always)]
-    pub(crate) fn as_hdr_ptr(&mut self) -> *mut MbufHdr {
-        self.0.as_ptr()
     }
 
     #[inline(always)]
@@ -379,6 +375,8 @@ impl Drop for Mbuf {
             unsafe {
                 let next = (*cur).next;
                 let pool = &*(*cur).pool;
+                // Free objects are kept reset (see `Mempool::get`).
+                (*cur).reset();
                 pool.put_one(NonNull::new_unchecked(cur));
                 cur = next;
             }

@@ -129,10 +129,9 @@ impl PoolInner {
         }))
     }
 
-    /// Takes `out.len()` free objects, all or none.
+    /// Appends `n` free objects to `out` (which has room), all or none.
     #[inline]
-    fn get_raw(&self, out: &mut [Obj]) -> bool {
-        let n = out.len();
+    fn get_raw<const N: usize>(&self, out: &mut Burst<Obj, N>, n: usize) -> bool {
         if let Some(c) = self.cache() {
             // SAFETY: this thread holds the lcore id owning `c`, so nobody
             // else touches `objs`.
@@ -146,14 +145,15 @@ impl PoolInner {
                 }
             }
             if n <= len {
-                for (o, src) in out.iter_mut().zip(objs[len - n..len].iter().rev()) {
-                    *o = *src;
+                // LIFO: the most recently freed (cache-hot) objects first.
+                for o in objs[len - n..len].iter().rev() {
+                    let _ = out.push(*o);
                 }
                 c.len.store((len - n) as u32, Ordering::Relaxed);
                 return true;
             }
         }
-        self.rx.dequeue_bulk(out).n == n
+        self.rx.dequeue_bulk_into(out, n).n == n
     }
 
     /// Returns free objects.
@@ -181,7 +181,7 @@ impl PoolInner {
         debug_assert_eq!(t.n, n, "pool ring holds every object");
     }
 
-    /// Returns one object (an mbuf segment being dropped).
+    /// Returns one object (an mbuf segment being dropped, already reset).
     #[inline]
     pub(crate) fn put_one(&self, p: NonNull<MbufHdr>) {
         self.put_raw(&[Obj(p)]);
@@ -315,14 +315,13 @@ impl Mempool {
     /// Takes one mbuf (reset: no data, full headroom).
     #[inline]
     pub fn get(&self) -> Result<Mbuf, Error> {
-        let mut o = [Obj::DANGLING];
-        if !self.inner().get_raw(&mut o) {
-            return Err(self.exhausted(1));
+        let mut o: Burst<Obj, 1> = Burst::new();
+        if self.inner().get_raw(&mut o, 1) {
+            if let Some(o) = o.pop() {
+                return Ok(new_mbuf(o));
+            }
         }
-        // SAFETY: a free object of this pool, now ours.
-        let mut m = unsafe { Mbuf::from_obj(o[0].0) };
-        reset(&mut m);
-        Ok(m)
+        Err(self.exhausted(1))
     }
 
     /// Appends exactly `n` mbufs to `out`, or none (pool short of `n`, or
@@ -339,18 +338,14 @@ impl Mempool {
                 detail: format!("{n} mbufs into a burst with room for {}", N - out.len()),
             });
         }
-        let mut objs = [Obj::DANGLING; N];
-        if !self.inner().get_raw(&mut objs[..n]) {
+        let mut objs: Burst<Obj, N> = Burst::new();
+        if !self.inner().get_raw(&mut objs, n) {
             return Err(self.exhausted(n));
         }
-        for o in &objs[..n] {
-            // SAFETY: free objects of this pool, now ours.
-            let mut m = unsafe { Mbuf::from_obj(o.0) };
-            reset(&mut m);
-            if let Err(m) = out.push(m) {
-                // Unreachable: room was checked; the mbuf goes back on drop.
-                drop(m);
-            }
+        while let Some(o) = objs.pop() {
+            // Room was checked above, so the push cannot fail (and a
+            // returned mbuf would go back to the pool on drop).
+            let _ = out.push(new_mbuf(o));
         }
         Ok(())
     }
@@ -360,22 +355,23 @@ impl Mempool {
     /// operations when they share this pool.
     pub fn put_bulk<const N: usize>(&self, b: &mut Burst<Mbuf, N>) {
         let me: *const PoolInner = self.inner();
-        let mut objs = [Obj::DANGLING; N];
-        let mut k = 0;
+        let mut objs: Burst<Obj, N> = Burst::new();
         while let Some(m) = b.pop() {
             let p = m.into_raw().cast::<MbufHdr>();
             // SAFETY: `p` is an mbuf we owned; only its header is read.
             let (pool, next) = unsafe { ((*p.as_ptr()).pool, (*p.as_ptr()).next) };
             if pool == me && next.is_null() {
-                objs[k] = Obj(p);
-                k += 1;
+                // SAFETY: still ours until it is in the pool; reset it for
+                // the next user.
+                unsafe { (*p.as_ptr()).reset() };
+                let _ = objs.push(Obj(p));
             } else {
                 // Another pool, or a chain: the per-segment path.
                 // SAFETY: `p` came from `into_raw` just above.
                 drop(unsafe { Mbuf::from_raw(p.cast()) });
             }
         }
-        self.inner().put_raw(&objs[..k]);
+        self.inner().put_raw(&objs);
     }
 
     fn exhausted(&self, wanted: usize) -> Error {
@@ -408,11 +404,13 @@ impl Mempool {
     }
 }
 
+/// Turns a free object just taken from the pool into an mbuf. Free objects
+/// are already reset (at creation and on every return), so taking one does
+/// not touch its memory.
 #[inline(always)]
-fn reset(m: &mut Mbuf) {
-    let p = m.as_hdr_ptr();
-    // SAFETY: we own `m`; the header is only touched by its owner.
-    unsafe { (*p).reset() };
+fn new_mbuf(o: Obj) -> Mbuf {
+    // SAFETY: `o` is a free object of a live pool, taken by the caller.
+    unsafe { Mbuf::from_obj(o.0) }
 }
 
 impl Drop for Mempool {
