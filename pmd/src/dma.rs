@@ -19,6 +19,13 @@
 //! Translation is O(1): a subtraction for `Va`, a table lookup by page index
 //! for `Pa`.
 //!
+//! Regions are placed at virtual addresses from 4 GiB upwards (a hint, like
+//! DPDK's base-virtaddr), so that IOVA = VA fits IOMMUs with narrow address
+//! widths: QEMU's emulated VT-d, for one, translates only 39 bits, and a
+//! default mmap lands near 2^47. If the hint range is taken the kernel picks
+//! the address and [`crate::vfio::Container::map_dma`] reports a VA beyond
+//! the IOMMU's aperture.
+//!
 //! Memory a device may write is never turned into a Rust reference here:
 //! the region hands out raw pointers, and the types built on it (mbufs,
 //! descriptor rings) decide when software owns a piece of it.
@@ -27,7 +34,8 @@
 use crate::Error;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
 
 /// An I/O virtual address: what a device puts on the bus to reach memory.
@@ -87,7 +95,7 @@ enum Translation {
 
 /// A shareable, pinned memory region with known IOVAs.
 pub struct DmaRegion {
-    map: memmap2::MmapMut,
+    map: Mapping,
     base: *mut u8,
     file: File,
     page: PageSize,
@@ -123,24 +131,77 @@ fn memfd(name: &str, hugetlb: bool) -> Result<File, Error> {
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
-/// Sizes, populates and maps `file` shared.
-fn map(file: &File, len: usize, what: &str) -> Result<memmap2::MmapMut, Error> {
+/// A shared mapping of a memfd, unmapped on drop. (memmap2 cannot take an
+/// address hint, which IOVA = VA under narrow IOMMUs needs.)
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr..ptr+len` is a mapping we made and nobody else
+        // unmaps; the region (and every pointer into it) is gone.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Lowest address hint: 4 GiB, above where a 32-bit device could reach and
+/// far below the 39-bit limit of a narrow IOMMU.
+const HINT_BASE: u64 = 1 << 32;
+/// Hints stop where the narrowest IOMMU we know of (VT-d with 39-bit
+/// guest address width) ends.
+const HINT_LIMIT: u64 = 1 << 39;
+/// Next address hint; advanced past every region placed.
+static NEXT_HINT: AtomicU64 = AtomicU64::new(HINT_BASE);
+
+/// Sizes, populates and maps `file` shared, at a low address when one is
+/// free (see the module docs).
+fn map(file: &File, len: usize, what: &str) -> Result<Mapping, Error> {
     file.set_len(len as u64).map_err(|source| Error::Sys {
         what: format!("ftruncate {what} to {len} bytes"),
         source,
     })?;
-    // SAFETY: the file is our private memfd, nobody else truncates it while
-    // mapped; the mapping is only reached through raw pointers.
-    unsafe {
-        memmap2::MmapOptions::new()
-            .len(len)
-            .populate()
-            .map_mut(file)
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    let flags = libc::MAP_SHARED | libc::MAP_POPULATE;
+    // Every hint stays 2 MiB aligned, as hugetlb mappings need.
+    let span = (len as u64).next_multiple_of(2 << 20);
+    for _ in 0..16 {
+        let hint = NEXT_HINT.fetch_add(span, Ordering::Relaxed);
+        if hint.saturating_add(span) > HINT_LIMIT {
+            break;
+        }
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping;
+        // the fd is a memfd of at least `len` bytes.
+        let p = unsafe {
+            libc::mmap(
+                hint as *mut libc::c_void,
+                len,
+                prot,
+                flags | libc::MAP_FIXED_NOREPLACE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            if p as u64 == hint {
+                return Ok(Mapping { ptr: p.cast(), len });
+            }
+            // A kernel without MAP_FIXED_NOREPLACE placed it elsewhere.
+            // SAFETY: the mapping we just made, unused.
+            unsafe { libc::munmap(p, len) };
+            break;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            return Err(Error::sys(format!("mmap {len} bytes of {what}")));
+        }
     }
-    .map_err(|source| Error::Sys {
-        what: format!("mmap {len} bytes of {what}"),
-        source,
-    })
+    // SAFETY: as above, anywhere the kernel likes.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, file.as_raw_fd(), 0) };
+    if p == libc::MAP_FAILED {
+        return Err(Error::sys(format!("mmap {len} bytes of {what}")));
+    }
+    Ok(Mapping { ptr: p.cast(), len })
 }
 
 impl DmaRegion {
@@ -186,8 +247,8 @@ impl DmaRegion {
                 ),
             })?;
         let file = memfd(name, page == PageSize::Huge2M)?;
-        let mut map = map(&file, len, name)?;
-        let base = map.as_mut_ptr();
+        let map = map(&file, len, name)?;
+        let base = map.ptr;
         if mode == IovaMode::Pa {
             // Keep 4 KiB pages resident so their frames do not change;
             // hugetlb pages are never swapped or migrated under us.
@@ -216,12 +277,12 @@ impl DmaRegion {
 
     /// Bytes in the region.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.map.len
     }
 
     /// Whether the region is empty (never: creation rejects 0 bytes).
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.len == 0
     }
 
     /// The first byte. Valid for [`len`](Self::len) bytes while `self` lives.
@@ -324,6 +385,7 @@ mod tests {
         let r = DmaRegion::with_page_size("t-va", 10_000, IovaMode::Va, PageSize::Base4K).unwrap();
         assert_eq!(r.len(), 12288);
         assert_eq!(r.iova(0), Some(Iova::new(r.as_ptr() as u64)));
+        assert!((r.as_ptr() as u64) < HINT_LIMIT, "placed below 2^39");
         assert_eq!(r.iova(12287).unwrap().raw(), r.as_ptr() as u64 + 12287);
         assert_eq!(r.iova(12288), None);
         // SAFETY: in bounds of the region.

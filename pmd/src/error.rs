@@ -2,7 +2,7 @@
 use std::io;
 use std::path::PathBuf;
 
-/// Errors of DMA memory, hugepage and mempool set-up.
+/// Errors of the core runtime: memory, pools, ports, PCI and VFIO.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A system call failed.
@@ -62,6 +62,63 @@ pub enum Error {
         size: u32,
         /// Objects asked for.
         wanted: usize,
+    },
+    /// A device string could not be parsed or names no registered driver.
+    #[error("device {input:?}: {reason}{}", if accepted.is_empty() { String::new() } else { format!("; accepted forms:\n{accepted}") })]
+    DeviceString {
+        /// The string given.
+        input: String,
+        /// What is wrong with it.
+        reason: String,
+        /// The forms the registry accepts, one per line (empty when the
+        /// string was rejected before a registry saw it).
+        accepted: String,
+    },
+    /// A port configuration value is out of range or unsupported.
+    #[error("port {port}: invalid {what}: {detail}")]
+    Config {
+        /// The port's device string.
+        port: String,
+        /// Which field.
+        what: &'static str,
+        /// Why.
+        detail: String,
+    },
+    /// An operation that the port's state or kind does not allow.
+    #[error("port {port}: {detail}")]
+    Port {
+        /// The port's device string.
+        port: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// A PCI device is missing or not usable.
+    #[error("PCI device {addr}: {detail}{}", hint.as_ref().map(|h| format!(" (fix: {h})")).unwrap_or_default())]
+    Pci {
+        /// The PCI address as given.
+        addr: String,
+        /// What is wrong.
+        detail: String,
+        /// How to fix it, when known.
+        hint: Option<String>,
+    },
+    /// A VFIO operation failed.
+    #[error("VFIO {what}: {detail}{}", hint.as_ref().map(|h| format!(" (fix: {h})")).unwrap_or_default())]
+    Vfio {
+        /// The operation and object, e.g. "open /dev/vfio/3".
+        what: String,
+        /// The OS error or the check that failed.
+        detail: String,
+        /// How to fix it, when known.
+        hint: Option<String>,
+    },
+    /// A device did not reach a state in time.
+    #[error("{what}: timed out after {ms} ms")]
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// The limit.
+        ms: u64,
     },
 }
 

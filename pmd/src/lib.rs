@@ -26,8 +26,12 @@ pub mod hugepages;
 pub mod lcore;
 pub mod mbuf;
 pub mod mempool;
+pub mod pci;
+pub mod port;
+pub mod testing;
 
 pub use dma::{DmaRegion, Iova, IovaMode, PageSize};
 pub use error::Error;
 pub use mbuf::Mbuf;
 pub use mempool::{Mempool, MempoolConfig};
+pub use port::{Pkts, Port, PortConfig, Queues, Registry};

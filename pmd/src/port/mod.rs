@@ -1,0 +1,560 @@
+//! The driver-independent port API.
+//!
+//! A port is one Ethernet device: a PCI NIC, a virtio-user link, an
+//! in-process ring pair, a null sink. Its life follows DPDK's ethdev:
+//!
+//! 1. **open** it from a device string through a [`Registry`]
+//!    (`pci:0000:00:04.0`, `virtio-user:/run/vhost.sock`, `ring:NAME`,
+//!    `null`), which picks the driver;
+//! 2. **configure** it ([`PortConfig`]: rx/tx queue counts, descriptors per
+//!    queue, offloads, MTU, the mempool that receive buffers come from),
+//!    checked against its [`Capabilities`];
+//! 3. **start** it, which hands out the data path: one [`RxQueue`] and one
+//!    [`TxQueue`] handle per queue ([`Queues`]). Each handle is `Send`, so
+//!    every lcore owns the queues it polls and no lock sits on the data path;
+//!    several lcores feeding one TX queue put their own lock in front of it
+//!    (the run loop's TX lock);
+//! 4. `rx_burst` / `tx_burst` on the handles, in batches ([`Pkts`]);
+//! 5. **stop**: the handles of this start go dead (their bursts return 0),
+//!    and the port may be configured and started again.
+//!
+//! Control operations (link, MAC, promiscuous and all-multicast modes, MTU,
+//! statistics) are methods of [`Port`] and may be called while lcores run
+//! the data path.
+//!
+//! Ownership of packets follows the mbuf: `rx_burst` appends received mbufs
+//! to the caller's burst; `tx_burst` takes mbufs from the front of the
+//! caller's burst, and what it did not take stays there, in order, for the
+//! caller to retry or drop. An mbuf dropped anywhere returns to its pool.
+use crate::{Error, Mbuf, Mempool};
+use rpmd_ring::Burst;
+use std::fmt;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+pub mod devargs;
+pub mod null;
+pub mod registry;
+pub mod ring;
+pub mod stats;
+
+pub use devargs::DevArgs;
+pub use registry::{Driver, PciDriver, Registry};
+pub use stats::{PortStats, QueueStats, Xstat};
+
+/// The most mbufs one burst holds. Bursts of 32 are the norm; the batch
+/// sweep in the benchmarks goes up to 256.
+pub const MAX_BURST: usize = 256;
+
+/// A batch of mbufs, the unit of `rx_burst` and `tx_burst`. Inline, no
+/// allocation; values are taken from the front and appended at the back.
+pub type Pkts = Burst<Mbuf, MAX_BURST>;
+
+/// A 48-bit Ethernet address.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// A locally administered unicast address `02:00:00:00:hi:lo` for
+    /// software ports that have no address of their own.
+    pub const fn local(n: u16) -> Self {
+        MacAddr([0x02, 0, 0, 0, (n >> 8) as u8, n as u8])
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
+    }
+}
+
+impl fmt::Debug for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Link state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Link {
+    /// Carrier present.
+    pub up: bool,
+    /// Speed in Mbit/s (0 = unknown).
+    pub speed_mbps: u32,
+    /// Full duplex.
+    pub full_duplex: bool,
+}
+
+/// Offload features, as a bit set (DPDK's `RTE_ETH_RX_OFFLOAD_*` /
+/// `RTE_ETH_TX_OFFLOAD_*`, reduced to those rpmd drivers implement).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct Offloads(pub u64);
+
+impl Offloads {
+    /// No offloads.
+    pub const NONE: Offloads = Offloads(0);
+    /// RX: verify IPv4/TCP/UDP checksums and flag the mbuf.
+    pub const RX_CHECKSUM: Offloads = Offloads(1 << 0);
+    /// RX: receive frames larger than one mbuf as mbuf chains.
+    pub const RX_SCATTER: Offloads = Offloads(1 << 1);
+    /// RX: strip the VLAN tag into the mbuf's `vlan_tci`.
+    pub const RX_VLAN_STRIP: Offloads = Offloads(1 << 2);
+    /// RX: hash flows (RSS) and spread them over the rx queues.
+    pub const RX_RSS: Offloads = Offloads(1 << 3);
+    /// TX: compute TCP/UDP checksums from mbuf flags.
+    pub const TX_CHECKSUM: Offloads = Offloads(1 << 16);
+    /// TX: send mbuf chains.
+    pub const TX_MULTI_SEGS: Offloads = Offloads(1 << 17);
+    /// TX: TCP segmentation.
+    pub const TX_TSO: Offloads = Offloads(1 << 18);
+
+    const NAMES: [(Offloads, &'static str); 7] = [
+        (Self::RX_CHECKSUM, "rx-checksum"),
+        (Self::RX_SCATTER, "rx-scatter"),
+        (Self::RX_VLAN_STRIP, "rx-vlan-strip"),
+        (Self::RX_RSS, "rx-rss"),
+        (Self::TX_CHECKSUM, "tx-checksum"),
+        (Self::TX_MULTI_SEGS, "tx-multi-segs"),
+        (Self::TX_TSO, "tx-tso"),
+    ];
+
+    /// Whether every bit of `other` is set here.
+    pub const fn contains(self, other: Offloads) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The bits of `self` not in `other`.
+    pub const fn minus(self, other: Offloads) -> Offloads {
+        Offloads(self.0 & !other.0)
+    }
+}
+
+impl std::ops::BitOr for Offloads {
+    type Output = Offloads;
+    fn bitor(self, o: Offloads) -> Offloads {
+        Offloads(self.0 | o.0)
+    }
+}
+
+impl fmt::Display for Offloads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut rest = self.0;
+        for (bit, name) in Self::NAMES {
+            if self.contains(bit) {
+                write!(f, "{}{name}", if first { "" } else { "," })?;
+                first = false;
+                rest &= !bit.0;
+            }
+        }
+        if rest != 0 {
+            write!(f, "{}0x{rest:x}", if first { "" } else { "," })?;
+        } else if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a port can do (DPDK's `rte_eth_dev_info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Most rx queues.
+    pub max_rx_queues: u16,
+    /// Most tx queues.
+    pub max_tx_queues: u16,
+    /// Fewest descriptors per queue.
+    pub min_desc: u16,
+    /// Most descriptors per queue.
+    pub max_desc: u16,
+    /// Whether descriptor counts must be powers of two.
+    pub desc_pow2: bool,
+    /// Offloads that can be requested.
+    pub offloads: Offloads,
+    /// Smallest and largest MTU.
+    pub min_mtu: u16,
+    /// Largest MTU.
+    pub max_mtu: u16,
+    /// Whether rx queues offer an interrupt eventfd ([`RxQueue::interrupt_fd`]).
+    pub rx_interrupts: bool,
+    /// Whether [`PortConfig::rx_pool`] is required.
+    pub needs_rx_pool: bool,
+}
+
+/// How to configure a port (DPDK's `rte_eth_dev_configure` plus the queue
+/// set-ups).
+#[derive(Clone)]
+pub struct PortConfig {
+    /// Receive queues.
+    pub rx_queues: u16,
+    /// Transmit queues.
+    pub tx_queues: u16,
+    /// Descriptors per rx queue.
+    pub rx_desc: u16,
+    /// Descriptors per tx queue.
+    pub tx_desc: u16,
+    /// Offloads asked for; each must be in [`Capabilities::offloads`].
+    pub offloads: Offloads,
+    /// MTU to set, or `None` to keep the port's.
+    pub mtu: Option<u16>,
+    /// Where receive buffers come from (hardware and null ports).
+    pub rx_pool: Option<Arc<Mempool>>,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        PortConfig {
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_desc: 1024,
+            tx_desc: 1024,
+            offloads: Offloads::NONE,
+            mtu: None,
+            rx_pool: None,
+        }
+    }
+}
+
+impl fmt::Debug for PortConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PortConfig")
+            .field("rx_queues", &self.rx_queues)
+            .field("tx_queues", &self.tx_queues)
+            .field("rx_desc", &self.rx_desc)
+            .field("tx_desc", &self.tx_desc)
+            .field("offloads", &format_args!("{}", self.offloads))
+            .field("mtu", &self.mtu)
+            .field("rx_pool", &self.rx_pool.as_ref().map(|p| p.name()))
+            .finish()
+    }
+}
+
+impl PortConfig {
+    /// Checks the configuration against `caps`; every driver calls this
+    /// first. Errors name the port and the offending field.
+    pub fn validate(&self, port: &str, caps: &Capabilities) -> Result<(), Error> {
+        let bad = |what: &'static str, detail: String| Error::Config {
+            port: port.to_string(),
+            what,
+            detail,
+        };
+        for (what, n, max) in [
+            ("rx_queues", self.rx_queues, caps.max_rx_queues),
+            ("tx_queues", self.tx_queues, caps.max_tx_queues),
+        ] {
+            if n == 0 || n > max {
+                return Err(bad(what, format!("{n} queues; this port has 1..={max}")));
+            }
+        }
+        for (what, n) in [("rx_desc", self.rx_desc), ("tx_desc", self.tx_desc)] {
+            if n < caps.min_desc || n > caps.max_desc {
+                return Err(bad(
+                    what,
+                    format!(
+                        "{n} descriptors; this port takes {}..={}",
+                        caps.min_desc, caps.max_desc
+                    ),
+                ));
+            }
+            if caps.desc_pow2 && !n.is_power_of_two() {
+                return Err(bad(
+                    what,
+                    format!("{n} descriptors; this port needs a power of two"),
+                ));
+            }
+        }
+        let missing = self.offloads.minus(caps.offloads);
+        if missing != Offloads::NONE {
+            return Err(bad(
+                "offloads",
+                format!("{missing} not offered (offered: {})", caps.offloads),
+            ));
+        }
+        if let Some(mtu) = self.mtu {
+            if mtu < caps.min_mtu || mtu > caps.max_mtu {
+                return Err(bad(
+                    "mtu",
+                    format!("{mtu}; this port takes {}..={}", caps.min_mtu, caps.max_mtu),
+                ));
+            }
+        }
+        if caps.needs_rx_pool && self.rx_pool.is_none() {
+            return Err(bad(
+                "rx_pool",
+                "this port needs a mempool for receive buffers".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One receive queue of a started port, owned by the lcore that polls it.
+pub trait RxQueue: Send {
+    /// Appends up to `max` received mbufs to `out` (fewer when `out` has
+    /// less room) and returns how many. Never blocks.
+    fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize;
+
+    /// An eventfd that becomes readable when packets arrive while
+    /// interrupts are enabled, for the run loop's sleep mode; `None` when
+    /// the port has no rx interrupts.
+    fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    /// Arms (`true`) or disarms rx interrupts. Ports without interrupts
+    /// accept and ignore it.
+    fn set_interrupt(&mut self, _enabled: bool) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// One transmit queue of a started port.
+pub trait TxQueue: Send {
+    /// Takes mbufs from the front of `pkts` and queues them for sending;
+    /// returns how many. The rest stay in `pkts`, in order. Never blocks.
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize;
+}
+
+/// The data path of a started port: one handle per queue.
+pub struct Queues {
+    /// Receive queues, by index.
+    pub rx: Vec<Box<dyn RxQueue>>,
+    /// Transmit queues, by index.
+    pub tx: Vec<Box<dyn TxQueue>>,
+}
+
+impl Queues {
+    /// `rx_burst` on queue `queue`; 0 for a queue that does not exist.
+    pub fn rx_burst(&mut self, queue: u16, out: &mut Pkts, max: usize) -> usize {
+        match self.rx.get_mut(queue as usize) {
+            Some(q) => q.rx_burst(out, max),
+            None => 0,
+        }
+    }
+
+    /// `tx_burst` on queue `queue`; 0 for a queue that does not exist.
+    pub fn tx_burst(&mut self, queue: u16, pkts: &mut Pkts) -> usize {
+        match self.tx.get_mut(queue as usize) {
+            Some(q) => q.tx_burst(pkts),
+            None => 0,
+        }
+    }
+}
+
+impl fmt::Debug for Queues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Queues {{ rx: {}, tx: {} }}",
+            self.rx.len(),
+            self.tx.len()
+        )
+    }
+}
+
+/// A port: control operations. The data path lives in the [`Queues`]
+/// returned by [`start`](Port::start).
+pub trait Port: Send {
+    /// The driver's name (`"ring"`, `"null"`, `"virtio"`, ...).
+    fn driver(&self) -> &'static str;
+
+    /// The device string the port was opened from.
+    fn name(&self) -> &str;
+
+    /// What the port can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Applies `conf` (the port must be stopped).
+    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error>;
+
+    /// Starts the port and hands out its queues.
+    fn start(&mut self) -> Result<Queues, Error>;
+
+    /// Stops the port; the queues of the last start return 0 from then on.
+    fn stop(&mut self) -> Result<(), Error>;
+
+    /// Current link state.
+    fn link(&self) -> Link;
+
+    /// The port's MAC address.
+    fn mac_addr(&self) -> MacAddr;
+
+    /// Receive every unicast frame, whatever its destination.
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), Error>;
+
+    /// Whether promiscuous mode is on.
+    fn promiscuous(&self) -> bool;
+
+    /// Receive every multicast frame.
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), Error>;
+
+    /// Whether all-multicast mode is on.
+    fn allmulticast(&self) -> bool;
+
+    /// Sets the MTU (bytes of L3 payload per frame).
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), Error>;
+
+    /// The MTU.
+    fn mtu(&self) -> u16;
+
+    /// Basic counters since the last [`reset_stats`](Port::reset_stats).
+    fn stats(&self) -> PortStats;
+
+    /// Named counters: the basic ones per queue, plus driver-specific ones.
+    fn xstats(&self) -> Vec<Xstat>;
+
+    /// Zeroes the counters.
+    fn reset_stats(&mut self);
+}
+
+/// State shared by software ports: the start generation that queue handles
+/// check, so a stop disables the handles it handed out.
+#[derive(Debug, Default)]
+pub(crate) struct Generation(Arc<std::sync::atomic::AtomicBool>);
+
+impl Generation {
+    /// A new live flag for a start; the previous one is cleared.
+    pub(crate) fn next(&mut self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.0 = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        self.0.clone()
+    }
+
+    /// Clears the live flag of the last start.
+    pub(crate) fn stop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Control-path state the software ports share: name, start state,
+/// counters and the recorded modes.
+pub(crate) struct SoftState {
+    pub(crate) name: String,
+    pub(crate) started: bool,
+    pub(crate) generation: Generation,
+    pub(crate) stats: stats::StatsBlock,
+    pub(crate) promisc: bool,
+    pub(crate) allmulti: bool,
+    pub(crate) mtu: u16,
+}
+
+impl SoftState {
+    pub(crate) fn new(name: &str) -> Self {
+        SoftState {
+            name: name.to_string(),
+            started: false,
+            generation: Generation::default(),
+            stats: stats::StatsBlock::new(0, 0),
+            promisc: true,
+            allmulti: true,
+            mtu: 1500,
+        }
+    }
+
+    fn err(&self, detail: &str) -> Error {
+        Error::Port {
+            port: self.name.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Checks and applies the generic part of a configuration.
+    pub(crate) fn configure(
+        &mut self,
+        conf: &PortConfig,
+        caps: &Capabilities,
+    ) -> Result<(), Error> {
+        if self.started {
+            return Err(self.err("configure while started; stop it first"));
+        }
+        conf.validate(&self.name, caps)?;
+        if let Some(m) = conf.mtu {
+            self.mtu = m;
+        }
+        self.stats = stats::StatsBlock::new(conf.rx_queues, conf.tx_queues);
+        Ok(())
+    }
+
+    /// Checks that a start may go ahead.
+    pub(crate) fn may_start(&self, configured: bool) -> Result<(), Error> {
+        match (configured, self.started) {
+            (false, _) => Err(self.err("start before configure")),
+            (_, true) => Err(self.err("already started")),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn set_mtu(&mut self, mtu: u16, caps: &Capabilities) -> Result<(), Error> {
+        if mtu < caps.min_mtu || mtu > caps.max_mtu {
+            return Err(Error::Config {
+                port: self.name.clone(),
+                what: "mtu",
+                detail: format!("{mtu}; this port takes {}..={}", caps.min_mtu, caps.max_mtu),
+            });
+        }
+        self.mtu = mtu;
+        Ok(())
+    }
+}
+
+/// The [`Port`] methods that software ports answer from their
+/// [`SoftState`] field `soft`.
+macro_rules! soft_port_control {
+    () => {
+        fn name(&self) -> &str {
+            &self.soft.name
+        }
+
+        fn stop(&mut self) -> Result<(), Error> {
+            self.soft.generation.stop();
+            self.soft.started = false;
+            Ok(())
+        }
+
+        fn set_promiscuous(&mut self, on: bool) -> Result<(), Error> {
+            // Software ports deliver every frame; the mode is only recorded.
+            self.soft.promisc = on;
+            Ok(())
+        }
+
+        fn promiscuous(&self) -> bool {
+            self.soft.promisc
+        }
+
+        fn set_allmulticast(&mut self, on: bool) -> Result<(), Error> {
+            self.soft.allmulti = on;
+            Ok(())
+        }
+
+        fn allmulticast(&self) -> bool {
+            self.soft.allmulti
+        }
+
+        fn set_mtu(&mut self, mtu: u16) -> Result<(), Error> {
+            let caps = self.capabilities();
+            self.soft.set_mtu(mtu, &caps)
+        }
+
+        fn mtu(&self) -> u16 {
+            self.soft.mtu
+        }
+
+        fn stats(&self) -> PortStats {
+            self.soft.stats.stats()
+        }
+
+        fn xstats(&self) -> Vec<Xstat> {
+            self.soft.stats.xstats()
+        }
+
+        fn reset_stats(&mut self) {
+            self.soft.stats.reset();
+        }
+    };
+}
+pub(crate) use soft_port_control;

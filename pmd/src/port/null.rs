@@ -1,0 +1,208 @@
+//! `null`: a port that receives an endless stream of frames and frees
+//! whatever it is given to send, like DPDK's net_null. It measures the
+//! cost of everything but a driver.
+//!
+//! Options: `size=N` (frame bytes, 14..=2048, default 64), `queues=N` (most
+//! queues, 1..=16, default 16). Received frames are `size` bytes of
+//! whatever the buffer held (nothing is written, as net_null does without
+//! `copy=1`), taken from [`PortConfig::rx_pool`]; when the pool runs dry
+//! the burst comes back short and `rx_nombuf` counts the miss.
+use super::stats::QueueStats;
+use super::{
+    soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
+    PortConfig, PortStats, Queues, RxQueue, SoftState, TxQueue, Xstat,
+};
+use crate::{Error, Mbuf, Mempool};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// The `null` driver.
+pub struct NullDriver;
+
+impl Driver for NullDriver {
+    fn kind(&self) -> &'static str {
+        "null"
+    }
+
+    fn usage(&self) -> &'static str {
+        "null[,size=N][,queues=N]  receives endless N-byte frames, frees what it sends"
+    }
+
+    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+        args.no_target()?;
+        args.only_options(&["size", "queues"])?;
+        let size = args.opt_u64("size", 64)?;
+        let queues = args.opt_u64("queues", 16)?;
+        let bad = |detail: String| Error::Config {
+            port: args.raw().to_string(),
+            what: "device options",
+            detail,
+        };
+        if !(14..=2048).contains(&size) {
+            return Err(bad(format!("size={size}; 14..=2048 allowed")));
+        }
+        if !(1..=16).contains(&queues) {
+            return Err(bad(format!("queues={queues}; 1..=16 allowed")));
+        }
+        Ok(Box::new(NullPort {
+            soft: SoftState::new(args.raw()),
+            size: size as usize,
+            max_queues: queues as u16,
+            conf: None,
+        }))
+    }
+}
+
+/// A null port.
+pub struct NullPort {
+    soft: SoftState,
+    size: usize,
+    max_queues: u16,
+    conf: Option<PortConfig>,
+}
+
+struct NullRx {
+    pool: Arc<Mempool>,
+    size: usize,
+    live: Arc<AtomicBool>,
+    stats: Arc<CachePadded<QueueStats>>,
+}
+
+struct NullTx {
+    live: Arc<AtomicBool>,
+    stats: Arc<CachePadded<QueueStats>>,
+}
+
+impl RxQueue for NullRx {
+    #[inline]
+    fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        let n = max.min(out.capacity() - out.len());
+        if n == 0 {
+            return 0;
+        }
+        let before = out.len();
+        if self.pool.get_bulk(out, n).is_err() {
+            // Short of n: take what is there, one by one.
+            self.stats.nombuf.add(1);
+            while out.len() - before < n {
+                match self.pool.get() {
+                    Ok(m) => {
+                        let _ = out.push(m);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        let got = out.len() - before;
+        for m in out[before..].iter_mut() {
+            // A fresh mbuf has 2048 bytes of room and `size` is at most
+            // that, so the append cannot fail.
+            let _ = m.append(self.size);
+        }
+        self.stats.packets.add(got as u64);
+        self.stats.bytes.add((got * self.size) as u64);
+        got
+    }
+}
+
+impl TxQueue for NullTx {
+    #[inline]
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        let n = pkts.len();
+        let bytes: usize = pkts.iter().map(Mbuf::pkt_len).sum();
+        pkts.clear();
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(bytes as u64);
+        n
+    }
+}
+
+impl Port for NullPort {
+    fn driver(&self) -> &'static str {
+        "null"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_rx_queues: self.max_queues,
+            max_tx_queues: self.max_queues,
+            min_desc: 1,
+            max_desc: u16::MAX,
+            desc_pow2: false,
+            offloads: Offloads::TX_MULTI_SEGS,
+            min_mtu: 68,
+            max_mtu: 9600,
+            rx_interrupts: false,
+            needs_rx_pool: true,
+        }
+    }
+
+    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
+        let caps = self.capabilities();
+        self.soft.configure(conf, &caps)?;
+        self.conf = Some(conf.clone());
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<Queues, Error> {
+        self.soft.may_start(self.conf.is_some())?;
+        let conf = self
+            .conf
+            .as_ref()
+            .ok_or_else(|| unreachable_state(&self.soft.name))?;
+        // `validate` made sure the pool is there.
+        let pool = conf
+            .rx_pool
+            .clone()
+            .ok_or_else(|| unreachable_state(&self.soft.name))?;
+        let live = self.soft.generation.next();
+        let rx = (0..conf.rx_queues as usize)
+            .map(|q| {
+                Box::new(NullRx {
+                    pool: pool.clone(),
+                    size: self.size,
+                    live: live.clone(),
+                    stats: self.soft.stats.rx(q),
+                }) as Box<dyn RxQueue>
+            })
+            .collect();
+        let tx = (0..conf.tx_queues as usize)
+            .map(|q| {
+                Box::new(NullTx {
+                    live: live.clone(),
+                    stats: self.soft.stats.tx(q),
+                }) as Box<dyn TxQueue>
+            })
+            .collect();
+        self.soft.started = true;
+        Ok(Queues { rx, tx })
+    }
+
+    fn link(&self) -> Link {
+        Link {
+            up: self.soft.started,
+            speed_mbps: 10_000,
+            full_duplex: true,
+        }
+    }
+
+    fn mac_addr(&self) -> MacAddr {
+        MacAddr::local(0x6e75)
+    }
+
+    soft_port_control!();
+}
+
+fn unreachable_state(port: &str) -> Error {
+    Error::Port {
+        port: port.to_string(),
+        detail: "configuration lost (a bug in the null driver)".into(),
+    }
+}

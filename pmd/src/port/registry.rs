@@ -1,0 +1,181 @@
+//! The driver registry: turns device strings into ports.
+//!
+//! A [`Registry`] is a value, not global state: an application makes one
+//! (it comes with the software drivers `ring` and `null`), lets each driver
+//! crate it links register itself (`rpmd_virtio::register(&mut reg)`), and
+//! opens ports by string. Virtual-device drivers are found by the string's
+//! kind; `pci:ADDR` reads the function's IDs from sysfs and picks the PCI
+//! driver whose ID table contains them.
+use super::devargs::DevArgs;
+use super::Port;
+use crate::pci::{PciAddr, PciDevice, PciId, Sysfs};
+use crate::Error;
+
+/// A driver for devices named by kind (`ring:NAME`, `null`, `virtio-user:PATH`).
+pub trait Driver: Send + Sync {
+    /// The kind it answers to.
+    fn kind(&self) -> &'static str;
+
+    /// The accepted form, for error messages: e.g.
+    /// `ring:NAME[,queues=N][,size=N]  in-process ring pair`.
+    fn usage(&self) -> &'static str;
+
+    /// Opens a port.
+    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error>;
+}
+
+/// A driver for PCI functions bound to vfio-pci.
+pub trait PciDriver: Send + Sync {
+    /// The driver's name.
+    fn name(&self) -> &'static str;
+
+    /// The vendor/device IDs it drives.
+    fn ids(&self) -> &'static [PciId];
+
+    /// Opens the port for `dev` (its IDs are in [`ids`](Self::ids)).
+    fn probe(&self, dev: &PciDevice, args: &DevArgs) -> Result<Box<dyn Port>, Error>;
+}
+
+/// The registered drivers.
+pub struct Registry {
+    vdevs: Vec<Box<dyn Driver>>,
+    pci: Vec<Box<dyn PciDriver>>,
+    sysfs: Sysfs,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// A registry with the built-in software drivers, `ring` and `null`.
+    pub fn new() -> Self {
+        let mut r = Self::empty();
+        r.register(Box::new(super::ring::RingDriver::default()));
+        r.register(Box::new(super::null::NullDriver));
+        r
+    }
+
+    /// A registry with no drivers at all.
+    pub fn empty() -> Self {
+        Registry {
+            vdevs: Vec::new(),
+            pci: Vec::new(),
+            sysfs: Sysfs::default(),
+        }
+    }
+
+    /// Uses another sysfs tree for `pci:` lookups (tests).
+    pub fn with_sysfs(mut self, sysfs: Sysfs) -> Self {
+        self.sysfs = sysfs;
+        self
+    }
+
+    /// Adds a virtual-device driver; a later one with the same kind
+    /// replaces the earlier.
+    pub fn register(&mut self, d: Box<dyn Driver>) {
+        self.vdevs.retain(|x| x.kind() != d.kind());
+        self.vdevs.push(d);
+    }
+
+    /// Adds a PCI driver.
+    pub fn register_pci(&mut self, d: Box<dyn PciDriver>) {
+        self.pci.retain(|x| x.name() != d.name());
+        self.pci.push(d);
+    }
+
+    /// The accepted device-string forms, one per line.
+    pub fn accepted_forms(&self) -> String {
+        let mut lines = Vec::new();
+        let ids: Vec<String> = self
+            .pci
+            .iter()
+            .map(|d| {
+                let ids: Vec<String> = d.ids().iter().map(|i| i.to_string()).collect();
+                format!("{} {}", d.name(), ids.join(","))
+            })
+            .collect();
+        lines.push(format!(
+            "  pci:DDDD:BB:DD.F  a PCI function bound to vfio-pci (drivers: {})",
+            if ids.is_empty() {
+                "none registered".to_string()
+            } else {
+                ids.join("; ")
+            }
+        ));
+        for d in &self.vdevs {
+            lines.push(format!("  {}", d.usage()));
+        }
+        lines.join("\n")
+    }
+
+    fn reject(&self, input: &str, reason: String) -> Error {
+        Error::DeviceString {
+            input: input.to_string(),
+            reason,
+            accepted: self.accepted_forms(),
+        }
+    }
+
+    /// Opens the port a device string names.
+    pub fn open(&self, s: &str) -> Result<Box<dyn Port>, Error> {
+        let args = match DevArgs::parse(s) {
+            Ok(a) => a,
+            Err(Error::DeviceString { input, reason, .. }) => {
+                return Err(self.reject(&input, reason))
+            }
+            Err(e) => return Err(e),
+        };
+        if args.kind() == "pci" {
+            return self.open_pci(&args);
+        }
+        match self.vdevs.iter().find(|d| d.kind() == args.kind()) {
+            Some(d) => d.open(&args).map_err(|e| match e {
+                Error::DeviceString { input, reason, .. } => self.reject(&input, reason),
+                e => e,
+            }),
+            None => Err(self.reject(
+                args.raw(),
+                format!("no driver for device kind `{}`", args.kind()),
+            )),
+        }
+    }
+
+    fn open_pci(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+        let target = args.require_target("a PCI address").map_err(|_| {
+            self.reject(
+                args.raw(),
+                "`pci` needs an address, as in pci:0000:00:04.0".into(),
+            )
+        })?;
+        let addr: PciAddr = target.parse()?;
+        let dev = self.sysfs.device(addr)?;
+        match self.pci.iter().find(|d| d.ids().contains(&dev.id)) {
+            Some(d) => d.probe(&dev, args),
+            None => Err(Error::Pci {
+                addr: addr.to_string(),
+                detail: format!(
+                    "no registered driver handles {} (class {:06x})",
+                    dev.id, dev.class
+                ),
+                hint: Some(format!(
+                    "registered PCI drivers:\n{}",
+                    self.accepted_forms()
+                )),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: Vec<&str> = self.vdevs.iter().map(|d| d.kind()).collect();
+        let pci: Vec<&str> = self.pci.iter().map(|d| d.name()).collect();
+        f.debug_struct("Registry")
+            .field("vdevs", &kinds)
+            .field("pci", &pci)
+            .finish()
+    }
+}

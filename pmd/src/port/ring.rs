@@ -1,0 +1,358 @@
+//! `ring:NAME`: two in-process ports joined back to back by rings, like
+//! DPDK's net_ring.
+//!
+//! The first port opened as `ring:NAME` is side A, the second side B; what
+//! one sends, the other receives, queue by queue (tx queue q of A feeds rx
+//! queue q of B and the other way round). A third open of the same name is
+//! an error until one of the two is dropped. Each direction of each queue
+//! is one SP/SC ring of `size` mbufs, so a burst is a handful of loads and
+//! stores with no locked instruction.
+//!
+//! Options: `queues=N` (1..=16, default 1), `size=N` (ring slots, a power of
+//! two, default 1024). The second side inherits them and may only repeat
+//! the same values. Descriptor counts in [`PortConfig`] are accepted and
+//! ignored, as net_ring does; the ring size fixes the depth.
+use super::stats::QueueStats;
+use super::{
+    soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
+    PortConfig, PortStats, Queues, RxQueue, SoftState, TxQueue, Xstat,
+};
+use crate::{Error, Mbuf};
+use crossbeam_utils::CachePadded;
+use rpmd_ring::{Consumer, Producer, Single};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, Weak};
+
+pub(crate) type Prod = Producer<Mbuf, Single, Single>;
+pub(crate) type Cons = Consumer<Mbuf, Single, Single>;
+/// A ring end parked in the port while no queue handle holds it.
+pub(crate) type Slot<E> = Arc<Mutex<Option<E>>>;
+
+/// One side's ring ends.
+struct Side {
+    tx: Vec<Slot<Prod>>,
+    rx: Vec<Slot<Cons>>,
+}
+
+/// The rings between the two sides of one name.
+struct Link2 {
+    queues: usize,
+    size: usize,
+    /// Sides not yet taken by a port.
+    free: Mutex<Vec<(u8, Side)>>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The `ring` driver; it remembers the names in use.
+#[derive(Default)]
+pub struct RingDriver {
+    links: Mutex<HashMap<String, Weak<Link2>>>,
+}
+
+impl Driver for RingDriver {
+    fn kind(&self) -> &'static str {
+        "ring"
+    }
+
+    fn usage(&self) -> &'static str {
+        "ring:NAME[,queues=N][,size=N]  in-process port; two ports of one NAME are joined back to back"
+    }
+
+    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+        args.only_options(&["queues", "size"])?;
+        let name = args.require_target("a ring name")?.to_string();
+        let bad = |detail: String| Error::Config {
+            port: args.raw().to_string(),
+            what: "device options",
+            detail,
+        };
+        let queues = args.opt_u64("queues", 1)?;
+        let size = args.opt_u64("size", 1024)?;
+        if !(1..=16).contains(&queues) {
+            return Err(bad(format!("queues={queues}; 1..=16 allowed")));
+        }
+        if !size.is_power_of_two() || !(2..=1 << 20).contains(&size) {
+            return Err(bad(format!("size={size}; a power of two in 2..=1048576")));
+        }
+        let mut links = lock(&self.links);
+        links.retain(|_, w| w.strong_count() > 0);
+        let link = match links.get(&name).and_then(Weak::upgrade) {
+            Some(l) => {
+                let explicit = |k| args.opt(k).is_some();
+                if (explicit("queues") && l.queues as u64 != queues)
+                    || (explicit("size") && l.size as u64 != size)
+                {
+                    return Err(bad(format!(
+                        "ring:{name} exists with queues={},size={}",
+                        l.queues, l.size
+                    )));
+                }
+                l
+            }
+            None => {
+                let l = Arc::new(Link2::new(queues as usize, size as usize)?);
+                links.insert(name.clone(), Arc::downgrade(&l));
+                l
+            }
+        };
+        let taken = lock(&link.free).pop();
+        let Some((id, side)) = taken else {
+            return Err(Error::Port {
+                port: args.raw().to_string(),
+                detail: format!("ring:{name} already joins two ports; drop one first"),
+            });
+        };
+        Ok(Box::new(RingPort {
+            soft: SoftState::new(args.raw()),
+            mac: MacAddr([
+                0x02,
+                0x72,
+                hash(&name) as u8,
+                (hash(&name) >> 8) as u8,
+                0,
+                id,
+            ]),
+            link,
+            side: Some((id, side)),
+            conf: None,
+        }))
+    }
+}
+
+fn hash(s: &str) -> u32 {
+    // FNV-1a, enough to tell names apart in a MAC address.
+    s.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ b as u32).wrapping_mul(0x0100_0193)
+    })
+}
+
+impl Link2 {
+    fn new(queues: usize, size: usize) -> Result<Self, Error> {
+        let mut a = Side {
+            tx: Vec::new(),
+            rx: Vec::new(),
+        };
+        let mut b = Side {
+            tx: Vec::new(),
+            rx: Vec::new(),
+        };
+        for _ in 0..queues {
+            let ring = || {
+                rpmd_ring::new::<Mbuf, Single, Single>(size).map_err(|source| Error::Ring {
+                    pool: "ring port".into(),
+                    source,
+                })
+            };
+            let (ab_p, ab_c) = ring()?;
+            let (ba_p, ba_c) = ring()?;
+            a.tx.push(Arc::new(Mutex::new(Some(ab_p))));
+            b.rx.push(Arc::new(Mutex::new(Some(ab_c))));
+            b.tx.push(Arc::new(Mutex::new(Some(ba_p))));
+            a.rx.push(Arc::new(Mutex::new(Some(ba_c))));
+        }
+        Ok(Link2 {
+            queues,
+            size,
+            // Popped from the back: the first opener gets side A (id 0).
+            free: Mutex::new(vec![(1, b), (0, a)]),
+        })
+    }
+}
+
+/// One side of a `ring:NAME` pair.
+pub struct RingPort {
+    soft: SoftState,
+    mac: MacAddr,
+    link: Arc<Link2>,
+    side: Option<(u8, Side)>,
+    conf: Option<(u16, u16)>,
+}
+
+impl Drop for RingPort {
+    fn drop(&mut self) {
+        self.soft.generation.stop();
+        if let Some(side) = self.side.take() {
+            lock(&self.link.free).push(side);
+        }
+    }
+}
+
+impl RingPort {
+    fn side(&self) -> &Side {
+        // Only `drop` takes the side out.
+        &self
+            .side
+            .as_ref()
+            .expect("ring port side present until drop")
+            .1
+    }
+}
+
+/// An end taken out of its slot for the life of a queue handle, and put
+/// back when the handle drops.
+pub(crate) struct Held<E> {
+    end: Option<E>,
+    slot: Slot<E>,
+}
+
+impl<E> Drop for Held<E> {
+    fn drop(&mut self) {
+        *lock(&self.slot) = self.end.take();
+    }
+}
+
+pub(crate) fn take<E>(slot: &Slot<E>, port: &str) -> Result<Held<E>, Error> {
+    match lock(slot).take() {
+        Some(end) => Ok(Held {
+            end: Some(end),
+            slot: slot.clone(),
+        }),
+        None => Err(Error::Port {
+            port: port.to_string(),
+            detail:
+                "queue handles of an earlier start are still alive; drop them before starting again"
+                    .into(),
+        }),
+    }
+}
+
+pub(crate) struct RingRx {
+    pub(crate) cons: Held<Cons>,
+    pub(crate) live: Arc<AtomicBool>,
+    pub(crate) stats: Arc<CachePadded<QueueStats>>,
+}
+
+pub(crate) struct RingTx {
+    pub(crate) prod: Held<Prod>,
+    pub(crate) live: Arc<AtomicBool>,
+    pub(crate) stats: Arc<CachePadded<QueueStats>>,
+}
+
+impl RxQueue for RingRx {
+    #[inline]
+    fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        // Relaxed: a stop need not be seen at once; the rings stay valid.
+        let Some(c) = self.cons.end.as_ref() else {
+            return 0;
+        };
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        let before = out.len();
+        let n = c.dequeue_burst_into(out, max).n;
+        if n > 0 {
+            let bytes: usize = out[before..].iter().map(Mbuf::pkt_len).sum();
+            self.stats.packets.add(n as u64);
+            self.stats.bytes.add(bytes as u64);
+        }
+        n
+    }
+}
+
+impl TxQueue for RingTx {
+    #[inline]
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
+        let Some(p) = self.prod.end.as_ref() else {
+            return 0;
+        };
+        if !self.live.load(Relaxed) || pkts.is_empty() {
+            return 0;
+        }
+        let total: usize = pkts.iter().map(Mbuf::pkt_len).sum();
+        let n = p.enqueue_burst_from(pkts).n;
+        // What stayed behind is still in `pkts`; the rest was sent.
+        let left: usize = pkts.iter().map(Mbuf::pkt_len).sum();
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add((total - left) as u64);
+        if !pkts.is_empty() {
+            self.stats.full.add(1);
+        }
+        n
+    }
+}
+
+impl Port for RingPort {
+    fn driver(&self) -> &'static str {
+        "ring"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_rx_queues: self.link.queues as u16,
+            max_tx_queues: self.link.queues as u16,
+            min_desc: 1,
+            max_desc: u16::MAX,
+            desc_pow2: false,
+            offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
+            min_mtu: 68,
+            max_mtu: 9600,
+            rx_interrupts: false,
+            needs_rx_pool: false,
+        }
+    }
+
+    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
+        let caps = self.capabilities();
+        self.soft.configure(conf, &caps)?;
+        self.conf = Some((conf.rx_queues, conf.tx_queues));
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<Queues, Error> {
+        self.soft.may_start(self.conf.is_some())?;
+        let (nrx, ntx) = self.conf.unwrap_or_default();
+        // Take every end first, so a failure leaves all slots as they were
+        // (the `Held`s put theirs back as they drop).
+        let mut rx_ends = Vec::new();
+        for q in 0..nrx as usize {
+            rx_ends.push(take(&self.side().rx[q], &self.soft.name)?);
+        }
+        let mut tx_ends = Vec::new();
+        for q in 0..ntx as usize {
+            tx_ends.push(take(&self.side().tx[q], &self.soft.name)?);
+        }
+        let live = self.soft.generation.next();
+        let rx = rx_ends
+            .into_iter()
+            .enumerate()
+            .map(|(q, cons)| {
+                Box::new(RingRx {
+                    cons,
+                    live: live.clone(),
+                    stats: self.soft.stats.rx(q),
+                }) as Box<dyn RxQueue>
+            })
+            .collect();
+        let tx = tx_ends
+            .into_iter()
+            .enumerate()
+            .map(|(q, prod)| {
+                Box::new(RingTx {
+                    prod,
+                    live: live.clone(),
+                    stats: self.soft.stats.tx(q),
+                }) as Box<dyn TxQueue>
+            })
+            .collect();
+        self.soft.started = true;
+        Ok(Queues { rx, tx })
+    }
+
+    fn link(&self) -> Link {
+        Link {
+            up: self.soft.started,
+            speed_mbps: 100_000,
+            full_duplex: true,
+        }
+    }
+
+    fn mac_addr(&self) -> MacAddr {
+        self.mac
+    }
+
+    soft_port_control!();
+}

@@ -1,0 +1,340 @@
+//! Test support: a loopback port and a fault-injecting wrapper around any
+//! port. Not for production paths; they exist so that the layers above
+//! (run loop, apps) can be tested against misbehaving ports.
+//!
+//! - [`LoopbackDriver`] (`loopback[,queues=N][,size=N]`): what a port sends
+//!   on tx queue q comes back on its own rx queue q.
+//! - [`Faulty`]: wraps a port and, as the shared [`Faults`] switches say,
+//!   fails `configure` or `start`, reports the link down, accepts only part
+//!   of each tx burst, or drops every k-th received packet (counted in
+//!   `ierrors`, the mbuf returned to its pool).
+use crate::port::ring::{take, Cons, Prod, RingRx, RingTx, Slot};
+use crate::port::{
+    soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
+    PortConfig, PortStats, Queues, RxQueue, SoftState, TxQueue, Xstat,
+};
+use crate::{Error, Mbuf};
+use rpmd_ring::Single;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+/// The `loopback` driver (register it in a [`Registry`](crate::Registry)).
+pub struct LoopbackDriver;
+
+impl Driver for LoopbackDriver {
+    fn kind(&self) -> &'static str {
+        "loopback"
+    }
+
+    fn usage(&self) -> &'static str {
+        "loopback[,queues=N][,size=N]  (tests) tx queue q comes back on rx queue q"
+    }
+
+    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+        args.no_target()?;
+        args.only_options(&["queues", "size"])?;
+        let queues = args.opt_u64("queues", 1)?.clamp(1, 16) as usize;
+        let size = args.opt_u64("size", 1024)?;
+        let mut rings = Vec::new();
+        for _ in 0..queues {
+            let (p, c) =
+                rpmd_ring::new::<Mbuf, Single, Single>(size as usize).map_err(|source| {
+                    Error::Ring {
+                        pool: "loopback port".into(),
+                        source,
+                    }
+                })?;
+            rings.push((Arc::new(Mutex::new(Some(p))), Arc::new(Mutex::new(Some(c)))));
+        }
+        Ok(Box::new(Loopback {
+            soft: SoftState::new(args.raw()),
+            rings,
+            conf: None,
+        }))
+    }
+}
+
+/// A port that receives what it sends.
+pub struct Loopback {
+    soft: SoftState,
+    rings: Vec<(Slot<Prod>, Slot<Cons>)>,
+    conf: Option<(u16, u16)>,
+}
+
+impl Port for Loopback {
+    fn driver(&self) -> &'static str {
+        "loopback"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_rx_queues: self.rings.len() as u16,
+            max_tx_queues: self.rings.len() as u16,
+            min_desc: 1,
+            max_desc: u16::MAX,
+            desc_pow2: false,
+            offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
+            min_mtu: 68,
+            max_mtu: 9600,
+            rx_interrupts: false,
+            needs_rx_pool: false,
+        }
+    }
+
+    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
+        let caps = self.capabilities();
+        self.soft.configure(conf, &caps)?;
+        self.conf = Some((conf.rx_queues, conf.tx_queues));
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<Queues, Error> {
+        self.soft.may_start(self.conf.is_some())?;
+        let (nrx, ntx) = self.conf.unwrap_or_default();
+        let live = self.soft.generation.next();
+        let mut q = Queues {
+            rx: Vec::new(),
+            tx: Vec::new(),
+        };
+        for i in 0..nrx as usize {
+            q.rx.push(Box::new(RingRx {
+                cons: take(&self.rings[i].1, &self.soft.name)?,
+                live: live.clone(),
+                stats: self.soft.stats.rx(i),
+            }));
+        }
+        for i in 0..ntx as usize {
+            q.tx.push(Box::new(RingTx {
+                prod: take(&self.rings[i].0, &self.soft.name)?,
+                live: live.clone(),
+                stats: self.soft.stats.tx(i),
+            }));
+        }
+        self.soft.started = true;
+        Ok(q)
+    }
+
+    fn link(&self) -> Link {
+        Link {
+            up: self.soft.started,
+            speed_mbps: 100_000,
+            full_duplex: true,
+        }
+    }
+
+    fn mac_addr(&self) -> MacAddr {
+        MacAddr::local(0x6c6f)
+    }
+
+    soft_port_control!();
+}
+
+/// Fault switches shared between a test and a [`Faulty`] port; change them
+/// at any time.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// The next `configure` fails.
+    pub fail_configure: AtomicBool,
+    /// The next `start` fails.
+    pub fail_start: AtomicBool,
+    /// The link reads as down.
+    pub link_down: AtomicBool,
+    /// Each tx burst takes at most this many mbufs (0 = no limit).
+    pub tx_limit: AtomicU32,
+    /// Every k-th received packet is dropped (0 = none).
+    pub rx_drop_every: AtomicU32,
+    /// Packets dropped by `rx_drop_every`.
+    pub rx_dropped: AtomicU64,
+}
+
+/// A port with injected faults.
+pub struct Faulty {
+    inner: Box<dyn Port>,
+    faults: Arc<Faults>,
+}
+
+impl Faulty {
+    /// Wraps `inner`; the faults come from `faults`.
+    pub fn wrap(inner: Box<dyn Port>, faults: Arc<Faults>) -> Self {
+        Faulty { inner, faults }
+    }
+
+    fn injected(&self, what: &str) -> Error {
+        Error::Port {
+            port: self.inner.name().to_string(),
+            detail: format!("injected {what} failure"),
+        }
+    }
+}
+
+struct FaultyRx {
+    inner: Box<dyn RxQueue>,
+    faults: Arc<Faults>,
+    seen: u32,
+}
+
+impl RxQueue for FaultyRx {
+    fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        let before = out.len();
+        self.inner.rx_burst(out, max);
+        let every = self.faults.rx_drop_every.load(Relaxed);
+        if every == 0 {
+            return out.len() - before;
+        }
+        // Re-queue the new packets at the back, leaving out the dropped.
+        let got = out.len() - before;
+        for _ in 0..before {
+            if let Some(m) = out.pop() {
+                let _ = out.push(m);
+            }
+        }
+        for _ in 0..got {
+            let Some(m) = out.pop() else { break };
+            self.seen += 1;
+            if self.seen % every == 0 {
+                self.faults.rx_dropped.fetch_add(1, Relaxed);
+                drop(m);
+            } else {
+                let _ = out.push(m);
+            }
+        }
+        out.len() - before
+    }
+
+    fn interrupt_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.interrupt_fd()
+    }
+
+    fn set_interrupt(&mut self, enabled: bool) -> Result<(), Error> {
+        self.inner.set_interrupt(enabled)
+    }
+}
+
+struct FaultyTx {
+    inner: Box<dyn TxQueue>,
+    faults: Arc<Faults>,
+}
+
+impl TxQueue for FaultyTx {
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
+        let limit = self.faults.tx_limit.load(Relaxed) as usize;
+        if limit == 0 || pkts.len() <= limit {
+            return self.inner.tx_burst(pkts);
+        }
+        // Offer only the first `limit`; the rest stay in order behind them.
+        let mut head = Pkts::new();
+        for _ in 0..limit {
+            if let Some(m) = pkts.pop() {
+                let _ = head.push(m);
+            }
+        }
+        let n = self.inner.tx_burst(&mut head);
+        // Put back what was not sent, ahead of the rest.
+        let rest = pkts.len();
+        while let Some(m) = head.pop() {
+            let _ = pkts.push(m);
+        }
+        for _ in 0..rest {
+            if let Some(m) = pkts.pop() {
+                let _ = pkts.push(m);
+            }
+        }
+        n
+    }
+}
+
+impl Port for Faulty {
+    fn driver(&self) -> &'static str {
+        self.inner.driver()
+    }
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
+        if self.faults.fail_configure.swap(false, Relaxed) {
+            return Err(self.injected("configure"));
+        }
+        self.inner.configure(conf)
+    }
+    fn start(&mut self) -> Result<Queues, Error> {
+        if self.faults.fail_start.swap(false, Relaxed) {
+            return Err(self.injected("start"));
+        }
+        let q = self.inner.start()?;
+        let f = &self.faults;
+        Ok(Queues {
+            rx: q
+                .rx
+                .into_iter()
+                .map(|inner| {
+                    Box::new(FaultyRx {
+                        inner,
+                        faults: f.clone(),
+                        seen: 0,
+                    }) as Box<dyn RxQueue>
+                })
+                .collect(),
+            tx: q
+                .tx
+                .into_iter()
+                .map(|inner| {
+                    Box::new(FaultyTx {
+                        inner,
+                        faults: f.clone(),
+                    }) as Box<dyn TxQueue>
+                })
+                .collect(),
+        })
+    }
+    fn stop(&mut self) -> Result<(), Error> {
+        self.inner.stop()
+    }
+    fn link(&self) -> Link {
+        let mut l = self.inner.link();
+        if self.faults.link_down.load(Relaxed) {
+            l.up = false;
+        }
+        l
+    }
+    fn mac_addr(&self) -> MacAddr {
+        self.inner.mac_addr()
+    }
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), Error> {
+        self.inner.set_promiscuous(on)
+    }
+    fn promiscuous(&self) -> bool {
+        self.inner.promiscuous()
+    }
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), Error> {
+        self.inner.set_allmulticast(on)
+    }
+    fn allmulticast(&self) -> bool {
+        self.inner.allmulticast()
+    }
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), Error> {
+        self.inner.set_mtu(mtu)
+    }
+    fn mtu(&self) -> u16 {
+        self.inner.mtu()
+    }
+    fn stats(&self) -> PortStats {
+        let mut s = self.inner.stats();
+        s.ierrors += self.faults.rx_dropped.load(Relaxed);
+        s
+    }
+    fn xstats(&self) -> Vec<Xstat> {
+        let mut v = self.inner.xstats();
+        v.push(Xstat {
+            name: "injected_rx_drops".into(),
+            value: self.faults.rx_dropped.load(Relaxed),
+        });
+        v
+    }
+    fn reset_stats(&mut self) {
+        self.inner.reset_stats();
+        self.faults.rx_dropped.store(0, Relaxed);
+    }
+}

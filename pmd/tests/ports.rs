@@ -1,0 +1,342 @@
+//! The port API through the software ports: device strings, configuration
+//! checks, ring pairs, null, loopback and the fault-injecting wrapper.
+use rpmd_pmd::port::{Offloads, Pkts, Port, PortConfig};
+use rpmd_pmd::testing::{Faults, Faulty, LoopbackDriver};
+use rpmd_pmd::{Error, Mempool, MempoolConfig, Registry};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+fn pool(name: &str, n: u32) -> Arc<Mempool> {
+    let mut c = MempoolConfig::new(name, n);
+    c.cache_size = 0;
+    Arc::new(Mempool::new(&c).unwrap())
+}
+
+/// A frame whose bytes say which (tag) it is.
+fn frame(p: &Mempool, tag: u32, len: usize) -> rpmd_pmd::Mbuf {
+    let mut m = p.get().unwrap();
+    let d = m.append(len).unwrap();
+    for (i, b) in d.iter_mut().enumerate() {
+        *b = (tag as usize * 31 + i) as u8;
+    }
+    d[..4].copy_from_slice(&tag.to_le_bytes());
+    m
+}
+
+fn check(m: &rpmd_pmd::Mbuf, tag: u32, len: usize) {
+    let d = m.data();
+    assert_eq!(d.len(), len);
+    assert_eq!(u32::from_le_bytes(d[..4].try_into().unwrap()), tag);
+    for (i, b) in d.iter().enumerate().skip(4) {
+        assert_eq!(*b, (tag as usize * 31 + i) as u8, "frame {tag} byte {i}");
+    }
+}
+
+fn conf(q: u16) -> PortConfig {
+    PortConfig {
+        rx_queues: q,
+        tx_queues: q,
+        ..PortConfig::default()
+    }
+}
+
+#[test]
+fn unknown_and_malformed_strings_list_the_accepted_forms() {
+    let r = Registry::new();
+    for (s, want) in [
+        ("foo:bar", "no driver for device kind `foo`"),
+        ("Ring:x", "lowercase"),
+        ("ring", "needs a ring name"),
+        ("ring:x,bogus=1", "unknown option `bogus`"),
+        ("null:x", "takes no `:x` part"),
+        ("pci", "needs an address"),
+    ] {
+        let e = r.open(s).err().expect(s);
+        let msg = e.to_string();
+        assert!(msg.contains(want), "{s}: {msg}");
+        assert!(matches!(e, Error::DeviceString { .. }), "{s}: {e:?}");
+        for form in ["pci:DDDD:BB:DD.F", "ring:NAME", "null["] {
+            assert!(
+                msg.contains(form),
+                "{s}: accepted forms missing {form}: {msg}"
+            );
+        }
+    }
+    let e = r.open("pci:00:1f.9").err().unwrap().to_string();
+    assert!(e.contains("malformed") && e.contains("function"), "{e}");
+    let e = r.open("pci:0000:7f:1f.7").err().unwrap().to_string();
+    assert!(e.contains("no such device"), "{e}");
+    let e = r.open("ring:x,size=1000").err().unwrap().to_string();
+    assert!(e.contains("power of two"), "{e}");
+}
+
+#[test]
+fn configuration_is_checked_against_capabilities() {
+    let r = Registry::new();
+    let mut p = r.open("ring:cfg,queues=2").unwrap();
+    let caps = p.capabilities();
+    assert_eq!((caps.max_rx_queues, caps.max_tx_queues), (2, 2));
+    for (c, want) in [
+        (conf(0), "rx_queues"),
+        (conf(3), "rx_queues"),
+        (
+            PortConfig {
+                offloads: Offloads::TX_TSO | Offloads::TX_MULTI_SEGS,
+                ..conf(1)
+            },
+            "tx-tso not offered",
+        ),
+        (
+            PortConfig {
+                mtu: Some(20),
+                ..conf(1)
+            },
+            "mtu",
+        ),
+    ] {
+        let e = p.configure(&c).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+    let e = p.start().err().unwrap().to_string();
+    assert!(e.contains("start before configure"), "{e}");
+    let mut n = r.open("null").unwrap();
+    let e = n.configure(&conf(1)).unwrap_err().to_string();
+    assert!(e.contains("rx_pool"), "{e}");
+    p.configure(&conf(2)).unwrap();
+    assert!(p.set_mtu(9000).is_ok() && p.mtu() == 9000);
+    assert!(p.set_mtu(10_000).is_err());
+    p.set_promiscuous(false).unwrap();
+    assert!(!p.promiscuous());
+}
+
+#[test]
+fn ring_pair_carries_frames_in_order_on_every_queue() {
+    let r = Registry::new();
+    let mp = pool("ringpair", 4096);
+    let mut a = r.open("ring:pair,queues=2,size=256").unwrap();
+    let mut b = r.open("ring:pair").unwrap();
+    assert!(r.open("ring:pair").is_err(), "a third side must be refused");
+    assert_ne!(a.mac_addr(), b.mac_addr());
+    a.configure(&conf(2)).unwrap();
+    b.configure(&conf(2)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    assert!(a.link().up && b.link().up);
+    let mut tag = 0u32;
+    for q in 0..2u16 {
+        for round in 0..20 {
+            let mut out = Pkts::new();
+            for _ in 0..32 {
+                out.push(frame(&mp, tag, 60 + round)).unwrap();
+                tag += 1;
+            }
+            assert_eq!(qa.tx_burst(q, &mut out), 32);
+            let mut got = Pkts::new();
+            assert_eq!(qb.rx_burst(q, &mut got, 32), 32);
+            for (i, m) in got.iter().enumerate() {
+                check(m, tag - 32 + i as u32, 60 + round);
+            }
+            // And back the other way.
+            assert_eq!(qb.tx_burst(q, &mut got), 32);
+            let mut back = Pkts::new();
+            assert_eq!(qa.rx_burst(q, &mut back, 64), 32);
+        }
+    }
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!(
+        (sa.opackets, sa.ipackets, sb.ipackets, sb.opackets),
+        (1280, 1280, 1280, 1280)
+    );
+    assert_eq!(sa.obytes, sb.ibytes);
+    assert_eq!(
+        sa.obytes,
+        2 * (0..20).map(|r| 32 * (60 + r) as u64).sum::<u64>()
+    );
+    assert!(a
+        .xstats()
+        .iter()
+        .any(|x| x.name == "tx_q1_packets" && x.value == 640));
+    a.reset_stats();
+    assert_eq!(a.stats().opackets, 0);
+    drop((qa, qb));
+    assert_eq!(mp.available(), 4096, "every frame back in the pool");
+}
+
+#[test]
+fn full_ring_leaves_unsent_frames_with_the_caller_and_drop_frees_all() {
+    let r = Registry::new();
+    let mp = pool("ringfull", 512);
+    let mut a = r.open("ring:full,size=64").unwrap();
+    a.configure(&conf(1)).unwrap();
+    let mut q = a.start().unwrap();
+    let mut out = Pkts::new();
+    for t in 0..100 {
+        out.push(frame(&mp, t, 64)).unwrap();
+    }
+    assert_eq!(q.tx_burst(0, &mut out), 64);
+    assert_eq!(out.len(), 36);
+    check(&out[0], 64, 64);
+    assert_eq!(
+        a.xstats()
+            .iter()
+            .find(|x| x.name == "tx_q0_full")
+            .unwrap()
+            .value,
+        1
+    );
+    drop(out);
+    // 64 frames sit in a ring no one reads; dropping the ports frees them.
+    drop(q);
+    drop(a);
+    assert_eq!(mp.available(), 512);
+}
+
+#[test]
+fn stop_kills_handles_and_restart_needs_them_dropped() {
+    let r = Registry::new();
+    let mp = pool("ringstop", 64);
+    let mut a = r.open("ring:stop").unwrap();
+    let mut b = r.open("ring:stop").unwrap();
+    a.configure(&conf(1)).unwrap();
+    b.configure(&conf(1)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    a.stop().unwrap();
+    assert!(!a.link().up);
+    let mut out = Pkts::new();
+    out.push(frame(&mp, 1, 64)).unwrap();
+    assert_eq!(qa.tx_burst(0, &mut out), 0, "a stopped port sends nothing");
+    let e = a.start().err().unwrap().to_string();
+    assert!(e.contains("still alive"), "{e}");
+    drop(qa);
+    let mut qa = a.start().unwrap();
+    assert_eq!(qa.tx_burst(0, &mut out), 1);
+    let mut got = Pkts::new();
+    assert_eq!(qb.rx_burst(0, &mut got, 32), 1);
+    assert_eq!(qb.rx_burst(7, &mut got, 32), 0, "no such queue");
+}
+
+#[test]
+fn ring_pair_crosses_threads() {
+    let r = Registry::new();
+    let mp = pool("ringthreads", 2048);
+    let mut a = r.open("ring:threads").unwrap();
+    let mut b = r.open("ring:threads").unwrap();
+    a.configure(&conf(1)).unwrap();
+    b.configure(&conf(1)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    const N: u32 = 200_000;
+    let mp2 = mp.clone();
+    let tx = std::thread::spawn(move || {
+        let mut tag = 0;
+        let mut out = Pkts::new();
+        while tag < N || !out.is_empty() {
+            while tag < N && out.len() < 32 {
+                match mp2.get() {
+                    Ok(mut m) => {
+                        m.append(64).unwrap()[..4].copy_from_slice(&tag.to_le_bytes());
+                        out.push(m).unwrap();
+                        tag += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            qa.tx_burst(0, &mut out);
+            std::hint::spin_loop();
+        }
+    });
+    let mut want = 0u32;
+    let mut got = Pkts::new();
+    while want < N {
+        qb.rx_burst(0, &mut got, 32);
+        while let Some(m) = got.pop() {
+            assert_eq!(u32::from_le_bytes(m.data()[..4].try_into().unwrap()), want);
+            want += 1;
+        }
+    }
+    tx.join().unwrap();
+    assert_eq!(b.stats().ipackets, N as u64);
+    assert_eq!(mp.available(), 2048);
+}
+
+#[test]
+fn null_port_produces_and_swallows_frames_and_counts_pool_misses() {
+    let r = Registry::new();
+    let mp = pool("null", 100);
+    let mut n = r.open("null,size=128").unwrap();
+    n.configure(&PortConfig {
+        rx_pool: Some(mp.clone()),
+        ..conf(2)
+    })
+    .unwrap();
+    let mut q = n.start().unwrap();
+    let mut got = Pkts::new();
+    assert_eq!(q.rx_burst(1, &mut got, 32), 32);
+    assert!(got.iter().all(|m| m.data_len() == 128));
+    assert_eq!(q.rx_burst(0, &mut got, 32), 32);
+    assert_eq!(
+        q.rx_burst(0, &mut got, 64),
+        36,
+        "pool ran dry: a short burst"
+    );
+    assert_eq!(q.rx_burst(0, &mut got, 64), 0);
+    let s = n.stats();
+    assert_eq!((s.ipackets, s.ibytes), (100, 12_800));
+    assert!(s.rx_nombuf >= 1);
+    assert_eq!(q.tx_burst(0, &mut got), 100);
+    assert!(got.is_empty());
+    assert_eq!(n.stats().opackets, 100);
+    assert_eq!(mp.available(), 100);
+}
+
+#[test]
+fn loopback_and_injected_faults() {
+    let mut r = Registry::new();
+    r.register(Box::new(LoopbackDriver));
+    let mp = pool("faults", 256);
+    let faults = Arc::new(Faults::default());
+    let mut p = Faulty::wrap(r.open("loopback,queues=1").unwrap(), faults.clone());
+    faults.fail_configure.store(true, Relaxed);
+    assert!(p
+        .configure(&conf(1))
+        .unwrap_err()
+        .to_string()
+        .contains("injected"));
+    p.configure(&conf(1)).unwrap();
+    faults.fail_start.store(true, Relaxed);
+    assert!(p.start().is_err());
+    let mut q = p.start().unwrap();
+    assert!(p.link().up);
+    faults.link_down.store(true, Relaxed);
+    assert!(!p.link().up);
+
+    // Partial TX: the unsent frames stay with the caller, in order.
+    faults.tx_limit.store(5, Relaxed);
+    let mut out = Pkts::new();
+    for t in 0..12 {
+        out.push(frame(&mp, t, 64)).unwrap();
+    }
+    assert_eq!(q.tx_burst(0, &mut out), 5);
+    assert_eq!(out.len(), 7);
+    for (i, m) in out.iter().enumerate() {
+        check(m, 5 + i as u32, 64);
+    }
+    assert_eq!(q.tx_burst(0, &mut out), 5);
+    assert_eq!(q.tx_burst(0, &mut out), 2);
+
+    // RX drops: every 3rd of the 12 looped-back frames, counted as ierrors.
+    faults.rx_drop_every.store(3, Relaxed);
+    let mut got = Pkts::new();
+    got.push(frame(&mp, 99, 64)).unwrap();
+    assert_eq!(q.rx_burst(0, &mut got, 32), 8);
+    check(&got[0], 99, 64);
+    let tags: Vec<u32> = got[1..]
+        .iter()
+        .map(|m| u32::from_le_bytes(m.data()[..4].try_into().unwrap()))
+        .collect();
+    assert_eq!(tags, vec![0, 1, 3, 4, 6, 7, 9, 10]);
+    assert_eq!(p.stats().ierrors, 4);
+    drop(got);
+    assert_eq!(mp.available(), 256, "dropped frames went back to the pool");
+}
