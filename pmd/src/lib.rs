@@ -29,6 +29,7 @@ pub mod mempool;
 pub mod pci;
 pub mod port;
 pub mod testing;
+pub mod vfio;
 
 pub use dma::{DmaRegion, Iova, IovaMode, PageSize};
 pub use error::Error;
