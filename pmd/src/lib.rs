@@ -28,6 +28,7 @@ pub mod mbuf;
 pub mod mempool;
 pub mod pci;
 pub mod port;
+pub mod preflight;
 pub mod testing;
 pub mod vfio;
 
