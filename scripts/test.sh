@@ -2,18 +2,20 @@
 # rpmd's test command (README "Quick start"; .ci/run runs exactly this).
 # Installs what the tests need, then runs every check: format, lints, docs,
 # unit and integration tests, release-mode stress tests, loom model checks,
-# and a one-run smoke of the DPDK comparison (to keep it working; its ratios
-# are a benchmark, not asserted here).
+# the VFIO test in a QEMU guest with a virtual IOMMU (tests/vm/run.sh), and
+# a one-run smoke of the DPDK comparison (to keep it working; its ratios are
+# a benchmark, not asserted here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "installing test dependencies (Debian: dpdk-dev)"
+step "installing test dependencies (Debian: dpdk-dev, qemu-system-x86, cpio)"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
     apt-get install -y -q dpdk-dev
+    apt-get install -y -q --no-install-recommends qemu-system-x86 cpio binutils xz-utils zstd
 else
     echo "not root (or no apt-get): skipping package installs"
 fi
@@ -32,6 +34,12 @@ step "release-mode stress tests"
 cargo test --release -p rpmd-ring --test stress -- --nocapture --test-threads=1
 step "loom model checks"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p rpmd-ring --test loom
+if [ "$(id -u)" = 0 ] && command -v qemu-system-x86_64 >/dev/null; then
+    step "VFIO in a QEMU guest with a virtual IOMMU (tests/vm/run.sh)"
+    bash tests/vm/run.sh
+else
+    echo "not root or no qemu: skipping the VFIO guest test" >&2
+fi
 if command -v dpdk-test >/dev/null && [ "$(id -u)" = 0 ]; then
     step "benchmark smoke: benches/compare.sh ring --runs 1"
     bash benches/compare.sh ring --runs 1

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the guest's initramfs: static busybox, the kernel modules VFIO and
+# virtio-net need (dependencies read from each module's `depends=` field,
+# since Debian's kernel package ships no modules.dep), our /init, and the
+# payload files under /rpmd.
+#   usage: build-initramfs.sh OUT.cpio.gz PAYLOAD...
+set -euo pipefail
+VM_DIR=${VM_DIR:-/var/tmp/rpmd-vm}
+OUT=${1:?usage: $0 OUT.cpio.gz PAYLOAD...}; shift
+HERE=$(cd "$(dirname "$0")" && pwd)
+KVER=$(ls "$VM_DIR/kernel/lib/modules" | head -1)
+MODDIR="$VM_DIR/kernel/lib/modules/$KVER"
+WANT="virtio_pci virtio_net vfio vfio_iommu_type1 vfio-pci"
+
+declare -A KO SEEN
+while IFS= read -r f; do
+    b=${f##*/}; b=${b%%.ko*}
+    KO[$b]=$f; KO[${b//-/_}]=$f
+done < <(find "$MODDIR/kernel" -name '*.ko*')
+
+plain() {   # busybox insmod wants an uncompressed module
+    case "$1" in
+        *.ko.xz) xz -dc "$1" ;;
+        *.ko.zst) zstd -qdc "$1" ;;
+        *.ko.gz) gzip -dc "$1" ;;
+        *) cat "$1" ;;
+    esac
+}
+ORDER=()
+visit() {
+    local m=$1 f d
+    [ -n "${SEEN[$m]:-}" ] && return
+    SEEN[$m]=1
+    f=${KO[$m]:-}
+    if [ -z "$f" ]; then
+        grep -q "/${m//_/[-_]}.ko" "$MODDIR/modules.builtin" && return   # built in
+        echo "build-initramfs: module $m not found" >&2; exit 1
+    fi
+    for d in $(plain "$f" | strings -a | sed -n 's/^depends=//p' | tr ',' ' '); do visit "$d"; done
+    ORDER+=("$m")
+}
+for m in $WANT; do visit "$m"; done
+
+ROOT=$(mktemp -d)
+trap 'rm -rf "$ROOT"' EXIT
+mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,rpmd,lib/modules}
+cp "$VM_DIR/busybox/bin/busybox" "$ROOT/bin/busybox"
+for m in "${ORDER[@]}"; do plain "${KO[$m]}" > "$ROOT/lib/modules/$m.ko"; done
+printf '%s\n' "${ORDER[@]}" > "$ROOT/lib/modules/load-order"
+for p in "$@"; do cp "$p" "$ROOT/rpmd/"; done
+cp "$HERE/guest-init.sh" "$ROOT/init"
+cp "$HERE/guest-test.sh" "$ROOT/rpmd/"
+chmod +x "$ROOT/init" "$ROOT/bin/busybox"
+(cd "$ROOT" && find . | cpio -o -H newc --quiet | gzip -1) > "$OUT"
+echo "initramfs $OUT ($(du -h "$OUT" | cut -f1)), kernel $KVER, modules: ${ORDER[*]}"

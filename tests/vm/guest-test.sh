@@ -1,0 +1,85 @@
+#!/bin/sh
+# Runs in the guest (busybox sh), started by /init. Reserves hugepages,
+# checks that preflight and the VFIO layer refuse a NIC still bound to its
+# kernel driver, binds the NICs to vfio-pci with rpmd-bind, checks that a
+# group with a member left on a kernel driver is refused, then runs
+# vfio_guest on every NIC. Exit 0 iff every case passed; the last line is
+# "N passed, M failed".
+pass=0; fail=0
+ok() { pass=$((pass + 1)); echo "case $1: ok"; }
+bad() { fail=$((fail + 1)); echo "case $1: FAIL: $2"; }
+B=/rpmd/rpmd-bind
+echo "@@RPMD guest-test start kernel=$(uname -r) uptime=$(cut -d' ' -f1 /proc/uptime)s"
+dmesg | grep -E 'DMAR: (IOMMU enabled|Intel\(R\) Virtualization)' | sed 's/^/dmesg: /'
+
+$B --hugepages 64 && ok "rpmd-bind --hugepages" || bad "rpmd-bind --hugepages" "rc=$?"
+
+MODERN=""; TRANS=""; E1000E=""; BRIDGED=""
+for d in /sys/bus/pci/devices/*; do
+    case $(cat $d/class) in 0x02*) ;; *) continue ;; esac
+    bdf=${d##*/}
+    case $(cat $d/vendor):$(cat $d/device):$bdf in
+        0x1af4:0x1041:0000:00:*) MODERN="$MODERN $bdf" ;;
+        0x1af4:0x1041:*) BRIDGED="$BRIDGED $bdf" ;;
+        0x1af4:0x1000:*) TRANS="$TRANS $bdf" ;;
+        0x8086:0x10d3:*) E1000E="$E1000E $bdf" ;;
+    esac
+done
+echo "modern:$MODERN transitional:$TRANS e1000e:$E1000E bridged:$BRIDGED"
+$B --status
+
+# A NIC still on its kernel driver: preflight and the VFIO layer say so.
+for b in $MODERN; do
+    out=$($B --preflight $b); rc=$?
+    echo "$out"
+    if [ $rc -eq 1 ] && echo "$out" | grep -q "still bound to its kernel driver virtio-pci" \
+        && echo "$out" | grep -q "fix: rpmd-bind --bind vfio-pci $b"; then
+        ok "preflight names $b as kernel-bound"
+    else
+        bad "preflight names $b as kernel-bound" "rc=$rc"
+    fi
+    /rpmd/vfio_guest --kernel-bound $b && ok "vfio refuses kernel-bound $b" || bad "vfio refuses kernel-bound $b" "rc=$?"
+done
+
+for b in $MODERN $TRANS $E1000E; do
+    $B --bind vfio-pci $b && ok "bind $b" || bad "bind $b" "rc=$?"
+done
+for b in $MODERN; do
+    out=$($B --preflight $b); rc=$?
+    echo "$out"
+    [ $rc -eq 0 ] && ok "preflight passes for $b" || bad "preflight passes for $b" "rc=$rc"
+done
+
+# Two NICs behind a PCI bridge share an IOMMU group; with only one on
+# vfio-pci the group is not viable.
+set -- $BRIDGED
+if [ $# -ge 2 ]; then
+    $B --bind vfio-pci $1 && ok "bind $1" || bad "bind $1" "rc=$?"
+    $B --status
+    out=$($B --preflight $1); rc=$?
+    echo "$out"
+    if [ $rc -eq 1 ] && echo "$out" | grep -q "not viable: other members on kernel drivers: $2 (virtio-pci)"; then
+        ok "preflight names the non-viable group of $1"
+    else
+        bad "preflight names the non-viable group of $1" "rc=$rc"
+    fi
+    /rpmd/vfio_guest --not-viable $1 && ok "vfio refuses non-viable $1" || bad "vfio refuses non-viable $1" "rc=$?"
+else
+    bad "bridged NICs" "expected two, found '$BRIDGED'"
+fi
+
+args=""
+for b in $MODERN; do args="$args --modern $b"; done
+for b in $TRANS; do args="$args --transitional $b"; done
+for b in $E1000E; do args="$args --e1000e $b"; done
+if [ -z "$MODERN" ] || [ -z "$TRANS" ] || [ -z "$E1000E" ]; then
+    bad "NIC discovery" "a modern virtio, a transitional virtio and an e1000e are needed"
+fi
+out=$(/rpmd/vfio_guest $args); rc=$?
+echo "$out"
+p=$(echo "$out" | sed -n 's/^vfio_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^vfio_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
+[ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
