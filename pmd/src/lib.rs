@@ -10,13 +10,20 @@
 //!   [`Mbuf`] handle that returns to its pool on drop, so buffers cannot be
 //!   leaked, used after free, or freed twice from safe code.
 //! - [`lcore`]: per-thread lcore ids that key per-core state.
-//!
-//! To come (issue 3): the driver-independent port API and device strings,
-//! the `ring` and `null` software ports, and the VFIO/PCI plumbing.
+//! - [`port`]: the driver-independent port API ([`Port`], queue handles
+//!   with `rx_burst`/`tx_burst`, stats, capabilities), device strings and
+//!   the driver [`Registry`], and the software ports `ring:NAME` and
+//!   `null`. [`testing`] adds a loopback port and a fault-injecting wrapper.
+//! - [`pci`]: PCI addresses, sysfs discovery, binding via `driver_override`.
+//! - [`vfio`]: containers, groups and devices; DMA mapping; bounds-checked
+//!   register windows; MSI-X to eventfds; reset. Tested in a QEMU guest
+//!   with a virtual IOMMU (`tests/vm/run.sh`).
+//! - [`preflight`]: what a machine lacks before a NIC can be driven, with
+//!   the fix for each.
 //!
 //! `unsafe` is confined to `dma` (mapping, pagemap), `mbuf` and `mempool`
-//! (objects addressed by raw pointers inside DMA memory); every block says
-//! why it is sound.
+//! (objects addressed by raw pointers inside DMA memory), `vfio::sys` (the
+//! system calls) and `vfio::regs` (MMIO); every block says why it is sound.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

@@ -18,7 +18,7 @@
 //! the group, attach it, set the type1v2 IOMMU on first use, and open the
 //! device. Each failure names what is wrong and how to fix it.
 //!
-//! `unsafe` lives in [`sys`] (the system calls) and [`regs`] (MMIO).
+//! `unsafe` lives in `sys` (the system calls) and [`regs`] (MMIO).
 use crate::pci::{PciAddr, Sysfs};
 use crate::{DmaRegion, Error, Iova};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
