@@ -4,10 +4,11 @@
 #
 #   benches/compare.sh [SUITE] [--runs N]     (run as root on Debian)
 #
-# Suites: ring (DPDK's ring_perf_autotest vs our ring_perf), mempool (DPDK's
-# mempool_perf_autotest vs our mempool_perf; DPDK needs an hour for all
-# cases, so MEMPOOL_DPDK_SECONDS=S stops it after S seconds and compares the
-# cases it finished). No SUITE runs all of them. Each suite ends with
+# Suites: ring (DPDK's ring_perf_autotest vs our ring_perf), mempool
+# (DPDK's rte_mempool under the loop of mempool_perf_autotest, built here as
+# benches/dpdk/mempool_peer.c against libdpdk, vs our mempool_perf; 24
+# representative cases of 1 s, or MEMPOOL_ALL=1 for all 384; MEMPOOL_SECONDS
+# sets the seconds per run). No SUITE runs all of them. Each suite ends with
 # `RESULT <suite> worst_ratio=<x>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ runs=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -45,9 +46,13 @@ for s in $suite; do
             target/release/compare_ring --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
             ;;
         mempool)
-            echo "== mempool: DPDK mempool_perf_autotest vs rpmd mempool_perf"
-            target/release/compare_mempool --dpdk-seconds "${MEMPOOL_DPDK_SECONDS:-0}" \
-                --seconds "${MEMPOOL_SECONDS:-5}" --huge-dir "$HUGE_DIR"
+            echo "== mempool: DPDK rte_mempool (mempool_perf_autotest's loop) vs rpmd mempool_perf, $runs interleaved runs each"
+            command -v pkg-config >/dev/null || apt-get install -y -q pkg-config
+            gcc -O3 -march=native -o target/release/mempool_peer benches/dpdk/mempool_peer.c \
+                $(pkg-config --cflags --libs libdpdk)
+            target/release/compare_mempool --peer target/release/mempool_peer --runs "$runs" \
+                --seconds "${MEMPOOL_SECONDS:-1}" --huge-dir "$HUGE_DIR" --mbuf \
+                $([ "${MEMPOOL_ALL:-0}" = 1 ] && echo --all)
             ;;
     esac
 done

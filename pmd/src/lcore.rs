@@ -8,6 +8,7 @@
 //! gets `None`, so code running in later thread-local destructors falls
 //! back to shared paths instead of touching state another thread may now
 //! own.
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many threads can hold an lcore id at once.
@@ -42,6 +43,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
+        FAST.set(DEAD);
         if let Some(id) = self.0 {
             // Release: pairs with the Acquire in `acquire`.
             USED[id / 64].fetch_and(!(1 << (id % 64)), Ordering::Release);
@@ -49,15 +51,44 @@ impl Drop for Held {
     }
 }
 
+/// `FAST` before the thread asked for an id.
+const UNKNOWN: u32 = 0;
+/// `FAST` once the thread has no id (all taken, or given back at exit).
+const DEAD: u32 = u32::MAX;
+
 thread_local! {
     static ID: Held = Held::acquire();
+    /// The id plus one, `UNKNOWN` or `DEAD`: a plain thread-local word
+    /// (constant-initialised, no destructor), so the hot path is one load.
+    static FAST: Cell<u32> = const { Cell::new(UNKNOWN) };
 }
 
 /// This thread's lcore id, or `None` when all ids are taken or the thread
 /// is exiting.
-#[inline]
+#[inline(always)]
 pub fn current() -> Option<usize> {
-    ID.try_with(|h| h.0).ok().flatten()
+    match FAST.get() {
+        UNKNOWN => slow(),
+        DEAD => None,
+        v => Some(v as usize - 1),
+    }
+}
+
+/// Whether this thread holds lcore id `id` (one thread-local load).
+#[inline(always)]
+pub fn is_current(id: usize) -> bool {
+    FAST.get() as usize == id + 1
+}
+
+#[cold]
+fn slow() -> Option<usize> {
+    let id = ID.try_with(|h| h.0).ok().flatten();
+    if let Some(i) = id {
+        FAST.set(i as u32 + 1);
+    } else if FAST.get() == UNKNOWN {
+        FAST.set(DEAD);
+    }
+    id
 }
 
 #[cfg(test)]

@@ -42,5 +42,5 @@ pub mod vfio;
 pub use dma::{DmaRegion, Iova, IovaMode, PageSize};
 pub use error::Error;
 pub use mbuf::Mbuf;
-pub use mempool::{Mempool, MempoolConfig};
+pub use mempool::{Local, Mempool, MempoolConfig, PoolObj};
 pub use port::{Pkts, Port, PortConfig, Queues, Registry};

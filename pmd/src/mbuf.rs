@@ -121,6 +121,12 @@ impl Mbuf {
         Mbuf(p)
     }
 
+    /// The header pointer, for the pool's bulk return.
+    #[inline(always)]
+    pub(crate) fn as_hdr(&self) -> NonNull<MbufHdr> {
+        self.0
+    }
+
     #[inline(always)]
     fn hdr(&self) -> &MbufHdr {
         // SAFETY: we own the object; the header is plain memory that only

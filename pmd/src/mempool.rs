@@ -28,9 +28,13 @@ use crate::Error;
 use crossbeam_utils::CachePadded;
 use rpmd_ring::{Burst, Consumer, Multi, Producer};
 use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+
+mod local;
+pub use local::Local;
 
 /// Largest per-lcore cache (DPDK's `RTE_MEMPOOL_CACHE_MAX_SIZE`).
 pub const CACHE_MAX_SIZE: u32 = 512;
@@ -87,11 +91,34 @@ impl Obj {
     const DANGLING: Obj = Obj(NonNull::dangling());
 }
 
+/// Slots per cache: room for `cache_size` plus a flush threshold's worth
+/// of puts plus one bulk, at the largest cache size.
+const CACHE_SLOTS: usize = 3 * CACHE_MAX_SIZE as usize;
+
 /// One lcore's cache; only the thread holding that lcore id touches
 /// `objs`, and `len` is atomic only so that the pool's drop can count.
+/// `objs[..len]` are initialised. The caches of all lcores are one
+/// zero-filled allocation, so a cache costs no memory until its lcore uses
+/// it, and finding it is one index (as DPDK's `local_cache[lcore_id]`).
 struct Cache {
     len: AtomicU32,
-    objs: UnsafeCell<Box<[Obj]>>,
+    objs: UnsafeCell<[MaybeUninit<Obj>; CACHE_SLOTS]>,
+}
+
+/// All-zero bytes are a valid `Cache` (length 0, slots uninitialised), so
+/// the table can come from `alloc_zeroed`, which the kernel backs lazily.
+fn cache_table() -> Box<[CachePadded<Cache>]> {
+    let layout = std::alloc::Layout::array::<CachePadded<Cache>>(MAX_LCORES)
+        .expect("cache table layout fits");
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<CachePadded<Cache>>();
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `p` holds MAX_LCORES zeroed `CachePadded<Cache>`, a valid
+    // value (see above), allocated with the global allocator and the
+    // layout `Box<[T]>` frees with.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, MAX_LCORES)) }
 }
 
 pub(crate) struct PoolInner {
@@ -101,7 +128,7 @@ pub(crate) struct PoolInner {
     flush_threshold: u32,
     tx: Producer<Obj, Multi, Multi>,
     rx: Consumer<Obj, Multi, Multi>,
-    caches: Box<[OnceLock<Box<CachePadded<Cache>>>]>,
+    caches: Box<[CachePadded<Cache>]>,
     region: DmaRegion,
 }
 
@@ -116,75 +143,147 @@ impl PoolInner {
     /// This thread's cache, or `None` (no lcore id, or caching disabled).
     #[inline(always)]
     fn cache(&self) -> Option<&Cache> {
+        self.cache_of(lcore::current()?)
+    }
+
+    /// The cache of lcore `id`, or `None` when caching is off.
+    #[inline(always)]
+    fn cache_of(&self, id: usize) -> Option<&Cache> {
         if self.cache_size == 0 {
             return None;
         }
-        let id = lcore::current()?;
-        let cap = (self.cache_size * 3) as usize;
-        Some(self.caches[id].get_or_init(|| {
-            Box::new(CachePadded::new(Cache {
-                len: AtomicU32::new(0),
-                objs: UnsafeCell::new(vec![Obj::DANGLING; cap].into_boxed_slice()),
-            }))
-        }))
+        self.caches.get(id).map(|c| &**c)
     }
 
-    /// Appends `n` free objects to `out` (which has room), all or none.
-    #[inline]
-    fn get_raw<const N: usize>(&self, out: &mut Burst<Obj, N>, n: usize) -> bool {
-        if let Some(c) = self.cache() {
-            // SAFETY: this thread holds the lcore id owning `c`, so nobody
-            // else touches `objs`.
-            let objs = unsafe { &mut *c.objs.get() };
-            let mut len = c.len.load(Ordering::Relaxed) as usize;
-            if n > len && n <= self.cache_size as usize {
-                // Refill to `cache_size` plus what this request takes.
-                let req = n + self.cache_size as usize - len;
-                if self.rx.dequeue_bulk(&mut objs[len..len + req]).n == req {
-                    len += req;
-                }
-            }
+    /// Fills all of `dst` with free objects, or nothing. The cache hit is
+    /// inlined into the caller; everything else is out of line.
+    #[inline(always)]
+    fn get_into(&self, cache: Option<&Cache>, dst: &mut [MaybeUninit<Obj>]) -> bool {
+        let n = dst.len();
+        if let Some(c) = cache {
+            let len = c.len.load(Ordering::Relaxed) as usize;
             if n <= len {
+                // SAFETY: this thread holds the lcore id owning `c`, so
+                // nobody else touches `objs`.
+                let objs = unsafe { &*c.objs.get() };
                 // LIFO: the most recently freed (cache-hot) objects first.
-                for o in objs[len - n..len].iter().rev() {
-                    let _ = out.push(*o);
+                // The slots below `len` are initialised; `MaybeUninit<Obj>`
+                // is `Copy`, so they are copied to `dst` as they are.
+                if n == 1 {
+                    dst[0] = objs[len - 1];
+                } else {
+                    for (d, o) in dst.iter_mut().zip(objs[len - n..len].iter().rev()) {
+                        *d = *o;
+                    }
                 }
                 c.len.store((len - n) as u32, Ordering::Relaxed);
                 return true;
             }
+            if n <= self.cache_size as usize {
+                return self.refill_and_get(c, dst);
+            }
         }
-        self.rx.dequeue_bulk_into(out, n).n == n
+        self.rx.dequeue_bulk_uninit(dst).n == n
     }
 
-    /// Returns free objects.
-    #[inline]
-    fn put_raw(&self, objs_in: &[Obj]) {
+    /// Cache miss: refill the cache to `cache_size` plus what this request
+    /// takes, in one bulk dequeue, then serve from it; or, when the ring
+    /// cannot provide that, take the request straight from the ring.
+    #[inline(never)]
+    fn refill_and_get(&self, c: &Cache, dst: &mut [MaybeUninit<Obj>]) -> bool {
+        let n = dst.len();
+        // SAFETY: as in `get_into`.
+        let objs = unsafe { &mut *c.objs.get() };
+        let mut len = c.len.load(Ordering::Relaxed) as usize;
+        let req = n + self.cache_size as usize - len;
+        if self.rx.dequeue_bulk_uninit(&mut objs[len..len + req]).n == req {
+            len += req;
+            for (d, o) in dst.iter_mut().zip(objs[len - n..len].iter().rev()) {
+                *d = *o;
+            }
+            c.len.store((len - n) as u32, Ordering::Relaxed);
+            return true;
+        }
+        self.rx.dequeue_bulk_uninit(dst).n == n
+    }
+
+    /// Whether every object in `objs` is one of this pool's (an address
+    /// check; the objects are not touched). Branch-free over the slice, so
+    /// it vectorises.
+    #[inline(always)]
+    fn owns_all(&self, objs: &[PoolObj]) -> bool {
+        let base = self.region.as_ptr() as usize;
+        let len = self.region.len();
+        let mine = |o: &PoolObj| (o.0.as_ptr() as usize).wrapping_sub(base) < len;
+        if objs.len() <= 2 {
+            objs.iter().all(mine)
+        } else {
+            objs.iter().fold(true, |ok, o| ok & mine(o))
+        }
+    }
+
+    /// Returns free objects. Putting into the cache is inlined into the
+    /// caller; flushing and the cacheless path are out of line.
+    #[inline(always)]
+    fn put_raw(&self, cache: Option<&Cache>, objs_in: &[Obj]) {
         let n = objs_in.len();
-        if let Some(c) = self.cache() {
+        if let Some(c) = cache {
             if n as u32 <= self.flush_threshold {
-                // SAFETY: as in `get_raw`.
+                // SAFETY: as in `get_into`.
                 let objs = unsafe { &mut *c.objs.get() };
-                let mut len = c.len.load(Ordering::Relaxed) as usize;
-                objs[len..len + n].copy_from_slice(objs_in);
-                len += n;
-                if len >= self.flush_threshold as usize {
-                    let keep = self.cache_size as usize;
-                    let t = self.tx.enqueue_bulk(&objs[keep..len]);
-                    debug_assert_eq!(t.n, len - keep, "pool ring holds every object");
-                    len = keep;
+                let len = c.len.load(Ordering::Relaxed) as usize;
+                if n == 1 {
+                    // One store, not a `memcpy` call.
+                    objs[len].write(objs_in[0]);
+                } else {
+                    // SAFETY: `MaybeUninit<Obj>` has `Obj`'s layout.
+                    let src = unsafe { &*(objs_in as *const [Obj] as *const [MaybeUninit<Obj>]) };
+                    objs[len..len + n].copy_from_slice(src);
                 }
-                c.len.store(len as u32, Ordering::Relaxed);
+                if len + n >= self.flush_threshold as usize {
+                    self.flush(c, len + n);
+                } else {
+                    c.len.store((len + n) as u32, Ordering::Relaxed);
+                }
                 return;
             }
         }
+        self.put_ring(objs_in);
+    }
+
+    /// Moves everything above `cache_size` from the cache (holding `len`)
+    /// to the ring in one bulk enqueue.
+    #[inline(never)]
+    fn flush(&self, c: &Cache, len: usize) {
+        // SAFETY: as in `get_into`.
+        let objs = unsafe { &*c.objs.get() };
+        let keep = self.cache_size as usize;
+        // SAFETY: slots below `len` are initialised.
+        let full = unsafe { &*(&objs[keep..len] as *const [MaybeUninit<Obj>] as *const [Obj]) };
+        let t = self.tx.enqueue_bulk(full);
+        debug_assert_eq!(t.n, len - keep, "pool ring holds every object");
+        c.len.store(keep as u32, Ordering::Relaxed);
+    }
+
+    #[inline(never)]
+    fn put_ring(&self, objs_in: &[Obj]) {
         let t = self.tx.enqueue_bulk(objs_in);
-        debug_assert_eq!(t.n, n, "pool ring holds every object");
+        debug_assert_eq!(t.n, objs_in.len(), "pool ring holds every object");
     }
 
     /// Returns one object (an mbuf segment being dropped, already reset).
     #[inline]
     pub(crate) fn put_one(&self, p: NonNull<MbufHdr>) {
-        self.put_raw(&[Obj(p)]);
+        self.put_raw(self.cache(), &[Obj(p)]);
+    }
+
+    #[cold]
+    fn exhausted(&self, wanted: usize) -> Error {
+        Error::Exhausted {
+            pool: self.name.clone(),
+            size: self.size,
+            wanted,
+        }
     }
 
     fn free_count(&self) -> usize {
@@ -192,7 +291,6 @@ impl PoolInner {
             + self
                 .caches
                 .iter()
-                .filter_map(|c| c.get())
                 .map(|c| c.len.load(Ordering::Relaxed) as usize)
                 .sum::<usize>()
     }
@@ -269,7 +367,7 @@ impl Mempool {
             flush_threshold: cfg.cache_size * 3 / 2,
             tx,
             rx,
-            caches: (0..MAX_LCORES).map(|_| OnceLock::new()).collect(),
+            caches: cache_table(),
             region,
         });
         let pool_ptr = Arc::as_ptr(&inner);
@@ -312,75 +410,58 @@ impl Mempool {
             .expect("mempool handle used after drop")
     }
 
+    /// This thread's view of the pool, as DPDK's test takes
+    /// `rte_mempool_default_cache(mp, lcore)` once and passes it to every
+    /// get and put: the per-lcore cache is looked up once, not per call.
+    /// Not `Send`: it belongs to the thread that made it.
+    #[inline]
+    pub fn local(&self) -> Local<'_> {
+        Local::new(self.inner())
+    }
+
     /// Takes one mbuf (reset: no data, full headroom).
     #[inline]
     pub fn get(&self) -> Result<Mbuf, Error> {
-        let mut o: Burst<Obj, 1> = Burst::new();
-        if self.inner().get_raw(&mut o, 1) {
-            if let Some(o) = o.pop() {
-                return Ok(new_mbuf(o));
-            }
-        }
-        Err(self.exhausted(1))
+        self.local().get()
     }
 
     /// Appends exactly `n` mbufs to `out`, or none (pool short of `n`, or
-    /// `out` short of room).
+    /// `out` short of room). The objects are copied straight into `out`'s
+    /// free slots; none is touched.
     #[inline]
     pub fn get_bulk<const N: usize>(
         &self,
         out: &mut Burst<Mbuf, N>,
         n: usize,
     ) -> Result<(), Error> {
-        if n > N - out.len() {
-            return Err(Error::Invalid {
-                what: "bulk size",
-                detail: format!("{n} mbufs into a burst with room for {}", N - out.len()),
-            });
-        }
-        let mut objs: Burst<Obj, N> = Burst::new();
-        if !self.inner().get_raw(&mut objs, n) {
-            return Err(self.exhausted(n));
-        }
-        while let Some(o) = objs.pop() {
-            // Room was checked above, so the push cannot fail (and a
-            // returned mbuf would go back to the pool on drop).
-            let _ = out.push(new_mbuf(o));
-        }
-        Ok(())
+        self.local().get_bulk(out, n)
     }
 
-    /// Returns every mbuf in `b` to its pool in one pass (any pool; chained
-    /// mbufs segment by segment). Same effect as dropping them, fewer ring
-    /// operations when they share this pool.
+    /// Returns every mbuf in `b` to its pool (any pool; chained mbufs
+    /// segment by segment). Same effect as dropping them; when they are all
+    /// single segments of this pool, one cache or ring operation for all.
+    #[inline]
     pub fn put_bulk<const N: usize>(&self, b: &mut Burst<Mbuf, N>) {
-        let me: *const PoolInner = self.inner();
-        let mut objs: Burst<Obj, N> = Burst::new();
-        while let Some(m) = b.pop() {
-            let p = m.into_raw().cast::<MbufHdr>();
-            // SAFETY: `p` is an mbuf we owned; only its header is read.
-            let (pool, next) = unsafe { ((*p.as_ptr()).pool, (*p.as_ptr()).next) };
-            if pool == me && next.is_null() {
-                // SAFETY: still ours until it is in the pool; reset it for
-                // the next user.
-                unsafe { (*p.as_ptr()).reset() };
-                let _ = objs.push(Obj(p));
-            } else {
-                // Another pool, or a chain: the per-segment path.
-                // SAFETY: `p` came from `into_raw` just above.
-                drop(unsafe { Mbuf::from_raw(p.cast()) });
-            }
-        }
-        self.inner().put_raw(&objs);
+        self.local().put_bulk(b)
     }
 
-    fn exhausted(&self, wanted: usize) -> Error {
-        let i = self.inner();
-        Error::Exhausted {
-            pool: i.name.clone(),
-            size: i.size,
-            wanted,
-        }
+    /// Takes `n` raw objects, all or none, like `rte_mempool_get_bulk`:
+    /// nothing is touched. See [`PoolObj`].
+    #[inline]
+    pub fn get_objs<const N: usize>(
+        &self,
+        out: &mut Burst<PoolObj, N>,
+        n: usize,
+    ) -> Result<(), Error> {
+        self.local().get_objs(out, n)
+    }
+
+    /// Returns the first `n` raw objects of `b` (all if fewer), like
+    /// `rte_mempool_put_bulk`. Objects of another pool are recognised by
+    /// address (without touching them) and go back to their own pool.
+    #[inline]
+    pub fn put_objs<const N: usize>(&self, b: &mut Burst<PoolObj, N>, n: usize) {
+        self.local().put_objs(b, n)
     }
 
     /// The pool's name.
@@ -401,6 +482,46 @@ impl Mempool {
     /// The DMA region holding the mbufs (to share or map it).
     pub fn region(&self) -> &DmaRegion {
         &self.inner().region
+    }
+}
+
+/// A free object taken from a pool as it is, like the `void *` that
+/// `rte_mempool_get` gives: its memory is not touched on the way out or
+/// back, which makes it the cheapest way to move buffers that are not read
+/// yet (refilling an RX ring, say). It becomes an [`Mbuf`] at no cost
+/// ([`PoolObj::into_mbuf`]), goes back with [`Mempool::put_objs`], or
+/// returns to its pool when dropped.
+#[repr(transparent)]
+pub struct PoolObj(NonNull<MbufHdr>);
+
+// SAFETY: a `PoolObj` owns its free object exclusively, as an `Mbuf` does.
+unsafe impl Send for PoolObj {}
+
+impl PoolObj {
+    /// The object as an mbuf (free objects are kept reset).
+    #[inline(always)]
+    pub fn into_mbuf(self) -> Mbuf {
+        let p = self.0;
+        std::mem::forget(self);
+        // SAFETY: a free object we own, reset.
+        unsafe { Mbuf::from_obj(p) }
+    }
+}
+
+impl Drop for PoolObj {
+    fn drop(&mut self) {
+        // SAFETY: we own the free object; its pool outlives it (pools with
+        // objects out are never freed). It is still reset.
+        unsafe {
+            let pool = &*(*self.0.as_ptr()).pool;
+            pool.put_one(self.0);
+        }
+    }
+}
+
+impl std::fmt::Debug for PoolObj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PoolObj({:p})", self.0)
     }
 }
 

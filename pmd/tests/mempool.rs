@@ -185,3 +185,61 @@ fn pa_mode_needs_root_or_says_why() {
         }
     }
 }
+
+#[test]
+fn raw_objects_move_untouched_and_find_their_own_pool() {
+    use rpmd_pmd::PoolObj;
+    let mk = |name: &str, cache| {
+        let mut c = MempoolConfig::new(name, 256);
+        c.cache_size = cache;
+        Mempool::new(&c).unwrap()
+    };
+    for cache in [0, 32] {
+        let a = mk("raw-a", cache);
+        let b = mk("raw-b", cache);
+        let mut objs: Burst<PoolObj, 64> = Burst::new();
+        a.get_objs(&mut objs, 40).unwrap();
+        b.get_objs(&mut objs, 10).unwrap();
+        assert!(a.get_objs(&mut objs, 20).is_err(), "room for 14 only");
+        assert_eq!((a.available(), b.available()), (216, 246));
+        // Return 20 of a's to a, then the mixed rest through a: b's go home.
+        a.put_objs(&mut objs, 20);
+        assert_eq!(objs.len(), 30);
+        assert_eq!(a.available(), 236);
+        a.put_objs(&mut objs, 100);
+        assert!(objs.is_empty());
+        assert_eq!((a.available(), b.available()), (256, 256));
+        // A raw object becomes a fresh mbuf; dropping either returns it.
+        a.get_objs(&mut objs, 2).unwrap();
+        let m = objs.pop().unwrap().into_mbuf();
+        assert_eq!((m.data_len(), m.headroom()), (0, 128));
+        drop(m);
+        drop(objs.pop());
+        assert_eq!(a.available(), 256);
+    }
+}
+
+#[test]
+fn a_local_view_uses_the_cache_of_its_thread() {
+    let mut c = MempoolConfig::new("local", 1024);
+    c.cache_size = 64;
+    let p = Mempool::new(&c).unwrap();
+    let l = p.local();
+    let mut b: Burst<rpmd_pmd::Mbuf, 32> = Burst::new();
+    l.get_bulk(&mut b, 32).unwrap();
+    // The first get refilled this thread's cache: 64 stay cached.
+    assert_eq!(p.available(), 1024 - 32);
+    l.put_bulk(&mut b);
+    assert_eq!(p.available(), 1024);
+    let m = l.get().unwrap();
+    // Another thread's view has its own cache; both see the same pool.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut b: Burst<rpmd_pmd::Mbuf, 8> = Burst::new();
+            p.local().get_bulk(&mut b, 8).unwrap();
+            assert_eq!(p.available(), 1024 - 9);
+        });
+    });
+    drop(m);
+    assert_eq!(p.available(), 1024);
+}

@@ -102,6 +102,41 @@ impl<T, const N: usize> Burst<T, N> {
         }
     }
 
+    /// The free slots after the live values (moving the live values to the
+    /// front first), to be filled in place, e.g. by
+    /// [`Consumer::dequeue_bulk_uninit`](crate::Consumer::dequeue_bulk_uninit).
+    /// Report how many were filled with [`assume_init_back`](Self::assume_init_back).
+    #[inline(always)]
+    pub fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>] {
+        self.compact();
+        let end = self.end;
+        &mut self.buf[end..]
+    }
+
+    /// Makes the first `n` slots of [`spare_capacity_mut`](Self::spare_capacity_mut)
+    /// live values.
+    ///
+    /// # Safety
+    /// Those `n` slots hold initialised values, and `n` is at most the
+    /// spare capacity.
+    #[inline(always)]
+    pub unsafe fn assume_init_back(&mut self, n: usize) {
+        debug_assert!(self.end + n <= N);
+        self.end += n;
+    }
+
+    /// Drops the first `n` live values from the burst without running
+    /// their destructors (their ownership was moved elsewhere, e.g. with
+    /// `ptr::read`).
+    ///
+    /// # Safety
+    /// `n` is at most [`len`](Self::len), and the first `n` values were
+    /// moved out, so the burst must not drop them.
+    #[inline(always)]
+    pub unsafe fn forget_front(&mut self, n: usize) {
+        self.advance_front(n);
+    }
+
     /// The live values as a raw pointer and count, for a ring to move out.
     #[inline(always)]
     pub(crate) fn front_raw(&self) -> (*const T, usize) {

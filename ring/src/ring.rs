@@ -380,6 +380,34 @@ impl<T, P: SyncMode, C: SyncMode> Consumer<T, P, C> {
     }
 }
 
+impl<T, P: SyncMode, C: SyncMode> Consumer<T, P, C> {
+    /// Moves exactly `dst.len()` values into `dst`, or none, and returns
+    /// the count and the values left. The first `t.n` slots are then
+    /// initialised and owned by the caller (use them with
+    /// `MaybeUninit::assume_init`, or they leak). For filling memory that
+    /// is not yet initialised, such as [`Burst::spare_capacity_mut`].
+    #[inline]
+    pub fn dequeue_bulk_uninit(&self, dst: &mut [std::mem::MaybeUninit<T>]) -> Transfer {
+        // SAFETY: `dst` has room for `dst.len()` values; MaybeUninit slots
+        // may be overwritten without dropping anything.
+        unsafe {
+            self.ring
+                .dequeue_raw(dst.as_mut_ptr().cast(), dst.len(), Behavior::Fixed)
+        }
+    }
+
+    /// As [`dequeue_bulk_uninit`](Self::dequeue_bulk_uninit), moving as
+    /// many values as the ring holds, up to `dst.len()`.
+    #[inline]
+    pub fn dequeue_burst_uninit(&self, dst: &mut [std::mem::MaybeUninit<T>]) -> Transfer {
+        // SAFETY: as above.
+        unsafe {
+            self.ring
+                .dequeue_raw(dst.as_mut_ptr().cast(), dst.len(), Behavior::Variable)
+        }
+    }
+}
+
 impl<T: Copy, P: SyncMode, C: SyncMode> Consumer<T, P, C> {
     /// Fills all of `dst` from the ring, or nothing (DPDK's
     /// `dequeue_bulk`). Returns `0` or `dst.len()` and the values left.

@@ -337,3 +337,43 @@ fn handles_debug_and_len() {
         "{s}"
     );
 }
+
+#[test]
+fn uninit_dequeue_fills_a_burst_in_place() {
+    use rpmd_ring::{Burst, Single};
+    let (p, c) = rpmd_ring::new::<String, Single, Single>(8).unwrap();
+    for i in 0..2 {
+        p.enqueue(i.to_string()).unwrap();
+    }
+    let mut b: Burst<String, 4> = Burst::new();
+    b.push("x".into()).unwrap();
+    assert_eq!(b.pop().as_deref(), Some("x"));
+    b.push("y".into()).unwrap();
+    // A bulk of 3 (the spare slots) with 2 in the ring: nothing moves.
+    let spare = b.spare_capacity_mut();
+    assert_eq!(spare.len(), 3);
+    assert_eq!(c.dequeue_bulk_uninit(spare).n, 0);
+    for i in 2..5 {
+        p.enqueue(i.to_string()).unwrap();
+    }
+    let spare = b.spare_capacity_mut();
+    let t = c.dequeue_bulk_uninit(&mut spare[..2]);
+    assert_eq!(t.n, 2);
+    assert_eq!(c.len(), 3);
+    // SAFETY: the ring initialised the two slots it reported.
+    unsafe { b.assume_init_back(2) };
+    assert_eq!(&b[..], &["y", "0", "1"]);
+    let t = c.dequeue_burst_uninit(b.spare_capacity_mut());
+    assert_eq!(t.n, 1);
+    // SAFETY: as above.
+    unsafe { b.assume_init_back(1) };
+    assert_eq!(&b[..], &["y", "0", "1", "2"]);
+    // Move two out by hand, then forget them in the burst.
+    // SAFETY: the first two values are read out exactly once and forgotten.
+    let (a, z) = unsafe { (std::ptr::read(&b[0]), std::ptr::read(&b[1])) };
+    // SAFETY: those two were read out above and must not drop again.
+    unsafe { b.forget_front(2) };
+    assert_eq!((a.as_str(), z.as_str()), ("y", "0"));
+    assert_eq!(&b[..], &["1", "2"]);
+    assert_eq!(c.len(), 2, "3 and 4 stay in the ring and drop with it");
+}

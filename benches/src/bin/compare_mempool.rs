@@ -1,112 +1,184 @@
-//! `compare_mempool`: DPDK's `mempool_perf_autotest` against our
-//! `mempool_perf` on the same cases. DPDK's test runs every case for 5 s
-//! (about an hour in all), so `--dpdk-seconds S` stops it after S seconds
-//! and compares the cases it finished; ours then runs exactly those cases,
-//! each for `--seconds` (default 5, as DPDK). Prints DPDK and rpmd
-//! `rate_persec` and the ratio DPDK ÷ rpmd per case (≤ 1.0: we are at least
-//! as fast), ending with `RESULT mempool worst_ratio=<x>`.
+//! `compare_mempool`: DPDK's `rte_mempool` against rpmd's mempool, case by
+//! case, on the cases of DPDK's `mempool_perf_autotest`.
 //!
-//! Usage: `compare_mempool [--dpdk-seconds S] [--seconds S] [--huge-dir DIR]`
+//! DPDK side: `mempool_peer` (benches/dpdk/mempool_peer.c, built against
+//! Debian's libdpdk by compare.sh) runs the autotest's loop for one case:
+//! `rte_mempool_generic_get/put` of `void *` objects through the lcore's
+//! default cache, on a pool made as the autotest makes it. (`dpdk-test`
+//! itself runs all cases in a fixed order for 5 s each, about an hour, and
+//! cannot interleave.) rpmd side: `mempool_perf` on raw objects
+//! (`PoolObj`), the same level; with `--mbuf`, also on `Mbuf` handles, for
+//! information.
+//!
+//! Runs are interleaved, DPDK then rpmd, `--runs` times per case; the table
+//! shows medians and the ratio DPDK ÷ rpmd (≤ 1.0: we are at least as
+//! fast), ending with `RESULT mempool worst_ratio=<x>`.
+//!
+//! Usage: `compare_mempool --peer PATH [--runs N] [--seconds S] [--all]
+//! [--mbuf] [--huge-dir DIR]`
 use std::process::{Command, Stdio};
 
-fn parse(out: &str) -> Vec<(String, f64)> {
-    out.lines()
-        .filter_map(|l| {
-            let rest = l.trim().strip_prefix("mempool_autotest ")?;
-            let (case, rate) = rest.rsplit_once(" rate_persec=")?;
-            Some((case.to_string(), rate.trim().parse().ok()?))
-        })
-        .collect()
+fn rate(out: &[u8]) -> Option<f64> {
+    String::from_utf8_lossy(out).lines().find_map(|l| {
+        let (_, r) = l.trim().rsplit_once(" rate_persec=")?;
+        r.trim().parse().ok()
+    })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+struct Opts {
+    peer: String,
+    runs: usize,
+    secs: String,
+    all: bool,
+    mbuf: bool,
+    huge: String,
+}
+
+fn usage() -> ! {
+    eprintln!("usage: compare_mempool --peer PATH [--runs N] [--seconds S] [--all] [--mbuf] [--huge-dir DIR]");
+    std::process::exit(2)
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        peer: String::new(),
+        runs: 3,
+        secs: "1".into(),
+        all: false,
+        mbuf: false,
+        huge: "/mnt/rpmd-huge".into(),
+    };
+    let mut a = std::env::args().skip(1);
+    while let Some(k) = a.next() {
+        match k.as_str() {
+            "--all" => o.all = true,
+            "--mbuf" => o.mbuf = true,
+            "--peer" => o.peer = a.next().unwrap_or_else(|| usage()),
+            "--huge-dir" => o.huge = a.next().unwrap_or_else(|| usage()),
+            "--runs" => match a.next().and_then(|v| v.parse().ok()) {
+                Some(n) if n > 0 => o.runs = n,
+                _ => usage(),
+            },
+            "--seconds" => match a.next() {
+                Some(v) if v.parse::<f64>().is_ok_and(|s| s > 0.0) => o.secs = v,
+                _ => usage(),
+            },
+            _ => usage(),
+        }
+    }
+    if o.peer.is_empty() {
+        usage();
+    }
+    o
 }
 
 fn main() {
-    let mut dpdk_secs = 0u64;
-    let mut secs = "5".to_string();
-    let mut huge = "/mnt/rpmd-huge".to_string();
-    let mut a = std::env::args().skip(1);
-    while let Some(k) = a.next() {
-        let v = a.next();
-        match (k.as_str(), v) {
-            ("--dpdk-seconds", Some(v)) if v.parse::<u64>().is_ok() => {
-                dpdk_secs = v.parse().unwrap_or(0)
-            }
-            ("--seconds", Some(v)) if v.parse::<f64>().is_ok_and(|s| s > 0.0) => secs = v,
-            ("--huge-dir", Some(v)) => huge = v,
-            _ => {
-                eprintln!("compare_mempool: bad argument {k:?}; usage: compare_mempool [--dpdk-seconds S] [--seconds S] [--huge-dir DIR]");
-                std::process::exit(2);
-            }
-        }
-    }
-    eprintln!(
-        "DPDK mempool_perf_autotest ({})",
-        if dpdk_secs == 0 {
-            "all cases, about an hour".to_string()
-        } else {
-            format!("first {dpdk_secs} s")
-        }
-    );
-    let mut cmd = Command::new("timeout");
-    cmd.arg(if dpdk_secs == 0 {
-        "7200".to_string()
-    } else {
-        dpdk_secs.to_string()
-    })
-    .args([
-        "stdbuf",
-        "-oL",
-        "dpdk-test",
-        "--no-pci",
-        "-l",
-        "0-1",
-        "--file-prefix=rpmd-mp",
-        "--huge-unlink",
-        "-m",
-        "128",
-    ])
-    .args(["--huge-dir", &huge, "--log-level=lib.eal:error"])
-    .env("DPDK_TEST", "mempool_perf_autotest")
-    .stdin(Stdio::null());
-    let out = match cmd.output() {
-        Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
-        Err(e) => {
-            eprintln!("compare_mempool: cannot run dpdk-test: {e}");
-            std::process::exit(1);
-        }
-    };
-    let dpdk = parse(&out);
-    if dpdk.is_empty() {
-        eprintln!("compare_mempool: dpdk-test finished no case:\n{out}");
-        std::process::exit(1);
-    }
-    let ours_bin = std::env::current_exe()
+    let o = opts();
+    let ours = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("mempool_perf")))
         .unwrap_or_else(|| "mempool_perf".into());
-    println!(
-        "{:<78} {:>12} {:>12} {:>8}",
-        "case", "DPDK/s", "rpmd/s", "DPDK/rpmd"
-    );
-    let mut worst = 0.0f64;
-    for (case, d) in &dpdk {
-        let r = Command::new(&ours_bin)
-            .args(["--seconds", &secs, "--case", case])
-            .output();
-        let ours = r
+    let list = Command::new(&ours)
+        .args(if o.all {
+            vec!["--list"]
+        } else {
+            vec!["--list", "--quick"]
+        })
+        .output()
+        .unwrap_or_else(|e| {
+            eprintln!("compare_mempool: cannot run {}: {e}", ours.display());
+            std::process::exit(1)
+        });
+    let cases: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let dpdk_run = |case: &str| {
+        Command::new(&o.peer)
+            .args([
+                "--no-pci",
+                "-l",
+                "0-1",
+                "--file-prefix=rpmd-mpp",
+                "--huge-unlink",
+                "-m",
+                "128",
+            ])
+            .args([
+                "--huge-dir",
+                &o.huge,
+                "--log-level=lib.eal:error",
+                "--log-level=lib.telemetry:error",
+            ])
+            .args(["--", "--seconds", &o.secs, "--case", case])
+            .stdin(Stdio::null())
+            .output()
             .ok()
-            .map(|o| parse(&String::from_utf8_lossy(&o.stdout)))
-            .and_then(|v| v.first().map(|x| x.1));
-        match ours {
-            Some(o) if o > 0.0 => {
-                let ratio = d / o;
-                worst = worst.max(ratio);
-                println!("{case:<78} {d:>12.0} {o:>12.0} {ratio:>8.3}");
-            }
-            _ => {
-                println!("{case:<78} {d:>12.0} {:>12} {:>8}", "failed", "-");
-                worst = f64::INFINITY;
+            .and_then(|out| rate(&out.stdout))
+    };
+    let ours_run = |case: &str, mbuf: bool| {
+        let mut c = Command::new(&ours);
+        c.args(["--seconds", &o.secs, "--case", case]);
+        if mbuf {
+            c.arg("--mbuf");
+        }
+        c.output().ok().and_then(|out| rate(&out.stdout))
+    };
+    println!(
+        "{} cases, {} interleaved runs each of {} s, medians (objects/s):",
+        cases.len(),
+        o.runs,
+        o.secs
+    );
+    print!(
+        "{:<74} {:>13} {:>13} {:>9}",
+        "case", "DPDK", "rpmd", "DPDK/rpmd"
+    );
+    if o.mbuf {
+        print!(" {:>13}", "rpmd Mbuf");
+    }
+    println!();
+    let mut worst = (0.0f64, String::new());
+    for case in &cases {
+        let (mut d, mut r, mut m) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..o.runs {
+            d.extend(dpdk_run(case));
+            r.extend(ours_run(case, false));
+            if o.mbuf {
+                m.extend(ours_run(case, true));
             }
         }
+        if d.len() != o.runs || r.len() != o.runs {
+            println!(
+                "{case:<74} a run failed (DPDK {} of {}, rpmd {})",
+                d.len(),
+                o.runs,
+                r.len()
+            );
+            worst = (f64::INFINITY, case.clone());
+            continue;
+        }
+        let (dm, rm) = (median(&mut d), median(&mut r));
+        let ratio = dm / rm;
+        if ratio > worst.0 {
+            worst = (ratio, case.clone());
+        }
+        print!("{case:<74} {dm:>13.0} {rm:>13.0} {ratio:>9.3}");
+        if o.mbuf && !m.is_empty() {
+            print!(" {:>13.0}", median(&mut m));
+        }
+        println!();
     }
-    println!("RESULT mempool worst_ratio={worst:.3}");
+    println!("worst case: {}", worst.1);
+    println!("RESULT mempool worst_ratio={:.3}", worst.0);
 }

@@ -1,16 +1,23 @@
 //! `mempool_perf`: the cases of DPDK's `mempool_perf_autotest` on rpmd's
-//! mempool. Each lcore repeatedly takes `n_keep` mbufs in bulks of
+//! mempool. Each lcore repeatedly takes `n_keep` objects in bulks of
 //! `n_get_bulk` and returns them in bulks of `n_put_bulk`, for `--seconds`
 //! (DPDK: 5); `rate_persec` is objects taken and returned per second,
 //! summed over lcores, printed in DPDK's format.
+//!
+//! Two levels: raw objects ([`PoolObj`], the default), which like DPDK's
+//! test (`rte_mempool_generic_get/put` on `void *`) never touch the
+//! objects; and `--mbuf`, owning [`Mbuf`] handles, whose return reads and
+//! resets each header (like `rte_pktmbuf_free`).
 //!
 //! Pool as DPDK's test: 2 × (512 + 512) − 1 objects, cache 0 or 512.
 //! `constant_n` is printed for format parity; the bulk size is a run-time
 //! value in both variants here.
 //!
-//! Usage: `mempool_perf [--quick] [--seconds S] [--case "cache=C cores=K n_get_bulk=G n_put_bulk=P n_keep=N constant_n=X"]...`
+//! `--list` prints the selected cases' labels instead of running them.
+//!
+//! Usage: `mempool_perf [--quick] [--mbuf] [--list] [--seconds S] [--case "cache=C cores=K n_get_bulk=G n_put_bulk=P n_keep=N constant_n=X"]...`
 use rpmd_benches::tsc::pin;
-use rpmd_pmd::{Mbuf, Mempool, MempoolConfig};
+use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, PoolObj};
 use rpmd_ring::Burst;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -95,29 +102,78 @@ fn all_cases() -> Vec<Case> {
     v
 }
 
-/// A representative subset: both cache settings and core counts, single
-/// and 32-object bulks.
+/// A representative subset: both cache settings and core counts; single,
+/// 8- and 32-object bulks with 32 kept; single and 32-object bulks with
+/// 128 kept; and one mixed bulk (get 1, put 32).
 fn quick_cases() -> Vec<Case> {
     all_cases()
         .into_iter()
-        .filter(|c| c.constant_n == 0 && c.keep == 32 && c.get == c.put && c.get != 4)
+        .filter(|c| {
+            c.constant_n == 0
+                && ((c.keep == 32 && c.get == c.put && c.get != 4)
+                    || (c.keep == 128 && c.get == c.put && (c.get == 1 || c.get == 32))
+                    || (c.keep == 32 && c.get == 1 && c.put == 32))
+        })
         .collect()
 }
 
-/// One lcore's loop; returns objects taken and returned.
-fn lcore_loop(pool: &Mempool, c: Case, stop: &AtomicBool) -> u64 {
-    let mut kept: Burst<Mbuf, MAX_KEEP> = Burst::new();
+/// `RPMD_MEMPOOL_BLOCKS=K` stops each lcore after K blocks of 1024 rounds
+/// (for instruction counting under callgrind, where time means little).
+fn max_blocks() -> u64 {
+    std::env::var("RPMD_MEMPOOL_BLOCKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+fn die(e: rpmd_pmd::Error) -> ! {
+    eprintln!("mempool_perf: {e}");
+    std::process::exit(1)
+}
+
+/// One lcore's loop on raw objects; returns objects taken and returned.
+fn lcore_loop_raw(pool: &Mempool, c: Case, stop: &AtomicBool) -> u64 {
+    // The lcore's view, taken once, as DPDK's test takes its cache.
+    let pool = pool.local();
+    let mut kept: Burst<PoolObj, MAX_KEEP> = Burst::new();
     let mut done = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    let mut blocks = max_blocks();
+    while !stop.load(Ordering::Relaxed) && blocks > 0 {
+        blocks -= 1;
         for _ in 0..1024 {
             while kept.len() < c.keep {
-                if let Err(e) = pool.get_bulk(&mut kept, c.get) {
-                    eprintln!("mempool_perf: {e}");
-                    std::process::exit(1);
+                if let Err(e) = pool.get_objs(&mut kept, c.get) {
+                    die(e);
                 }
             }
             while !kept.is_empty() {
-                // Return `put` at a time, like rte_mempool_generic_put.
+                pool.put_objs(&mut kept, c.put);
+            }
+            done += c.keep as u64;
+        }
+    }
+    done
+}
+
+/// One lcore's loop on mbufs; returns mbufs taken and returned.
+fn lcore_loop_mbuf(pool: &Mempool, c: Case, stop: &AtomicBool) -> u64 {
+    let pool = pool.local();
+    let mut kept: Burst<Mbuf, MAX_KEEP> = Burst::new();
+    let mut done = 0u64;
+    let mut blocks = max_blocks();
+    while !stop.load(Ordering::Relaxed) && blocks > 0 {
+        blocks -= 1;
+        for _ in 0..1024 {
+            while kept.len() < c.keep {
+                if let Err(e) = pool.get_bulk(&mut kept, c.get) {
+                    die(e);
+                }
+            }
+            if c.put == c.keep {
+                pool.put_bulk(&mut kept);
+            }
+            while !kept.is_empty() {
+                // Return `put` at a time, like rte_pktmbuf_free_bulk.
                 let mut b: Burst<Mbuf, 32> = Burst::new();
                 for _ in 0..c.put {
                     if let Some(m) = kept.pop() {
@@ -132,7 +188,7 @@ fn lcore_loop(pool: &Mempool, c: Case, stop: &AtomicBool) -> u64 {
     done
 }
 
-fn run(c: Case, secs: f64) -> u64 {
+fn run(c: Case, secs: f64, mbuf: bool) -> u64 {
     let mut cfg = MempoolConfig::new("mempool_perf", (2 * (MAX_KEEP + 512) - 1) as u32);
     cfg.cache_size = c.cache;
     cfg.data_room = 2048 - 128 - 128; // 2048-byte objects, as DPDK's test
@@ -150,15 +206,21 @@ fn run(c: Case, secs: f64) -> u64 {
             std::thread::spawn(move || {
                 pin(cpu);
                 barrier.wait();
-                let n = lcore_loop(&pool, c, &stop);
+                let n = if mbuf {
+                    lcore_loop_mbuf(&pool, c, &stop)
+                } else {
+                    lcore_loop_raw(&pool, c, &stop)
+                };
                 total.fetch_add(n, Ordering::Relaxed);
             })
         })
         .collect();
     barrier.wait();
     let start = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(secs));
-    stop.store(true, Ordering::Relaxed);
+    if max_blocks() == u64::MAX {
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        stop.store(true, Ordering::Relaxed);
+    }
     for t in threads {
         t.join().unwrap();
     }
@@ -169,11 +231,15 @@ fn main() {
     let mut secs = 5.0;
     let mut cases: Vec<Case> = Vec::new();
     let mut quick = false;
+    let mut mbuf = false;
+    let mut list = false;
     let mut args = std::env::args().skip(1);
-    let usage = "usage: mempool_perf [--quick] [--seconds S] [--case \"cache=C cores=K n_get_bulk=G n_put_bulk=P n_keep=N constant_n=X\"]...";
+    let usage = "usage: mempool_perf [--quick] [--mbuf] [--list] [--seconds S] [--case \"cache=C cores=K n_get_bulk=G n_put_bulk=P n_keep=N constant_n=X\"]...";
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => quick = true,
+            "--mbuf" => mbuf = true,
+            "--list" => list = true,
             "--seconds" => match args.next().and_then(|v| v.parse::<f64>().ok()) {
                 Some(s) if s > 0.0 => secs = s,
                 _ => {
@@ -204,11 +270,17 @@ fn main() {
             secs = 1.0;
         }
     }
+    if list {
+        for c in cases {
+            println!("{}", c.label());
+        }
+        return;
+    }
     for c in cases {
         println!(
             "mempool_autotest {} rate_persec={}",
             c.label(),
-            run(c, secs)
+            run(c, secs, mbuf)
         );
     }
 }
