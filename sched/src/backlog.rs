@@ -1,0 +1,91 @@
+//! Draining an input queue: until empty or quota (Linux's
+//! `process_backlog` after the 2023 change), or a snapshot of its length
+//! (before it).
+//!
+//! The snapshot way reads how many items wait, processes that many and
+//! returns, even if more arrived meanwhile; those wait for the next round,
+//! or, if the task went to sleep, for a wake-up. Draining until empty
+//! re-checks the queue after every batch and stops only when it is empty or
+//! the quota is used, so a busy queue costs fewer rounds and wake-ups, and
+//! the quota still bounds the round so other tasks get their turn.
+use rpmd_ring::{Burst, Consumer, SyncMode};
+
+/// Dequeues batches of up to `N` from `input` and hands each to `f` until
+/// the queue is empty or `quota` items were handled; returns the count.
+#[inline]
+pub fn drain_until_empty<T, P: SyncMode, C: SyncMode, const N: usize>(
+    input: &Consumer<T, P, C>,
+    quota: usize,
+    mut f: impl FnMut(&mut Burst<T, N>),
+) -> usize {
+    let mut done = 0;
+    let mut b: Burst<T, N> = Burst::new();
+    while done < quota {
+        let n = input.dequeue_burst_into(&mut b, (quota - done).min(N)).n;
+        if n == 0 {
+            break;
+        }
+        done += n;
+        f(&mut b);
+        b.clear();
+    }
+    done
+}
+
+/// Reads the queue's length once and handles at most that many (and at
+/// most `quota`), in batches of up to `N`; returns the count.
+#[inline]
+pub fn drain_snapshot<T, P: SyncMode, C: SyncMode, const N: usize>(
+    input: &Consumer<T, P, C>,
+    quota: usize,
+    mut f: impl FnMut(&mut Burst<T, N>),
+) -> usize {
+    let target = input.len().min(quota);
+    let mut done = 0;
+    let mut b: Burst<T, N> = Burst::new();
+    while done < target {
+        let n = input.dequeue_burst_into(&mut b, (target - done).min(N)).n;
+        if n == 0 {
+            break;
+        }
+        done += n;
+        f(&mut b);
+        b.clear();
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpmd_ring::Single;
+
+    #[test]
+    fn until_empty_sees_arrivals_and_snapshot_does_not() {
+        let (p, c) = rpmd_ring::new::<u32, Single, Single>(256).unwrap();
+        assert!(p.enqueue_bulk(&[1; 10]).n > 0);
+        // Items arriving while the first batch is processed.
+        let mut fed = false;
+        let n = drain_until_empty::<_, _, _, 8>(&c, 64, |_| {
+            if !fed {
+                assert!(p.enqueue_bulk(&[2; 20]).n > 0);
+                fed = true;
+            }
+        });
+        assert_eq!(n, 30);
+        assert!(p.enqueue_bulk(&[1; 10]).n > 0);
+        let mut fed = false;
+        let n = drain_snapshot::<_, _, _, 8>(&c, 64, |_| {
+            if !fed {
+                assert!(p.enqueue_bulk(&[2; 20]).n > 0);
+                fed = true;
+            }
+        });
+        assert_eq!(n, 10);
+        assert_eq!(c.len(), 20);
+        // The quota bounds both.
+        assert!(p.enqueue_bulk(&[3; 100]).n > 0);
+        assert_eq!(drain_until_empty::<_, _, _, 32>(&c, 64, |_| {}), 64);
+        assert_eq!(drain_snapshot::<_, _, _, 32>(&c, 64, |_| {}), 56);
+    }
+}

@@ -1,0 +1,330 @@
+//! Lcores: pinned worker threads that run tasks in rounds.
+//!
+//! Each lcore loops over its tasks, giving each up to `quota` units of work
+//! per round (backlog drain: a task works until its input is empty or the
+//! quota is met, so co-scheduled tasks get their turn). A round that finds
+//! work starts the next at once. A round that finds none starts the spin:
+//! the lcore keeps polling until the spin budget ([`SpinPolicy`]) runs
+//! out, checking every few microseconds whether another thread waits for
+//! this CPU ([`RunnableSignal`]) and yielding the CPU when one does. When
+//! the budget is spent it sleeps: it arms its tasks' notifications, checks
+//! once more for work (closing the race with a packet that arrived
+//! meanwhile), and blocks on their wake-up eventfds and its own command
+//! eventfd, with a timeout, so it also sleeps when no task has an eventfd.
+//!
+//! Commands (add a task, remove one, stop) reach an lcore through a
+//! lock-free queue (crossbeam `ArrayQueue`) plus an eventfd that wakes it
+//! if it sleeps. On stop, or when a task is removed, the task's `finish`
+//! runs on its lcore, so work it accepted is completed or handed on.
+#![allow(unsafe_code)]
+
+use crate::policy::{Budget, SpinPolicy};
+use crate::signal::{RunnableSignal, SignalKind};
+use crate::{Error, Telemetry};
+use crossbeam_queue::ArrayQueue;
+use rpmd_pmd::vfio::EventFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Work an lcore runs.
+pub trait Task: Send {
+    /// Does up to `quota` units of work (packets) and returns how many it
+    /// did. Must not block.
+    fn run(&mut self, quota: usize) -> usize;
+
+    /// An eventfd that becomes readable when work arrives while
+    /// notifications are armed (an rx interrupt); `None` if the task has
+    /// none, and the lcore then sleeps on a timer.
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
+    /// Arms (`true`) or disarms notifications around a sleep.
+    fn set_notify(&mut self, _armed: bool) {}
+
+    /// Whether work is waiting, checked after arming and before sleeping.
+    fn has_work(&self) -> bool {
+        false
+    }
+
+    /// Runs once when the task leaves its lcore (removal or shutdown):
+    /// complete or hand on whatever work it accepted.
+    fn finish(&mut self) {}
+}
+
+/// How an lcore polls.
+#[derive(Clone, Debug)]
+pub struct LcoreConfig {
+    /// Spin budget after a round without work.
+    pub spin: SpinPolicy,
+    /// Most work units per task per round (Linux's backlog quota: 64).
+    pub quota: usize,
+    /// Which "another thread wants this CPU" signal to watch while spinning.
+    pub signal: SignalKind,
+    /// How often the signal is read while spinning.
+    pub signal_every: Duration,
+    /// Longest sleep (also the sleep of lcores whose tasks have no
+    /// eventfd).
+    pub sleep: Duration,
+}
+
+impl Default for LcoreConfig {
+    fn default() -> Self {
+        LcoreConfig {
+            spin: SpinPolicy::default(),
+            quota: 64,
+            signal: SignalKind::Off,
+            signal_every: Duration::from_micros(5),
+            sleep: Duration::from_micros(100),
+        }
+    }
+}
+
+/// Identifies a task on a runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TaskId(pub u64);
+
+enum Command {
+    Add(TaskId, Box<dyn Task>),
+    Remove(TaskId),
+    Stop,
+}
+
+struct Shared {
+    commands: ArrayQueue<Command>,
+    wake: EventFd,
+    stats: Telemetry,
+    tid: AtomicI32,
+}
+
+/// A running lcore, seen from the control side.
+pub struct Lcore {
+    cpu: usize,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Lcore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lcore").field("cpu", &self.cpu).finish()
+    }
+}
+
+impl Lcore {
+    /// Starts an lcore pinned to `cpu`.
+    pub fn spawn(cpu: usize, cfg: LcoreConfig) -> Result<Lcore, Error> {
+        let shared = Arc::new(Shared {
+            commands: ArrayQueue::new(256),
+            wake: EventFd::new().map_err(|e| Error::Setup(e.to_string()))?,
+            stats: Telemetry::default(),
+            tid: AtomicI32::new(0),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("lcore{cpu}"))
+            .spawn(move || {
+                let pinned = core_affinity::get_core_ids()
+                    .and_then(|ids| ids.into_iter().find(|c| c.id == cpu))
+                    .is_some_and(core_affinity::set_for_current);
+                s.tid.store(
+                    if pinned { crate::signal::gettid() } else { -1 },
+                    Ordering::Release,
+                );
+                run(&s, cfg);
+            })
+            .map_err(|e| Error::Setup(format!("spawn lcore {cpu}: {e}")))?;
+        while shared.tid.load(Ordering::Acquire) == 0 {
+            std::thread::yield_now();
+        }
+        if shared.tid.load(Ordering::Acquire) < 0 {
+            let _ = shared.commands.push(Command::Stop);
+            let _ = thread.join();
+            return Err(Error::Setup(format!(
+                "cannot pin an lcore to CPU {cpu} (no such CPU, or not allowed)"
+            )));
+        }
+        Ok(Lcore {
+            cpu,
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn send(&self, mut c: Command) {
+        // The queue is bounded; a full queue means the lcore is behind, so
+        // wait for room rather than lose a command.
+        while let Err(back) = self.shared.commands.push(c) {
+            c = back;
+            std::thread::yield_now();
+        }
+        let _ = self.shared.wake.signal();
+    }
+
+    /// Adds a task; it runs from the lcore's next round.
+    pub fn add(&self, id: TaskId, task: Box<dyn Task>) {
+        self.send(Command::Add(id, task));
+    }
+
+    /// Removes a task; its `finish` runs on the lcore.
+    pub fn remove(&self, id: TaskId) {
+        self.send(Command::Remove(id));
+    }
+
+    /// The CPU it is pinned to.
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+
+    /// The lcore thread's kernel id (for sibling signals).
+    pub fn tid(&self) -> i32 {
+        self.shared.tid.load(Ordering::Acquire)
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &Telemetry {
+        &self.shared.stats
+    }
+
+    /// Stops it after its tasks finish, and waits.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.send(Command::Stop);
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Lcore {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+/// Sleeps until one of `fds` is readable or `timeout` passes.
+fn sleep_on(fds: &[BorrowedFd<'_>], timeout: Duration) {
+    let mut pfd: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|f| libc::pollfd {
+            fd: f.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `pfd` is a live array of `pfd.len()` pollfds; `ts` is valid;
+    // no signal mask is passed.
+    unsafe {
+        libc::ppoll(
+            pfd.as_mut_ptr(),
+            pfd.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+}
+
+/// The lcore's loop.
+fn run(s: &Shared, cfg: LcoreConfig) {
+    let st = &s.stats;
+    let mut tasks: Vec<(TaskId, Box<dyn Task>)> = Vec::new();
+    let mut budget = Budget::new(cfg.spin);
+    let mut signal = RunnableSignal::new(cfg.signal.clone());
+    // Start of the current idle period, when the spin ends, when to read
+    // the signal next, and when the last sleep ended.
+    let mut idle_start: Option<Instant> = None;
+    let mut spin_end = Instant::now();
+    let mut next_check = Instant::now();
+    let mut woke: Option<Instant> = None;
+    let mut stopping = false;
+    loop {
+        while let Some(c) = s.commands.pop() {
+            match c {
+                Command::Add(id, t) => tasks.push((id, t)),
+                Command::Remove(id) => {
+                    if let Some(i) = tasks.iter().position(|t| t.0 == id) {
+                        let (_, mut t) = tasks.remove(i);
+                        t.finish();
+                    }
+                }
+                Command::Stop => stopping = true,
+            }
+        }
+        if stopping {
+            for (_, t) in tasks.iter_mut() {
+                t.finish();
+            }
+            return;
+        }
+        let t0 = Instant::now();
+        let mut work = 0;
+        for (_, t) in tasks.iter_mut() {
+            work += t.run(cfg.quota);
+        }
+        st.rounds.add(1);
+        if work > 0 {
+            st.busy_polls.add(1);
+            st.work.add(work as u64);
+            st.busy_ns.add(t0.elapsed().as_nanos() as u64);
+            if let Some(start) = idle_start.take() {
+                budget.observe_gap(t0 - start);
+            }
+            if let Some(w) = woke.take() {
+                st.wake_ns.add((t0 - w).as_nanos() as u64);
+                st.wakeups.add(1);
+            }
+            continue;
+        }
+        st.empty_polls.add(1);
+        let now = Instant::now();
+        st.idle_ns.add((now - t0).as_nanos() as u64);
+        if idle_start.is_none() {
+            idle_start = Some(now);
+            spin_end = now + budget.current();
+            signal.reset();
+            next_check = now + cfg.signal_every;
+        }
+        if now < spin_end {
+            st.spins.add(1);
+            if !signal.is_off() && now >= next_check {
+                next_check = now + cfg.signal_every;
+                if signal.fired() {
+                    st.yields.add(1);
+                    std::thread::yield_now();
+                }
+            }
+            std::hint::spin_loop();
+            continue;
+        }
+        // Budget spent: sleep until work or a command arrives. Arm first,
+        // then look once more, so work that came in between is not slept
+        // through. (Later empty rounds of this idle period sleep at once.)
+        woke = None;
+        for (_, t) in tasks.iter_mut() {
+            t.set_notify(true);
+        }
+        if !tasks.iter().any(|(_, t)| t.has_work()) && s.commands.is_empty() {
+            let mut fds: Vec<BorrowedFd<'_>> = vec![s.wake.as_fd()];
+            fds.extend(tasks.iter().filter_map(|(_, t)| t.wake_fd()));
+            st.sleeps.add(1);
+            let z = Instant::now();
+            sleep_on(&fds, cfg.sleep);
+            let w = Instant::now();
+            st.sleep_ns.add((w - z).as_nanos() as u64);
+            woke = Some(w);
+            let _ = s.wake.take();
+        }
+        for (_, t) in tasks.iter_mut() {
+            t.set_notify(false);
+        }
+    }
+}
