@@ -77,7 +77,7 @@ impl Default for LcoreConfig {
             spin: SpinPolicy::default(),
             quota: 64,
             signal: SignalKind::Off,
-            signal_every: Duration::from_micros(5),
+            signal_every: Duration::from_micros(2),
             sleep: Duration::from_micros(100),
         }
     }
@@ -90,6 +90,7 @@ pub struct TaskId(pub u64);
 enum Command {
     Add(TaskId, Box<dyn Task>),
     Remove(TaskId),
+    Signal(SignalKind),
     Stop,
 }
 
@@ -171,6 +172,12 @@ impl Lcore {
     /// Removes a task; its `finish` runs on the lcore.
     pub fn remove(&self, id: TaskId) {
         self.send(Command::Remove(id));
+    }
+
+    /// Changes the signal watched while spinning (for instance to the
+    /// sibling lcores on the same CPU, once their thread ids are known).
+    pub fn set_signal(&self, kind: SignalKind) {
+        self.send(Command::Signal(kind));
     }
 
     /// The CPU it is pinned to.
@@ -256,6 +263,7 @@ fn run(s: &Shared, cfg: LcoreConfig) {
                         t.finish();
                     }
                 }
+                Command::Signal(k) => signal = RunnableSignal::new(k),
                 Command::Stop => stopping = true,
             }
         }
