@@ -9,20 +9,21 @@
 # benches/dpdk/mempool_peer.c against libdpdk, vs our mempool_perf; 24
 # representative cases of 1 s, or MEMPOOL_ALL=1 for all 384; MEMPOOL_SECONDS
 # sets the seconds per run), seeds (the run-loop experiments: yield to a
-# runnable sibling on the CPU, and what each yield signal costs). No SUITE
-# runs all of them. Each suite ends with
+# runnable sibling on the CPU, and what each yield signal costs), txlock
+# (the lock in front of a shared TX queue vs spin, mutex and busylock). No
+# SUITE runs all of them. Each suite ends with
 # `RESULT <suite> worst_ratio=<x>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool seeds"
+suites="ring mempool seeds txlock"
 suite=all
 runs=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -55,6 +56,10 @@ for s in $suite; do
             target/release/compare_mempool --peer target/release/mempool_peer --runs "$runs" \
                 --seconds "${MEMPOOL_SECONDS:-1}" --huge-dir "$HUGE_DIR" --mbuf \
                 $([ "${MEMPOOL_ALL:-0}" = 1 ] && echo --all)
+            ;;
+        txlock)
+            echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"
+            for _ in $(seq "$runs"); do target/release/txlock --seconds 2; done
             ;;
         seeds)
             echo "== seeds: the run-loop experiments (yield to a runnable sibling; signal costs)"

@@ -216,7 +216,8 @@ mod tests {
         core_affinity::set_for_current(cpu);
         let mut sig = RunnableSignal::new(SignalKind::Siblings(vec![tid.load(Ordering::SeqCst)]));
         let mut pre = RunnableSignal::new(SignalKind::Preempted);
-        let mut state = RunnableSignal::new(SignalKind::SiblingState(vec![tid.load(Ordering::SeqCst)]));
+        let mut state =
+            RunnableSignal::new(SignalKind::SiblingState(vec![tid.load(Ordering::SeqCst)]));
         let t0 = std::time::Instant::now();
         let mut seen = false;
         while t0.elapsed() < std::time::Duration::from_millis(200) && !seen {

@@ -12,33 +12,38 @@
 //! time competes with the dequeuer.
 //!
 //! `TxLock` keeps that and adds the half Linux lacks: a waiting dequeuer
-//! goes ahead of every waiting enqueuer. It announces itself in the lock
-//! word (`DRAIN_WAITING`), and enqueuers do not try to take the lock while
-//! the bit is set. So:
+//! goes ahead of every waiting enqueuer. It announces itself in a drain
+//! flag, and enqueuers do not try to take the lock while it is set. So:
 //! - uncontended, an enqueue or dequeue is one compare-and-swap to lock and
-//!   one store to unlock, as with a plain spin lock (no busylock cost: the
-//!   busylock is only taken after a failed first try);
+//!   one store plus one load to unlock (no busylock cost: the busylock is
+//!   only taken after a failed first try);
 //! - contended, the dequeuer waits for at most the one critical section in
 //!   progress, and enqueuers queue behind the busylock instead of hammering
 //!   the lock's cache line.
 //!
-//! Waiting spins a little, then yields the CPU, so a preempted lock holder
-//! on a shared core is not spun against for a whole time slice.
+//! Waiting enqueuers spin a little, then sleep on a futex (the busylock is
+//! a futex lock too), so on an oversubscribed core they leave the CPU to
+//! the lock holder instead of spinning against it; the drainer spins and
+//! yields, as it waits for one critical section at most.
 //!
 //! Memory ordering: taking the lock is an Acquire compare-and-swap and
-//! releasing it a Release store (`L1`/`L2`, pairing with each other), so
-//! everything done under the lock by one holder happens before everything
-//! done by the next. The `DRAIN_WAITING` bit is only a hint about who may
-//! try; it orders nothing and uses Relaxed.
+//! releasing it a store that is at least Release (`L1`/`L2`, pairing with
+//! each other), so everything done under the lock by one holder happens
+//! before everything done by the next. Sleeping uses the Dekker pattern:
+//! a sleeper counts itself then re-reads the lock word, the unlocker
+//! stores the word then reads the count, all SeqCst (`S1`/`S2`), so no
+//! wake-up is lost. The drain flag is only a hint about who may try; it
+//! orders nothing and uses Relaxed.
 #![allow(unsafe_code)]
 
 use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
+use std::sync::Mutex;
 
+const FREE: u32 = 0;
 const LOCKED: u32 = 1;
-const DRAIN_WAITING: u32 = 2;
 
 /// Spins `n` times, then yields the CPU on every later call.
 #[inline]
@@ -51,11 +56,46 @@ fn backoff(n: &mut u32) {
     }
 }
 
+/// Sleeps while `*a == expected` (or until woken; spurious returns are
+/// fine, callers re-check).
+fn futex_wait(a: &AtomicU32, expected: u32) {
+    // SAFETY: FUTEX_WAIT on a live, aligned u32 with no timeout; the kernel
+    // only reads the word.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            a.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            std::ptr::null::<libc::timespec>(),
+        )
+    };
+}
+
+/// Wakes one thread sleeping on `a`.
+fn futex_wake_one(a: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a live, aligned u32.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            a.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        )
+    };
+}
+
 /// A lock around `T` (a software TX queue and the driver queue behind it)
 /// that favours the side draining it; see the module docs.
 pub struct TxLock<T> {
     state: CachePadded<AtomicU32>,
-    busy: CachePadded<AtomicBool>,
+    /// Enqueuers asleep on `state`.
+    sleepers: CachePadded<AtomicU32>,
+    /// A drainer waits: enqueuers stand back.
+    drain_waiting: CachePadded<AtomicBool>,
+    /// The busylock: contended enqueuers queue here first (a futex lock,
+    /// so queued enqueuers sleep instead of taking CPU from the holder).
+    busy: Mutex<()>,
     value: UnsafeCell<T>,
 }
 
@@ -74,33 +114,32 @@ impl<T> TxLock<T> {
     /// A lock around `value`.
     pub fn new(value: T) -> Self {
         TxLock {
-            state: CachePadded::new(AtomicU32::new(0)),
-            busy: CachePadded::new(AtomicBool::new(false)),
+            state: CachePadded::new(AtomicU32::new(FREE)),
+            sleepers: CachePadded::new(AtomicU32::new(0)),
+            drain_waiting: CachePadded::new(AtomicBool::new(false)),
+            busy: Mutex::new(()),
             value: UnsafeCell::new(value),
         }
     }
 
-    /// One attempt to take the lock, keeping the `DRAIN_WAITING` bit as it
-    /// is (`allow_waiting` = whether to take it while a drainer waits).
+    /// One attempt: FREE -> LOCKED.
     #[inline(always)]
-    fn try_take(&self, allow_waiting: bool, clear_waiting: bool) -> bool {
-        let s = self.state.load(Relaxed);
-        if s & LOCKED != 0 || (!allow_waiting && s & DRAIN_WAITING != 0) {
-            return false;
-        }
-        let new = if clear_waiting { LOCKED } else { s | LOCKED };
+    fn try_take(&self) -> bool {
         // L1 (Acquire): pairs with L2 of the previous holder.
-        self.state
-            .compare_exchange_weak(s, new, Acquire, Relaxed)
-            .is_ok()
+        self.state.load(Relaxed) == FREE
+            && self
+                .state
+                .compare_exchange(FREE, LOCKED, Acquire, Relaxed)
+                .is_ok()
     }
 
-    /// Takes the lock to enqueue. Tries once; under contention waits on the
-    /// busylock first, so at most one enqueuer competes with the owner, and
-    /// never takes the lock while a drainer is waiting for it.
+    /// Takes the lock to enqueue. Tries once; under contention queues on
+    /// the busylock first, so at most one enqueuer competes with the owner;
+    /// never takes the lock while a drainer is waiting; sleeps (futex)
+    /// after a short spin instead of taking CPU from the holder.
     #[inline]
     pub fn lock_enqueue(&self) -> TxGuard<'_, T> {
-        if self.try_take(false, false) {
+        if !self.drain_waiting.load(Relaxed) && self.try_take() {
             return TxGuard { lock: self };
         }
         self.lock_enqueue_slow()
@@ -108,47 +147,55 @@ impl<T> TxLock<T> {
 
     #[cold]
     fn lock_enqueue_slow(&self) -> TxGuard<'_, T> {
+        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
-        // The busylock: a test-and-test-and-set flag. Relaxed/Acquire here
-        // only decide who competes; the data is ordered by L1/L2.
-        while self.busy.load(Relaxed)
-            || self
-                .busy
-                .compare_exchange_weak(false, true, Acquire, Relaxed)
-                .is_err()
-        {
-            backoff(&mut n);
+        loop {
+            if self.drain_waiting.load(Relaxed) {
+                // A drainer goes first; it holds the lock for one batch.
+                backoff(&mut n);
+                continue;
+            }
+            if self.try_take() {
+                return TxGuard { lock: self };
+            }
+            if n < 64 {
+                n += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            // Sleep until an unlock. S1 (SeqCst): with S2 in `unlock`,
+            // either we see the lock free (and the wait returns at once)
+            // or the unlocker sees us counted and wakes us.
+            self.sleepers.fetch_add(1, SeqCst);
+            if self.state.load(SeqCst) == LOCKED {
+                futex_wait(&self.state, LOCKED);
+            }
+            self.sleepers.fetch_sub(1, Relaxed);
+            // Woken: spin again before the next sleep.
+            n = 0;
         }
-        let mut n = 0;
-        while !self.try_take(false, false) {
-            backoff(&mut n);
-        }
-        self.busy.store(false, Release);
-        TxGuard { lock: self }
     }
 
-    /// Takes the lock to drain. Announces itself first, so waiting
-    /// enqueuers stand back and only the critical section in progress is
-    /// waited for.
+    /// Takes the lock to drain. Announces itself first, so enqueuers stand
+    /// back and only the critical section in progress is waited for.
     #[inline]
     pub fn lock_drain(&self) -> TxGuard<'_, T> {
-        if self.try_take(true, false) {
+        if self.try_take() {
             return TxGuard { lock: self };
         }
-        self.state.fetch_or(DRAIN_WAITING, Relaxed);
+        // Relaxed: the flag only decides who tries; L1/L2 order the data.
+        self.drain_waiting.store(true, Relaxed);
         let mut n = 0;
-        // Taking the lock clears the bit: one drainer waits at a time (the
-        // drain side is single by design), so nobody else set it.
-        while !self.try_take(true, true) {
+        while !self.try_take() {
             backoff(&mut n);
         }
+        self.drain_waiting.store(false, Relaxed);
         TxGuard { lock: self }
     }
 
-    /// Takes the lock if it is free (any side), without waiting.
+    /// Takes the lock if it is free (and no drainer waits), without waiting.
     pub fn try_lock(&self) -> Option<TxGuard<'_, T>> {
-        self.try_take(false, false)
-            .then_some(TxGuard { lock: self })
+        (!self.drain_waiting.load(Relaxed) && self.try_take()).then_some(TxGuard { lock: self })
     }
 
     /// The value, through exclusive access to the lock.
@@ -160,15 +207,23 @@ impl<T> TxLock<T> {
     pub fn into_inner(self) -> T {
         self.value.into_inner()
     }
+
+    #[inline(always)]
+    fn unlock(&self) {
+        // L2 + S2 (SeqCst store): releases the data to the next holder
+        // (pairs with L1) and orders the store before the sleeper count
+        // read (pairs with S1).
+        self.state.store(FREE, SeqCst);
+        if self.sleepers.load(SeqCst) > 0 {
+            futex_wake_one(&self.state);
+        }
+    }
 }
 
 impl<T> Drop for TxGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        // L2 (Release): pairs with L1 of the next holder. Only the holder
-        // changes LOCKED; a concurrent `fetch_or(DRAIN_WAITING)` must be
-        // kept, hence the RMW rather than a store.
-        self.lock.state.fetch_and(!LOCKED, Release);
+        self.lock.unlock();
     }
 }
 
@@ -224,7 +279,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let drain = std::thread::spawn(move || l3.lock_drain().push("drain"));
         // Wait until the drainer has announced itself.
-        while l.state.load(Relaxed) & DRAIN_WAITING == 0 {
+        while !l.drain_waiting.load(Relaxed) {
             std::thread::yield_now();
         }
         drop(g);
