@@ -223,8 +223,15 @@ mod tests {
         while t0.elapsed() < std::time::Duration::from_millis(200) && !seen {
             seen = sig.fired();
         }
+        // The spinning sibling is runnable, waiting for the CPU we hold.
+        let mut runnable = false;
+        let t1 = std::time::Instant::now();
+        while t1.elapsed() < std::time::Duration::from_millis(200) && !runnable {
+            runnable = state.fired();
+        }
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap();
+        assert!(runnable, "the sibling never showed as runnable");
         assert!(
             seen,
             "the sibling's run delay never grew while we held its CPU"
