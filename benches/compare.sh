@@ -62,9 +62,10 @@ for s in $suite; do
             for _ in $(seq "$runs"); do target/release/txlock --seconds 2; done
             ;;
         seeds)
-            echo "== seeds: the run-loop experiments (yield to a runnable sibling; signal costs)"
+            echo "== seeds: the run-loop experiments (yield to a runnable sibling, signal costs, spin budgets)"
             target/release/yield_signal_cost
             target/release/seeds yield --runs "$runs" --seconds 2
+            target/release/seeds spin --runs "$runs" --seconds 2
             ;;
     esac
 done

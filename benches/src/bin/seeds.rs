@@ -1,5 +1,13 @@
 //! `seeds`: the experiments behind rpmd's run-loop ideas.
 //!
+//! `seeds spin [--seconds S] [--runs N]`: one request/response session,
+//! its responder under spin budget 0, a fixed 50 µs, and adaptive (0–200
+//! µs), on a dense load (next request 10 µs after each reply) and a sparse
+//! one (300 µs): transactions/s, RTT p50/p99, and the responder's CPU share
+//! (time not asleep). Ends with `RESULT spin gain=<x>`: CPU of fixed 50 µs
+//! ÷ adaptive on the sparse load, with adaptive's dense p99 held to 1.1×
+//! fixed 50 µs.
+//!
 //! `seeds yield [--seconds S] [--runs N]`: request/response sessions whose
 //! responders busy-poll on the same CPU. Each session is a pair of
 //! `ring:` ports (in-memory, crossing threads); its responder is an lcore
@@ -156,6 +164,87 @@ fn run_rr(sessions: usize, yield_on: bool, secs: f64, wire: Duration) -> f64 {
     done
 }
 
+/// One session with the responder under `spin`; returns transactions/s,
+/// RTT p50 and p99 in microseconds, and the responder's CPU share (time
+/// not asleep ÷ wall time).
+fn run_spin(spin: SpinPolicy, secs: f64, wire: Duration) -> (f64, f64, f64, f64) {
+    let reg = Registry::new();
+    let mut cfg = MempoolConfig::new("seeds-spin", 1024);
+    cfg.cache_size = 32;
+    let pool = Mempool::new(&cfg).expect("mempool");
+    let conf = PortConfig::default();
+    let mut a = reg.open("ring:spin").expect("ring port");
+    let mut b = reg.open("ring:spin").expect("ring port");
+    a.configure(&conf).expect("configure");
+    b.configure(&conf).expect("configure");
+    let mut qa = a.start().expect("start");
+    let qb = b.start().expect("start");
+    let l = Lcore::spawn(
+        0,
+        LcoreConfig {
+            spin,
+            ..Default::default()
+        },
+    )
+    .expect("lcore on CPU 0");
+    l.add(
+        TaskId(0),
+        Box::new(Echo {
+            q: qb,
+            pkts: Pkts::new(),
+        }),
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    let asleep0 = l.stats().sleep_ns.get();
+    let t0 = Instant::now();
+    let mut rtts: Vec<u32> = Vec::with_capacity(2_000_000);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            pin(1);
+            let (mut tx, mut rx) = (Pkts::new(), Pkts::new());
+            let end = t0 + Duration::from_secs_f64(secs);
+            let mut next = Instant::now();
+            while Instant::now() < end && rtts.len() < rtts.capacity() {
+                while Instant::now() < next {
+                    std::hint::spin_loop();
+                }
+                let Ok(mut m) = pool.get() else { continue };
+                m.append(64).expect("room for 64 bytes");
+                let _ = tx.push(m);
+                let sent = Instant::now();
+                if qa.tx_burst(0, &mut tx) != 1 {
+                    tx.clear();
+                    continue;
+                }
+                while qa.rx_burst(0, &mut rx, 32) == 0 {
+                    std::hint::spin_loop();
+                }
+                let now = Instant::now();
+                rx.clear();
+                rtts.push((now - sent).as_nanos().min(u32::MAX as u128) as u32);
+                next = now + wire;
+            }
+        });
+    });
+    let wall = t0.elapsed();
+    let asleep = l.stats().sleep_ns.get() - asleep0;
+    l.stop();
+    rtts.sort_unstable();
+    let pct = |p: f64| {
+        rtts.get(((rtts.len() as f64 * p) as usize).min(rtts.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0) as f64
+            / 1000.0
+    };
+    let cpu = 1.0 - (asleep as f64 / wall.as_nanos() as f64).min(1.0);
+    (
+        rtts.len() as f64 / wall.as_secs_f64(),
+        pct(0.5),
+        pct(0.99),
+        cpu,
+    )
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -204,8 +293,64 @@ fn main() {
                 gains[1]
             );
         }
+        "spin" => {
+            println!("request/response, one session, responder on CPU 0 (ring ports: no interrupts, so sleeping means a 100 us timer); {runs} runs of {secs} s, medians");
+            println!(
+                "{:<22} {:<10} {:>10} {:>10} {:>10} {:>9}",
+                "policy", "load", "tps", "p50 us", "p99 us", "CPU"
+            );
+            let policies = [
+                ("fixed 0", SpinPolicy::Fixed(Duration::ZERO)),
+                ("fixed 50us", SpinPolicy::Fixed(Duration::from_micros(50))),
+                ("adaptive 0-200us", SpinPolicy::adaptive()),
+            ];
+            let mut table = Vec::new();
+            for (load, wire) in [("dense", 10u64), ("sparse", 300)] {
+                for (name, p) in policies {
+                    let mut r = Vec::new();
+                    for _ in 0..runs {
+                        r.push(run_spin(p, secs, Duration::from_micros(wire)));
+                    }
+                    let m = |f: fn(&(f64, f64, f64, f64)) -> f64| median(r.iter().map(f).collect());
+                    let row = (m(|x| x.0), m(|x| x.1), m(|x| x.2), m(|x| x.3));
+                    println!(
+                        "{name:<22} {:<10} {:>10.0} {:>10.1} {:>10.1} {:>8.0}%",
+                        format!("{load} ({wire}us)"),
+                        row.0,
+                        row.1,
+                        row.2,
+                        row.3 * 100.0
+                    );
+                    table.push((load, name, row));
+                }
+            }
+            let get = |load: &str, name: &str| {
+                table
+                    .iter()
+                    .find(|t| t.0 == load && t.1 == name)
+                    .map(|t| t.2)
+                    .unwrap_or_default()
+            };
+            let (d50, dad) = (get("dense", "fixed 50us"), get("dense", "adaptive 0-200us"));
+            let (s50, sad) = (
+                get("sparse", "fixed 50us"),
+                get("sparse", "adaptive 0-200us"),
+            );
+            println!(
+                "adaptive vs fixed 50us: dense p99 {:.1} vs {:.1} us; sparse CPU {:.0}% vs {:.0}%",
+                dad.2,
+                d50.2,
+                sad.3 * 100.0,
+                s50.3 * 100.0
+            );
+            println!(
+                "RESULT spin gain={:.3} (CPU of fixed 50us / adaptive on the sparse load; target >= 1.0 with dense p99 no worse than 1.1x fixed 50us: {})",
+                s50.3 / sad.3.max(1e-9),
+                if dad.2 <= 1.1 * d50.2 { "met" } else { "not met" }
+            );
+        }
         _ => {
-            eprintln!("usage: seeds yield [--seconds S] [--runs N] [--wire-us W]");
+            eprintln!("usage: seeds yield|spin [--seconds S] [--runs N] [--wire-us W]");
             std::process::exit(2);
         }
     }
