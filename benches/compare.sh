@@ -62,10 +62,11 @@ for s in $suite; do
             for _ in $(seq "$runs"); do target/release/txlock --seconds 2; done
             ;;
         seeds)
-            echo "== seeds: the run-loop experiments (yield to a runnable sibling, signal costs, spin budgets)"
+            echo "== seeds: the run-loop experiments (yield to a runnable sibling, signal costs, spin budgets, backlog drain)"
             target/release/yield_signal_cost
             target/release/seeds yield --runs "$runs" --seconds 2
             target/release/seeds spin --runs "$runs" --seconds 2
+            target/release/seeds backlog --runs "$runs" --seconds 2
             ;;
     esac
 done
