@@ -16,6 +16,9 @@
 //!   versus processing a snapshot of its length.
 //! - [`txlock`]: the **dequeue-prioritised lock** in front of a TX queue
 //!   shared by several lcores (the qdisc busylock problem).
+//! - [`tasks`]: ready-made tasks ([`Forward`]: rx queue to tx queue,
+//!   sleeping on the rx interrupt; [`Timer`]) and the [`Runtime`] that
+//!   starts lcores from a core list.
 //! - [`Telemetry`]: per-lcore counters: rounds, busy and empty polls, work,
 //!   busy and idle time, spins, yields, sleeps, wake-ups.
 //!
@@ -28,11 +31,13 @@ pub mod backlog;
 pub mod lcore;
 pub mod policy;
 pub mod signal;
+pub mod tasks;
 pub mod txlock;
 
 pub use lcore::{Lcore, LcoreConfig, Task, TaskId};
 pub use policy::SpinPolicy;
 pub use signal::SignalKind;
+pub use tasks::{Forward, Runtime, Timer};
 pub use txlock::TxLock;
 
 use rpmd_pmd::port::stats::Counter;

@@ -186,3 +186,83 @@ fn no_spin_budget_sleeps_at_once_and_bad_cpus_are_errors() {
 fn num_cpus() -> usize {
     core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1)
 }
+
+#[test]
+fn a_runtime_forwards_between_ports_and_runs_timers() {
+    use rpmd_pmd::port::Pkts;
+    use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+    use rpmd_sched::{Forward, Runtime, Timer};
+    let reg = Registry::new();
+    let pool = Mempool::new(&MempoolConfig::new("rt", 2048)).unwrap();
+    let mut a = reg.open("ring:rt").unwrap();
+    let mut b = reg.open("ring:rt").unwrap();
+    a.configure(&PortConfig::default()).unwrap();
+    b.configure(&PortConfig::default()).unwrap();
+    let mut qa = a.start().unwrap();
+    let qb = b.start().unwrap();
+    let mut rt = Runtime::start("0-1", LcoreConfig::default()).unwrap();
+    assert_eq!(rt.lcores().len(), 2);
+    let (rx, tx) = {
+        let mut q = qb;
+        (q.rx.remove(0), q.tx.remove(0))
+    };
+    let seen = Arc::new(AtomicU64::new(0));
+    let s2 = seen.clone();
+    // Echo B's traffic back, marking each frame.
+    rt.add(
+        0,
+        Box::new(Forward::new(rx, tx, 32).with(Box::new(move |p: &mut Pkts| {
+            for m in p.iter_mut() {
+                m.data_mut()[0] = 0xee;
+            }
+            s2.fetch_add(p.len() as u64, Relaxed);
+        }))),
+    )
+    .unwrap();
+    let ticks = Arc::new(AtomicU64::new(0));
+    let t2 = ticks.clone();
+    rt.add(
+        1,
+        Box::new(Timer::new(
+            Duration::from_millis(1),
+            Box::new(move || {
+                t2.fetch_add(1, Relaxed);
+            }),
+        )),
+    )
+    .unwrap();
+    assert!(rt
+        .add(
+            7,
+            Box::new(Timer::new(Duration::from_secs(1), Box::new(|| {})))
+        )
+        .is_err());
+    let mut back = 0;
+    let mut out = Pkts::new();
+    let mut inb = Pkts::new();
+    let t = Instant::now();
+    let mut sent = 0;
+    while back < 1000 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "only {back} of 1000 came back"
+        );
+        while sent < 1000 && out.len() < 32 {
+            let mut m = pool.get().unwrap();
+            m.append(60).unwrap()[0] = 1;
+            out.push(m).unwrap();
+            sent += 1;
+        }
+        qa.tx_burst(0, &mut out);
+        qa.rx_burst(0, &mut inb, 32);
+        while let Some(m) = inb.pop() {
+            assert_eq!(m.data()[0], 0xee);
+            back += 1;
+        }
+    }
+    assert_eq!(seen.load(Relaxed), 1000);
+    wait_for("timer ticks", || ticks.load(Relaxed) >= 5);
+    rt.shutdown();
+    drop((out, inb));
+    assert_eq!(pool.available(), 2048);
+}

@@ -1,0 +1,167 @@
+//! Ready-made tasks and the multi-lcore runtime.
+//!
+//! - [`Forward`]: receive on one port queue, optionally process the burst,
+//!   transmit on another (an l2fwd lcore's work); sleeps on the rx queue's
+//!   interrupt eventfd where the port has one.
+//! - [`Timer`]: runs a closure every period (stats, TX buffer flushes).
+//! - [`Runtime`]: lcores started from a DPDK-style core list (`-l 0-1`).
+use crate::lcore::{Lcore, LcoreConfig, Task, TaskId};
+use crate::{parse_cores, Error};
+use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+/// What a [`Forward`] task does with each received burst before sending
+/// it (rewrite MACs, count, drop); may leave the burst empty.
+pub type BurstFn = Box<dyn FnMut(&mut Pkts) + Send>;
+
+/// rx queue → (process) → tx queue. Packets the tx queue does not take are
+/// dropped and counted.
+pub struct Forward {
+    rx: Box<dyn RxQueue>,
+    tx: Box<dyn TxQueue>,
+    f: Option<BurstFn>,
+    pkts: Pkts,
+    burst: usize,
+    /// Packets dropped because the tx queue was full.
+    pub dropped: u64,
+}
+
+impl Forward {
+    /// Forwards from `rx` to `tx` in bursts of `burst` (at most 256).
+    pub fn new(rx: Box<dyn RxQueue>, tx: Box<dyn TxQueue>, burst: usize) -> Self {
+        Forward {
+            rx,
+            tx,
+            f: None,
+            pkts: Pkts::new(),
+            burst: burst.clamp(1, rpmd_pmd::port::MAX_BURST),
+            dropped: 0,
+        }
+    }
+
+    /// Applies `f` to every burst before it is sent.
+    pub fn with(mut self, f: BurstFn) -> Self {
+        self.f = Some(f);
+        self
+    }
+}
+
+impl Task for Forward {
+    fn run(&mut self, quota: usize) -> usize {
+        let mut done = 0;
+        // Until the rx queue is empty or the quota is met.
+        while done < quota {
+            let n = self
+                .rx
+                .rx_burst(&mut self.pkts, self.burst.min(quota - done));
+            if n == 0 {
+                break;
+            }
+            done += n;
+            if let Some(f) = self.f.as_mut() {
+                f(&mut self.pkts);
+            }
+            self.tx.tx_burst(&mut self.pkts);
+            self.dropped += self.pkts.len() as u64;
+            self.pkts.clear();
+        }
+        done
+    }
+
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.rx.interrupt_fd()
+    }
+
+    fn set_notify(&mut self, armed: bool) {
+        let _ = self.rx.set_interrupt(armed);
+    }
+
+    fn finish(&mut self) {
+        // Whatever was received has been sent or counted; nothing is held.
+        self.pkts.clear();
+    }
+}
+
+/// Runs `f` every `period` (checked each round; never more often).
+pub struct Timer {
+    period: Duration,
+    next: Instant,
+    f: Box<dyn FnMut() + Send>,
+}
+
+impl Timer {
+    /// A timer running `f` every `period`, first after one period.
+    pub fn new(period: Duration, f: Box<dyn FnMut() + Send>) -> Self {
+        Timer {
+            period,
+            next: Instant::now() + period,
+            f,
+        }
+    }
+}
+
+impl Task for Timer {
+    fn run(&mut self, _quota: usize) -> usize {
+        let now = Instant::now();
+        if now < self.next {
+            return 0;
+        }
+        (self.f)();
+        self.next = now + self.period;
+        // Timer work keeps the lcore awake no more than other work does.
+        1
+    }
+}
+
+/// A set of lcores started from a core list.
+#[derive(Debug)]
+pub struct Runtime {
+    lcores: Vec<Lcore>,
+    next_id: u64,
+}
+
+impl Runtime {
+    /// Starts one lcore per core in `cores` (DPDK's `-l` syntax).
+    pub fn start(cores: &str, cfg: LcoreConfig) -> Result<Runtime, Error> {
+        let list = parse_cores(cores)?;
+        let mut lcores = Vec::with_capacity(list.len());
+        for c in list {
+            lcores.push(Lcore::spawn(c, cfg.clone())?);
+        }
+        Ok(Runtime { lcores, next_id: 1 })
+    }
+
+    /// The lcores, in core-list order.
+    pub fn lcores(&self) -> &[Lcore] {
+        &self.lcores
+    }
+
+    /// Adds `task` to lcore `i` (index in the core list); returns its id.
+    pub fn add(&mut self, i: usize, task: Box<dyn Task>) -> Result<TaskId, Error> {
+        let l = self.lcores.get(i).ok_or_else(|| {
+            Error::Setup(format!(
+                "no lcore {i}: the runtime has {}",
+                self.lcores.len()
+            ))
+        })?;
+        let id = TaskId(self.next_id);
+        self.next_id += 1;
+        l.add(id, task);
+        Ok(id)
+    }
+
+    /// Removes a task from whichever lcore runs it.
+    pub fn remove(&self, id: TaskId) {
+        for l in &self.lcores {
+            l.remove(id);
+        }
+    }
+
+    /// Stops every lcore after its tasks finish.
+    pub fn shutdown(self) {
+        for l in self.lcores {
+            l.stop();
+        }
+    }
+}
