@@ -1,0 +1,348 @@
+//! l2fwd: forwards frames between port pairs (0↔1, 2↔3, …) like DPDK's
+//! l2fwd, on rpmd's run loop.
+//!
+//! Each forwarding lcore polls some rx ports (`rx_per_lcore` each) and
+//! sends what arrives on the paired port's tx queue, rewriting the MAC
+//! addresses (source = the output port's MAC, destination =
+//! `02:00:00:00:00:<output port>`) unless told not to. Output is buffered
+//! per port up to a burst and flushed when full or after 100 µs.
+//!
+//! With no devices given, l2fwd builds its embedded topology: two
+//! in-process ports (`ring:l2fwd-a`, `ring:l2fwd-b`) whose far ends are
+//! fed by a built-in generator and drained by a built-in sink, running on
+//! the last lcore. Frames go generator → port 0 → l2fwd → port 1 → sink,
+//! and the other way round.
+use rpmd_pmd::port::{MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
+use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use rpmd_sched::{LcoreConfig, Runtime, SpinPolicy, Task};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Core list (`-l`), DPDK syntax.
+    pub cores: String,
+    /// Device strings; empty = the embedded topology.
+    pub devices: Vec<String>,
+    /// Ports to use (`-p`, a bit per port).
+    pub portmask: u64,
+    /// Rx ports per forwarding lcore (`-q`).
+    pub rx_per_lcore: usize,
+    /// Rewrite MAC addresses.
+    pub mac_updating: bool,
+    /// Burst size.
+    pub burst: usize,
+    /// Spin budget policy of the lcores.
+    pub spin: SpinPolicy,
+    /// Mbufs in the pool.
+    pub mbufs: u32,
+}
+
+/// Counters of one port, kept by the application.
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    /// Frames received.
+    pub rx: AtomicU64,
+    /// Frames sent.
+    pub tx: AtomicU64,
+    /// Frames dropped (output queue full).
+    pub dropped: AtomicU64,
+    /// Bytes sent.
+    pub tx_bytes: AtomicU64,
+}
+
+/// Output buffered for one port.
+struct TxBuffer {
+    port: usize,
+    q: Box<dyn TxQueue>,
+    pkts: Pkts,
+    since: Option<Instant>,
+}
+
+/// One forwarding lcore's work: its rx ports and the tx queues of their
+/// pairs.
+struct Fwd {
+    rx: Vec<(usize, Box<dyn RxQueue>)>,
+    tx: Vec<TxBuffer>,
+    macs: Vec<MacAddr>,
+    counters: Arc<Vec<PortCounters>>,
+    mac_updating: bool,
+    burst: usize,
+    pkts: Pkts,
+}
+
+const DRAIN: Duration = Duration::from_micros(100);
+
+impl Fwd {
+    fn flush(b: &mut TxBuffer, c: &PortCounters) {
+        if b.pkts.is_empty() {
+            return;
+        }
+        let bytes: usize = b.pkts.iter().map(|m| m.pkt_len()).sum();
+        let n = b.q.tx_burst(&mut b.pkts);
+        let left: usize = b.pkts.iter().map(|m| m.pkt_len()).sum();
+        c.tx.fetch_add(n as u64, Relaxed);
+        c.tx_bytes.fetch_add((bytes - left) as u64, Relaxed);
+        c.dropped.fetch_add(b.pkts.len() as u64, Relaxed);
+        b.pkts.clear();
+        b.since = None;
+    }
+}
+
+impl Task for Fwd {
+    fn run(&mut self, quota: usize) -> usize {
+        let mut done = 0;
+        for (port, rxq) in self.rx.iter_mut() {
+            let dst = *port ^ 1;
+            let Some(buf) = self.tx.iter_mut().find(|b| b.port == dst) else {
+                continue;
+            };
+            let n = rxq.rx_burst(&mut self.pkts, self.burst.min(quota));
+            if n == 0 {
+                continue;
+            }
+            done += n;
+            self.counters[*port].rx.fetch_add(n as u64, Relaxed);
+            while let Some(mut m) = self.pkts.pop() {
+                if self.mac_updating {
+                    let d = m.data_mut();
+                    if d.len() >= 12 {
+                        d[..6].copy_from_slice(&MacAddr::local(dst as u16).0);
+                        d[6..12].copy_from_slice(&self.macs[dst].0);
+                    }
+                }
+                if buf.pkts.push(m).is_err() {
+                    self.counters[dst].dropped.fetch_add(1, Relaxed);
+                }
+                if buf.pkts.len() >= self.burst {
+                    Fwd::flush(buf, &self.counters[dst]);
+                }
+            }
+            if !buf.pkts.is_empty() {
+                buf.since.get_or_insert_with(Instant::now);
+            }
+        }
+        // The 100 µs drain timer for partial bursts.
+        let now = Instant::now();
+        for b in self.tx.iter_mut() {
+            if b.since.is_some_and(|t| now - t >= DRAIN) || (done == 0 && !b.pkts.is_empty()) {
+                Fwd::flush(b, &self.counters[b.port]);
+            }
+        }
+        done
+    }
+
+    fn finish(&mut self) {
+        for b in self.tx.iter_mut() {
+            Fwd::flush(b, &self.counters[b.port]);
+        }
+    }
+}
+
+/// The embedded generator and sink on the far ends of the ring ports.
+struct GenSink {
+    peers: Vec<Queues>,
+    pool: Mempool,
+    template: [u8; 60],
+    out: Pkts,
+    inp: Pkts,
+    /// Frames generated and frames sunk.
+    counts: Arc<(AtomicU64, AtomicU64)>,
+}
+
+impl Task for GenSink {
+    fn run(&mut self, _quota: usize) -> usize {
+        let mut work = 0;
+        for q in self.peers.iter_mut() {
+            // Sink what l2fwd forwarded to us.
+            let n = q.rx_burst(0, &mut self.inp, 64);
+            self.counts.1.fetch_add(n as u64, Relaxed);
+            self.inp.clear();
+            work += n;
+            // Generate a burst.
+            if self.pool.get_bulk(&mut self.out, 32).is_ok() {
+                for m in self.out.iter_mut() {
+                    if let Some(d) = m.append(self.template.len()) {
+                        d.copy_from_slice(&self.template);
+                    }
+                }
+            }
+            let k = q.tx_burst(0, &mut self.out);
+            self.counts.0.fetch_add(k as u64, Relaxed);
+            self.out.clear();
+            work += k;
+        }
+        work
+    }
+}
+
+/// A running l2fwd.
+pub struct L2fwd {
+    runtime: Option<Runtime>,
+    ports: Vec<Box<dyn Port>>,
+    /// Per-port counters.
+    pub counters: Arc<Vec<PortCounters>>,
+    /// Embedded generator: frames generated, frames sunk.
+    pub gen: Option<Arc<(AtomicU64, AtomicU64)>>,
+    /// Device strings of the ports.
+    pub names: Vec<String>,
+    /// The pool, dropped after the ports (fields drop in order), so every
+    /// mbuf still queued in a port is back before the pool goes.
+    _pool: Arc<Mempool>,
+}
+
+impl L2fwd {
+    /// Opens and starts the ports and the lcores.
+    pub fn start(cfg: &Config) -> Result<L2fwd, String> {
+        let embedded = cfg.devices.is_empty();
+        let devices: Vec<String> = if embedded {
+            vec!["ring:l2fwd-a".into(), "ring:l2fwd-b".into()]
+        } else {
+            cfg.devices.clone()
+        };
+        let mut pcfg = MempoolConfig::new("l2fwd", cfg.mbufs);
+        pcfg.cache_size = 256.min(cfg.mbufs / 4);
+        let pool = Arc::new(Mempool::new(&pcfg).map_err(|e| e.to_string())?);
+        let reg = Registry::new();
+        let mut ports = Vec::new();
+        let mut queues = Vec::new();
+        let mut macs = Vec::new();
+        for (i, d) in devices.iter().enumerate() {
+            let mut p = reg.open(d).map_err(|e| e.to_string())?;
+            if cfg.portmask & (1 << i) == 0 {
+                continue;
+            }
+            let pc = PortConfig {
+                rx_pool: Some(pool.clone()),
+                ..PortConfig::default()
+            };
+            p.configure(&pc).map_err(|e| e.to_string())?;
+            let q = p.start().map_err(|e| e.to_string())?;
+            macs.push(p.mac_addr());
+            queues.push(Some(q));
+            ports.push(p);
+        }
+        let n = ports.len();
+        if n < 2 || n % 2 != 0 {
+            return Err(format!("l2fwd needs an even number of ports (pairs 0-1, 2-3, ...); the port mask selects {n}"));
+        }
+        let counters: Arc<Vec<PortCounters>> =
+            Arc::new((0..n).map(|_| PortCounters::default()).collect());
+        let lcfg = LcoreConfig {
+            spin: cfg.spin,
+            ..LcoreConfig::default()
+        };
+        let mut rt = Runtime::start(&cfg.cores, lcfg).map_err(|e| e.to_string())?;
+        let lcores = rt.lcores().len();
+        let fwd_lcores = if embedded && lcores > 1 {
+            lcores - 1
+        } else {
+            lcores
+        };
+        // Rx port i goes to forwarding lcore (i / rx_per_lcore) mod fwd_lcores,
+        // together with the tx queue of its pair.
+        let mut tasks: Vec<Fwd> = (0..fwd_lcores)
+            .map(|_| Fwd {
+                rx: Vec::new(),
+                tx: Vec::new(),
+                macs: macs.clone(),
+                counters: counters.clone(),
+                mac_updating: cfg.mac_updating,
+                burst: cfg.burst,
+                pkts: Pkts::new(),
+            })
+            .collect();
+        for i in 0..n {
+            let l = (i / cfg.rx_per_lcore.max(1)) % fwd_lcores;
+            let q = queues[i].as_mut().ok_or("queue taken twice")?;
+            tasks[l].rx.push((i, q.rx.remove(0)));
+            let dst = i ^ 1;
+            let dq = queues[dst].as_mut().ok_or("queue taken twice")?;
+            tasks[l].tx.push(TxBuffer {
+                port: dst,
+                q: dq.tx.remove(0),
+                pkts: Pkts::new(),
+                since: None,
+            });
+        }
+        for (l, t) in tasks.into_iter().enumerate() {
+            rt.add(l, Box::new(t)).map_err(|e| e.to_string())?;
+        }
+        let mut gen = None;
+        if embedded {
+            // The far ends of the two ring ports, fed and drained here.
+            let mut peers = Vec::new();
+            for d in &devices {
+                let mut p = reg.open(d).map_err(|e| e.to_string())?;
+                p.configure(&PortConfig::default())
+                    .map_err(|e| e.to_string())?;
+                peers.push(p.start().map_err(|e| e.to_string())?);
+                ports.push(p);
+            }
+            let mut template = [0u8; 60];
+            template[..6].copy_from_slice(&MacAddr::local(0).0);
+            template[6..12].copy_from_slice(&MacAddr::local(0x99).0);
+            template[12..14].copy_from_slice(&[0x08, 0x00]);
+            let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+            let gs = GenSink {
+                peers,
+                pool: (*pool).clone(),
+                template,
+                out: Pkts::new(),
+                inp: Pkts::new(),
+                counts: counts.clone(),
+            };
+            rt.add(lcores - 1, Box::new(gs))
+                .map_err(|e| e.to_string())?;
+            gen = Some(counts);
+        }
+        Ok(L2fwd {
+            runtime: Some(rt),
+            ports,
+            counters,
+            gen,
+            names: devices,
+            _pool: pool,
+        })
+    }
+
+    /// Stops the lcores (flushing buffered output) and the ports.
+    pub fn stop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown();
+        }
+        for p in self.ports.iter_mut() {
+            let _ = p.stop();
+        }
+    }
+
+    /// Runs until `stop` is set or `duration` passes, calling `report`
+    /// every `period` with the counters.
+    pub fn run_for(
+        &mut self,
+        duration: Option<Duration>,
+        period: Duration,
+        stop: &AtomicBool,
+        mut report: impl FnMut(&L2fwd, Duration),
+    ) {
+        let t0 = Instant::now();
+        let mut next = t0 + period;
+        while !stop.load(Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
+            std::thread::sleep(Duration::from_millis(10));
+            if Instant::now() >= next {
+                report(self, t0.elapsed());
+                next += period;
+            }
+        }
+    }
+}
+
+impl Drop for L2fwd {
+    fn drop(&mut self) {
+        self.stop();
+        // Frames still in the ports' rings go back to the pool now.
+        self.ports.clear();
+    }
+}
