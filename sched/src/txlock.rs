@@ -12,38 +12,35 @@
 //! time competes with the dequeuer.
 //!
 //! `TxLock` keeps that and adds the half Linux lacks: a waiting dequeuer
-//! goes ahead of every waiting enqueuer. It announces itself in a drain
-//! flag, and enqueuers do not try to take the lock while it is set. So:
-//! - uncontended, an enqueue or dequeue is one compare-and-swap to lock and
-//!   one store plus one load to unlock (no busylock cost: the busylock is
-//!   only taken after a failed first try);
+//! goes ahead of every waiting enqueuer. It announces itself in the lock
+//! flag beside the lock flag (same cache line), and enqueuers do not try to
+//! take the lock while it is set. So:
+//! - uncontended, an enqueue or dequeue is one swap to lock and one store to
+//!   unlock, as with a plain spin lock, plus one load of the drain flag from
+//!   the same line (no busylock cost: the busylock is only taken after a
+//!   failed first try);
 //! - contended, the dequeuer waits for at most the one critical section in
 //!   progress, and enqueuers queue behind the busylock instead of hammering
 //!   the lock's cache line.
 //!
-//! Waiting enqueuers spin a little, then sleep on a futex (the busylock is
-//! a futex lock too), so on an oversubscribed core they leave the CPU to
-//! the lock holder instead of spinning against it; the drainer spins and
-//! yields, as it waits for one critical section at most.
+//! Waiting spins a little, then yields the CPU, so a preempted lock holder
+//! on a shared core is not spun against for a whole time slice.
 //!
-//! Memory ordering: taking the lock is an Acquire compare-and-swap and
-//! releasing it a store that is at least Release (`L1`/`L2`, pairing with
-//! each other), so everything done under the lock by one holder happens
-//! before everything done by the next. Sleeping uses the Dekker pattern:
-//! a sleeper counts itself then re-reads the lock word, the unlocker
-//! stores the word then reads the count, all SeqCst (`S1`/`S2`), so no
-//! wake-up is lost. The drain flag is only a hint about who may try; it
-//! orders nothing and uses Relaxed.
+//! Memory ordering: taking the lock is an Acquire swap and releasing it a
+//! Release store (`L1`/`L2`, pairing with each other), so everything done
+//! under the lock by one holder happens before everything done by the
+//! next. The drain and busylock flags only decide who may try; they order
+//! no data.
+//!
+//! (Versions that slept on a futex after spinning were slower on the test
+//! machines, uncontended by the extra read-modify-write on unlock, and
+//! contended by the wake-ups; see benches/RESULTS.md.)
 #![allow(unsafe_code)]
 
 use crossbeam_utils::CachePadded;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::*};
-use std::sync::Mutex;
-
-const FREE: u32 = 0;
-const LOCKED: u32 = 1;
+use std::sync::atomic::{AtomicBool, Ordering::*};
 
 /// Spins `n` times, then yields the CPU on every later call.
 #[inline]
@@ -56,46 +53,20 @@ fn backoff(n: &mut u32) {
     }
 }
 
-/// Sleeps while `*a == expected` (or until woken; spurious returns are
-/// fine, callers re-check).
-fn futex_wait(a: &AtomicU32, expected: u32) {
-    // SAFETY: FUTEX_WAIT on a live, aligned u32 with no timeout; the kernel
-    // only reads the word.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            a.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            std::ptr::null::<libc::timespec>(),
-        )
-    };
-}
-
-/// Wakes one thread sleeping on `a`.
-fn futex_wake_one(a: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE on a live, aligned u32.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            a.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1,
-        )
-    };
+/// The lock's flags, one cache line: whether it is held, whether a drainer
+/// waits, whether the busylock is held. Separate bytes, so the holder
+/// releases with a plain store that cannot clobber the others.
+#[repr(C)]
+struct Flags {
+    locked: AtomicBool,
+    drain: AtomicBool,
+    busy: AtomicBool,
 }
 
 /// A lock around `T` (a software TX queue and the driver queue behind it)
 /// that favours the side draining it; see the module docs.
 pub struct TxLock<T> {
-    state: CachePadded<AtomicU32>,
-    /// Enqueuers asleep on `state`.
-    sleepers: CachePadded<AtomicU32>,
-    /// A drainer waits: enqueuers stand back.
-    drain_waiting: CachePadded<AtomicBool>,
-    /// The busylock: contended enqueuers queue here first (a futex lock,
-    /// so queued enqueuers sleep instead of taking CPU from the holder).
-    busy: Mutex<()>,
+    f: CachePadded<Flags>,
     value: UnsafeCell<T>,
 }
 
@@ -114,32 +85,28 @@ impl<T> TxLock<T> {
     /// A lock around `value`.
     pub fn new(value: T) -> Self {
         TxLock {
-            state: CachePadded::new(AtomicU32::new(FREE)),
-            sleepers: CachePadded::new(AtomicU32::new(0)),
-            drain_waiting: CachePadded::new(AtomicBool::new(false)),
-            busy: Mutex::new(()),
+            f: CachePadded::new(Flags {
+                locked: AtomicBool::new(false),
+                drain: AtomicBool::new(false),
+                busy: AtomicBool::new(false),
+            }),
             value: UnsafeCell::new(value),
         }
     }
 
-    /// One attempt: FREE -> LOCKED.
+    /// One attempt: test, then test-and-set.
     #[inline(always)]
     fn try_take(&self) -> bool {
         // L1 (Acquire): pairs with L2 of the previous holder.
-        self.state.load(Relaxed) == FREE
-            && self
-                .state
-                .compare_exchange(FREE, LOCKED, Acquire, Relaxed)
-                .is_ok()
+        !self.f.locked.load(Relaxed) && !self.f.locked.swap(true, Acquire)
     }
 
-    /// Takes the lock to enqueue. Tries once; under contention queues on
-    /// the busylock first, so at most one enqueuer competes with the owner;
-    /// never takes the lock while a drainer is waiting; sleeps (futex)
-    /// after a short spin instead of taking CPU from the holder.
+    /// Takes the lock to enqueue. Tries once; under contention takes the
+    /// busylock first, so at most one enqueuer competes with the owner,
+    /// and never takes the lock while a drainer is waiting for it.
     #[inline]
     pub fn lock_enqueue(&self) -> TxGuard<'_, T> {
-        if !self.drain_waiting.load(Relaxed) && self.try_take() {
+        if !self.f.drain.load(Relaxed) && self.try_take() {
             return TxGuard { lock: self };
         }
         self.lock_enqueue_slow()
@@ -147,55 +114,42 @@ impl<T> TxLock<T> {
 
     #[cold]
     fn lock_enqueue_slow(&self) -> TxGuard<'_, T> {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
-        loop {
-            if self.drain_waiting.load(Relaxed) {
-                // A drainer goes first; it holds the lock for one batch.
-                backoff(&mut n);
-                continue;
-            }
-            if self.try_take() {
-                return TxGuard { lock: self };
-            }
-            if n < 64 {
-                n += 1;
-                std::hint::spin_loop();
-                continue;
-            }
-            // Sleep until an unlock. S1 (SeqCst): with S2 in `unlock`,
-            // either we see the lock free (and the wait returns at once)
-            // or the unlocker sees us counted and wakes us.
-            self.sleepers.fetch_add(1, SeqCst);
-            if self.state.load(SeqCst) == LOCKED {
-                futex_wait(&self.state, LOCKED);
-            }
-            self.sleepers.fetch_sub(1, Relaxed);
-            // Woken: spin again before the next sleep.
-            n = 0;
+        // The busylock. Its orderings only decide who competes; the data
+        // is ordered by L1/L2.
+        while self.f.busy.load(Relaxed) || self.f.busy.swap(true, Acquire) {
+            backoff(&mut n);
         }
+        let mut n = 0;
+        while self.f.drain.load(Relaxed) || !self.try_take() {
+            backoff(&mut n);
+        }
+        self.f.busy.store(false, Release);
+        TxGuard { lock: self }
     }
 
-    /// Takes the lock to drain. Announces itself first, so enqueuers stand
-    /// back and only the critical section in progress is waited for.
+    /// Takes the lock to drain. Announces itself first, so waiting
+    /// enqueuers stand back and only the critical section in progress is
+    /// waited for.
     #[inline]
     pub fn lock_drain(&self) -> TxGuard<'_, T> {
         if self.try_take() {
             return TxGuard { lock: self };
         }
-        // Relaxed: the flag only decides who tries; L1/L2 order the data.
-        self.drain_waiting.store(true, Relaxed);
+        // Relaxed: the flag only decides who tries. One drainer at a time
+        // (the drain side is single by design), so clearing it is ours.
+        self.f.drain.store(true, Relaxed);
         let mut n = 0;
         while !self.try_take() {
             backoff(&mut n);
         }
-        self.drain_waiting.store(false, Relaxed);
+        self.f.drain.store(false, Relaxed);
         TxGuard { lock: self }
     }
 
     /// Takes the lock if it is free (and no drainer waits), without waiting.
     pub fn try_lock(&self) -> Option<TxGuard<'_, T>> {
-        (!self.drain_waiting.load(Relaxed) && self.try_take()).then_some(TxGuard { lock: self })
+        (!self.f.drain.load(Relaxed) && self.try_take()).then_some(TxGuard { lock: self })
     }
 
     /// The value, through exclusive access to the lock.
@@ -207,23 +161,13 @@ impl<T> TxLock<T> {
     pub fn into_inner(self) -> T {
         self.value.into_inner()
     }
-
-    #[inline(always)]
-    fn unlock(&self) {
-        // L2 + S2 (SeqCst store): releases the data to the next holder
-        // (pairs with L1) and orders the store before the sleeper count
-        // read (pairs with S1).
-        self.state.store(FREE, SeqCst);
-        if self.sleepers.load(SeqCst) > 0 {
-            futex_wake_one(&self.state);
-        }
-    }
 }
 
 impl<T> Drop for TxGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lock.unlock();
+        // L2 (Release): pairs with L1 of the next holder.
+        self.lock.f.locked.store(false, Release);
     }
 }
 
@@ -279,7 +223,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let drain = std::thread::spawn(move || l3.lock_drain().push("drain"));
         // Wait until the drainer has announced itself.
-        while !l.drain_waiting.load(Relaxed) {
+        while !l.f.drain.load(Relaxed) {
             std::thread::yield_now();
         }
         drop(g);
