@@ -133,8 +133,13 @@ impl<T> TxLock<T> {
     /// waited for.
     #[inline]
     pub fn lock_drain(&self) -> TxGuard<'_, T> {
-        if self.try_take() {
-            return TxGuard { lock: self };
+        // A short wait first: most conflicts end within a critical
+        // section, and announcing makes every enqueuer stand back.
+        for _ in 0..32 {
+            if self.try_take() {
+                return TxGuard { lock: self };
+            }
+            std::hint::spin_loop();
         }
         // Relaxed: the flag only decides who tries. One drainer at a time
         // (the drain side is single by design), so clearing it is ours.
