@@ -40,6 +40,8 @@ if [ "$(id -u)" = 0 ] && command -v qemu-system-x86_64 >/dev/null; then
 else
     echo "not root or no qemu: skipping the VFIO guest test" >&2
 fi
+step "main job smoke: l2fwd on its embedded topology for 2 s"
+cargo run --release -q -p rpmd-apps --bin l2fwd -- --duration 2
 if command -v dpdk-test >/dev/null && [ "$(id -u)" = 0 ]; then
     step "benchmark smoke: benches/compare.sh ring --runs 1"
     bash benches/compare.sh ring --runs 1
