@@ -1,9 +1,41 @@
-//! rpmd virtio-net driver (work not started yet).
+//! rpmd's virtio-net poll-mode driver.
 //!
-//! This crate will hold the virtio-net poll-mode driver: split and packed
-//! virtqueues, feature negotiation, the PCI transports over VFIO (modern and
-//! legacy), and virtio-user, where this process drives a vhost-user backend
-//! over a Unix socket. Later it will also hold the device side (a vhost-user
-//! backend with busy polling).
+//! Built so far:
+//! - [`split`]: the driver side of a split virtqueue (virtio 1.2 §2.7) in
+//!   DMA memory, carrying mbufs, with the ordering between descriptor
+//!   writes, index publication and notification decisions documented.
+//! - [`user`]: virtio-user: this process drives a vhost-user backend (such
+//!   as DPDK's `net_vhost`) over a Unix socket, sharing its mempool and
+//!   ring memory by fd. One queue pair, split rings, no offloads, frames up
+//!   to one mbuf. The control protocol goes through rust-vmm's `vhost`
+//!   crate; the data path is ours.
+//!
+//! To come (issue 4): packed rings, event-index and in-order, mergeable RX
+//! buffers, checksum offloads, multiqueue with the control queue, server
+//! mode and reconnection, and the PCI transports (modern and legacy) over
+//! VFIO.
+//!
+//! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+
+pub mod consts;
+pub mod split;
+pub mod user;
+
+/// Errors of the virtio driver's own layers (ports report them as
+/// `rpmd_pmd::Error::Port`).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value is out of range.
+    #[error("virtio: {0}")]
+    Config(String),
+    /// The other side did something the protocol forbids.
+    #[error("virtio peer misbehaved: {0}")]
+    Peer(String),
+}
+
+/// Registers `virtio-user:` in `reg`.
+pub fn register(reg: &mut rpmd_pmd::Registry) {
+    reg.register(Box::new(user::VirtioUserDriver));
+}

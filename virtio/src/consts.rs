@@ -1,0 +1,30 @@
+//! Constants transcribed from the virtio 1.2 specification and the
+//! vhost-user protocol, each with its section. Feature bit numbers come
+//! from `virtio-bindings` where it has them.
+use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1 as F_VERSION_1;
+use virtio_bindings::virtio_net::{
+    VIRTIO_NET_F_MAC as F_MAC, VIRTIO_NET_F_MRG_RXBUF as F_MRG_RXBUF,
+};
+
+/// §6.1: the device complies with virtio 1.x.
+pub const VIRTIO_F_VERSION_1: u64 = 1 << F_VERSION_1;
+/// §5.1.3: the device has a MAC address.
+pub const VIRTIO_NET_F_MAC: u64 = 1 << F_MAC;
+/// §5.1.3: the driver can merge receive buffers.
+pub const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << F_MRG_RXBUF;
+/// vhost-user: protocol features are negotiated (bit 30 of the features).
+pub const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
+
+/// §2.7.5: the buffer continues in the `next` descriptor.
+pub const VRING_DESC_F_NEXT: u16 = 1;
+/// §2.7.5: the device writes the buffer (RX).
+pub const VRING_DESC_F_WRITE: u16 = 2;
+/// §2.7.6: the driver does not want interrupts.
+pub const VRING_AVAIL_F_NO_INTERRUPT: u16 = 1;
+/// §2.7.8: the device does not want notifications (kicks).
+pub const VRING_USED_F_NO_NOTIFY: u16 = 1;
+
+/// §5.1.6: the virtio-net header before every frame when VERSION_1 is
+/// negotiated (flags, gso_type, hdr_len, gso_size, csum_start,
+/// csum_offset, num_buffers): 12 bytes.
+pub const NET_HDR_LEN: usize = 12;

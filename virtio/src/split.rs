@@ -1,0 +1,318 @@
+//! The driver side of a split virtqueue (virtio 1.2 §2.7) in DMA memory.
+//!
+//! Layout, in one region the device (or vhost-user backend) maps:
+//! descriptor table (16 bytes × size, §2.7.5), available ring (flags, idx,
+//! ring[size], used_event; §2.7.6) and used ring (flags, idx, ring[size]
+//! of {id, len}, avail_event; §2.7.8), each aligned as §2.7 requires.
+//!
+//! Buffers are mbufs: a descriptor points at an mbuf's data, and the mbuf's
+//! raw handle waits in `tokens[id]` until the device returns descriptor
+//! `id` through the used ring; then it becomes an `Mbuf` again. Free
+//! descriptors form a stack, so completions may come in any order.
+//!
+//! Memory shared with the other side is only touched through raw pointers
+//! with volatile accesses (descriptors, ring entries) and atomics (the two
+//! indices): the driver publishes `avail.idx` with a Release store after
+//! writing descriptors and ring entries (`V1`, pairing with the device's
+//! Acquire read of it), and reads `used.idx` with an Acquire load (`V2`,
+//! pairing with the device's Release store after writing used entries).
+//! Before deciding whether to notify, a SeqCst fence orders the `avail.idx`
+//! store before the read of `used.flags` (`V3`, pairing with the device's
+//! fence between setting `used.flags` and re-reading `avail.idx`).
+#![allow(unsafe_code)]
+
+use crate::consts::{VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY};
+use crate::Error;
+use rpmd_pmd::{DmaRegion, Mbuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU16, Ordering};
+
+/// Byte offsets of the three parts in a queue's region.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    /// Entries (a power of two, at most 32768).
+    pub size: u16,
+    /// Descriptor table offset.
+    pub desc: usize,
+    /// Available ring offset.
+    pub avail: usize,
+    /// Used ring offset.
+    pub used: usize,
+    /// Bytes in all.
+    pub len: usize,
+}
+
+impl Layout {
+    /// The layout of a queue of `size` entries (§2.7: descriptors 16-byte
+    /// aligned, avail 2-byte, used 4-byte; used on its own page here).
+    pub fn new(size: u16) -> Result<Layout, Error> {
+        if !size.is_power_of_two() || size > 32768 {
+            return Err(Error::Config(format!(
+                "queue size {size}: a power of two up to 32768"
+            )));
+        }
+        let n = size as usize;
+        let desc = 0;
+        let avail = desc + 16 * n;
+        let used = (avail + 6 + 2 * n).next_multiple_of(4096);
+        let len = (used + 6 + 8 * n).next_multiple_of(4096);
+        Ok(Layout {
+            size,
+            desc,
+            avail,
+            used,
+            len,
+        })
+    }
+}
+
+/// One split virtqueue, driver side.
+pub struct SplitQueue {
+    base: *mut u8,
+    iova_base: u64,
+    layout: Layout,
+    mask: u16,
+    /// Next `avail.idx` to publish (shadow).
+    avail_idx: u16,
+    /// Next used entry to read.
+    last_used: u16,
+    free: Vec<u16>,
+    tokens: Vec<Option<NonNull<u8>>>,
+}
+
+// SAFETY: the queue owns its slice of the region and the mbufs in flight;
+// moving it to another thread moves that ownership.
+unsafe impl Send for SplitQueue {}
+
+impl SplitQueue {
+    /// A queue in `region` at byte `offset` (which must leave `layout.len`
+    /// bytes and be 4096-aligned); the memory is zeroed here.
+    pub fn new(region: &DmaRegion, offset: usize, layout: Layout) -> Result<SplitQueue, Error> {
+        if offset % 4096 != 0
+            || offset
+                .checked_add(layout.len)
+                .is_none_or(|e| e > region.len())
+        {
+            return Err(Error::Config(format!(
+                "queue of {} bytes at offset {offset} does not fit the {}-byte ring region",
+                layout.len,
+                region.len()
+            )));
+        }
+        // SAFETY: in bounds (checked above); the other side has not been
+        // told about this memory yet.
+        let base = unsafe { region.as_ptr().add(offset) };
+        // SAFETY: as above.
+        unsafe { base.write_bytes(0, layout.len) };
+        let n = layout.size as usize;
+        Ok(SplitQueue {
+            base,
+            iova_base: region.iova(offset).map(|i| i.raw()).unwrap_or(0),
+            layout,
+            mask: layout.size - 1,
+            avail_idx: 0,
+            last_used: 0,
+            free: (0..layout.size).rev().collect(),
+            tokens: vec![None; n],
+        })
+    }
+
+    /// IOVAs of descriptor table, available ring and used ring.
+    pub fn addresses(&self) -> (u64, u64, u64) {
+        (
+            self.iova_base + self.layout.desc as u64,
+            self.iova_base + self.layout.avail as u64,
+            self.iova_base + self.layout.used as u64,
+        )
+    }
+
+    /// Entries.
+    pub fn size(&self) -> u16 {
+        self.layout.size
+    }
+
+    /// Free descriptors.
+    pub fn free(&self) -> usize {
+        self.free.len()
+    }
+
+    fn avail_idx_ptr(&self) -> &AtomicU16 {
+        // SAFETY: `avail + 2` is inside the queue's memory and 2-aligned;
+        // the other side only reads it.
+        unsafe { AtomicU16::from_ptr(self.base.add(self.layout.avail + 2).cast()) }
+    }
+
+    fn used_idx_ptr(&self) -> &AtomicU16 {
+        // SAFETY: `used + 2` is inside the queue's memory and 2-aligned.
+        unsafe { AtomicU16::from_ptr(self.base.add(self.layout.used + 2).cast()) }
+    }
+
+    /// Asks the other side not to interrupt (we poll), or to interrupt.
+    pub fn set_interrupts(&mut self, on: bool) {
+        let flags = if on { 0 } else { VRING_AVAIL_F_NO_INTERRUPT };
+        // SAFETY: avail.flags, inside the queue's memory, 2-aligned.
+        unsafe {
+            self.base
+                .add(self.layout.avail)
+                .cast::<u16>()
+                .write_volatile(flags.to_le())
+        };
+    }
+
+    /// Adds `m` as one descriptor (device-writable for RX) at the next
+    /// avail slot, without publishing. Gives `m` back when no descriptor is
+    /// free.
+    #[inline]
+    pub fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
+        let Some(id) = self.free.pop() else {
+            return Err(m);
+        };
+        let d = self.layout.desc + 16 * id as usize;
+        // SAFETY: descriptor `id` is free (ours until published) and inside
+        // the table; volatile as the other side reads it.
+        unsafe {
+            let p = self.base.add(d);
+            p.cast::<u64>().write_volatile(addr.to_le());
+            p.add(8).cast::<u32>().write_volatile(len.to_le());
+            let flags: u16 = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+            p.add(12).cast::<u16>().write_volatile(flags.to_le());
+            p.add(14).cast::<u16>().write_volatile(0);
+            let slot = self.layout.avail + 4 + 2 * (self.avail_idx & self.mask) as usize;
+            self.base.add(slot).cast::<u16>().write_volatile(id.to_le());
+        }
+        self.tokens[id as usize] = Some(m.into_raw());
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Publishes what `push` added; returns whether the other side wants a
+    /// notification (kick).
+    #[inline]
+    pub fn publish(&mut self) -> bool {
+        // V1 (Release): descriptors and ring entries before the index.
+        self.avail_idx_ptr()
+            .store(self.avail_idx.to_le(), Ordering::Release);
+        // V3: the index store before reading the device's flags.
+        fence(Ordering::SeqCst);
+        // SAFETY: used.flags, inside the queue's memory.
+        let flags = u16::from_le(unsafe {
+            self.base
+                .add(self.layout.used)
+                .cast::<u16>()
+                .read_volatile()
+        });
+        flags & VRING_USED_F_NO_NOTIFY == 0
+    }
+
+    /// Takes the next completed buffer: the mbuf and the length the device
+    /// wrote. A used entry naming a descriptor that is not in flight is an
+    /// error (a misbehaving peer), counted by the caller; it is skipped.
+    #[inline]
+    pub fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
+        // V2 (Acquire): pairs with the device's Release store of used.idx.
+        let used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
+        if used == self.last_used {
+            return None;
+        }
+        let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
+        // SAFETY: a used entry inside the queue's memory, written by the
+        // device before it published `used`.
+        let (id, len) = unsafe {
+            (
+                u32::from_le(self.base.add(e).cast::<u32>().read_volatile()),
+                u32::from_le(self.base.add(e + 4).cast::<u32>().read_volatile()),
+            )
+        };
+        self.last_used = self.last_used.wrapping_add(1);
+        let tok = (id < self.layout.size as u32)
+            .then(|| self.tokens[id as usize].take())
+            .flatten();
+        match tok {
+            Some(p) => {
+                self.free.push(id as u16);
+                // SAFETY: `p` came from `into_raw` in `push`, and the device
+                // returned the descriptor, so it no longer touches the mbuf.
+                Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))
+            }
+            None => Some(Err(Error::Peer(format!(
+                "used ring names descriptor {id}, which is not in flight (queue of {})",
+                self.layout.size
+            )))),
+        }
+    }
+}
+
+impl Drop for SplitQueue {
+    fn drop(&mut self) {
+        // Mbufs still posted go back to their pools. (The port stops the
+        // other side first, so it no longer touches them.)
+        for t in self.tokens.iter_mut() {
+            if let Some(p) = t.take() {
+                // SAFETY: from `into_raw`; the device is stopped.
+                drop(unsafe { Mbuf::from_raw(p) });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpmd_pmd::{IovaMode, Mempool, MempoolConfig, PageSize};
+
+    /// Plays the device: completes avail entries in reverse order.
+    #[test]
+    fn buffers_round_trip_and_bad_ids_are_errors() {
+        let region =
+            DmaRegion::with_page_size("vq", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
+        let mut pc = MempoolConfig::new("vq", 64);
+        pc.cache_size = 0;
+        let pool = Mempool::new(&pc).unwrap();
+        let l = Layout::new(8).unwrap();
+        let mut q = SplitQueue::new(&region, 0, l).unwrap();
+        for i in 0..8u8 {
+            let mut m = pool.get().unwrap();
+            m.append(1).unwrap()[0] = i;
+            let a = m.data_iova().raw();
+            q.push(m, a, 100, true).unwrap();
+        }
+        assert!(
+            q.push(pool.get().unwrap(), 0, 1, false).is_err(),
+            "no free descriptor"
+        );
+        assert!(q.publish(), "no NO_NOTIFY flag: kick");
+        let base = region.as_ptr();
+        // SAFETY: test plays the device on its own memory.
+        unsafe {
+            let avail_idx = base.add(l.avail + 2).cast::<u16>().read();
+            assert_eq!(avail_idx, 8);
+            for k in 0..8usize {
+                let id = base.add(l.avail + 4 + 2 * (7 - k)).cast::<u16>().read();
+                base.add(l.used + 4 + 8 * k).cast::<u32>().write(id as u32);
+                base.add(l.used + 8 + 8 * k)
+                    .cast::<u32>()
+                    .write(10 + k as u32);
+            }
+            AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(8, Ordering::Release);
+        }
+        let mut seen = Vec::new();
+        while let Some(r) = q.pop_used() {
+            let (m, len) = r.unwrap();
+            seen.push((m.data()[0], len));
+        }
+        assert_eq!(
+            seen,
+            (0..8).map(|k| (7 - k as u8, 10 + k)).collect::<Vec<_>>()
+        );
+        assert_eq!(q.free(), 8);
+        // SAFETY: as above.
+        unsafe {
+            base.add(l.used + 4).cast::<u32>().write(99);
+            AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(9, Ordering::Release);
+        }
+        assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+        assert!(Layout::new(6).is_err());
+        drop(q);
+        assert_eq!(pool.available(), 64);
+    }
+}

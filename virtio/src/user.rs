@@ -1,0 +1,473 @@
+//! virtio-user: this process is the virtio-net driver, and a vhost-user
+//! backend (DPDK's `net_vhost`, a vswitch) is the device, over a Unix
+//! socket.
+//!
+//! The control protocol (feature negotiation, the memory table with the fds
+//! of our DMA memory, vring sizes, addresses and eventfds) goes through
+//! rust-vmm's `vhost` crate (its frontend side); the data path is ours: two
+//! split virtqueues (RX = 0, TX = 1) in a DMA region we share, whose
+//! descriptors point into the mempool's region, which we share too. IOVA =
+//! our virtual address, as the memory table says (guest address = user
+//! address).
+//!
+//! Frames to send must live in shared memory: mbufs of the port's
+//! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
+//! could not reach them.
+//!
+//! Device string: `virtio-user:PATH[,queue_size=N]` (N a power of two,
+//! default 256). The backend must be listening (as testpmd's `net_vhost`
+//! does by default).
+use crate::consts::{NET_HDR_LEN, VIRTIO_F_VERSION_1};
+use crate::split::{Layout, SplitQueue};
+use crate::Error;
+use crossbeam_utils::CachePadded;
+use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
+use rpmd_pmd::port::{
+    Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, PortConfig, PortStats,
+    Queues, RxQueue, TxQueue, Xstat,
+};
+use rpmd_pmd::{DmaRegion, IovaMode, Mempool};
+use rpmd_ring::Burst;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use vhost::vhost_user::Frontend;
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vmm_sys_util::eventfd::EventFd;
+
+type PmdError = rpmd_pmd::Error;
+
+fn perr(port: &str, e: impl std::fmt::Display) -> PmdError {
+    PmdError::Port {
+        port: port.to_string(),
+        detail: e.to_string(),
+    }
+}
+
+/// The `virtio-user` driver.
+pub struct VirtioUserDriver;
+
+impl Driver for VirtioUserDriver {
+    fn kind(&self) -> &'static str {
+        "virtio-user"
+    }
+
+    fn usage(&self) -> &'static str {
+        "virtio-user:PATH[,queue_size=N]  virtio-net driven over a vhost-user socket"
+    }
+
+    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
+        args.only_options(&["queue_size"])?;
+        let path = args.require_target("a vhost-user socket path")?.to_string();
+        let qs = args.opt_u64("queue_size", 256)?;
+        let layout = u16::try_from(qs)
+            .map_err(|_| Error::Config(format!("queue_size={qs}: at most 32768")))
+            .and_then(Layout::new)
+            .map_err(|e| perr(args.raw(), e))?;
+        let fe = Frontend::connect(&path, 2).map_err(|e| {
+            perr(
+                args.raw(),
+                format!("cannot connect to the vhost-user socket {path}: {e} (is the backend running and listening?)"),
+            )
+        })?;
+        fe.set_owner()
+            .map_err(|e| perr(args.raw(), format!("SET_OWNER: {e}")))?;
+        let offered = fe
+            .get_features()
+            .map_err(|e| perr(args.raw(), format!("GET_FEATURES: {e}")))?;
+        if offered & VIRTIO_F_VERSION_1 == 0 {
+            return Err(perr(
+                args.raw(),
+                format!("the backend offers no VERSION_1 (features {offered:#x}); legacy backends are not supported"),
+            ));
+        }
+        let h = path.bytes().fold(0x811c_9dc5u32, |h, b| {
+            (h ^ b as u32).wrapping_mul(0x0100_0193)
+        });
+        Ok(Box::new(VirtioUserPort {
+            name: args.raw().to_string(),
+            fe,
+            offered,
+            features: 0,
+            layout,
+            mac: MacAddr([
+                0x02,
+                0x76,
+                (h >> 24) as u8,
+                (h >> 16) as u8,
+                (h >> 8) as u8,
+                h as u8,
+            ]),
+            conf: None,
+            started: false,
+            live: Arc::new(AtomicBool::new(false)),
+            stats: StatsBlock::new(0, 0),
+            promisc: true,
+            allmulti: true,
+            mtu: 1500,
+            rings: None,
+        }))
+    }
+}
+
+/// A virtio-user port.
+pub struct VirtioUserPort {
+    name: String,
+    fe: Frontend,
+    offered: u64,
+    features: u64,
+    layout: Layout,
+    mac: MacAddr,
+    conf: Option<PortConfig>,
+    started: bool,
+    live: Arc<AtomicBool>,
+    stats: StatsBlock,
+    promisc: bool,
+    allmulti: bool,
+    mtu: u16,
+    rings: Option<Arc<DmaRegion>>,
+}
+
+/// Bounds of memory the backend can reach (the pool's region).
+#[derive(Clone, Copy)]
+struct Shared {
+    start: u64,
+    end: u64,
+}
+
+struct VirtioRx {
+    q: SplitQueue,
+    pool: Arc<Mempool>,
+    kick: EventFd,
+    live: Arc<AtomicBool>,
+    stats: Arc<CachePadded<QueueStats>>,
+    _rings: Arc<DmaRegion>,
+    refill: Burst<rpmd_pmd::Mbuf, 64>,
+}
+
+struct VirtioTx {
+    q: SplitQueue,
+    kick: EventFd,
+    live: Arc<AtomicBool>,
+    stats: Arc<CachePadded<QueueStats>>,
+    shared: Shared,
+    _rings: Arc<DmaRegion>,
+}
+
+impl RxQueue for VirtioRx {
+    fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        let room = max.min(out.capacity() - out.len());
+        let mut n = 0;
+        let mut bytes = 0;
+        while n < room {
+            let Some(r) = self.q.pop_used() else { break };
+            match r {
+                Ok((mut m, len)) => {
+                    let len = len as usize;
+                    if len < NET_HDR_LEN || !m.set_data_len(len) || !m.adj(NET_HDR_LEN) {
+                        self.stats.errors.add(1);
+                        continue;
+                    }
+                    bytes += m.data_len();
+                    let _ = out.push(m);
+                    n += 1;
+                }
+                Err(_) => self.stats.errors.add(1),
+            }
+        }
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(bytes as u64);
+        // Refill what was taken.
+        let want = self.q.free().min(self.refill.capacity());
+        if want > 0 && self.pool.get_bulk(&mut self.refill, want).is_err() {
+            self.stats.nombuf.add(1);
+        }
+        let mut posted = false;
+        while let Some(m) = self.refill.pop() {
+            let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
+            if self.q.push(m, addr, room, true).is_err() {
+                break;
+            }
+            posted = true;
+        }
+        if posted && self.q.publish() {
+            let _ = self.kick.write(1);
+        }
+        n
+    }
+}
+
+impl TxQueue for VirtioTx {
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        // Reclaim sent buffers first.
+        while let Some(r) = self.q.pop_used() {
+            if r.is_err() {
+                self.stats.errors.add(1);
+            }
+        }
+        let mut n = 0;
+        let mut bytes = 0;
+        while self.q.free() > 0 {
+            let Some(mut m) = pkts.pop() else { break };
+            let len = m.data_len();
+            let ok = m.nb_segs() == 1 && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
+            let addr = m.data_iova().raw();
+            if !ok || addr < self.shared.start || addr + m.data_len() as u64 > self.shared.end {
+                // Not reachable by the backend, or no room for the header:
+                // dropped (it returns to its pool) and counted.
+                self.stats.errors.add(1);
+                continue;
+            }
+            let dl = m.data_len() as u32;
+            if let Err(m) = self.q.push(m, addr, dl, false) {
+                drop(m);
+                break;
+            }
+            n += 1;
+            bytes += len;
+        }
+        if n > 0 && self.q.publish() {
+            let _ = self.kick.write(1);
+        }
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(bytes as u64);
+        n
+    }
+}
+
+impl VirtioUserPort {
+    fn setup(&mut self) -> Result<Queues, PmdError> {
+        let name = self.name.clone();
+        let conf = self
+            .conf
+            .clone()
+            .ok_or_else(|| perr(&name, "start before configure"))?;
+        let pool = conf
+            .rx_pool
+            .clone()
+            .ok_or_else(|| perr(&name, "no rx_pool"))?;
+        let l = self.layout;
+        let rings = Arc::new(DmaRegion::new(
+            "virtio-user rings",
+            2 * l.len,
+            IovaMode::Va,
+        )?);
+        let mut rxq = SplitQueue::new(&rings, 0, l).map_err(|e| perr(&name, e))?;
+        let mut txq = SplitQueue::new(&rings, l.len, l).map_err(|e| perr(&name, e))?;
+        rxq.set_interrupts(false);
+        txq.set_interrupts(false);
+        let vu = |what: &str, e: vhost::Error| perr(&name, format!("vhost-user {what}: {e}"));
+        self.features = self.offered & VIRTIO_F_VERSION_1;
+        self.fe
+            .set_features(self.features)
+            .map_err(|e| vu("SET_FEATURES", e))?;
+        let pr = pool.region();
+        let mem = [
+            VhostUserMemoryRegionInfo {
+                guest_phys_addr: pr.as_ptr() as u64,
+                memory_size: pr.len() as u64,
+                userspace_addr: pr.as_ptr() as u64,
+                mmap_offset: 0,
+                mmap_handle: pr.fd().as_raw_fd(),
+            },
+            VhostUserMemoryRegionInfo {
+                guest_phys_addr: rings.as_ptr() as u64,
+                memory_size: rings.len() as u64,
+                userspace_addr: rings.as_ptr() as u64,
+                mmap_offset: 0,
+                mmap_handle: rings.fd().as_raw_fd(),
+            },
+        ];
+        self.fe
+            .set_mem_table(&mem)
+            .map_err(|e| vu("SET_MEM_TABLE", e))?;
+        let mut kicks = Vec::new();
+        for (i, q) in [&rxq, &txq].into_iter().enumerate() {
+            let ev = |e: std::io::Error| perr(&name, format!("eventfd: {e}"));
+            let kick = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
+            let call = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
+            let (desc, avail, used) = q.addresses();
+            self.fe
+                .set_vring_num(i, q.size())
+                .map_err(|e| vu("SET_VRING_NUM", e))?;
+            self.fe
+                .set_vring_base(i, 0)
+                .map_err(|e| vu("SET_VRING_BASE", e))?;
+            let cfg = VringConfigData {
+                queue_max_size: q.size(),
+                queue_size: q.size(),
+                flags: 0,
+                desc_table_addr: desc,
+                used_ring_addr: used,
+                avail_ring_addr: avail,
+                log_addr: None,
+            };
+            self.fe
+                .set_vring_addr(i, &cfg)
+                .map_err(|e| vu("SET_VRING_ADDR", e))?;
+            self.fe
+                .set_vring_call(i, &call)
+                .map_err(|e| vu("SET_VRING_CALL", e))?;
+            self.fe
+                .set_vring_kick(i, &kick)
+                .map_err(|e| vu("SET_VRING_KICK", e))?;
+            kicks.push(kick);
+        }
+        // Fill the RX ring.
+        let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
+        while rxq.free() > 0 {
+            let k = rxq.free().min(64);
+            pool.get_bulk(&mut b, k)?;
+            while let Some(m) = b.pop() {
+                let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
+                let _ = rxq.push(m, addr, room, true);
+            }
+        }
+        let tx_kick = kicks.pop().ok_or_else(|| perr(&name, "no kick eventfd"))?;
+        let rx_kick = kicks.pop().ok_or_else(|| perr(&name, "no kick eventfd"))?;
+        if rxq.publish() {
+            let _ = rx_kick.write(1);
+        }
+        self.stats = StatsBlock::new(1, 1);
+        self.live = Arc::new(AtomicBool::new(true));
+        self.rings = Some(rings.clone());
+        let shared = Shared {
+            start: pr.as_ptr() as u64,
+            end: pr.as_ptr() as u64 + pr.len() as u64,
+        };
+        Ok(Queues {
+            rx: vec![Box::new(VirtioRx {
+                q: rxq,
+                pool,
+                kick: rx_kick,
+                live: self.live.clone(),
+                stats: self.stats.rx(0),
+                _rings: rings.clone(),
+                refill: Burst::new(),
+            })],
+            tx: vec![Box::new(VirtioTx {
+                q: txq,
+                kick: tx_kick,
+                live: self.live.clone(),
+                stats: self.stats.tx(0),
+                shared,
+                _rings: rings,
+            })],
+        })
+    }
+}
+
+impl Port for VirtioUserPort {
+    fn driver(&self) -> &'static str {
+        "virtio-user"
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_rx_queues: 1,
+            max_tx_queues: 1,
+            min_desc: 1,
+            max_desc: u16::MAX,
+            desc_pow2: false,
+            offloads: Offloads::NONE,
+            min_mtu: 68,
+            max_mtu: 2048 - 14 - NET_HDR_LEN as u16,
+            rx_interrupts: false,
+            needs_rx_pool: true,
+        }
+    }
+    fn configure(&mut self, conf: &PortConfig) -> Result<(), PmdError> {
+        if self.started {
+            return Err(perr(&self.name, "configure while started; stop it first"));
+        }
+        conf.validate(&self.name, &self.capabilities())?;
+        self.conf = Some(conf.clone());
+        Ok(())
+    }
+    fn start(&mut self) -> Result<Queues, PmdError> {
+        if self.started {
+            return Err(perr(&self.name, "already started"));
+        }
+        let q = self.setup()?;
+        self.started = true;
+        Ok(q)
+    }
+    fn stop(&mut self) -> Result<(), PmdError> {
+        self.live.store(false, Relaxed);
+        if self.started {
+            for i in 0..2 {
+                // GET_VRING_BASE stops the ring in the backend.
+                let _ = self.fe.get_vring_base(i);
+            }
+        }
+        self.started = false;
+        Ok(())
+    }
+    fn link(&self) -> Link {
+        Link {
+            up: self.started,
+            speed_mbps: 10_000,
+            full_duplex: true,
+        }
+    }
+    fn mac_addr(&self) -> MacAddr {
+        self.mac
+    }
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        self.promisc = on;
+        Ok(())
+    }
+    fn promiscuous(&self) -> bool {
+        self.promisc
+    }
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        self.allmulti = on;
+        Ok(())
+    }
+    fn allmulticast(&self) -> bool {
+        self.allmulti
+    }
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+        let c = self.capabilities();
+        if mtu < c.min_mtu || mtu > c.max_mtu {
+            return Err(PmdError::Config {
+                port: self.name.clone(),
+                what: "mtu",
+                detail: format!("{mtu}; this port takes {}..={}", c.min_mtu, c.max_mtu),
+            });
+        }
+        self.mtu = mtu;
+        Ok(())
+    }
+    fn mtu(&self) -> u16 {
+        self.mtu
+    }
+    fn stats(&self) -> PortStats {
+        self.stats.stats()
+    }
+    fn xstats(&self) -> Vec<Xstat> {
+        let mut v = self.stats.xstats();
+        v.push(Xstat {
+            name: "negotiated_features".into(),
+            value: self.features,
+        });
+        v
+    }
+    fn reset_stats(&mut self) {
+        self.stats.reset();
+    }
+}
+
+impl Drop for VirtioUserPort {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}

@@ -1,0 +1,166 @@
+//! virtio-user against a real vhost-user backend: DPDK's testpmd with a
+//! `net_vhost` port in io forwarding (every frame comes back). Skipped,
+//! with a message, where dpdk-testpmd is missing or we are not root.
+use rpmd_pmd::port::Pkts;
+use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Testpmd {
+    child: Child,
+    sock: String,
+    log: String,
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        // SIGINT: testpmd stops its ports and exits cleanly.
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.sock);
+    }
+}
+
+fn testpmd(tag: &str) -> Option<Testpmd> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0
+        || Command::new("dpdk-testpmd")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+        return None;
+    }
+    let sock = format!("/tmp/rpmd-vt-{tag}-{}.sock", std::process::id());
+    let log = format!("/tmp/rpmd-vt-{tag}-{}.log", std::process::id());
+    let _ = std::fs::remove_file(&sock);
+    let child = Command::new("dpdk-testpmd")
+        .args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
+        .arg(format!("--file-prefix=rpmdvt{tag}{}", std::process::id()))
+        .args(["--log-level=lib.eal:error"])
+        .arg("--vdev")
+        .arg(format!("net_vhost0,iface={sock},queues=1"))
+        .args([
+            "--",
+            "--forward-mode=io",
+            "--port-topology=loop",
+            "--total-num-mbufs=8192",
+            "-a",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(&log).ok()?)
+        .stderr(std::fs::File::options().append(true).open(&log).ok()?)
+        .spawn()
+        .ok()?;
+    let t = Instant::now();
+    while !std::path::Path::new(&sock).exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "testpmd made no socket; log: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(Testpmd { child, sock, log })
+}
+
+fn frame(tag: u32, len: usize) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (i as u32 * 7 + tag) as u8).collect();
+    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    f[14..18].copy_from_slice(&tag.to_le_bytes());
+    f
+}
+
+#[test]
+fn frames_sent_to_testpmd_come_back_byte_for_byte() {
+    let Some(t) = testpmd("io") else { return };
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vt", 4096)).unwrap());
+    let mut p = reg.open(&format!("virtio-user:{}", t.sock)).unwrap();
+    p.configure(&PortConfig {
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let mut q = p.start().unwrap();
+    assert!(p.link().up);
+    const N: u32 = 1000;
+    let sizes = [64usize, 1518, 60, 512];
+    let mut sent = 0u32;
+    let mut got = std::collections::HashMap::new();
+    let mut out = Pkts::new();
+    let mut inb = Pkts::new();
+    let start = Instant::now();
+    while got.len() < N as usize {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "only {} of {N} frames came back (sent {sent}); testpmd log: {}",
+            got.len(),
+            t.log
+        );
+        while sent < N && out.len() < 32 {
+            let len = sizes[sent as usize % sizes.len()];
+            let mut m = pool.get().unwrap();
+            m.append(len).unwrap().copy_from_slice(&frame(sent, len));
+            out.push(m).unwrap();
+            sent += 1;
+        }
+        q.tx_burst(0, &mut out);
+        sent -= out.len() as u32;
+        out.clear();
+        q.rx_burst(0, &mut inb, 32);
+        while let Some(m) = inb.pop() {
+            let d = m.data();
+            let tag = u32::from_le_bytes(d[14..18].try_into().unwrap());
+            assert_eq!(
+                d,
+                &frame(tag, d.len())[..],
+                "frame {tag} changed on the way"
+            );
+            got.insert(tag, d.len());
+        }
+    }
+    for (tag, len) in &got {
+        assert_eq!(*len, sizes[*tag as usize % sizes.len()]);
+    }
+    let s = p.stats();
+    assert_eq!(s.opackets, N as u64);
+    assert_eq!(s.ipackets, N as u64);
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+}
+
+#[test]
+fn a_missing_socket_is_a_clear_error() {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let e = reg
+        .open("virtio-user:/nonexistent/rpmd.sock")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("cannot connect") && e.contains("/nonexistent/rpmd.sock"),
+        "{e}"
+    );
+    let e = reg
+        .open("virtio-user:/x.sock,queue_size=100")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("power of two"), "{e}");
+}
