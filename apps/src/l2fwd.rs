@@ -205,7 +205,8 @@ impl L2fwd {
         let mut pcfg = MempoolConfig::new("l2fwd", cfg.mbufs);
         pcfg.cache_size = 256.min(cfg.mbufs / 4);
         let pool = Arc::new(Mempool::new(&pcfg).map_err(|e| e.to_string())?);
-        let reg = Registry::new();
+        let mut reg = Registry::new();
+        rpmd_virtio::register(&mut reg);
         let mut ports = Vec::new();
         let mut queues = Vec::new();
         let mut macs = Vec::new();
