@@ -8,7 +8,8 @@
 # (DPDK's rte_mempool under the loop of mempool_perf_autotest, built here as
 # benches/dpdk/mempool_peer.c against libdpdk, vs our mempool_perf; 24
 # representative cases of 1 s, or MEMPOOL_ALL=1 for all 384; MEMPOOL_SECONDS
-# sets the seconds per run), seeds (the run-loop experiments: yield to a
+# sets the seconds per run), virtio (our virtio-user vs DPDK's, txonly,
+# rxonly and io, 64 and 1518 bytes, against testpmd's vhost-user), seeds (the run-loop experiments: yield to a
 # runnable sibling on the CPU, and what each yield signal costs), txlock
 # (the lock in front of a shared TX queue vs spin, mutex and busylock). No
 # SUITE runs all of them. Each suite ends with
@@ -17,13 +18,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool seeds txlock"
+suites="ring mempool virtio seeds txlock"
 suite=all
 runs=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -40,7 +41,7 @@ if ! command -v dpdk-test >/dev/null; then
 fi
 echo "== building rpmd benchmarks (release)"
 cargo build --release -q -p rpmd-benches --bins
-huge_setup 256
+huge_setup 1024
 
 for s in $suite; do
     case "$s" in
@@ -56,6 +57,10 @@ for s in $suite; do
             target/release/compare_mempool --peer target/release/mempool_peer --runs "$runs" \
                 --seconds "${MEMPOOL_SECONDS:-1}" --huge-dir "$HUGE_DIR" --mbuf \
                 $([ "${MEMPOOL_ALL:-0}" = 1 ] && echo --all)
+            ;;
+        virtio)
+            echo "== virtio: rpmd's virtio-user vs DPDK's net_virtio_user against testpmd's net_vhost, $runs interleaved runs each"
+            target/release/compare_virtio --huge-dir "$HUGE_DIR" --runs "$runs" --seconds 3
             ;;
         txlock)
             echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"

@@ -147,6 +147,8 @@ struct VirtioRx {
 
 struct VirtioTx {
     q: SplitQueue,
+    pool: Arc<Mempool>,
+    done: Burst<rpmd_pmd::Mbuf, 64>,
     kick: EventFd,
     live: Arc<AtomicBool>,
     stats: Arc<CachePadded<QueueStats>>,
@@ -205,12 +207,19 @@ impl TxQueue for VirtioTx {
         if !self.live.load(Relaxed) {
             return 0;
         }
-        // Reclaim sent buffers first.
+        // Reclaim sent buffers first, returning them in bulk.
         while let Some(r) = self.q.pop_used() {
-            if r.is_err() {
-                self.stats.errors.add(1);
+            match r {
+                Ok((m, _)) => {
+                    if let Err(m) = self.done.push(m) {
+                        self.pool.put_bulk(&mut self.done);
+                        let _ = self.done.push(m);
+                    }
+                }
+                Err(_) => self.stats.errors.add(1),
             }
         }
+        self.pool.put_bulk(&mut self.done);
         let mut n = 0;
         let mut bytes = 0;
         while self.q.free() > 0 {
@@ -231,6 +240,9 @@ impl TxQueue for VirtioTx {
             }
             n += 1;
             bytes += len;
+        }
+        if self.q.free() == 0 {
+            self.stats.full.add(1);
         }
         if n > 0 && self.q.publish() {
             let _ = self.kick.write(1);
@@ -353,6 +365,11 @@ impl VirtioUserPort {
             })],
             tx: vec![Box::new(VirtioTx {
                 q: txq,
+                pool: conf
+                    .rx_pool
+                    .clone()
+                    .ok_or_else(|| perr(&name, "no rx_pool"))?,
+                done: Burst::new(),
                 kick: tx_kick,
                 live: self.live.clone(),
                 stats: self.stats.tx(0),

@@ -1,0 +1,337 @@
+//! `compare_virtio`: rpmd's virtio-user port against DPDK's own virtio-user
+//! driver (`net_virtio_user`), both facing the same DPDK vhost-user backend
+//! (testpmd with `net_vhost`, on CPU 0), in the same roles, on CPU 1:
+//!
+//! - txonly: the driver sends, the backend counts (rxonly);
+//! - rxonly: the backend sends (txonly), the driver counts;
+//! - io: the backend echoes (io, loop topology), the driver echoes back,
+//!   one burst of 32 in flight.
+//!
+//! 64- and 1518-byte frames, split rings. Runs alternate DPDK, rpmd per
+//! case, `--runs` times, `--seconds` each; Mpps medians and the ratio
+//! DPDK ÷ rpmd, ending with `RESULT virtio worst_ratio=<x>`.
+//!
+//! DPDK's Mpps come from its driver side's `--stats-period 1` lines
+//! (Tx-pps or Rx-pps, the first second dropped); ours from counting.
+//!
+//! Usage: `compare_virtio --huge-dir DIR [--runs N] [--seconds S]`
+use rpmd_benches::tsc::pin;
+use rpmd_pmd::port::Pkts;
+use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Role {
+    TxOnly,
+    RxOnly,
+    Io,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::TxOnly => "txonly",
+            Role::RxOnly => "rxonly",
+            Role::Io => "io",
+        }
+    }
+    /// The backend's forwarding mode for this driver role.
+    fn backend(self) -> &'static str {
+        match self {
+            Role::TxOnly => "rxonly",
+            Role::RxOnly => "txonly",
+            Role::Io => "io",
+        }
+    }
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn testpmd(
+    cpu: usize,
+    prefix: &str,
+    huge: &str,
+    vdev: &str,
+    extra: &[&str],
+    mode: &str,
+    size: usize,
+    tx_first: bool,
+) -> Child {
+    let mut c = Command::new("dpdk-testpmd");
+    c.args(["--no-pci", "--lcores"])
+        .arg(format!("0@{cpu},1@{cpu}"))
+        .arg(format!("--file-prefix={prefix}"))
+        .args([
+            "--huge-dir",
+            huge,
+            "-m",
+            "256",
+            "--log-level=lib.eal:error",
+            "--log-level=user1:error",
+        ])
+        .args(extra)
+        .args(["--vdev", vdev, "--"])
+        .arg(format!("--forward-mode={mode}"))
+        .arg(format!("--txpkts={size}"))
+        .args([
+            "--port-topology=loop",
+            "--total-num-mbufs=16384",
+            "-a",
+            "--stats-period",
+            "1",
+        ])
+        .args(if tx_first {
+            &["--tx-first"][..]
+        } else {
+            &[][..]
+        })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    c.spawn().expect("dpdk-testpmd (apt-get install dpdk-dev)")
+}
+
+fn wait_sock(sock: &str) {
+    let t = Instant::now();
+    while !std::path::Path::new(sock).exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "backend made no socket {sock}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// DPDK's virtio-user driver in `role`: Mpps from its periodic stats.
+fn run_dpdk(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
+    let _ = std::fs::remove_file(sock);
+    let a = Proc(testpmd(
+        0,
+        "cvA",
+        huge,
+        &format!("net_vhost0,iface={sock},queues=1"),
+        &["--huge-unlink"],
+        role.backend(),
+        size,
+        false,
+    ));
+    wait_sock(sock);
+    let mut b = testpmd(
+        1,
+        "cvB",
+        huge,
+        &format!("net_virtio_user0,path={sock},queues=1"),
+        &["--single-file-segments"],
+        role.name(),
+        size,
+        // io: one burst in flight, as ours.
+        role == Role::Io,
+    );
+    std::thread::sleep(Duration::from_secs_f64(secs + 1.5));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(b.id() as i32, libc::SIGINT) };
+    let mut out = String::new();
+    if let Some(mut o) = b.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    let _ = b.wait();
+    drop(a);
+    // --single-file-segments leaves its files behind.
+    if let Ok(rd) = std::fs::read_dir(huge) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with("cvB") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let key = if role == Role::TxOnly {
+        "Tx-pps:"
+    } else {
+        "Rx-pps:"
+    };
+    let vals: Vec<f64> = out
+        .lines()
+        .filter_map(|l| {
+            let i = l.find(key)?;
+            l[i + key.len()..].split_whitespace().next()?.parse().ok()
+        })
+        .skip(1)
+        .filter(|&v: &f64| v > 0.0)
+        .collect();
+    median(vals) / 1e6
+}
+
+/// Our virtio-user port in `role`.
+fn run_ours(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
+    let _ = std::fs::remove_file(sock);
+    let a = Proc(testpmd(
+        0,
+        "cvR",
+        huge,
+        &format!("net_vhost0,iface={sock},queues=1"),
+        &["--huge-unlink"],
+        role.backend(),
+        size,
+        false,
+    ));
+    wait_sock(sock);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(1);
+            let mut reg = Registry::new();
+            rpmd_virtio::register(&mut reg);
+            let pool = std::sync::Arc::new(
+                Mempool::new(&MempoolConfig::new("cv", 16384)).expect("mempool"),
+            );
+            let mut p = reg
+                .open(&format!("virtio-user:{sock}"))
+                .expect("virtio-user port");
+            p.configure(&PortConfig {
+                rx_pool: Some(pool.clone()),
+                ..PortConfig::default()
+            })
+            .expect("configure");
+            let mut q = p.start().expect("start");
+            let mut tmpl = vec![0u8; size];
+            tmpl[..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+            tmpl[12] = 0x08;
+            let mut b = Pkts::new();
+            let mut count = 0u64;
+            let warm = Instant::now() + Duration::from_millis(500);
+            let mut t0 = None;
+            let end = warm + Duration::from_secs_f64(secs);
+            if role == Role::Io {
+                let _ = pool.get_bulk(&mut b, 32);
+                for m in b.iter_mut() {
+                    m.append(size).expect("room").copy_from_slice(&tmpl);
+                }
+                q.tx_burst(0, &mut b);
+                b.clear();
+            }
+            loop {
+                let now = Instant::now();
+                if now >= end {
+                    break;
+                }
+                if t0.is_none() && now >= warm {
+                    t0 = Some(now);
+                    count = 0;
+                }
+                match role {
+                    Role::TxOnly => {
+                        if pool.get_bulk(&mut b, 32).is_ok() {
+                            // Headers only, as testpmd's txonly writes them.
+                            for m in b.iter_mut() {
+                                m.append(size).expect("room")[..14].copy_from_slice(&tmpl[..14]);
+                            }
+                        }
+                        count += q.tx_burst(0, &mut b) as u64;
+                        b.clear();
+                    }
+                    Role::RxOnly => {
+                        count += q.rx_burst(0, &mut b, 32) as u64;
+                        b.clear();
+                    }
+                    Role::Io => {
+                        count += q.rx_burst(0, &mut b, 32) as u64;
+                        q.tx_burst(0, &mut b);
+                        b.clear();
+                    }
+                }
+            }
+            let el = t0.map(|t| t.elapsed().as_secs_f64()).unwrap_or(1.0);
+            if std::env::var_os("CV_DEBUG").is_some() {
+                for x in p.xstats() {
+                    eprintln!("  {} = {}", x.name, x.value);
+                }
+            }
+            let _ = p.stop();
+            drop(q);
+            count as f64 / el / 1e6
+        })
+        .join()
+        .expect("driver thread")
+    });
+    drop(a);
+    r
+}
+
+fn main() {
+    let mut a = std::env::args().skip(1);
+    let (mut huge, mut runs, mut secs) = ("/mnt/rpmd-huge".to_string(), 3usize, 3.0f64);
+    while let Some(k) = a.next() {
+        match (k.as_str(), a.next()) {
+            ("--huge-dir", Some(v)) => huge = v,
+            ("--runs", Some(v)) if v.parse::<usize>().is_ok_and(|n| n > 0) => {
+                runs = v.parse().unwrap_or(3)
+            }
+            ("--seconds", Some(v)) if v.parse::<f64>().is_ok_and(|s| s > 0.0) => {
+                secs = v.parse().unwrap_or(3.0)
+            }
+            _ => {
+                eprintln!("usage: compare_virtio --huge-dir DIR [--runs N] [--seconds S]");
+                std::process::exit(2);
+            }
+        }
+    }
+    let sock = format!("/tmp/rpmd-cv-{}.sock", std::process::id());
+    println!("driver on CPU 1 vs DPDK vhost-user backend (testpmd) on CPU 0; split ring; {runs} interleaved runs of {secs} s, medians");
+    println!(
+        "{:<8} {:>6} {:>10} {:>10} {:>10}",
+        "role", "bytes", "DPDK Mpps", "rpmd Mpps", "DPDK/rpmd"
+    );
+    let mut worst = (0.0f64, String::new());
+    for role in [Role::TxOnly, Role::RxOnly, Role::Io] {
+        for size in [64usize, 1518] {
+            let (mut d, mut r) = (Vec::new(), Vec::new());
+            for _ in 0..runs {
+                d.push(run_dpdk(role, size, secs, &huge, &sock));
+                r.push(run_ours(role, size, secs, &huge, &sock));
+            }
+            let (dm, rm) = (median(d), median(r));
+            let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
+            println!(
+                "{:<8} {:>6} {:>10.2} {:>10.2} {:>10.3}",
+                role.name(),
+                size,
+                dm,
+                rm,
+                ratio
+            );
+            if ratio > worst.0 {
+                worst = (ratio, format!("{} {size}", role.name()));
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&sock);
+    println!("worst row: {}", worst.1);
+    println!("RESULT virtio worst_ratio={:.3}", worst.0);
+}
