@@ -2,7 +2,7 @@
 //!
 //! Layout, in one region the device (or vhost-user backend) maps:
 //! descriptor table (16 bytes × size, §2.7.5), available ring (flags, idx,
-//! ring[size], used_event; §2.7.6) and used ring (flags, idx, ring[size]
+//! `ring[size]`, used_event; §2.7.6) and used ring (flags, idx, `ring[size]`
 //! of {id, len}, avail_event; §2.7.8), each aligned as §2.7 requires.
 //!
 //! Buffers are mbufs: a descriptor points at an mbuf's data, and the mbuf's
