@@ -16,6 +16,13 @@
 //! directly. Objects come out LIFO from the cache, so recently used (cache-
 //! hot) buffers are reused first.
 //!
+//! Two levels of API: [`Mbuf`]s (reset on return, so a taken mbuf is
+//! ready to use), and raw [`PoolObj`]s, which are never touched on the way
+//! out or back, like `rte_mempool`'s `void *` (an address check keeps
+//! another pool's objects out). [`Mempool::local`] gives a thread's view
+//! with its lcore cache looked up once, as DPDK code passes the cache
+//! pointer to `rte_mempool_generic_get/put`.
+//!
 //! A pool's memory is freed only when its last handle is dropped *and*
 //! every mbuf is back; if mbufs are still out then, the memory is leaked
 //! instead (with a warning), so an `Mbuf` can never point into freed memory.
