@@ -157,6 +157,21 @@ impl Mbuf {
         Mbuf(p.cast())
     }
 
+    /// Each segment's data as (IOVA, length), for a driver building a
+    /// descriptor chain.
+    pub fn segment_iovas(&self) -> impl Iterator<Item = (Iova, usize)> + '_ {
+        let mut cur: *const MbufHdr = self.0.as_ptr();
+        std::iter::from_fn(move || {
+            // SAFETY: `cur` is null or a segment of our chain (see `chain`).
+            let h = unsafe { cur.as_ref()? };
+            cur = h.next;
+            Some((
+                Iova::new(h.buf_iova + h.data_off as u64),
+                h.data_len as usize,
+            ))
+        })
+    }
+
     /// The packet bytes of this segment.
     pub fn data(&self) -> &[u8] {
         let h = self.hdr();

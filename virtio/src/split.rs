@@ -21,11 +21,16 @@
 //! fence between setting `used.flags` and re-reading `avail.idx`).
 #![allow(unsafe_code)]
 
-use crate::consts::{VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY};
+use crate::consts::{
+    VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY,
+};
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU16, Ordering};
+
+/// Most descriptors in one chain (a 9000-byte frame in 2 KiB mbufs needs 5).
+pub const MAX_CHAIN: usize = 32;
 
 /// Byte offsets of the three parts in a queue's region.
 #[derive(Clone, Copy, Debug)]
@@ -185,6 +190,79 @@ impl SplitQueue {
         Ok(())
     }
 
+    /// Adds a chain of descriptors (one per `(address, length)` in `segs`,
+    /// linked with `NEXT`) holding `m`, at the next avail slot. Gives `m`
+    /// back when fewer than `segs.len()` descriptors are free.
+    pub fn push_chain(
+        &mut self,
+        m: Mbuf,
+        segs: &[(u64, u32)],
+        device_writes: bool,
+    ) -> Result<(), Mbuf> {
+        let n = segs.len();
+        if n == 0 || n > self.free.len() || n > MAX_CHAIN {
+            return Err(m);
+        }
+        let mut ids = [0u16; MAX_CHAIN];
+        for id in ids.iter_mut().take(n) {
+            *id = self.free.pop().unwrap_or(0);
+        }
+        for (k, (&(addr, len), &id)) in segs.iter().zip(&ids[..n]).enumerate() {
+            let d = self.layout.desc + 16 * id as usize;
+            let mut flags: u16 = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+            let next = if k + 1 < n {
+                flags |= VRING_DESC_F_NEXT;
+                ids[k + 1]
+            } else {
+                0
+            };
+            // SAFETY: descriptor `id` is free (ours until published) and in
+            // the table.
+            unsafe {
+                let p = self.base.add(d);
+                p.cast::<u64>().write_volatile(addr.to_le());
+                p.add(8).cast::<u32>().write_volatile(len.to_le());
+                p.add(12).cast::<u16>().write_volatile(flags.to_le());
+                p.add(14).cast::<u16>().write_volatile(next.to_le());
+            }
+        }
+        let head = ids[0];
+        let slot = self.layout.avail + 4 + 2 * (self.avail_idx & self.mask) as usize;
+        // SAFETY: the avail slot for the next index, ours until published.
+        unsafe {
+            self.base
+                .add(slot)
+                .cast::<u16>()
+                .write_volatile(head.to_le())
+        };
+        self.tokens[head as usize] = Some(m.into_raw());
+        self.avail_idx = self.avail_idx.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Returns descriptor `head` and the rest of its chain to the free
+    /// stack, following the `NEXT` links we wrote (the device does not
+    /// change descriptors). A loop or an out-of-range link ends the walk.
+    fn free_chain(&mut self, head: u16) {
+        let mut id = head;
+        for _ in 0..self.layout.size {
+            self.free.push(id);
+            let d = self.layout.desc + 16 * id as usize;
+            // SAFETY: descriptor `id` is in the table; only we write it.
+            let (flags, next) = unsafe {
+                let p = self.base.add(d);
+                (
+                    u16::from_le(p.add(12).cast::<u16>().read_volatile()),
+                    u16::from_le(p.add(14).cast::<u16>().read_volatile()),
+                )
+            };
+            if flags & VRING_DESC_F_NEXT == 0 || next >= self.layout.size {
+                break;
+            }
+            id = next;
+        }
+    }
+
     /// Publishes what `push` added; returns whether the other side wants a
     /// notification (kick).
     #[inline]
@@ -229,7 +307,7 @@ impl SplitQueue {
             .flatten();
         match tok {
             Some(p) => {
-                self.free.push(id as u16);
+                self.free_chain(id as u16);
                 // SAFETY: `p` came from `into_raw` in `push`, and the device
                 // returned the descriptor, so it no longer touches the mbuf.
                 Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))
@@ -311,6 +389,34 @@ mod tests {
             AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(9, Ordering::Release);
         }
         assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+        // A chain of three descriptors comes back as one used entry and
+        // frees all three.
+        let m = pool.get().unwrap();
+        q.push_chain(m, &[(0x1000, 10), (0x2000, 20), (0x3000, 30)], false)
+            .unwrap();
+        assert_eq!(q.free(), 5);
+        assert!(
+            q.push_chain(pool.get().unwrap(), &[(0, 1); 6], false)
+                .is_err(),
+            "5 free"
+        );
+        q.publish();
+        // SAFETY: as above.
+        unsafe {
+            // avail index 8 sits in ring slot 8 % 8 = 0.
+            let head = base.add(l.avail + 4).cast::<u16>().read();
+            let d = l.desc + 16 * head as usize;
+            assert_eq!(
+                base.add(d + 12).cast::<u16>().read(),
+                crate::consts::VRING_DESC_F_NEXT
+            );
+            base.add(l.used + 4 + 8 * (9 % 8))
+                .cast::<u32>()
+                .write(head as u32);
+            AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(10, Ordering::Release);
+        }
+        assert!(q.pop_used().unwrap().is_ok());
+        assert_eq!(q.free(), 8);
         assert!(Layout::new(6).is_err());
         drop(q);
         assert_eq!(pool.available(), 64);

@@ -14,11 +14,13 @@
 //! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
 //! could not reach them.
 //!
-//! Device string: `virtio-user:PATH[,queue_size=N]` (N a power of two,
-//! default 256). The backend must be listening (as testpmd's `net_vhost`
+//! Device string: `virtio-user:PATH[,queue_size=N][,mrg_rxbuf=0|1]` (N a
+//! power of two, default 256; mergeable RX buffers on by default when the
+//! backend offers them: frames larger than an mbuf arrive as chains, and
+//! chains are sent as descriptor chains). The backend must be listening (as testpmd's `net_vhost`
 //! does by default).
-use crate::consts::{NET_HDR_LEN, VIRTIO_F_VERSION_1};
-use crate::split::{Layout, SplitQueue};
+use crate::consts::{NET_HDR_LEN, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MRG_RXBUF};
+use crate::split::{Layout, SplitQueue, MAX_CHAIN};
 use crate::Error;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
@@ -53,11 +55,12 @@ impl Driver for VirtioUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "virtio-user:PATH[,queue_size=N]  virtio-net driven over a vhost-user socket"
+        "virtio-user:PATH[,queue_size=N][,mrg_rxbuf=0|1]  virtio-net driven over a vhost-user socket"
     }
 
     fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
-        args.only_options(&["queue_size"])?;
+        args.only_options(&["queue_size", "mrg_rxbuf"])?;
+        let mrg = args.opt_bool("mrg_rxbuf", true)?;
         let path = args.require_target("a vhost-user socket path")?.to_string();
         let qs = args.opt_u64("queue_size", 256)?;
         let layout = u16::try_from(qs)
@@ -88,6 +91,7 @@ impl Driver for VirtioUserDriver {
             name: args.raw().to_string(),
             fe,
             offered,
+            want_mrg: mrg,
             features: 0,
             layout,
             mac: MacAddr([
@@ -115,6 +119,7 @@ pub struct VirtioUserPort {
     name: String,
     fe: Frontend,
     offered: u64,
+    want_mrg: bool,
     features: u64,
     layout: Layout,
     mac: MacAddr,
@@ -137,6 +142,7 @@ struct Shared {
 
 struct VirtioRx {
     q: SplitQueue,
+    mrg: bool,
     pool: Arc<Mempool>,
     kick: EventFd,
     live: Arc<AtomicBool>,
@@ -169,11 +175,37 @@ impl RxQueue for VirtioRx {
             match r {
                 Ok((mut m, len)) => {
                     let len = len as usize;
-                    if len < NET_HDR_LEN || !m.set_data_len(len) || !m.adj(NET_HDR_LEN) {
+                    if len < NET_HDR_LEN || !m.set_data_len(len) {
                         self.stats.errors.add(1);
                         continue;
                     }
-                    bytes += m.data_len();
+                    // §5.1.6.4: with mergeable buffers, num_buffers says how
+                    // many used buffers carry this frame.
+                    let nbufs = if self.mrg {
+                        let h = m.data();
+                        u16::from_le_bytes([h[10], h[11]]).max(1)
+                    } else {
+                        1
+                    };
+                    let _ = m.adj(NET_HDR_LEN);
+                    let mut ok = true;
+                    for _ in 1..nbufs {
+                        match self.q.pop_used() {
+                            Some(Ok((mut seg, l))) => {
+                                if !seg.set_data_len(l as usize) || m.chain(seg).is_err() {
+                                    ok = false;
+                                }
+                            }
+                            _ => ok = false,
+                        }
+                    }
+                    if !ok {
+                        // A frame the backend announced but did not deliver
+                        // whole: dropped (its mbufs return to the pool).
+                        self.stats.errors.add(1);
+                        continue;
+                    }
+                    bytes += m.pkt_len();
                     let _ = out.push(m);
                     n += 1;
                 }
@@ -224,19 +256,42 @@ impl TxQueue for VirtioTx {
         let mut bytes = 0;
         while self.q.free() > 0 {
             let Some(mut m) = pkts.pop() else { break };
-            let len = m.data_len();
-            let ok = m.nb_segs() == 1 && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
-            let addr = m.data_iova().raw();
-            if !ok || addr < self.shared.start || addr + m.data_len() as u64 > self.shared.end {
-                // Not reachable by the backend, or no room for the header:
-                // dropped (it returns to its pool) and counted.
-                self.stats.errors.add(1);
-                continue;
-            }
-            let dl = m.data_len() as u32;
-            if let Err(m) = self.q.push(m, addr, dl, false) {
-                drop(m);
-                break;
+            let len = m.pkt_len();
+            let ok =
+                m.nb_segs() <= MAX_CHAIN && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
+            if m.nb_segs() == 1 {
+                let addr = m.data_iova().raw();
+                if !ok || addr < self.shared.start || addr + m.data_len() as u64 > self.shared.end {
+                    // Not reachable by the backend, or no room for the
+                    // header: dropped (it returns to its pool) and counted.
+                    self.stats.errors.add(1);
+                    continue;
+                }
+                let dl = m.data_len() as u32;
+                if let Err(m) = self.q.push(m, addr, dl, false) {
+                    drop(m);
+                    break;
+                }
+            } else {
+                let mut segs = [(0u64, 0u32); MAX_CHAIN];
+                let mut k = 0;
+                let mut reachable = ok;
+                for (iova, l) in m.segment_iovas().take(MAX_CHAIN) {
+                    let a = iova.raw();
+                    reachable &= a >= self.shared.start && a + l as u64 <= self.shared.end;
+                    segs[k] = (a, l as u32);
+                    k += 1;
+                }
+                if !reachable {
+                    self.stats.errors.add(1);
+                    continue;
+                }
+                if let Err(m) = self.q.push_chain(m, &segs[..k], false) {
+                    // Not enough descriptors now: dropped, counted as full.
+                    drop(m);
+                    self.stats.full.add(1);
+                    break;
+                }
             }
             n += 1;
             bytes += len;
@@ -275,7 +330,11 @@ impl VirtioUserPort {
         rxq.set_interrupts(false);
         txq.set_interrupts(false);
         let vu = |what: &str, e: vhost::Error| perr(&name, format!("vhost-user {what}: {e}"));
-        self.features = self.offered & VIRTIO_F_VERSION_1;
+        let mut want = VIRTIO_F_VERSION_1;
+        if self.want_mrg {
+            want |= VIRTIO_NET_F_MRG_RXBUF;
+        }
+        self.features = self.offered & want;
         self.fe
             .set_features(self.features)
             .map_err(|e| vu("SET_FEATURES", e))?;
@@ -356,6 +415,7 @@ impl VirtioUserPort {
         Ok(Queues {
             rx: vec![Box::new(VirtioRx {
                 q: rxq,
+                mrg: self.features & VIRTIO_NET_F_MRG_RXBUF != 0,
                 pool,
                 kick: rx_kick,
                 live: self.live.clone(),
@@ -394,9 +454,14 @@ impl Port for VirtioUserPort {
             min_desc: 1,
             max_desc: u16::MAX,
             desc_pow2: false,
-            offloads: Offloads::NONE,
             min_mtu: 68,
-            max_mtu: 2048 - 14 - NET_HDR_LEN as u16,
+            // Mergeable buffers carry frames over several mbufs.
+            max_mtu: if self.want_mrg && self.offered & VIRTIO_NET_F_MRG_RXBUF != 0 {
+                9600
+            } else {
+                2048 - 14 - NET_HDR_LEN as u16
+            },
+            offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
             rx_interrupts: false,
             needs_rx_pool: true,
         }

@@ -284,3 +284,88 @@ fn testpmd_txonly_frames_all_arrive() {
         "testpmd sent {tx}, we received {got}"
     );
 }
+
+/// A frame of `len` bytes in a chain of mbufs of at most 2000 bytes each.
+fn chained(pool: &Mempool, bytes: &[u8]) -> rpmd_pmd::Mbuf {
+    let mut chunks = bytes.chunks(2000);
+    let mut head = pool.get().unwrap();
+    let first = chunks.next().unwrap();
+    head.append(first.len()).unwrap().copy_from_slice(first);
+    for c in chunks {
+        let mut m = pool.get().unwrap();
+        m.append(c.len()).unwrap().copy_from_slice(c);
+        head.chain(m).unwrap();
+    }
+    head
+}
+
+fn jumbo_round_trip(mrg: bool) {
+    let Some(t) = testpmd_mode(if mrg { "jm" } else { "jn" }, "io") else {
+        return;
+    };
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtj", 4096)).unwrap());
+    let dev = format!("virtio-user:{},mrg_rxbuf={}", t.sock, mrg as u8);
+    let mut p = reg.open(&dev).unwrap();
+    p.configure(&PortConfig {
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let mut q = p.start().unwrap();
+    let sizes: &[usize] = if mrg {
+        &[64, 1518, 9000, 4000]
+    } else {
+        &[64, 1518, 2000]
+    };
+    let n = 200u32;
+    let mut out = Pkts::new();
+    let mut inb = Pkts::new();
+    let mut back = 0u32;
+    let mut sent = 0u32;
+    let start = Instant::now();
+    while back < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{dev}: {back} of {n} back; log {}",
+            t.log
+        );
+        if sent < n && sent < back + 16 {
+            let len = sizes[sent as usize % sizes.len()];
+            out.push(chained(&pool, &frame(sent, len))).unwrap();
+            if q.tx_burst(0, &mut out) == 1 {
+                sent += 1;
+            }
+            out.clear();
+        }
+        q.rx_burst(0, &mut inb, 32);
+        while let Some(m) = inb.pop() {
+            let bytes: Vec<u8> = m.segments().flatten().copied().collect();
+            let tag = u32::from_le_bytes(bytes[14..18].try_into().unwrap());
+            assert_eq!(
+                bytes.len(),
+                sizes[tag as usize % sizes.len()],
+                "{dev}: frame {tag}"
+            );
+            assert_eq!(bytes, frame(tag, bytes.len()), "{dev}: frame {tag} changed");
+            if bytes.len() > 2048 {
+                assert!(m.nb_segs() > 1, "a jumbo frame arrives as a chain");
+            }
+            back += 1;
+        }
+    }
+    p.stop().unwrap();
+    drop((q, p));
+    assert_eq!(pool.available(), 4096, "every mbuf back");
+}
+
+#[test]
+fn jumbo_frames_with_mergeable_buffers() {
+    jumbo_round_trip(true);
+}
+
+#[test]
+fn chains_without_mergeable_buffers() {
+    jumbo_round_trip(false);
+}
