@@ -410,9 +410,8 @@ mod tests {
                 base.add(d + 12).cast::<u16>().read(),
                 crate::consts::VRING_DESC_F_NEXT
             );
-            base.add(l.used + 4 + 8 * (9 % 8))
-                .cast::<u32>()
-                .write(head as u32);
+            // Used index 9 sits in ring slot 9 % 8 = 1, 8 bytes in.
+            base.add(l.used + 4 + 8).cast::<u32>().write(head as u32);
             AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(10, Ordering::Release);
         }
         assert!(q.pop_used().unwrap().is_ok());
