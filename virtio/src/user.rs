@@ -175,13 +175,18 @@ impl RxQueue for VirtioRx {
             match r {
                 Ok((mut m, len)) => {
                     let len = len as usize;
+                    // The device fills a buffer before it spills into the
+                    // next, so only a full buffer can start a multi-buffer
+                    // frame; shorter ones need not be read here (the frame
+                    // bytes are cold in this core's cache).
+                    let full = len >= m.tailroom();
                     if len < NET_HDR_LEN || !m.set_data_len(len) {
                         self.stats.errors.add(1);
                         continue;
                     }
                     // §5.1.6.4: with mergeable buffers, num_buffers says how
                     // many used buffers carry this frame.
-                    let nbufs = if self.mrg {
+                    let nbufs = if self.mrg && full {
                         let h = m.data();
                         u16::from_le_bytes([h[10], h[11]]).max(1)
                     } else {
