@@ -26,6 +26,7 @@ use crate::consts::{
 };
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
+use rpmd_ring::Burst;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU16, Ordering};
 
@@ -83,6 +84,8 @@ pub struct SplitQueue {
     last_used: u16,
     free: Vec<u16>,
     tokens: Vec<Option<NonNull<u8>>>,
+    /// Whether the buffer headed by a descriptor is a chain.
+    chained: Vec<bool>,
 }
 
 // SAFETY: the queue owns its slice of the region and the mbufs in flight;
@@ -119,6 +122,7 @@ impl SplitQueue {
             last_used: 0,
             free: (0..layout.size).rev().collect(),
             tokens: vec![None; n],
+            chained: vec![false; n],
         })
     }
 
@@ -227,6 +231,7 @@ impl SplitQueue {
             }
         }
         let head = ids[0];
+        self.chained[head as usize] = n > 1;
         let slot = self.layout.avail + 4 + 2 * (self.avail_idx & self.mask) as usize;
         // SAFETY: the avail slot for the next index, ours until published.
         unsafe {
@@ -238,6 +243,48 @@ impl SplitQueue {
         self.tokens[head as usize] = Some(m.into_raw());
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Ok(())
+    }
+
+    /// Returns the descriptors of the buffer headed by `head` to the free
+    /// stack (one push for a single descriptor).
+    #[inline(always)]
+    fn release(&mut self, head: u16) {
+        if self.chained[head as usize] {
+            self.chained[head as usize] = false;
+            self.free_chain(head);
+        } else {
+            self.free.push(head);
+        }
+    }
+
+    /// Takes every completed buffer that fits in `out` (reading `used.idx`
+    /// once); returns how many used entries named no buffer in flight
+    /// (skipped, for the caller to count). The batch form of
+    /// [`pop_used`](Self::pop_used), for TX completions.
+    #[inline]
+    pub fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
+        // V2 (Acquire), as in `pop_used`.
+        let used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
+        let mut bad = 0;
+        while self.last_used != used && !out.is_full() {
+            let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
+            // SAFETY: a used entry inside the queue's memory, published by
+            // the device before `used`.
+            let id = u32::from_le(unsafe { self.base.add(e).cast::<u32>().read_volatile() });
+            self.last_used = self.last_used.wrapping_add(1);
+            match (id < self.layout.size as u32)
+                .then(|| self.tokens[id as usize].take())
+                .flatten()
+            {
+                Some(p) => {
+                    self.release(id as u16);
+                    // SAFETY: as in `pop_used`.
+                    let _ = out.push(unsafe { Mbuf::from_raw(p) });
+                }
+                None => bad += 1,
+            }
+        }
+        bad
     }
 
     /// Returns descriptor `head` and the rest of its chain to the free
@@ -307,7 +354,7 @@ impl SplitQueue {
             .flatten();
         match tok {
             Some(p) => {
-                self.free_chain(id as u16);
+                self.release(id as u16);
                 // SAFETY: `p` came from `into_raw` in `push`, and the device
                 // returned the descriptor, so it no longer touches the mbuf.
                 Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))

@@ -245,18 +245,18 @@ impl TxQueue for VirtioTx {
             return 0;
         }
         // Reclaim sent buffers first, returning them in bulk.
-        while let Some(r) = self.q.pop_used() {
-            match r {
-                Ok((m, _)) => {
-                    if let Err(m) = self.done.push(m) {
-                        self.pool.put_bulk(&mut self.done);
-                        let _ = self.done.push(m);
-                    }
-                }
-                Err(_) => self.stats.errors.add(1),
+        loop {
+            let bad = self.q.reclaim_into(&mut self.done);
+            self.stats.errors.add(bad as u64);
+            if self.done.is_empty() {
+                break;
+            }
+            let full = self.done.is_full();
+            self.pool.put_bulk(&mut self.done);
+            if !full {
+                break;
             }
         }
-        self.pool.put_bulk(&mut self.done);
         let mut n = 0;
         let mut bytes = 0;
         while self.q.free() > 0 {

@@ -287,8 +287,12 @@ fn run_ours(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
 fn main() {
     let mut a = std::env::args().skip(1);
     let (mut huge, mut runs, mut secs) = ("/mnt/rpmd-huge".to_string(), 3usize, 3.0f64);
+    let mut only: Option<String> = None;
     while let Some(k) = a.next() {
         match (k.as_str(), a.next()) {
+            // `--ours-only ROLE-SIZE` (e.g. txonly-64): just our side, once
+            // (for profiling under callgrind).
+            ("--ours-only", Some(v)) => only = Some(v),
             ("--huge-dir", Some(v)) => huge = v,
             ("--runs", Some(v)) if v.parse::<usize>().is_ok_and(|n| n > 0) => {
                 runs = v.parse().unwrap_or(3)
@@ -297,12 +301,23 @@ fn main() {
                 secs = v.parse().unwrap_or(3.0)
             }
             _ => {
-                eprintln!("usage: compare_virtio --huge-dir DIR [--runs N] [--seconds S]");
+                eprintln!("usage: compare_virtio --huge-dir DIR [--runs N] [--seconds S] [--ours-only ROLE-SIZE]");
                 std::process::exit(2);
             }
         }
     }
     let sock = format!("/tmp/rpmd-cv-{}.sock", std::process::id());
+    if let Some(o) = only {
+        let (r, sz) = o.split_once('-').unwrap_or(("txonly", "64"));
+        let role = match r {
+            "rxonly" => Role::RxOnly,
+            "io" => Role::Io,
+            _ => Role::TxOnly,
+        };
+        let mpps = run_ours(role, sz.parse().unwrap_or(64), secs, &huge, &sock);
+        println!("rpmd {} {sz}: {mpps:.2} Mpps", role.name());
+        return;
+    }
     println!("driver on CPU 1 vs DPDK vhost-user backend (testpmd) on CPU 0; split ring; {runs} interleaved runs of {secs} s, medians");
     println!(
         "{:<8} {:>6} {:>10} {:>10} {:>10}",
