@@ -369,3 +369,60 @@ fn jumbo_frames_with_mergeable_buffers() {
 fn chains_without_mergeable_buffers() {
     jumbo_round_trip(false);
 }
+
+/// A fake backend that answers the first request with `reply` bytes and
+/// hangs up.
+fn fake_backend(reply: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let path = format!("/tmp/rpmd-fake-{}-{}.sock", std::process::id(), reply.len());
+    let _ = std::fs::remove_file(&path);
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let h = std::thread::spawn(move || {
+        if let Ok((mut s, _)) = l.accept() {
+            let mut hdr = [0u8; 12];
+            // SET_OWNER has no reply; answer the next request (GET_FEATURES).
+            let _ = s.read_exact(&mut hdr);
+            let _ = s.read_exact(&mut hdr);
+            let _ = s.write_all(&reply);
+        }
+    });
+    (path, h)
+}
+
+#[test]
+fn malformed_backend_replies_are_errors_not_panics() {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    // Truncated: a header announcing 8 bytes, then nothing.
+    let mut truncated = Vec::new();
+    truncated.extend_from_slice(&1u32.to_le_bytes()); // GET_FEATURES
+    truncated.extend_from_slice(&0x5u32.to_le_bytes()); // version 1, reply
+    truncated.extend_from_slice(&8u32.to_le_bytes());
+    // Garbage: a reply to the wrong request.
+    let mut wrong = Vec::new();
+    wrong.extend_from_slice(&7u32.to_le_bytes());
+    wrong.extend_from_slice(&0x5u32.to_le_bytes());
+    wrong.extend_from_slice(&8u32.to_le_bytes());
+    wrong.extend_from_slice(&u64::MAX.to_le_bytes());
+    // Features without VERSION_1.
+    let mut legacy = Vec::new();
+    legacy.extend_from_slice(&1u32.to_le_bytes());
+    legacy.extend_from_slice(&0x5u32.to_le_bytes());
+    legacy.extend_from_slice(&8u32.to_le_bytes());
+    legacy.extend_from_slice(&(1u64 << 5).to_le_bytes());
+    for (reply, want) in [
+        (truncated, "GET_FEATURES"),
+        (wrong, "GET_FEATURES"),
+        (legacy, "VERSION_1"),
+    ] {
+        let (path, h) = fake_backend(reply);
+        let e = reg
+            .open(&format!("virtio-user:{path}"))
+            .err()
+            .expect("a bad backend must fail");
+        let msg = e.to_string();
+        assert!(msg.contains(want), "{msg}");
+        h.join().unwrap();
+        let _ = std::fs::remove_file(&path);
+    }
+}
