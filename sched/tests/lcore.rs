@@ -128,10 +128,15 @@ fn tasks_run_sleep_wake_and_finish() {
 
 #[test]
 fn quota_shares_the_lcore_and_tasks_come_and_go() {
-    struct Endless(Arc<AtomicU64>);
+    /// Always has a full quota of work; logs its tag for the first rounds.
+    struct Endless(Arc<AtomicU64>, u8, Arc<std::sync::Mutex<Vec<u8>>>);
     impl Task for Endless {
         fn run(&mut self, quota: usize) -> usize {
             self.0.fetch_add(1, Relaxed);
+            let mut log = self.2.lock().unwrap();
+            if log.len() < 20_000 {
+                log.push(self.1);
+            }
             quota
         }
     }
@@ -145,13 +150,29 @@ fn quota_shares_the_lcore_and_tasks_come_and_go() {
     .unwrap();
     let rounds_a = Arc::new(AtomicU64::new(0));
     let rounds_b = Arc::new(AtomicU64::new(0));
-    l.add(TaskId(1), Box::new(Endless(rounds_a.clone())));
-    l.add(TaskId(2), Box::new(Endless(rounds_b.clone())));
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    l.add(
+        TaskId(1),
+        Box::new(Endless(rounds_a.clone(), b'a', log.clone())),
+    );
+    l.add(
+        TaskId(2),
+        Box::new(Endless(rounds_b.clone(), b'b', log.clone())),
+    );
     wait_for("both ran", || {
         rounds_a.load(Relaxed) > 1000 && rounds_b.load(Relaxed) > 1000
     });
-    let (a, b) = (rounds_a.load(Relaxed), rounds_b.load(Relaxed));
-    assert!(a.abs_diff(b) <= 2, "one round each per pass: {a} vs {b}");
+    // Once both are on the lcore, every pass runs each once, in turn: the
+    // quota keeps either from taking the round.
+    let log = log.lock().unwrap().clone();
+    let first_b = log.iter().position(|&t| t == b'b').unwrap();
+    let after = &log[first_b.saturating_sub(1)..];
+    assert!(after.len() > 100, "too few rounds logged");
+    assert!(
+        after.chunks_exact(2).all(|p| p == b"ab"),
+        "tasks do not alternate: {:?}",
+        String::from_utf8_lossy(&after[..after.len().min(64)])
+    );
     l.remove(TaskId(1));
     wait_for("removal", || {
         let a1 = rounds_a.load(Relaxed);
