@@ -75,6 +75,8 @@ pub enum PageSize {
     Base4K,
     /// 2 MiB hugepages.
     Huge2M,
+    /// 1 GiB hugepages (where the system has them reserved).
+    Huge1G,
 }
 
 impl PageSize {
@@ -83,6 +85,7 @@ impl PageSize {
         match self {
             PageSize::Base4K => 4096,
             PageSize::Huge2M => 2 << 20,
+            PageSize::Huge1G => 1 << 30,
         }
     }
 }
@@ -111,16 +114,18 @@ unsafe impl Sync for DmaRegion {}
 
 static FALLBACK_WARNING: Once = Once::new();
 
-/// Creates a memfd; `hugetlb` asks for 2 MiB hugepages.
-fn memfd(name: &str, hugetlb: bool) -> Result<File, Error> {
+/// Creates a memfd backed by pages of `page` size.
+fn memfd(name: &str, page: PageSize) -> Result<File, Error> {
     let cname = std::ffi::CString::new(name.replace('\0', "_")).map_err(|e| Error::Invalid {
         what: "region name",
         detail: e.to_string(),
     })?;
-    let mut flags = libc::MFD_CLOEXEC;
-    if hugetlb {
-        flags |= libc::MFD_HUGETLB | libc::MFD_HUGE_2MB;
-    }
+    let flags = libc::MFD_CLOEXEC
+        | match page {
+            PageSize::Base4K => 0,
+            PageSize::Huge2M => libc::MFD_HUGETLB | libc::MFD_HUGE_2MB,
+            PageSize::Huge1G => libc::MFD_HUGETLB | libc::MFD_HUGE_1GB,
+        };
     // SAFETY: `cname` is a valid NUL-terminated string; memfd_create has no
     // other preconditions.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), flags) };
@@ -157,17 +162,24 @@ static NEXT_HINT: AtomicU64 = AtomicU64::new(HINT_BASE);
 
 /// Sizes, populates and maps `file` shared, at a low address when one is
 /// free (see the module docs).
-fn map(file: &File, len: usize, what: &str) -> Result<Mapping, Error> {
+fn map(file: &File, len: usize, align: usize, what: &str) -> Result<Mapping, Error> {
     file.set_len(len as u64).map_err(|source| Error::Sys {
         what: format!("ftruncate {what} to {len} bytes"),
         source,
     })?;
     let prot = libc::PROT_READ | libc::PROT_WRITE;
     let flags = libc::MAP_SHARED | libc::MAP_POPULATE;
-    // Every hint stays 2 MiB aligned, as hugetlb mappings need.
+    // Hints are aligned to the page size, as hugetlb mappings need (and
+    // every hint stays at least 2 MiB aligned).
+    let align = (align as u64).max(2 << 20);
     let span = (len as u64).next_multiple_of(2 << 20);
     for _ in 0..16 {
-        let hint = NEXT_HINT.fetch_add(span, Ordering::Relaxed);
+        let Ok(prev) = NEXT_HINT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+            h.next_multiple_of(align).checked_add(span)
+        }) else {
+            break;
+        };
+        let hint = prev.next_multiple_of(align);
         if hint.saturating_add(span) > HINT_LIMIT {
             break;
         }
@@ -206,8 +218,22 @@ fn map(file: &File, len: usize, what: &str) -> Result<Mapping, Error> {
 
 impl DmaRegion {
     /// Creates a region of at least `len` bytes (rounded up to whole pages)
-    /// on hugepages when possible, else on 4 KiB pages with one warning.
+    /// on hugepages when possible (1 GiB pages for regions of 1 GiB or more
+    /// when enough are free, else 2 MiB), else on 4 KiB pages with one
+    /// warning.
     pub fn new(name: &str, len: usize, mode: IovaMode) -> Result<Self, Error> {
+        let gig = PageSize::Huge1G.bytes();
+        if len >= gig {
+            let free = crate::hugepages::pool(gig as u64)
+                .ok()
+                .flatten()
+                .map_or(0, |p| p.free);
+            if free >= len.div_ceil(gig) as u64 {
+                if let Ok(r) = Self::with_page_size(name, len, mode, PageSize::Huge1G) {
+                    return Ok(r);
+                }
+            }
+        }
         match Self::with_page_size(name, len, mode, PageSize::Huge2M) {
             Ok(r) => Ok(r),
             Err(Error::Sys { .. }) => {
@@ -246,8 +272,8 @@ impl DmaRegion {
                     page.bytes()
                 ),
             })?;
-        let file = memfd(name, page == PageSize::Huge2M)?;
-        let map = map(&file, len, name)?;
+        let file = memfd(name, page)?;
+        let map = map(&file, len, page.bytes(), name)?;
         let base = map.ptr;
         if mode == IovaMode::Pa {
             // Keep 4 KiB pages resident so their frames do not change;
@@ -392,6 +418,20 @@ mod tests {
         let p = unsafe { r.as_ptr().add(100) };
         assert_eq!(r.iova_of(p).unwrap().raw(), r.as_ptr() as u64 + 100);
         assert_eq!(r.iova_of(std::ptr::null()), None);
+    }
+
+    #[test]
+    fn gigabyte_pages_work_or_fail_cleanly() {
+        match DmaRegion::with_page_size("t-1g", 4096, IovaMode::Va, PageSize::Huge1G) {
+            Ok(r) => {
+                assert_eq!((r.len(), r.page_size()), (1 << 30, PageSize::Huge1G));
+                assert_eq!(r.as_ptr() as usize % (1 << 30), 0, "1 GiB aligned");
+                // SAFETY: in bounds of the region.
+                unsafe { r.as_ptr().add((1 << 30) - 1).write(1) };
+            }
+            // No 1 GiB pages reserved here: a system error, not a panic.
+            Err(e) => assert!(matches!(e, Error::Sys { .. }), "{e}"),
+        }
     }
 
     #[test]

@@ -354,7 +354,7 @@ impl Mempool {
                 page_size: region.page_size().bytes(),
             });
         }
-        if cfg.iova_mode == IovaMode::Pa && region.page_size() != PageSize::Huge2M {
+        if cfg.iova_mode == IovaMode::Pa && region.page_size() == PageSize::Base4K {
             // 4 KiB pages: objects would straddle physically scattered pages.
             return Err(Error::PaNeedsHugepages {
                 obj_size,

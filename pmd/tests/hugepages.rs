@@ -54,3 +54,37 @@ fn hugepage_regions_and_pools() {
     let m = p.get().unwrap();
     assert_eq!(p.region().iova_of(m.data().as_ptr()), Some(m.data_iova()));
 }
+
+#[test]
+fn gigabyte_pages_for_large_regions_when_reserved() {
+    const GIG: u64 = 1 << 30;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: reserving hugepages needs root");
+        return;
+    }
+    let Some(before) = hugepages::pool(GIG).unwrap() else {
+        eprintln!("skipped: no 1 GiB hugepage support");
+        return;
+    };
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = hugepages::reserve(1 << 30, self.0);
+        }
+    }
+    let _restore = Restore(before.total);
+    let Ok(after) = hugepages::reserve(GIG, before.total + 1) else {
+        eprintln!("skipped: could not reserve a 1 GiB page");
+        return;
+    };
+    if after.free < 1 {
+        eprintln!("skipped: no 1 GiB page free (memory too fragmented)");
+        return;
+    }
+    // `new` picks 1 GiB pages for a region of 1 GiB when one is free.
+    let r = DmaRegion::new("t-gig", GIG as usize, IovaMode::Va).unwrap();
+    assert_eq!(r.page_size(), PageSize::Huge1G);
+    assert_eq!(r.as_ptr() as u64 % GIG, 0);
+    assert_eq!(hugepages::pool(GIG).unwrap().unwrap().free, after.free - 1);
+}
