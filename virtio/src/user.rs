@@ -14,8 +14,9 @@
 //! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
 //! could not reach them.
 //!
-//! Device string: `virtio-user:PATH[,queue_size=N][,mrg_rxbuf=0|1]` (N a
-//! power of two, default 256; mergeable RX buffers on by default when the
+//! Device string: `virtio-user:PATH[,queue_size=N][,mrg_rxbuf=0|1][,timeout_ms=T]`
+//! (N a power of two, default 256; T bounds every wait for a backend reply,
+//! default 5000; mergeable RX buffers on by default when the
 //! backend offers them: frames larger than an mbuf arrive as chains, and
 //! chains are sent as descriptor chains). The backend must be listening (as testpmd's `net_vhost`
 //! does by default).
@@ -30,9 +31,13 @@ use rpmd_pmd::port::{
 };
 use rpmd_pmd::{DmaRegion, IovaMode, Mempool};
 use rpmd_ring::Burst;
+use std::net::Shutdown;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
+use std::time::Duration;
 use vhost::vhost_user::Frontend;
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vmm_sys_util::eventfd::EventFd;
@@ -46,6 +51,48 @@ fn perr(port: &str, e: impl std::fmt::Display) -> PmdError {
     }
 }
 
+/// The vhost-user connection, with a deadline on every request: the
+/// `vhost` crate waits for replies without one (it retries timed-out reads
+/// forever), so a watchdog shuts the socket down when a request runs past
+/// `timeout`, and the pending read fails at once. The port is then dead;
+/// the error names the request.
+struct Control {
+    fe: Frontend,
+    sock: UnixStream,
+    timeout: Duration,
+    port: String,
+}
+
+impl Control {
+    fn call<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&Frontend) -> Result<T, vhost::Error>,
+    ) -> Result<T, PmdError> {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let (sock, timeout) = (&self.sock, self.timeout);
+        let r = std::thread::scope(|s| {
+            s.spawn(move || {
+                if let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
+                    let _ = sock.shutdown(Shutdown::Both);
+                }
+            });
+            let r = f(&self.fe);
+            let _ = done.send(());
+            r
+        });
+        r.map_err(|e| {
+            perr(
+                &self.port,
+                format!(
+                    "vhost-user {what}: {e} (no reply within {:?}?)",
+                    self.timeout
+                ),
+            )
+        })
+    }
+}
+
 /// The `virtio-user` driver.
 pub struct VirtioUserDriver;
 
@@ -55,11 +102,13 @@ impl Driver for VirtioUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "virtio-user:PATH[,queue_size=N][,mrg_rxbuf=0|1]  virtio-net driven over a vhost-user socket"
+        "virtio-user:PATH[,queue_size=N][,mrg_rxbuf=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
     }
 
     fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
-        args.only_options(&["queue_size", "mrg_rxbuf"])?;
+        args.only_options(&["queue_size", "mrg_rxbuf", "timeout_ms"])?;
+        // Every reply from the backend is waited for at most this long.
+        let timeout = Duration::from_millis(args.opt_u64("timeout_ms", 5000)?.max(1));
         let mrg = args.opt_bool("mrg_rxbuf", true)?;
         let path = args.require_target("a vhost-user socket path")?.to_string();
         let qs = args.opt_u64("queue_size", 256)?;
@@ -67,17 +116,23 @@ impl Driver for VirtioUserDriver {
             .map_err(|_| Error::Config(format!("queue_size={qs}: at most 32768")))
             .and_then(Layout::new)
             .map_err(|e| perr(args.raw(), e))?;
-        let fe = Frontend::connect(&path, 2).map_err(|e| {
+        let sock = UnixStream::connect(&path).map_err(|e| {
             perr(
                 args.raw(),
                 format!("cannot connect to the vhost-user socket {path}: {e} (is the backend running and listening?)"),
             )
         })?;
-        fe.set_owner()
-            .map_err(|e| perr(args.raw(), format!("SET_OWNER: {e}")))?;
-        let offered = fe
-            .get_features()
-            .map_err(|e| perr(args.raw(), format!("GET_FEATURES: {e}")))?;
+        let watch = sock
+            .try_clone()
+            .map_err(|e| perr(args.raw(), format!("socket: {e}")))?;
+        let ctl = Control {
+            fe: Frontend::from_stream(sock, 2),
+            sock: watch,
+            timeout,
+            port: args.raw().to_string(),
+        };
+        ctl.call("SET_OWNER", |fe| fe.set_owner())?;
+        let offered = ctl.call("GET_FEATURES", |fe| fe.get_features())?;
         if offered & VIRTIO_F_VERSION_1 == 0 {
             return Err(perr(
                 args.raw(),
@@ -89,7 +144,7 @@ impl Driver for VirtioUserDriver {
         });
         Ok(Box::new(VirtioUserPort {
             name: args.raw().to_string(),
-            fe,
+            ctl,
             offered,
             want_mrg: mrg,
             features: 0,
@@ -117,7 +172,7 @@ impl Driver for VirtioUserDriver {
 /// A virtio-user port.
 pub struct VirtioUserPort {
     name: String,
-    fe: Frontend,
+    ctl: Control,
     offered: u64,
     want_mrg: bool,
     features: u64,
@@ -334,15 +389,13 @@ impl VirtioUserPort {
         let mut txq = SplitQueue::new(&rings, l.len, l).map_err(|e| perr(&name, e))?;
         rxq.set_interrupts(false);
         txq.set_interrupts(false);
-        let vu = |what: &str, e: vhost::Error| perr(&name, format!("vhost-user {what}: {e}"));
         let mut want = VIRTIO_F_VERSION_1;
         if self.want_mrg {
             want |= VIRTIO_NET_F_MRG_RXBUF;
         }
         self.features = self.offered & want;
-        self.fe
-            .set_features(self.features)
-            .map_err(|e| vu("SET_FEATURES", e))?;
+        self.ctl
+            .call("SET_FEATURES", |fe| fe.set_features(self.features))?;
         let pr = pool.region();
         let mem = [
             VhostUserMemoryRegionInfo {
@@ -360,21 +413,18 @@ impl VirtioUserPort {
                 mmap_handle: rings.fd().as_raw_fd(),
             },
         ];
-        self.fe
-            .set_mem_table(&mem)
-            .map_err(|e| vu("SET_MEM_TABLE", e))?;
+        self.ctl
+            .call("SET_MEM_TABLE", |fe| fe.set_mem_table(&mem))?;
         let mut kicks = Vec::new();
         for (i, q) in [&rxq, &txq].into_iter().enumerate() {
             let ev = |e: std::io::Error| perr(&name, format!("eventfd: {e}"));
             let kick = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
             let call = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
             let (desc, avail, used) = q.addresses();
-            self.fe
-                .set_vring_num(i, q.size())
-                .map_err(|e| vu("SET_VRING_NUM", e))?;
-            self.fe
-                .set_vring_base(i, 0)
-                .map_err(|e| vu("SET_VRING_BASE", e))?;
+            self.ctl
+                .call("SET_VRING_NUM", |fe| fe.set_vring_num(i, q.size()))?;
+            self.ctl
+                .call("SET_VRING_BASE", |fe| fe.set_vring_base(i, 0))?;
             let cfg = VringConfigData {
                 queue_max_size: q.size(),
                 queue_size: q.size(),
@@ -384,15 +434,12 @@ impl VirtioUserPort {
                 avail_ring_addr: avail,
                 log_addr: None,
             };
-            self.fe
-                .set_vring_addr(i, &cfg)
-                .map_err(|e| vu("SET_VRING_ADDR", e))?;
-            self.fe
-                .set_vring_call(i, &call)
-                .map_err(|e| vu("SET_VRING_CALL", e))?;
-            self.fe
-                .set_vring_kick(i, &kick)
-                .map_err(|e| vu("SET_VRING_KICK", e))?;
+            self.ctl
+                .call("SET_VRING_ADDR", |fe| fe.set_vring_addr(i, &cfg))?;
+            self.ctl
+                .call("SET_VRING_CALL", |fe| fe.set_vring_call(i, &call))?;
+            self.ctl
+                .call("SET_VRING_KICK", |fe| fe.set_vring_kick(i, &kick))?;
             kicks.push(kick);
         }
         // Fill the RX ring.
@@ -492,7 +539,7 @@ impl Port for VirtioUserPort {
         if self.started {
             for i in 0..2 {
                 // GET_VRING_BASE stops the ring in the backend.
-                let _ = self.fe.get_vring_base(i);
+                let _ = self.ctl.call("GET_VRING_BASE", |fe| fe.get_vring_base(i));
             }
         }
         self.started = false;

@@ -426,3 +426,32 @@ fn malformed_backend_replies_are_errors_not_panics() {
         let _ = std::fs::remove_file(&path);
     }
 }
+
+#[test]
+fn a_backend_that_never_answers_times_out() {
+    let path = format!("/tmp/rpmd-mute-{}.sock", std::process::id());
+    let _ = std::fs::remove_file(&path);
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    // Accepts and holds the connection, never replying.
+    let h = std::thread::spawn(move || {
+        l.accept().map(|(s, _)| {
+            std::thread::sleep(Duration::from_secs(2));
+            drop(s)
+        })
+    });
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let t = Instant::now();
+    let e = reg
+        .open(&format!("virtio-user:{path},timeout_ms=200"))
+        .err()
+        .expect("no reply must fail");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "waited {:?}",
+        t.elapsed()
+    );
+    assert!(e.to_string().contains("GET_FEATURES"), "{e}");
+    let _ = h.join();
+    let _ = std::fs::remove_file(&path);
+}
