@@ -137,10 +137,12 @@ impl Lcore {
                 run(&s, cfg);
             })
             .map_err(|e| Error::Setup(format!("spawn lcore {cpu}: {e}")))?;
-        while shared.tid.load(Ordering::Acquire) == 0 {
+        // The thread stores its id (or -1) first thing; if it died before
+        // that, stop waiting.
+        while shared.tid.load(Ordering::Acquire) == 0 && !thread.is_finished() {
             std::thread::yield_now();
         }
-        if shared.tid.load(Ordering::Acquire) < 0 {
+        if shared.tid.load(Ordering::Acquire) <= 0 {
             let _ = shared.commands.push(Command::Stop);
             let _ = thread.join();
             return Err(Error::Setup(format!(
@@ -156,8 +158,12 @@ impl Lcore {
 
     fn send(&self, mut c: Command) {
         // The queue is bounded; a full queue means the lcore is behind, so
-        // wait for room rather than lose a command.
+        // wait for room rather than lose a command, unless the lcore has
+        // died (a task panicked) and will never make room.
         while let Err(back) = self.shared.commands.push(c) {
+            if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+                return;
+            }
             c = back;
             std::thread::yield_now();
         }

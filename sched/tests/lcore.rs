@@ -287,3 +287,23 @@ fn a_runtime_forwards_between_ports_and_runs_timers() {
     drop((out, inb));
     assert_eq!(pool.available(), 2048);
 }
+
+#[test]
+fn a_panicking_task_does_not_hang_the_control_side() {
+    struct Boom;
+    impl Task for Boom {
+        fn run(&mut self, _quota: usize) -> usize {
+            panic!("task failure (expected by the test)");
+        }
+    }
+    let l = Lcore::spawn(0, LcoreConfig::default()).unwrap();
+    l.add(TaskId(1), Box::new(Boom));
+    // The lcore thread dies; hundreds of commands must not block on its
+    // full queue, and stop must return.
+    let t = Instant::now();
+    for i in 0..1000 {
+        l.remove(TaskId(i));
+    }
+    l.stop();
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
