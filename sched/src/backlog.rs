@@ -16,20 +16,9 @@ use rpmd_ring::{Burst, Consumer, SyncMode};
 pub fn drain_until_empty<T, P: SyncMode, C: SyncMode, const N: usize>(
     input: &Consumer<T, P, C>,
     quota: usize,
-    mut f: impl FnMut(&mut Burst<T, N>),
+    f: impl FnMut(&mut Burst<T, N>),
 ) -> usize {
-    let mut done = 0;
-    let mut b: Burst<T, N> = Burst::new();
-    while done < quota {
-        let n = input.dequeue_burst_into(&mut b, (quota - done).min(N)).n;
-        if n == 0 {
-            break;
-        }
-        done += n;
-        f(&mut b);
-        b.clear();
-    }
-    done
+    drain_up_to(input, quota, f)
 }
 
 /// Reads the queue's length once and handles at most that many (and at
@@ -38,13 +27,22 @@ pub fn drain_until_empty<T, P: SyncMode, C: SyncMode, const N: usize>(
 pub fn drain_snapshot<T, P: SyncMode, C: SyncMode, const N: usize>(
     input: &Consumer<T, P, C>,
     quota: usize,
+    f: impl FnMut(&mut Burst<T, N>),
+) -> usize {
+    drain_up_to(input, input.len().min(quota), f)
+}
+
+/// Handles batches until `limit` items are done or the queue is empty.
+#[inline(always)]
+fn drain_up_to<T, P: SyncMode, C: SyncMode, const N: usize>(
+    input: &Consumer<T, P, C>,
+    limit: usize,
     mut f: impl FnMut(&mut Burst<T, N>),
 ) -> usize {
-    let target = input.len().min(quota);
     let mut done = 0;
     let mut b: Burst<T, N> = Burst::new();
-    while done < target {
-        let n = input.dequeue_burst_into(&mut b, (target - done).min(N)).n;
+    while done < limit {
+        let n = input.dequeue_burst_into(&mut b, (limit - done).min(N)).n;
         if n == 0 {
             break;
         }
