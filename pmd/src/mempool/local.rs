@@ -9,6 +9,19 @@ use rpmd_ring::Burst;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
+/// Types a free pool object can be handed out as, untouched.
+///
+/// # Safety
+/// `Self` is `repr(transparent)` over `NonNull<MbufHdr>` (the layout of
+/// `Obj`), and a free object of a live pool is a valid, owned `Self`.
+unsafe trait FreeObject {}
+// SAFETY: `Mbuf` is `repr(transparent)` over `NonNull<MbufHdr>`; free
+// objects are kept reset, so each is a ready mbuf.
+unsafe impl FreeObject for Mbuf {}
+// SAFETY: `PoolObj` is `repr(transparent)` over `NonNull<MbufHdr>` and
+// owns one free object.
+unsafe impl FreeObject for PoolObj {}
+
 /// A mempool as seen from one thread: the pool plus this thread's lcore
 /// cache, looked up once ([`Mempool::local`](super::Mempool::local)).
 /// Every get and put then checks only that the thread still holds that
@@ -76,20 +89,27 @@ impl<'a> Local<'a> {
         out: &mut Burst<Mbuf, N>,
         n: usize,
     ) -> Result<(), Error> {
+        self.take_into(out, n)
+    }
+
+    /// Fills `n` of `out`'s free slots with free objects, as `T`.
+    #[inline(always)]
+    fn take_into<T: FreeObject, const N: usize>(
+        &self,
+        out: &mut Burst<T, N>,
+        n: usize,
+    ) -> Result<(), Error> {
         let spare = out.spare_capacity_mut();
         if n > spare.len() {
             return Err(Error::Invalid {
                 what: "bulk size",
-                detail: format!("{n} mbufs into a burst with room for {}", spare.len()),
+                detail: format!("{n} objects into a burst with room for {}", spare.len()),
             });
         }
-        // SAFETY: `Mbuf` and `Obj` are both `repr(transparent)` over
-        // `NonNull<MbufHdr>`, so the slots have the same layout; a free
-        // object written there is a valid, owned `Mbuf` (free objects are
-        // kept reset).
-        let dst = unsafe {
-            &mut *(&mut spare[..n] as *mut [MaybeUninit<Mbuf>] as *mut [MaybeUninit<Obj>])
-        };
+        // SAFETY: `T: FreeObject` has `Obj`'s layout, and a free object
+        // written there is a valid, owned `T`.
+        let dst =
+            unsafe { &mut *(&mut spare[..n] as *mut [MaybeUninit<T>] as *mut [MaybeUninit<Obj>]) };
         if !self.inner.get_into(self.cache(), dst) {
             return Err(self.inner.exhausted(n));
         }
@@ -137,23 +157,7 @@ impl<'a> Local<'a> {
         out: &mut Burst<PoolObj, N>,
         n: usize,
     ) -> Result<(), Error> {
-        let spare = out.spare_capacity_mut();
-        if n > spare.len() {
-            return Err(Error::Invalid {
-                what: "bulk size",
-                detail: format!("{n} objects into a burst with room for {}", spare.len()),
-            });
-        }
-        // SAFETY: `PoolObj` is `repr(transparent)` over `Obj`.
-        let dst = unsafe {
-            &mut *(&mut spare[..n] as *mut [MaybeUninit<PoolObj>] as *mut [MaybeUninit<Obj>])
-        };
-        if !self.inner.get_into(self.cache(), dst) {
-            return Err(self.inner.exhausted(n));
-        }
-        // SAFETY: all `n` slots were initialised.
-        unsafe { out.assume_init_back(n) };
-        Ok(())
+        self.take_into(out, n)
     }
 
     /// Returns the first `n` raw objects of `b` (all if fewer), like
