@@ -8,15 +8,14 @@
 //!   fails `configure` or `start`, reports the link down, accepts only part
 //!   of each tx burst, or drops every k-th received packet (counted in
 //!   `ierrors`, the mbuf returned to its pool).
-use crate::port::ring::{take, Cons, Prod, RingRx, RingTx, Slot};
+use crate::port::ring::RingPort;
 use crate::port::{
-    soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
-    PortConfig, PortStats, Queues, RxQueue, SoftState, TxQueue, Xstat,
+    Capabilities, DevArgs, Driver, Link, MacAddr, Pkts, Port, PortConfig, PortStats, Queues,
+    RxQueue, TxQueue, Xstat,
 };
-use crate::{Error, Mbuf};
-use rpmd_ring::Single;
+use crate::Error;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The `loopback` driver (register it in a [`Registry`](crate::Registry)).
 pub struct LoopbackDriver;
@@ -35,98 +34,12 @@ impl Driver for LoopbackDriver {
         args.only_options(&["queues", "size"])?;
         let queues = args.opt_u64("queues", 1)?.clamp(1, 16) as usize;
         let size = args.opt_u64("size", 1024)?;
-        let mut rings = Vec::new();
-        for _ in 0..queues {
-            let (p, c) =
-                rpmd_ring::new::<Mbuf, Single, Single>(size as usize).map_err(|source| {
-                    Error::Ring {
-                        pool: "loopback port".into(),
-                        source,
-                    }
-                })?;
-            rings.push((Arc::new(Mutex::new(Some(p))), Arc::new(Mutex::new(Some(c)))));
-        }
-        Ok(Box::new(Loopback {
-            soft: SoftState::new(args.raw()),
-            rings,
-            conf: None,
-        }))
+        Ok(Box::new(RingPort::looped(
+            args.raw(),
+            queues,
+            size as usize,
+        )?))
     }
-}
-
-/// A port that receives what it sends.
-pub struct Loopback {
-    soft: SoftState,
-    rings: Vec<(Slot<Prod>, Slot<Cons>)>,
-    conf: Option<(u16, u16)>,
-}
-
-impl Port for Loopback {
-    fn driver(&self) -> &'static str {
-        "loopback"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            max_rx_queues: self.rings.len() as u16,
-            max_tx_queues: self.rings.len() as u16,
-            min_desc: 1,
-            max_desc: u16::MAX,
-            desc_pow2: false,
-            offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
-            min_mtu: 68,
-            max_mtu: 9600,
-            rx_interrupts: false,
-            needs_rx_pool: false,
-        }
-    }
-
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
-        let caps = self.capabilities();
-        self.soft.configure(conf, &caps)?;
-        self.conf = Some((conf.rx_queues, conf.tx_queues));
-        Ok(())
-    }
-
-    fn start(&mut self) -> Result<Queues, Error> {
-        self.soft.may_start(self.conf.is_some())?;
-        let (nrx, ntx) = self.conf.unwrap_or_default();
-        let live = self.soft.generation.next();
-        let mut q = Queues {
-            rx: Vec::new(),
-            tx: Vec::new(),
-        };
-        for i in 0..nrx as usize {
-            q.rx.push(Box::new(RingRx {
-                cons: take(&self.rings[i].1, &self.soft.name)?,
-                live: live.clone(),
-                stats: self.soft.stats.rx(i),
-            }));
-        }
-        for i in 0..ntx as usize {
-            q.tx.push(Box::new(RingTx {
-                prod: take(&self.rings[i].0, &self.soft.name)?,
-                live: live.clone(),
-                stats: self.soft.stats.tx(i),
-            }));
-        }
-        self.soft.started = true;
-        Ok(q)
-    }
-
-    fn link(&self) -> Link {
-        Link {
-            up: self.soft.started,
-            speed_mbps: 100_000,
-            full_duplex: true,
-        }
-    }
-
-    fn mac_addr(&self) -> MacAddr {
-        MacAddr::local(0x6c6f)
-    }
-
-    soft_port_control!();
 }
 
 /// Fault switches shared between a test and a [`Faulty`] port; change them

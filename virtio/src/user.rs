@@ -139,9 +139,6 @@ impl Driver for VirtioUserDriver {
                 format!("the backend offers no VERSION_1 (features {offered:#x}); legacy backends are not supported"),
             ));
         }
-        let h = path.bytes().fold(0x811c_9dc5u32, |h, b| {
-            (h ^ b as u32).wrapping_mul(0x0100_0193)
-        });
         Ok(Box::new(VirtioUserPort {
             name: args.raw().to_string(),
             ctl,
@@ -149,14 +146,7 @@ impl Driver for VirtioUserDriver {
             want_mrg: mrg,
             features: 0,
             layout,
-            mac: MacAddr([
-                0x02,
-                0x76,
-                (h >> 24) as u8,
-                (h >> 16) as u8,
-                (h >> 8) as u8,
-                h as u8,
-            ]),
+            mac: MacAddr::from_name(&path, 0x76),
             conf: None,
             started: false,
             live: Arc::new(AtomicBool::new(false)),

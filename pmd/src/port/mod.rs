@@ -60,6 +60,18 @@ impl MacAddr {
     pub const fn local(n: u16) -> Self {
         MacAddr([0x02, 0, 0, 0, (n >> 8) as u8, n as u8])
     }
+
+    /// A locally administered unicast address derived from a name (a ring
+    /// name, a socket path) and a last byte, for ports that have no
+    /// address of their own but should keep the same one across runs.
+    pub fn from_name(name: &str, last: u8) -> Self {
+        // FNV-1a: enough to tell names apart.
+        let h = name.bytes().fold(0x811c_9dc5u32, |h, b| {
+            (h ^ b as u32).wrapping_mul(0x0100_0193)
+        });
+        let [a, b, c, d] = h.to_be_bytes();
+        MacAddr([0x02, a, b, c, d, last])
+    }
 }
 
 impl fmt::Display for MacAddr {

@@ -24,10 +24,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 
-pub(crate) type Prod = Producer<Mbuf, Single, Single>;
-pub(crate) type Cons = Consumer<Mbuf, Single, Single>;
+type Prod = Producer<Mbuf, Single, Single>;
+type Cons = Consumer<Mbuf, Single, Single>;
 /// A ring end parked in the port while no queue handle holds it.
-pub(crate) type Slot<E> = Arc<Mutex<Option<E>>>;
+type Slot<E> = Arc<Mutex<Option<E>>>;
 
 /// One side's ring ends.
 struct Side {
@@ -43,7 +43,7 @@ struct Link2 {
     free: Mutex<Vec<(u8, Side)>>,
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -107,15 +107,9 @@ impl Driver for RingDriver {
             });
         };
         Ok(Box::new(RingPort {
+            driver: "ring",
             soft: SoftState::new(args.raw()),
-            mac: MacAddr([
-                0x02,
-                0x72,
-                hash(&name) as u8,
-                (hash(&name) >> 8) as u8,
-                0,
-                id,
-            ]),
+            mac: MacAddr::from_name(&name, id),
             link,
             side: Some((id, side)),
             conf: None,
@@ -123,11 +117,15 @@ impl Driver for RingDriver {
     }
 }
 
-fn hash(s: &str) -> u32 {
-    // FNV-1a, enough to tell names apart in a MAC address.
-    s.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ b as u32).wrapping_mul(0x0100_0193)
+fn new_ring(size: usize) -> Result<(Prod, Cons), Error> {
+    rpmd_ring::new::<Mbuf, Single, Single>(size).map_err(|source| Error::Ring {
+        pool: "ring port".into(),
+        source,
     })
+}
+
+fn slot<E>(end: E) -> Slot<E> {
+    Arc::new(Mutex::new(Some(end)))
 }
 
 impl Link2 {
@@ -141,18 +139,12 @@ impl Link2 {
             rx: Vec::new(),
         };
         for _ in 0..queues {
-            let ring = || {
-                rpmd_ring::new::<Mbuf, Single, Single>(size).map_err(|source| Error::Ring {
-                    pool: "ring port".into(),
-                    source,
-                })
-            };
-            let (ab_p, ab_c) = ring()?;
-            let (ba_p, ba_c) = ring()?;
-            a.tx.push(Arc::new(Mutex::new(Some(ab_p))));
-            b.rx.push(Arc::new(Mutex::new(Some(ab_c))));
-            b.tx.push(Arc::new(Mutex::new(Some(ba_p))));
-            a.rx.push(Arc::new(Mutex::new(Some(ba_c))));
+            let (ab_p, ab_c) = new_ring(size)?;
+            let (ba_p, ba_c) = new_ring(size)?;
+            a.tx.push(slot(ab_p));
+            b.rx.push(slot(ab_c));
+            b.tx.push(slot(ba_p));
+            a.rx.push(slot(ba_c));
         }
         Ok(Link2 {
             queues,
@@ -163,8 +155,9 @@ impl Link2 {
     }
 }
 
-/// One side of a `ring:NAME` pair.
+/// One side of a `ring:NAME` pair (or a port looped onto itself).
 pub struct RingPort {
+    driver: &'static str,
     soft: SoftState,
     mac: MacAddr,
     link: Arc<Link2>,
@@ -182,6 +175,32 @@ impl Drop for RingPort {
 }
 
 impl RingPort {
+    /// A port whose tx queue q feeds its own rx queue q (the test-support
+    /// `loopback` driver).
+    pub(crate) fn looped(name: &str, queues: usize, size: usize) -> Result<RingPort, Error> {
+        let mut side = Side {
+            tx: Vec::new(),
+            rx: Vec::new(),
+        };
+        for _ in 0..queues {
+            let (p, c) = new_ring(size)?;
+            side.tx.push(slot(p));
+            side.rx.push(slot(c));
+        }
+        Ok(RingPort {
+            driver: "loopback",
+            soft: SoftState::new(name),
+            mac: MacAddr::from_name(name, 0),
+            link: Arc::new(Link2 {
+                queues,
+                size,
+                free: Mutex::new(Vec::new()),
+            }),
+            side: Some((0, side)),
+            conf: None,
+        })
+    }
+
     fn side(&self) -> &Side {
         // Only `drop` takes the side out.
         &self
@@ -194,7 +213,7 @@ impl RingPort {
 
 /// An end taken out of its slot for the life of a queue handle, and put
 /// back when the handle drops.
-pub(crate) struct Held<E> {
+struct Held<E> {
     end: Option<E>,
     slot: Slot<E>,
 }
@@ -205,7 +224,7 @@ impl<E> Drop for Held<E> {
     }
 }
 
-pub(crate) fn take<E>(slot: &Slot<E>, port: &str) -> Result<Held<E>, Error> {
+fn take<E>(slot: &Slot<E>, port: &str) -> Result<Held<E>, Error> {
     match lock(slot).take() {
         Some(end) => Ok(Held {
             end: Some(end),
@@ -220,16 +239,16 @@ pub(crate) fn take<E>(slot: &Slot<E>, port: &str) -> Result<Held<E>, Error> {
     }
 }
 
-pub(crate) struct RingRx {
-    pub(crate) cons: Held<Cons>,
-    pub(crate) live: Arc<AtomicBool>,
-    pub(crate) stats: Arc<CachePadded<QueueStats>>,
+struct RingRx {
+    cons: Held<Cons>,
+    live: Arc<AtomicBool>,
+    stats: Arc<CachePadded<QueueStats>>,
 }
 
-pub(crate) struct RingTx {
-    pub(crate) prod: Held<Prod>,
-    pub(crate) live: Arc<AtomicBool>,
-    pub(crate) stats: Arc<CachePadded<QueueStats>>,
+struct RingTx {
+    prod: Held<Prod>,
+    live: Arc<AtomicBool>,
+    stats: Arc<CachePadded<QueueStats>>,
 }
 
 impl RxQueue for RingRx {
@@ -277,7 +296,7 @@ impl TxQueue for RingTx {
 
 impl Port for RingPort {
     fn driver(&self) -> &'static str {
-        "ring"
+        self.driver
     }
 
     fn capabilities(&self) -> Capabilities {
