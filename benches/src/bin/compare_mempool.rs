@@ -16,6 +16,7 @@
 //!
 //! Usage: `compare_mempool --peer PATH [--runs N] [--seconds S] [--all]
 //! [--mbuf] [--huge-dir DIR]`
+use rpmd_benches::median;
 use std::process::{Command, Stdio};
 
 fn rate(out: &[u8]) -> Option<f64> {
@@ -23,16 +24,6 @@ fn rate(out: &[u8]) -> Option<f64> {
         let (_, r) = l.trim().rsplit_once(" rate_persec=")?;
         r.trim().parse().ok()
     })
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 struct Opts {
@@ -168,14 +159,14 @@ fn main() {
             worst = (f64::INFINITY, case.clone());
             continue;
         }
-        let (dm, rm) = (median(&mut d), median(&mut r));
+        let (dm, rm) = (median(d), median(r));
         let ratio = dm / rm;
         if ratio > worst.0 {
             worst = (ratio, case.clone());
         }
         print!("{case:<74} {dm:>13.0} {rm:>13.0} {ratio:>9.3}");
         if o.mbuf && !m.is_empty() {
-            print!(" {:>13.0}", median(&mut m));
+            print!(" {:>13.0}", median(m));
         }
         println!();
     }

@@ -6,6 +6,7 @@
 //! installs DPDK and mounts hugepages first.
 //!
 //! Usage: `compare_ring [--runs N] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]`
+use rpmd_benches::median;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -79,16 +80,6 @@ fn parse_ours(out: &str) -> Cases {
             Some((it.next()?.to_string(), it.next()?.parse().ok()?))
         })
         .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 struct Opts {

@@ -15,6 +15,7 @@
 //! (Tx-pps or Rx-pps, the first second dropped); ours from counting.
 //!
 //! Usage: `compare_virtio --huge-dir DIR [--runs N] [--seconds S]`
+use rpmd_benches::median;
 use rpmd_benches::tsc::pin;
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
@@ -110,6 +111,24 @@ fn testpmd(
     c.spawn().expect("dpdk-testpmd (apt-get install dpdk-dev)")
 }
 
+/// The vhost-user backend (testpmd with `net_vhost` on CPU 0) in the
+/// mode that serves `role`, once its socket exists.
+fn backend(prefix: &str, role: Role, size: usize, huge: &str, sock: &str) -> Proc {
+    let _ = std::fs::remove_file(sock);
+    let a = Proc(testpmd(
+        0,
+        prefix,
+        huge,
+        &format!("net_vhost0,iface={sock},queues=1"),
+        &["--huge-unlink"],
+        role.backend(),
+        size,
+        false,
+    ));
+    wait_sock(sock);
+    a
+}
+
 fn wait_sock(sock: &str) {
     let t = Instant::now();
     while !std::path::Path::new(sock).exists() {
@@ -122,28 +141,9 @@ fn wait_sock(sock: &str) {
     std::thread::sleep(Duration::from_millis(200));
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 /// DPDK's virtio-user driver in `role`: Mpps from its periodic stats.
 fn run_dpdk(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
-    let _ = std::fs::remove_file(sock);
-    let a = Proc(testpmd(
-        0,
-        "cvA",
-        huge,
-        &format!("net_vhost0,iface={sock},queues=1"),
-        &["--huge-unlink"],
-        role.backend(),
-        size,
-        false,
-    ));
-    wait_sock(sock);
+    let a = backend("cvA", role, size, huge, sock);
     let mut b = testpmd(
         1,
         "cvB",
@@ -191,18 +191,7 @@ fn run_dpdk(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
 
 /// Our virtio-user port in `role`.
 fn run_ours(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
-    let _ = std::fs::remove_file(sock);
-    let a = Proc(testpmd(
-        0,
-        "cvR",
-        huge,
-        &format!("net_vhost0,iface={sock},queues=1"),
-        &["--huge-unlink"],
-        role.backend(),
-        size,
-        false,
-    ));
-    wait_sock(sock);
+    let a = backend("cvR", role, size, huge, sock);
     let r = std::thread::scope(|s| {
         s.spawn(|| {
             pin(1);

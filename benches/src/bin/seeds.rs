@@ -32,6 +32,7 @@
 //! yielding must cost nothing), interleaved runs, medians, and ends with
 //! `RESULT yield gain=<x>` (2 sessions, on ÷ off; the Linux patch saw
 //! 1.52) and `RESULT yield_single gain=<x>` (target ≥ 0.97).
+use rpmd_benches::median;
 use rpmd_benches::tsc::pin;
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Queues, Registry};
@@ -389,11 +390,6 @@ fn run_backlog(flows: usize, until_empty: bool, secs: f64) -> (f64, f64, f64) {
         sleeps as f64 / el,
         rounds as f64 / work.max(1) as f64,
     )
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn main() {

@@ -13,6 +13,7 @@
 //! Usage: `spsc_cross [--runs N] [--items N]`
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::Backoff;
+use rpmd_benches::median;
 use rpmd_benches::tsc::pin;
 use rpmd_ring::Single;
 use std::sync::Arc;
@@ -53,11 +54,6 @@ fn run(
     }
     c.join().unwrap();
     items as f64 / start.elapsed().as_secs_f64() / 1e6
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {
