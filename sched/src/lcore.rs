@@ -220,16 +220,8 @@ impl Drop for Lcore {
     }
 }
 
-/// Sleeps until one of `fds` is readable or `timeout` passes.
-fn sleep_on(fds: &[BorrowedFd<'_>], timeout: Duration) {
-    let mut pfd: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|f| libc::pollfd {
-            fd: f.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+/// Sleeps until one of `pfd`'s fds is readable or `timeout` passes.
+fn sleep_on(pfd: &mut [libc::pollfd], timeout: Duration) {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -246,6 +238,14 @@ fn sleep_on(fds: &[BorrowedFd<'_>], timeout: Duration) {
     };
 }
 
+fn pollin(fd: BorrowedFd<'_>) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
 /// The lcore's loop.
 fn run(s: &Shared, cfg: LcoreConfig) {
     let st = &s.stats;
@@ -258,6 +258,7 @@ fn run(s: &Shared, cfg: LcoreConfig) {
     let mut spin_end = Instant::now();
     let mut next_check = Instant::now();
     let mut woke: Option<Instant> = None;
+    let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(8);
     let mut stopping = false;
     loop {
         while let Some(c) = s.commands.pop() {
@@ -327,11 +328,14 @@ fn run(s: &Shared, cfg: LcoreConfig) {
             t.set_notify(true);
         }
         if !tasks.iter().any(|(_, t)| t.has_work()) && s.commands.is_empty() {
-            let mut fds: Vec<BorrowedFd<'_>> = vec![s.wake.as_fd()];
-            fds.extend(tasks.iter().filter_map(|(_, t)| t.wake_fd()));
+            // Reused across sleeps: an interrupt-driven lcore sleeps once
+            // per packet burst, which must not cost an allocation.
+            pfds.clear();
+            pfds.push(pollin(s.wake.as_fd()));
+            pfds.extend(tasks.iter().filter_map(|(_, t)| t.wake_fd()).map(pollin));
             st.sleeps.add(1);
             let z = Instant::now();
-            sleep_on(&fds, cfg.sleep);
+            sleep_on(&mut pfds, cfg.sleep);
             let w = Instant::now();
             st.sleep_ns.add((w - z).as_nanos() as u64);
             woke = Some(w);
