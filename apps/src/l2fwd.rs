@@ -12,10 +12,11 @@
 //! fed by a built-in generator and drained by a built-in sink, running on
 //! the last lcore. Frames go generator → port 0 → l2fwd → port 1 → sink,
 //! and the other way round.
+use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::{LcoreConfig, Runtime, SpinPolicy, Task};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,17 +41,19 @@ pub struct Config {
     pub mbufs: u32,
 }
 
-/// Counters of one port, kept by the application.
+/// Counters of one port, kept by the application. One lcore writes them
+/// (the one polling the port's rx queue also holds its pair's tx queue),
+/// so they are single-writer counters: no locked instruction per burst.
 #[derive(Debug, Default)]
 pub struct PortCounters {
     /// Frames received.
-    pub rx: AtomicU64,
+    pub rx: Counter,
     /// Frames sent.
-    pub tx: AtomicU64,
+    pub tx: Counter,
     /// Frames dropped (output queue full).
-    pub dropped: AtomicU64,
+    pub dropped: Counter,
     /// Bytes sent.
-    pub tx_bytes: AtomicU64,
+    pub tx_bytes: Counter,
 }
 
 /// Output buffered for one port.
@@ -64,7 +67,8 @@ struct TxBuffer {
 /// One forwarding lcore's work: its rx ports and the tx queues of their
 /// pairs.
 struct Fwd {
-    rx: Vec<(usize, Box<dyn RxQueue>)>,
+    /// Rx port, index of its pair's buffer in `tx`, queue.
+    rx: Vec<(usize, usize, Box<dyn RxQueue>)>,
     tx: Vec<TxBuffer>,
     macs: Vec<MacAddr>,
     counters: Arc<Vec<PortCounters>>,
@@ -83,9 +87,9 @@ impl Fwd {
         let bytes: usize = b.pkts.iter().map(|m| m.pkt_len()).sum();
         let n = b.q.tx_burst(&mut b.pkts);
         let left: usize = b.pkts.iter().map(|m| m.pkt_len()).sum();
-        c.tx.fetch_add(n as u64, Relaxed);
-        c.tx_bytes.fetch_add((bytes - left) as u64, Relaxed);
-        c.dropped.fetch_add(b.pkts.len() as u64, Relaxed);
+        c.tx.add(n as u64);
+        c.tx_bytes.add((bytes - left) as u64);
+        c.dropped.add(b.pkts.len() as u64);
         b.pkts.clear();
         b.since = None;
     }
@@ -94,27 +98,27 @@ impl Fwd {
 impl Task for Fwd {
     fn run(&mut self, quota: usize) -> usize {
         let mut done = 0;
-        for (port, rxq) in self.rx.iter_mut() {
-            let dst = *port ^ 1;
-            let Some(buf) = self.tx.iter_mut().find(|b| b.port == dst) else {
-                continue;
-            };
+        for (port, txi, rxq) in self.rx.iter_mut() {
+            let buf = &mut self.tx[*txi];
+            let dst = buf.port;
             let n = rxq.rx_burst(&mut self.pkts, self.burst.min(quota));
             if n == 0 {
                 continue;
             }
             done += n;
-            self.counters[*port].rx.fetch_add(n as u64, Relaxed);
+            self.counters[*port].rx.add(n as u64);
+            // Destination 02:00:00:00:00:<dst>, source the output port's MAC.
+            let mut macs = [0u8; 12];
+            macs[..6].copy_from_slice(&MacAddr::local(dst as u16).0);
+            macs[6..].copy_from_slice(&self.macs[dst].0);
             while let Some(mut m) = self.pkts.pop() {
                 if self.mac_updating {
-                    let d = m.data_mut();
-                    if d.len() >= 12 {
-                        d[..6].copy_from_slice(&MacAddr::local(dst as u16).0);
-                        d[6..12].copy_from_slice(&self.macs[dst].0);
+                    if let Some(d) = m.data_mut().get_mut(..12) {
+                        d.copy_from_slice(&macs);
                     }
                 }
                 if buf.pkts.push(m).is_err() {
-                    self.counters[dst].dropped.fetch_add(1, Relaxed);
+                    self.counters[dst].dropped.add(1);
                 }
                 if buf.pkts.len() >= self.burst {
                     Fwd::flush(buf, &self.counters[dst]);
@@ -149,7 +153,7 @@ struct GenSink {
     out: Pkts,
     inp: Pkts,
     /// Frames generated and frames sunk.
-    counts: Arc<(AtomicU64, AtomicU64)>,
+    counts: Arc<(Counter, Counter)>,
 }
 
 impl Task for GenSink {
@@ -158,7 +162,7 @@ impl Task for GenSink {
         for q in self.peers.iter_mut() {
             // Sink what l2fwd forwarded to us.
             let n = q.rx_burst(0, &mut self.inp, 64);
-            self.counts.1.fetch_add(n as u64, Relaxed);
+            self.counts.1.add(n as u64);
             self.inp.clear();
             work += n;
             // Generate a burst.
@@ -170,7 +174,7 @@ impl Task for GenSink {
                 }
             }
             let k = q.tx_burst(0, &mut self.out);
-            self.counts.0.fetch_add(k as u64, Relaxed);
+            self.counts.0.add(k as u64);
             self.out.clear();
             work += k;
         }
@@ -185,7 +189,7 @@ pub struct L2fwd {
     /// Per-port counters.
     pub counters: Arc<Vec<PortCounters>>,
     /// Embedded generator: frames generated, frames sunk.
-    pub gen: Option<Arc<(AtomicU64, AtomicU64)>>,
+    pub gen: Option<Arc<(Counter, Counter)>>,
     /// Device strings of the ports.
     pub names: Vec<String>,
     /// The pool, dropped after the ports (fields drop in order), so every
@@ -258,9 +262,11 @@ impl L2fwd {
         for i in 0..n {
             let l = (i / cfg.rx_per_lcore.max(1)) % fwd_lcores;
             let q = queues[i].as_mut().ok_or("queue taken twice")?;
-            tasks[l].rx.push((i, q.rx.remove(0)));
+            let rxq = q.rx.remove(0);
             let dst = i ^ 1;
             let dq = queues[dst].as_mut().ok_or("queue taken twice")?;
+            let txi = tasks[l].tx.len();
+            tasks[l].rx.push((i, txi, rxq));
             tasks[l].tx.push(TxBuffer {
                 port: dst,
                 q: dq.tx.remove(0),
@@ -286,7 +292,7 @@ impl L2fwd {
             template[..6].copy_from_slice(&MacAddr::local(0).0);
             template[6..12].copy_from_slice(&MacAddr::local(0x99).0);
             template[12..14].copy_from_slice(&[0x08, 0x00]);
-            let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+            let counts = Arc::new((Counter::default(), Counter::default()));
             let gs = GenSink {
                 peers,
                 pool: (*pool).clone(),

@@ -60,14 +60,7 @@ fn parse_mask(s: &str) -> Result<u64, String> {
 fn totals(l: &L2fwd) -> Vec<(u64, u64, u64, u64)> {
     l.counters
         .iter()
-        .map(|c| {
-            (
-                c.rx.load(Relaxed),
-                c.tx.load(Relaxed),
-                c.dropped.load(Relaxed),
-                c.tx_bytes.load(Relaxed),
-            )
-        })
+        .map(|c| (c.rx.get(), c.tx.get(), c.dropped.get(), c.tx_bytes.get()))
         .collect()
 }
 
@@ -151,10 +144,7 @@ fn main() -> ExitCode {
     let fwd: u64 = end.iter().map(|e| e.1).sum();
     let dropped: u64 = end.iter().map(|e| e.2).sum();
     let mpps = fwd as f64 / elapsed.as_secs_f64() / 1e6;
-    let gen = l
-        .gen
-        .as_ref()
-        .map(|g| (g.0.load(Relaxed), g.1.load(Relaxed)));
+    let gen = l.gen.as_ref().map(|g| (g.0.get(), g.1.get()));
     if json {
         let ports: Vec<_> = end
             .iter()
