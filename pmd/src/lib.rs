@@ -12,8 +12,8 @@
 //! - [`lcore`]: per-thread lcore ids that key per-core state.
 //! - [`port`]: the driver-independent port API ([`Port`], queue handles
 //!   with `rx_burst`/`tx_burst`, stats, capabilities), device strings and
-//!   the driver [`Registry`], and the software ports `ring:NAME` and
-//!   `null`. [`testing`] adds a loopback port and a fault-injecting wrapper.
+//!   the driver [`Registry`], and the software ports `ring:NAME`
+//!   (in-process), `shm:NAME` (across processes) and `null`. [`testing`] adds a loopback port and a fault-injecting wrapper.
 //! - [`pci`]: PCI addresses, sysfs discovery, binding via `driver_override`.
 //! - [`vfio`]: containers, groups and devices; DMA mapping; bounds-checked
 //!   register windows; MSI-X to eventfds; reset. Tested in a QEMU guest
@@ -22,7 +22,8 @@
 //!   the fix for each.
 //!
 //! `unsafe` is confined to `dma` (mapping, pagemap), `mbuf` and `mempool`
-//! (objects addressed by raw pointers inside DMA memory), `vfio::sys` (the
+//! (objects addressed by raw pointers inside DMA memory), `port::shm`'s
+//! region (rings in a file shared with another process), `vfio::sys` (the
 //! system calls) and `vfio::regs` (MMIO); every block says why it is sound.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]

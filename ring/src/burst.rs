@@ -89,6 +89,32 @@ impl<T, const N: usize> Burst<T, N> {
         unsafe { live.drop_in_place() };
     }
 
+    /// Drops the first `n` values (all of them when `n` is larger), e.g.
+    /// the mbufs a transmit path has copied out.
+    pub fn drop_front(&mut self, n: usize) {
+        let n = n.min(self.len());
+        let front: *mut [T] = &mut self[..n];
+        // Advance first, so a panicking drop cannot cause a double drop.
+        self.advance_front(n);
+        // SAFETY: `front` covered `n` live values that the burst no longer
+        // counts as its own; each is dropped exactly once, here.
+        unsafe { front.drop_in_place() };
+    }
+
+    /// Keeps the first `len` values and drops the rest (like
+    /// `Vec::truncate`), e.g. buffers taken for slots that held no frame.
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.len() {
+            return;
+        }
+        let tail: *mut [T] = &mut self[len..];
+        self.end = self.start + len;
+        // SAFETY: `tail` covered live values that the burst no longer
+        // counts (the end moved first, so a panicking drop cannot cause a
+        // double drop); each is dropped exactly once, here.
+        unsafe { tail.drop_in_place() };
+    }
+
     /// Moves the live values to the front so the whole tail is free.
     fn compact(&mut self) {
         if self.start != 0 {

@@ -377,3 +377,27 @@ fn uninit_dequeue_fills_a_burst_in_place() {
     assert_eq!(&b[..], &["1", "2"]);
     assert_eq!(c.len(), 2, "3 and 4 stay in the ring and drop with it");
 }
+
+#[test]
+fn drop_front_drops_exactly_the_first_n() {
+    use rpmd_ring::Burst;
+    use std::rc::Rc;
+    let token = Rc::new(());
+    let mut b: Burst<Rc<()>, 8> = Burst::new();
+    for _ in 0..5 {
+        b.push(token.clone()).unwrap();
+    }
+    b.drop_front(2);
+    assert_eq!((b.len(), Rc::strong_count(&token)), (3, 4));
+    b.drop_front(10);
+    assert_eq!((b.len(), Rc::strong_count(&token)), (0, 1));
+    b.push(token.clone()).unwrap();
+    assert_eq!(b.len(), 1, "the burst is usable after draining");
+    for _ in 0..3 {
+        b.push(token.clone()).unwrap();
+    }
+    b.truncate(5);
+    assert_eq!((b.len(), Rc::strong_count(&token)), (4, 5));
+    b.truncate(1);
+    assert_eq!((b.len(), Rc::strong_count(&token)), (1, 2));
+}

@@ -5,7 +5,7 @@
 //!
 //! 1. **open** it from a device string through a [`Registry`]
 //!    (`pci:0000:00:04.0`, `virtio-user:/run/vhost.sock`, `ring:NAME`,
-//!    `null`), which picks the driver;
+//!    `shm:NAME`, `null`), which picks the driver;
 //! 2. **configure** it ([`PortConfig`]: rx/tx queue counts, descriptors per
 //!    queue, offloads, MTU, the mempool that receive buffers come from),
 //!    checked against its [`Capabilities`];
@@ -36,6 +36,7 @@ pub mod devargs;
 pub mod null;
 pub mod registry;
 pub mod ring;
+pub mod shm;
 pub mod stats;
 
 pub use devargs::DevArgs;

@@ -1,7 +1,7 @@
 //! The driver registry: turns device strings into ports.
 //!
 //! A [`Registry`] is a value, not global state: an application makes one
-//! (it comes with the software drivers `ring` and `null`), lets each driver
+//! (it comes with the software drivers `ring`, `shm` and `null`), lets each driver
 //! crate it links register itself (`rpmd_virtio::register(&mut reg)`), and
 //! opens ports by string. Virtual-device drivers are found by the string's
 //! kind; `pci:ADDR` reads the function's IDs from sysfs and picks the PCI
@@ -50,10 +50,12 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// A registry with the built-in software drivers, `ring` and `null`.
+    /// A registry with the built-in software drivers, `ring`, `shm` and
+    /// `null`.
     pub fn new() -> Self {
         let mut r = Self::empty();
         r.register(Box::new(super::ring::RingDriver::default()));
+        r.register(Box::new(super::shm::ShmDriver));
         r.register(Box::new(super::null::NullDriver));
         r
     }

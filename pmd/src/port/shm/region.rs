@@ -1,0 +1,297 @@
+//! The shared file behind a `shm:NAME` link and the rings inside it: the
+//! only unsafe code of the shm port.
+//!
+//! Layout (every offset a multiple of 64, all integers native-endian,
+//! since both sides run on the same machine):
+//!
+//! ```text
+//! 0     Header: magic u64 (stored last by the creator), version u32,
+//!       queues u32, slots u32, slot_size u32
+//! 64    side 0 (A) owner pid: AtomicU32, 0 = free
+//! 128   side 1 (B) owner pid: AtomicU32
+//! 4096  rings, queue by queue, direction A->B then B->A, each:
+//!         +0    head: AtomicU32, written by the producer only
+//!         +64   tail: AtomicU32, written by the consumer only
+//!         +128  lens: [u32; slots], frame length per slot
+//!         then  data: slots x slot_size bytes (slot_size a multiple of 64)
+//! ```
+//!
+//! Head and tail are free-running u32 indices as in `rpmd-ring`. The
+//! producer fills `lens[i]` and `data[i]` for slots `head..` and then
+//! publishes them with a Release store of `head`; the consumer's Acquire
+//! load of `head` pairs with it, so it reads complete frames. The consumer
+//! hands slots back with a Release store of `tail`, paired with the
+//! producer's Acquire load of `tail` before it overwrites them.
+//!
+//! The peer is another process and may be buggy: nothing here trusts a
+//! length or an index it wrote. Lengths are clamped by the caller before a
+//! copy, indices are masked, and every copy is bounds-checked against the
+//! mapping, so the worst a peer can do is hand us garbage bytes.
+#![allow(unsafe_code)]
+
+use crate::Error;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// "RPMDSHM1", little-endian.
+pub(super) const MAGIC: u64 = u64::from_le_bytes(*b"RPMDSHM1");
+/// Layout version.
+pub(super) const VERSION: u32 = 1;
+const HEADER_BYTES: usize = 4096;
+const RING_HEADER: usize = 128;
+
+/// The geometry fixed when the file is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Geometry {
+    pub queues: u32,
+    pub slots: u32,
+    pub slot_size: u32,
+}
+
+impl Geometry {
+    fn lens_bytes(&self) -> usize {
+        (self.slots as usize * 4).next_multiple_of(64)
+    }
+
+    fn ring_bytes(&self) -> usize {
+        RING_HEADER + self.lens_bytes() + self.slots as usize * self.slot_size as usize
+    }
+
+    /// Bytes of the whole file.
+    pub fn file_bytes(&self) -> usize {
+        HEADER_BYTES + 2 * self.queues as usize * self.ring_bytes()
+    }
+
+    /// Offset of the ring of queue `q`, direction `dir` (0 = A->B).
+    fn ring_offset(&self, q: u32, dir: u32) -> usize {
+        HEADER_BYTES + (2 * q as usize + dir as usize) * self.ring_bytes()
+    }
+}
+
+/// A shared mapping of the whole file; unmapped on drop.
+pub(super) struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; every access through it is
+// atomic or a bounds-checked raw copy, none of which depends on the thread.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; concurrent use is what the atomics are for.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base..base+len` is the mapping made in `map`, and no
+        // reference into it outlives `self` (accessors borrow `self`).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+impl Mapping {
+    /// Maps `len` bytes of `file` shared, read-write.
+    pub fn map(file: &File, len: usize) -> Result<Mapping, Error> {
+        // SAFETY: a fresh shared mapping of a file we hold open; the kernel
+        // picks the address, so nothing of ours is replaced.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::sys(format!("mmap of a {len}-byte shm file")));
+        }
+        let base = NonNull::new(p.cast()).ok_or_else(|| Error::sys("mmap returned null"))?;
+        Ok(Mapping { base, len })
+    }
+
+    /// The atomic u32 at `off`.
+    ///
+    /// # Panics
+    /// When `off` is out of bounds or unaligned: offsets come from this
+    /// module's layout, never from the peer.
+    fn u32_at(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= self.len, "shm offset {off}");
+        // SAFETY: in bounds and aligned (the base is page-aligned); an
+        // AtomicU32 may alias memory other processes access atomically,
+        // and the reference lives no longer than the mapping.
+        unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU32>() }
+    }
+
+    /// The magic word.
+    pub fn magic(&self) -> &AtomicU64 {
+        assert!(self.len >= HEADER_BYTES);
+        // SAFETY: offset 0 of a page-aligned mapping of at least a page.
+        unsafe { &*self.base.as_ptr().cast::<AtomicU64>() }
+    }
+
+    /// The header's geometry (as the creator wrote it; check it).
+    pub fn read_geometry(&self) -> (u32, Geometry) {
+        let version = self.u32_at(8).load(Ordering::Relaxed);
+        let g = Geometry {
+            queues: self.u32_at(12).load(Ordering::Relaxed),
+            slots: self.u32_at(16).load(Ordering::Relaxed),
+            slot_size: self.u32_at(20).load(Ordering::Relaxed),
+        };
+        (version, g)
+    }
+
+    /// Writes the header's geometry (the creator, before the magic).
+    pub fn write_geometry(&self, g: &Geometry) {
+        self.u32_at(8).store(VERSION, Ordering::Relaxed);
+        self.u32_at(12).store(g.queues, Ordering::Relaxed);
+        self.u32_at(16).store(g.slots, Ordering::Relaxed);
+        self.u32_at(20).store(g.slot_size, Ordering::Relaxed);
+    }
+
+    /// The owner word of side `side` (0 or 1).
+    pub fn owner(&self, side: u8) -> &AtomicU32 {
+        self.u32_at(64 * (1 + side as usize))
+    }
+
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// One direction of one queue, seen from one end. Holds raw pointers into
+/// a [`Mapping`] that its owner keeps alive (an `Arc` next to it).
+pub(super) struct RingView {
+    head: NonNull<AtomicU32>,
+    tail: NonNull<AtomicU32>,
+    lens: NonNull<u32>,
+    data: NonNull<u8>,
+    mask: u32,
+    slot_size: usize,
+}
+
+// SAFETY: raw pointers into shared memory, accessed atomically or by
+// bounds-checked copies; the owner keeps the mapping alive.
+unsafe impl Send for RingView {}
+
+impl RingView {
+    /// The ring of queue `q`, direction `dir`, in `map` laid out as `g`.
+    pub fn new(map: &Mapping, g: &Geometry, q: u32, dir: u32) -> RingView {
+        let off = g.ring_offset(q, dir);
+        assert!(off + g.ring_bytes() <= map.len(), "ring beyond the mapping");
+        let at = |o: usize| {
+            // SAFETY: `off + o` is inside the ring, which the assert above
+            // placed inside the mapping.
+            unsafe { NonNull::new_unchecked(map.base.as_ptr().add(off + o)) }
+        };
+        RingView {
+            head: at(0).cast(),
+            tail: at(64).cast(),
+            lens: at(RING_HEADER).cast(),
+            data: at(RING_HEADER + g.lens_bytes()),
+            mask: g.slots - 1,
+            slot_size: g.slot_size as usize,
+        }
+    }
+
+    /// The producer index.
+    #[inline(always)]
+    pub fn head(&self) -> &AtomicU32 {
+        // SAFETY: aligned, inside the mapping the owner keeps alive.
+        unsafe { self.head.as_ref() }
+    }
+
+    /// The consumer index.
+    #[inline(always)]
+    pub fn tail(&self) -> &AtomicU32 {
+        // SAFETY: as for `head`.
+        unsafe { self.tail.as_ref() }
+    }
+
+    /// Slots in the ring.
+    #[inline(always)]
+    pub fn slots(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// Data bytes per slot.
+    #[inline(always)]
+    pub fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    /// The length the producer recorded for slot `idx` (any index; masked).
+    /// Untrusted: the caller checks it against [`slot_size`](Self::slot_size).
+    #[inline(always)]
+    pub fn len_of(&self, idx: u32) -> u32 {
+        // SAFETY: the masked index is inside `lens`; a volatile read, since
+        // the peer writes this memory outside our view.
+        unsafe {
+            self.lens
+                .as_ptr()
+                .add((idx & self.mask) as usize)
+                .read_volatile()
+        }
+    }
+
+    /// Records the length of slot `idx` (producer only).
+    #[inline(always)]
+    pub fn set_len(&self, idx: u32, len: u32) {
+        // SAFETY: as in `len_of`; only the producer writes unpublished slots.
+        unsafe {
+            self.lens
+                .as_ptr()
+                .add((idx & self.mask) as usize)
+                .write_volatile(len)
+        }
+    }
+
+    /// Copies `src` into slot `idx` at byte `at` (producer only).
+    ///
+    /// # Panics
+    /// When `at + src.len()` exceeds the slot; callers check lengths first.
+    #[inline(always)]
+    pub fn write(&self, idx: u32, at: usize, src: &[u8]) {
+        assert!(at + src.len() <= self.slot_size);
+        let off = (idx & self.mask) as usize * self.slot_size + at;
+        // SAFETY: the slot range is inside `data` (masked index, checked
+        // length); `src` is our own memory, so the two cannot overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.data.as_ptr().add(off), src.len())
+        }
+    }
+
+    /// Copies bytes `at..at + dst.len()` of slot `idx` into `dst`
+    /// (consumer only).
+    ///
+    /// # Panics
+    /// When the range exceeds the slot; callers clamp lengths first.
+    #[inline(always)]
+    pub fn read(&self, idx: u32, at: usize, dst: &mut [u8]) {
+        assert!(at + dst.len() <= self.slot_size);
+        let off = (idx & self.mask) as usize * self.slot_size + at;
+        // SAFETY: as in `write`. A misbehaving peer writing the slot at the
+        // same time can only make the copied bytes garbage: they are plain
+        // bytes with no invariants, and no reference into the slot exists.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+        }
+    }
+}
+
+/// Whether process `pid` exists (`kill(pid, 0)` succeeds, or fails with
+/// EPERM: it exists but belongs to someone else).
+pub(super) fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid == 0 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that `pid` exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
