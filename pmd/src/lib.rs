@@ -9,6 +9,8 @@
 //!   with a per-lcore cache in front of an MP/MC ring, and an owning
 //!   [`Mbuf`] handle that returns to its pool on drop, so buffers cannot be
 //!   leaked, used after free, or freed twice from safe code.
+//! - [`clock`]: the TSC as a calibrated clock for poll loops (a read is
+//!   one instruction; `Instant::now()` is a vDSO call).
 //! - [`lcore`]: per-thread lcore ids that key per-core state.
 //! - [`port`]: the driver-independent port API ([`Port`], queue handles
 //!   with `rx_burst`/`tx_burst`, stats, capabilities), device strings and
@@ -21,13 +23,14 @@
 //! - [`preflight`]: what a machine lacks before a NIC can be driven, with
 //!   the fix for each.
 //!
-//! `unsafe` is confined to `dma` (mapping, pagemap), `mbuf` and `mempool`
+//! `unsafe` is confined to `clock` (`rdtsc`), `dma` (mapping, pagemap), `mbuf` and `mempool`
 //! (objects addressed by raw pointers inside DMA memory), `port::shm`'s
 //! region (rings in a file shared with another process), `vfio::sys` (the
 //! system calls) and `vfio::regs` (MMIO); every block says why it is sound.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod clock;
 pub mod dma;
 mod error;
 pub mod hugepages;

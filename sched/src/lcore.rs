@@ -22,12 +22,13 @@ use crate::policy::{Budget, SpinPolicy};
 use crate::signal::{RunnableSignal, SignalKind};
 use crate::{Error, Telemetry};
 use crossbeam_queue::ArrayQueue;
+use rpmd_pmd::clock;
 use rpmd_pmd::vfio::EventFd;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Work an lcore runs.
 pub trait Task: Send {
@@ -254,10 +255,15 @@ fn run(s: &Shared, cfg: LcoreConfig) {
     let mut signal = RunnableSignal::new(cfg.signal.clone());
     // Start of the current idle period, when the spin ends, when to read
     // the signal next, and when the last sleep ended.
-    let mut idle_start: Option<Instant> = None;
-    let mut spin_end = Instant::now();
-    let mut next_check = Instant::now();
-    let mut woke: Option<Instant> = None;
+    // Times are clock ticks (the TSC; `rpmd_pmd::clock`): the loop reads
+    // the time twice a round, and `Instant::now()` would cost more than
+    // the rest of a busy round.
+    rpmd_pmd::clock::init();
+    let signal_every = clock::ticks(cfg.signal_every);
+    let mut idle_start: Option<u64> = None;
+    let mut spin_end = 0u64;
+    let mut next_check = 0u64;
+    let mut woke: Option<u64> = None;
     let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(8);
     let mut stopping = false;
     loop {
@@ -280,7 +286,7 @@ fn run(s: &Shared, cfg: LcoreConfig) {
             }
             return;
         }
-        let t0 = Instant::now();
+        let t0 = clock::now();
         let mut work = 0;
         for (_, t) in tasks.iter_mut() {
             work += t.run(cfg.quota);
@@ -289,29 +295,29 @@ fn run(s: &Shared, cfg: LcoreConfig) {
         if work > 0 {
             st.busy_polls.add(1);
             st.work.add(work as u64);
-            st.busy_ns.add(t0.elapsed().as_nanos() as u64);
+            st.busy_ns.add(clock::to_ns(clock::now() - t0));
             if let Some(start) = idle_start.take() {
-                budget.observe_gap(t0 - start);
+                budget.observe_gap(Duration::from_nanos(clock::to_ns(t0 - start)));
             }
             if let Some(w) = woke.take() {
-                st.wake_ns.add((t0 - w).as_nanos() as u64);
+                st.wake_ns.add(clock::to_ns(t0.saturating_sub(w)));
                 st.wakeups.add(1);
             }
             continue;
         }
         st.empty_polls.add(1);
-        let now = Instant::now();
-        st.idle_ns.add((now - t0).as_nanos() as u64);
+        let now = clock::now();
+        st.idle_ns.add(clock::to_ns(now - t0));
         if idle_start.is_none() {
             idle_start = Some(now);
-            spin_end = now + budget.current();
+            spin_end = now + clock::ticks(budget.current());
             signal.reset();
-            next_check = now + cfg.signal_every;
+            next_check = now + signal_every;
         }
         if now < spin_end {
             st.spins.add(1);
             if !signal.is_off() && now >= next_check {
-                next_check = now + cfg.signal_every;
+                next_check = now + signal_every;
                 if signal.fired() {
                     st.yields.add(1);
                     std::thread::yield_now();
@@ -334,10 +340,10 @@ fn run(s: &Shared, cfg: LcoreConfig) {
             pfds.push(pollin(s.wake.as_fd()));
             pfds.extend(tasks.iter().filter_map(|(_, t)| t.wake_fd()).map(pollin));
             st.sleeps.add(1);
-            let z = Instant::now();
+            let z = clock::now();
             sleep_on(&mut pfds, cfg.sleep);
-            let w = Instant::now();
-            st.sleep_ns.add((w - z).as_nanos() as u64);
+            let w = clock::now();
+            st.sleep_ns.add(clock::to_ns(w - z));
             woke = Some(w);
             let _ = s.wake.take();
         }
