@@ -18,8 +18,8 @@
 //! The last side to close removes the file.
 //!
 //! Options: `queues=N` (1..=16, default 1), `slots=N` (per ring, a power
-//! of two in 2..=65536, default 1024), `slot_size=N` (largest frame, 64..=
-//! 16384, rounded up to a multiple of 64, default 2048). The second side
+//! of two in 2..=32768, default 1024), `slot_size=N` (largest frame, 64..=
+//! 16384, default 2048). The second side
 //! inherits them and may only repeat the same values.
 mod region;
 
@@ -30,7 +30,7 @@ use super::{
 };
 use crate::{Error, Mbuf, Mempool};
 use crossbeam_utils::CachePadded;
-use region::{pid_alive, Geometry, Mapping, RingView, MAGIC, VERSION};
+use region::{pid_alive, seq_of, Geometry, Mapping, RingView, MAGIC, VERSION};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -78,8 +78,8 @@ impl Driver for ShmDriver {
         if !(1..=16).contains(&queues) {
             return Err(bad(format!("queues={queues}; 1..=16 allowed")));
         }
-        if !slots.is_power_of_two() || !(2..=65536).contains(&slots) {
-            return Err(bad(format!("slots={slots}; a power of two in 2..=65536")));
+        if !slots.is_power_of_two() || !(2..=32768).contains(&slots) {
+            return Err(bad(format!("slots={slots}; a power of two in 2..=32768")));
         }
         if !(64..=16384).contains(&slot_size) {
             return Err(bad(format!("slot_size={slot_size}; 64..=16384 allowed")));
@@ -87,7 +87,7 @@ impl Driver for ShmDriver {
         let want = Geometry {
             queues: queues as u32,
             slots: slots as u32,
-            slot_size: (slot_size as u32).next_multiple_of(64),
+            slot_size: slot_size as u32,
         };
         let explicit = ["queues", "slots", "slot_size"].map(|k| args.opt(k).is_some());
         let link = Shared::attach(name, args.raw(), want, explicit)?;
@@ -240,8 +240,7 @@ impl Shared {
         if version != VERSION
             || !(1..=16).contains(&geo.queues)
             || !geo.slots.is_power_of_two()
-            || !(2..=65536).contains(&geo.slots)
-            || geo.slot_size % 64 != 0
+            || !(2..=32768).contains(&geo.slots)
             || !(64..=16384).contains(&geo.slot_size)
         {
             return Err(broken(format!(
@@ -369,9 +368,14 @@ impl Drop for Claim {
     }
 }
 
+/// Aligned to 128 bytes (a pair of cache lines, what the adjacent-line
+/// prefetcher moves): the handles of two ports sit next to each other on
+/// the heap, and the indices each one writes per burst must not share a
+/// line with the other's, which another core writes.
+#[repr(align(128))]
 struct ShmTx {
     ring: RingView,
-    /// Our copy of the ring's head (we are its only writer).
+    /// The next index to fill (we are the only producer).
     head: u32,
     /// The consumer's tail as last read.
     tail: u32,
@@ -380,12 +384,12 @@ struct ShmTx {
     _claim: Claim,
 }
 
+/// Aligned like [`ShmTx`], for the same reason.
+#[repr(align(128))]
 struct ShmRx {
     ring: RingView,
-    /// Our copy of the ring's tail (we are its only writer).
+    /// The next index to read (we are the only consumer).
     tail: u32,
-    /// The producer's head as last read.
-    head: u32,
     pool: Arc<Mempool>,
     live: Arc<AtomicBool>,
     stats: Arc<CachePadded<QueueStats>>,
@@ -399,7 +403,7 @@ impl TxQueue for ShmTx {
             return 0;
         }
         let slots = self.ring.slots();
-        let mut free = slots - self.head.wrapping_sub(self.tail);
+        let mut free = slots.saturating_sub(self.head.wrapping_sub(self.tail));
         if (free as usize) < pkts.len() {
             // Acquire: pairs with the consumer's Release store of the tail,
             // so the slots it handed back are no longer being read.
@@ -428,14 +432,19 @@ impl TxQueue for ShmTx {
                 self.ring.write(idx, at, seg);
                 at += seg.len();
             }
-            self.ring.set_len(idx, len as u32);
+            // Release: the frame bytes written above are visible before
+            // the ctrl word that announces them; pairs with the consumer's
+            // Acquire load in `rx_burst`.
+            self.ring
+                .ctrl(idx)
+                .store(seq_of(idx) << 16 | len as u32, Ordering::Release);
             written += 1;
             bytes += len;
         }
         self.head = self.head.wrapping_add(written);
-        // Release: the slot contents and lengths written above are visible
-        // before the new head; pairs with the consumer's Acquire load.
-        self.ring.head().store(self.head, Ordering::Release);
+        // Relaxed: the head is only read by a side that (re)starts, after
+        // the claim handshake; the consumer follows the ctrl words.
+        self.ring.head().store(self.head, Ordering::Relaxed);
         pkts.drop_front(n);
         self.stats.packets.add(written as u64);
         self.stats.bytes.add(bytes as u64);
@@ -450,10 +459,10 @@ impl TxQueue for ShmTx {
 }
 
 impl ShmRx {
-    /// Copies slot `idx` into `m` (fresh from the pool), chaining more
-    /// mbufs for frames longer than one; false when the frame is dropped.
-    fn copy_out(&self, idx: u32, m: &mut Mbuf) -> bool {
-        let len = self.ring.len_of(idx) as usize;
+    /// Copies the frame of `len` bytes in slot `idx` into `m` (fresh from
+    /// the pool), chaining more mbufs for frames longer than one; false
+    /// when the frame is dropped.
+    fn copy_out(&self, idx: u32, len: usize, m: &mut Mbuf) -> bool {
         if len == 0 || len > self.ring.slot_size() {
             self.stats.errors.add(1);
             return false;
@@ -491,22 +500,19 @@ impl RxQueue for ShmRx {
             return 0;
         }
         let room = max.min(out.capacity() - out.len());
-        let slots = self.ring.slots();
-        let mut avail = self.head.wrapping_sub(self.tail);
-        if avail == 0 {
-            // Acquire: pairs with the producer's Release store of the head,
-            // so the slots up to it hold complete frames.
-            self.head = self.ring.head().load(Ordering::Acquire);
-            avail = self.head.wrapping_sub(self.tail);
-            if avail > slots {
-                // A head more than a ring ahead is garbage from the peer;
-                // take one ring's worth and count the rest as errors.
-                self.stats.errors.add(1);
-                self.head = self.tail.wrapping_add(slots);
-                avail = slots;
+        // Count the frames ready: slots from the tail whose ctrl word
+        // carries the seq of their index.
+        let mut n = 0;
+        while n < room {
+            let idx = self.tail.wrapping_add(n as u32);
+            // Acquire: pairs with the producer's Release store of the ctrl
+            // word, so the frame bytes it announces are complete.
+            let c = self.ring.ctrl(idx).load(Ordering::Acquire);
+            if c >> 16 != seq_of(idx) {
+                break;
             }
+            n += 1;
         }
-        let n = (avail as usize).min(room);
         if n == 0 {
             return 0;
         }
@@ -521,7 +527,11 @@ impl RxQueue for ShmRx {
         let (mut kept, mut fresh) = (before, before + n);
         for k in 0..n {
             let idx = self.tail.wrapping_add(k as u32);
-            if self.copy_out(idx, &mut out[kept]) {
+            // Relaxed: the Acquire load above already ordered this slot's
+            // bytes; the producer does not touch the slot again until we
+            // hand it back.
+            let len = self.ring.ctrl(idx).load(Ordering::Relaxed) & 0xffff;
+            if self.copy_out(idx, len as usize, &mut out[kept]) {
                 kept += 1;
             } else {
                 fresh -= 1;
@@ -599,13 +609,12 @@ impl Port for ShmPort {
             .enumerate()
             .map(|(q, claim)| {
                 let ring = self.link.ring(q as u16, false);
-                // Relaxed: we are the tail's only writer; the head is
-                // re-read with Acquire before any slot is touched.
+                // Relaxed: we are the tail's only writer; slots are read
+                // only after an Acquire load of their ctrl word.
                 let tail = ring.tail().load(Ordering::Relaxed);
                 Box::new(ShmRx {
                     ring,
                     tail,
-                    head: tail,
                     pool: pool.clone(),
                     live: live.clone(),
                     stats: self.soft.stats.rx(q),

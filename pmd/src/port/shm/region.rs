@@ -10,23 +10,36 @@
 //! 64    side 0 (A) owner pid: AtomicU32, 0 = free
 //! 128   side 1 (B) owner pid: AtomicU32
 //! 4096  rings, queue by queue, direction A->B then B->A, each:
-//!         +0    head: AtomicU32, written by the producer only
-//!         +64   tail: AtomicU32, written by the consumer only
-//!         +128  lens: [u32; slots], frame length per slot
-//!         then  data: slots x slot_size bytes (slot_size a multiple of 64)
+//!         +0    head: AtomicU32, the producer's next index (its own line;
+//!               only read when a side (re)starts)
+//!         +64   tail: AtomicU32, the consumer's next index
+//!         +128  slots x stride bytes; a slot is
+//!                 +0   frame bytes 0..60
+//!                 +60  ctrl: AtomicU32 = seq << 16 | frame length
+//!                 +64  frame bytes 60.. (slot_size - 60, rounded up)
 //! ```
 //!
-//! Head and tail are free-running u32 indices as in `rpmd-ring`. The
-//! producer fills `lens[i]` and `data[i]` for slots `head..` and then
-//! publishes them with a Release store of `head`; the consumer's Acquire
-//! load of `head` pairs with it, so it reads complete frames. The consumer
-//! hands slots back with a Release store of `tail`, paired with the
-//! producer's Acquire load of `tail` before it overwrites them.
+//! A frame's first 60 bytes share one cache line with the word that says
+//! it is there. That is the point of the layout: a consumer waiting for
+//! the next frame polls that line, and the producer's write of a small
+//! frame moves one line from one core to the other, not three (data,
+//! length, index): the round trip of a 60-byte request and its response
+//! costs about what a single cache line's round trip costs
+//! (`apps/src/bound.rs` measures that bound).
+//!
+//! Slot i of the free-running index carries seq = (i + 1) mod 2^16. Slots
+//! number at most 32768, so a slot's seq differs from the one it held a
+//! lap earlier, and a zeroed file (seq 0) holds no frame. The producer
+//! writes the frame bytes and then the ctrl word with a Release store; the
+//! consumer's Acquire load of the ctrl word pairs with it, so once it sees
+//! the seq it expects, the bytes are complete. The consumer hands slots
+//! back with a Release store of the tail, paired with the producer's
+//! Acquire load of the tail before it overwrites them.
 //!
 //! The peer is another process and may be buggy: nothing here trusts a
-//! length or an index it wrote. Lengths are clamped by the caller before a
-//! copy, indices are masked, and every copy is bounds-checked against the
-//! mapping, so the worst a peer can do is hand us garbage bytes.
+//! length it wrote. Lengths are checked by the caller before a copy,
+//! indices are masked, and every copy is bounds-checked against the slot,
+//! so the worst a peer can do is hand us garbage bytes or no frames.
 #![allow(unsafe_code)]
 
 use crate::Error;
@@ -41,6 +54,8 @@ pub(super) const MAGIC: u64 = u64::from_le_bytes(*b"RPMDSHM1");
 pub(super) const VERSION: u32 = 1;
 const HEADER_BYTES: usize = 4096;
 const RING_HEADER: usize = 128;
+/// Frame bytes in a slot's first line, before the ctrl word.
+pub(super) const INLINE: usize = 60;
 
 /// The geometry fixed when the file is created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,12 +66,15 @@ pub(super) struct Geometry {
 }
 
 impl Geometry {
-    fn lens_bytes(&self) -> usize {
-        (self.slots as usize * 4).next_multiple_of(64)
+    /// Bytes per slot: the first line, then the rest of the largest frame.
+    fn stride(&self) -> usize {
+        64 + (self.slot_size as usize)
+            .saturating_sub(INLINE)
+            .next_multiple_of(64)
     }
 
     fn ring_bytes(&self) -> usize {
-        RING_HEADER + self.lens_bytes() + self.slots as usize * self.slot_size as usize
+        RING_HEADER + self.slots as usize * self.stride()
     }
 
     /// Bytes of the whole file.
@@ -167,15 +185,21 @@ impl Mapping {
 pub(super) struct RingView {
     head: NonNull<AtomicU32>,
     tail: NonNull<AtomicU32>,
-    lens: NonNull<u32>,
-    data: NonNull<u8>,
+    slots: NonNull<u8>,
     mask: u32,
+    stride: usize,
     slot_size: usize,
 }
 
 // SAFETY: raw pointers into shared memory, accessed atomically or by
 // bounds-checked copies; the owner keeps the mapping alive.
 unsafe impl Send for RingView {}
+
+/// The seq a slot of index `idx` carries when it holds a frame.
+#[inline(always)]
+pub(super) fn seq_of(idx: u32) -> u32 {
+    idx.wrapping_add(1) & 0xffff
+}
 
 impl RingView {
     /// The ring of queue `q`, direction `dir`, in `map` laid out as `g`.
@@ -190,14 +214,14 @@ impl RingView {
         RingView {
             head: at(0).cast(),
             tail: at(64).cast(),
-            lens: at(RING_HEADER).cast(),
-            data: at(RING_HEADER + g.lens_bytes()),
+            slots: at(RING_HEADER),
             mask: g.slots - 1,
+            stride: g.stride(),
             slot_size: g.slot_size as usize,
         }
     }
 
-    /// The producer index.
+    /// The producer's index, as last published (restarts read it).
     #[inline(always)]
     pub fn head(&self) -> &AtomicU32 {
         // SAFETY: aligned, inside the mapping the owner keeps alive.
@@ -217,67 +241,70 @@ impl RingView {
         self.mask + 1
     }
 
-    /// Data bytes per slot.
+    /// Largest frame in bytes.
     #[inline(always)]
     pub fn slot_size(&self) -> usize {
         self.slot_size
     }
 
-    /// The length the producer recorded for slot `idx` (any index; masked).
-    /// Untrusted: the caller checks it against [`slot_size`](Self::slot_size).
     #[inline(always)]
-    pub fn len_of(&self, idx: u32) -> u32 {
-        // SAFETY: the masked index is inside `lens`; a volatile read, since
-        // the peer writes this memory outside our view.
+    fn slot(&self, idx: u32) -> *mut u8 {
+        // SAFETY: the masked index is below `slots`, so the slot lies
+        // inside the ring (see `new`).
         unsafe {
-            self.lens
+            self.slots
                 .as_ptr()
-                .add((idx & self.mask) as usize)
-                .read_volatile()
+                .add((idx & self.mask) as usize * self.stride)
         }
     }
 
-    /// Records the length of slot `idx` (producer only).
+    /// The ctrl word of the slot of index `idx` (any index; masked).
     #[inline(always)]
-    pub fn set_len(&self, idx: u32, len: u32) {
-        // SAFETY: as in `len_of`; only the producer writes unpublished slots.
-        unsafe {
-            self.lens
-                .as_ptr()
-                .add((idx & self.mask) as usize)
-                .write_volatile(len)
-        }
+    pub fn ctrl(&self, idx: u32) -> &AtomicU32 {
+        // SAFETY: +60 of a slot is inside its first line and 4-aligned
+        // (slots are 64-byte aligned); atomics may alias memory another
+        // process accesses atomically.
+        unsafe { &*self.slot(idx).add(INLINE).cast::<AtomicU32>() }
     }
 
-    /// Copies `src` into slot `idx` at byte `at` (producer only).
+    /// Copies `src` into the slot of `idx` at frame byte `at` (producer).
     ///
     /// # Panics
-    /// When `at + src.len()` exceeds the slot; callers check lengths first.
+    /// When `at + src.len()` exceeds the slot size; callers check first.
     #[inline(always)]
     pub fn write(&self, idx: u32, at: usize, src: &[u8]) {
         assert!(at + src.len() <= self.slot_size);
-        let off = (idx & self.mask) as usize * self.slot_size + at;
-        // SAFETY: the slot range is inside `data` (masked index, checked
-        // length); `src` is our own memory, so the two cannot overlap.
+        let slot = self.slot(idx);
+        let split = INLINE.saturating_sub(at).min(src.len());
+        let (first, rest) = src.split_at(split);
+        // SAFETY: frame bytes 0..60 live at slot offsets 0..60 and bytes
+        // 60.. at 64..stride; the assert keeps both inside the slot. `src`
+        // is our own memory, so it cannot overlap the shared slot.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.data.as_ptr().add(off), src.len())
+            std::ptr::copy_nonoverlapping(first.as_ptr(), slot.add(at), first.len());
+            let at2 = (at + split).max(INLINE) + 4;
+            std::ptr::copy_nonoverlapping(rest.as_ptr(), slot.add(at2), rest.len());
         }
     }
 
-    /// Copies bytes `at..at + dst.len()` of slot `idx` into `dst`
-    /// (consumer only).
+    /// Copies frame bytes `at..at + dst.len()` of the slot of `idx` into
+    /// `dst` (consumer).
     ///
     /// # Panics
-    /// When the range exceeds the slot; callers clamp lengths first.
+    /// When the range exceeds the slot size; callers check lengths first.
     #[inline(always)]
     pub fn read(&self, idx: u32, at: usize, dst: &mut [u8]) {
         assert!(at + dst.len() <= self.slot_size);
-        let off = (idx & self.mask) as usize * self.slot_size + at;
+        let slot = self.slot(idx);
+        let split = INLINE.saturating_sub(at).min(dst.len());
+        let (first, rest) = dst.split_at_mut(split);
         // SAFETY: as in `write`. A misbehaving peer writing the slot at the
         // same time can only make the copied bytes garbage: they are plain
         // bytes with no invariants, and no reference into the slot exists.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.data.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+            std::ptr::copy_nonoverlapping(slot.add(at), first.as_mut_ptr(), first.len());
+            let at2 = (at + split).max(INLINE) + 4;
+            std::ptr::copy_nonoverlapping(slot.add(at2), rest.as_mut_ptr(), rest.len());
         }
     }
 }
