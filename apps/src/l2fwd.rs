@@ -15,7 +15,7 @@
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
-use rpmd_sched::{LcoreConfig, Runtime, SpinPolicy, Task};
+use rpmd_sched::{LcoreConfig, Runtime, Task};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,8 +35,8 @@ pub struct Config {
     pub mac_updating: bool,
     /// Burst size.
     pub burst: usize,
-    /// Spin budget policy of the lcores.
-    pub spin: SpinPolicy,
+    /// How the lcores poll: spin budget, yield signal, sleep.
+    pub lcore: LcoreConfig,
     /// Mbufs in the pool.
     pub mbufs: u32,
 }
@@ -235,11 +235,7 @@ impl L2fwd {
         }
         let counters: Arc<Vec<PortCounters>> =
             Arc::new((0..n).map(|_| PortCounters::default()).collect());
-        let lcfg = LcoreConfig {
-            spin: cfg.spin,
-            ..LcoreConfig::default()
-        };
-        let mut rt = Runtime::start(&cfg.cores, lcfg).map_err(|e| e.to_string())?;
+        let mut rt = Runtime::start(&cfg.cores, cfg.lcore.clone()).map_err(|e| e.to_string())?;
         let lcores = rt.lcores().len();
         let fwd_lcores = if embedded && lcores > 1 {
             lcores - 1

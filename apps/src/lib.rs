@@ -14,4 +14,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod bound;
 pub mod l2fwd;
+pub mod opts;
+pub mod rr;

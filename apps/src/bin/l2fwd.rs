@@ -5,7 +5,7 @@
 //! JSON object per line). Exit status: 0 done, 1 failure, 2 bad usage.
 use clap::Parser;
 use rpmd_apps::l2fwd::{Config, L2fwd};
-use rpmd_sched::SpinPolicy;
+use rpmd_apps::opts::PollOpts;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -38,12 +38,8 @@ struct Args {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
-    /// Spin budget in microseconds after an idle round (0 = sleep at once).
-    #[arg(long, default_value_t = 50)]
-    spin_us: u64,
-    /// Adapt the spin budget to the traffic (0..200 us) instead.
-    #[arg(long)]
-    adaptive: bool,
+    #[command(flatten)]
+    poll: PollOpts,
     /// Seconds between statistics lines.
     #[arg(long, default_value_t = 1.0)]
     period: f64,
@@ -77,11 +73,7 @@ fn main() -> ExitCode {
         rx_per_lcore: a.rx_per_lcore,
         mac_updating: !a.no_mac_updating,
         burst: a.burst as usize,
-        spin: if a.adaptive {
-            SpinPolicy::adaptive()
-        } else {
-            SpinPolicy::Fixed(Duration::from_micros(a.spin_us))
-        },
+        lcore: a.poll.lcore_config(),
         mbufs: 8192,
     };
     if !a.json {

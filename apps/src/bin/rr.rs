@@ -1,0 +1,377 @@
+//! rr: request/response transactions over any port, like netperf TCP_RR.
+//!
+//! `rr` alone runs client and server in one process over a shm: port
+//! pair (the in-memory port with the shortest round trip). Across processes: `rr --role server --dev shm:X -l 0` and
+//! `rr --role client --dev shm:X -l 1`, or two virtio-user ports to a
+//! vhost-user switch (DPDK testpmd). Exit status: 0 done, 1 failure (no
+//! transaction completed, a port or peer missing), 2 bad usage.
+use clap::{Parser, ValueEnum};
+use rpmd_apps::opts::PollOpts;
+use rpmd_apps::rr::{self, frame, Client, Server, SessionResult};
+use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use rpmd_sched::Runtime;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Role {
+    /// Client and server in this process (the default).
+    Both,
+    /// Send requests and measure.
+    Client,
+    /// Answer requests.
+    Server,
+}
+
+/// Request/response transactions over rpmd ports, like netperf TCP_RR:
+/// N sessions, one transaction in flight each; transactions/s and latency
+/// percentiles per session and in total.
+#[derive(Parser, Debug)]
+#[command(name = "rr", version)]
+struct Args {
+    /// What this process does.
+    #[arg(long, value_enum, default_value_t = Role::Both)]
+    role: Role,
+    /// The port (a device string: shm:NAME, virtio-user:PATH, ring:NAME,
+    /// pci:ADDR). With --role both: the client's port, the server taking a
+    /// second --dev or the other end of the same shm:/ring: name (default
+    /// shm:rr-PID).
+    #[arg(long = "dev")]
+    devices: Vec<String>,
+    /// Cores: with --role both, server then client (0-1); otherwise the
+    /// one core to run on (default: server 0, client 1).
+    #[arg(short = 'l', long = "lcores")]
+    cores: Option<String>,
+    /// Concurrent sessions (flows), each with one transaction in flight.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=rr::MAX_SESSIONS as i64))]
+    sessions: u16,
+    /// Request payload bytes (netperf's default 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1458))]
+    req_size: u16,
+    /// Response payload bytes.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1458))]
+    resp_size: u16,
+    /// Seconds to run (the server: until Ctrl-C when not given).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Seconds at the start whose transactions are not recorded.
+    #[arg(long, default_value_t = 0.0)]
+    warmup: f64,
+    /// A request unanswered this long (ms) is sent again and counted lost.
+    #[arg(long, default_value_t = 100)]
+    timeout_ms: u64,
+    #[command(flatten)]
+    poll: PollOpts,
+    /// Seconds to wait for the client's link (the peer may be starting).
+    #[arg(long, default_value_t = 10.0)]
+    link_timeout: f64,
+    /// Skip the cache-line round-trip bound measured before the run.
+    #[arg(long)]
+    no_bound: bool,
+    /// The other core for the bound (client role; default: another core).
+    #[arg(long)]
+    bound_core: Option<usize>,
+    /// Per-session lines even with many sessions (default: up to 8).
+    #[arg(long)]
+    per_session: bool,
+    /// Machine-readable output: one JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+fn pool(name: &str) -> Result<Arc<Mempool>, String> {
+    let mut c = MempoolConfig::new(name, 4096);
+    c.cache_size = 256;
+    Mempool::new(&c)
+        .map(Arc::new)
+        .map_err(|e| format!("mempool: {e}"))
+}
+
+fn open(
+    reg: &Registry,
+    dev: &str,
+    pool: &Arc<Mempool>,
+) -> Result<(Box<dyn rpmd_pmd::Port>, rpmd_pmd::Queues), String> {
+    let mut p = reg.open(dev).map_err(|e| e.to_string())?;
+    p.configure(&PortConfig {
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let q = p.start().map_err(|e| e.to_string())?;
+    Ok((p, q))
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    if a.duration.is_some_and(|d| d <= 0.0) || a.warmup < 0.0 {
+        eprintln!("rr: --duration must be positive and --warmup not negative");
+        return ExitCode::from(2);
+    }
+    if a.role != Role::Both && a.devices.len() != 1 {
+        eprintln!("rr: --role client and --role server take exactly one --dev (e.g. --dev shm:rr)");
+        return ExitCode::from(2);
+    }
+    match run(&a) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rr: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(a: &Args) -> Result<ExitCode, String> {
+    let cores = a.cores.clone().unwrap_or_else(|| {
+        match a.role {
+            Role::Both => "0-1",
+            Role::Server => "0",
+            Role::Client => "1",
+        }
+        .to_string()
+    });
+    let list = rpmd_sched::parse_cores(&cores).map_err(|e| e.to_string())?;
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = pool("rr")?;
+    // Ports: the client's and/or the server's.
+    let (client_dev, server_dev) = match (a.role, a.devices.as_slice()) {
+        (Role::Both, []) => {
+            // The fastest in-memory port for small frames (see shm's docs).
+            let d = format!("shm:rr-{}", std::process::id());
+            (Some(d.clone()), Some(d))
+        }
+        (Role::Both, [d]) => (Some(d.clone()), Some(d.clone())),
+        (Role::Both, [c, s]) => (Some(c.clone()), Some(s.clone())),
+        (Role::Both, _) => return Err("--role both takes at most two --dev".into()),
+        (Role::Client, [d]) => (Some(d.clone()), None),
+        (Role::Server, [d]) => (None, Some(d.clone())),
+        _ => unreachable!("checked in main"),
+    };
+    // The bound first, while the cores are idle.
+    let client_core = *list.last().ok_or("empty core list")?;
+    let bound = if a.no_bound || a.role == Role::Server {
+        None
+    } else {
+        let other = match a.role {
+            Role::Both if list.len() > 1 => Some(list[0]),
+            _ => a.bound_core.or_else(|| {
+                core_affinity::get_core_ids()?
+                    .into_iter()
+                    .map(|c| c.id)
+                    .find(|&c| c != client_core)
+            }),
+        };
+        let m = |two| {
+            other.and_then(|o| {
+                rpmd_apps::bound::measure(client_core, o, Duration::from_millis(300), two)
+            })
+        };
+        let b = m(false).zip(m(true));
+        if b.is_none() {
+            tracing::warn!("no cache-line bound: needs two cores to pin to");
+        }
+        b
+    };
+    let mut ports = Vec::new();
+    let mut server_counts = None;
+    let mut client_shared = None;
+    let mut rt = Runtime::start(&cores, a.poll.lcore_config()).map_err(|e| e.to_string())?;
+    let last = rt.lcores().len() - 1;
+    if let Some(d) = &server_dev {
+        let (p, mut q) = open(&reg, d, &pool)?;
+        tracing::info!("server on {d} ({}), lcore {}", p.mac_addr(), list[0]);
+        let s = Server::new(q.rx.remove(0), q.tx.remove(0), a.resp_size as usize);
+        server_counts = Some(s.counts.clone());
+        rt.add(0, Box::new(s)).map_err(|e| e.to_string())?;
+        ports.push(p);
+    }
+    if let Some(d) = &client_dev {
+        let (p, mut q) = open(&reg, d, &pool)?;
+        tracing::info!("client on {d} ({}), lcore {}", p.mac_addr(), list[last]);
+        // Wait for the link (a peer process may still be starting).
+        let t0 = Instant::now();
+        while !p.link().up && t0.elapsed().as_secs_f64() < a.link_timeout {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !p.link().up {
+            return Err(format!(
+                "{d}: link down after {} s; is the server running?",
+                a.link_timeout
+            ));
+        }
+        let (c, shared) = Client::new(
+            q.rx.remove(0),
+            q.tx.remove(0),
+            pool.clone(),
+            a.sessions,
+            a.req_size as usize,
+            Duration::from_secs_f64(a.warmup),
+            Duration::from_millis(a.timeout_ms),
+        );
+        client_shared = Some(shared);
+        rt.add(last, Box::new(c)).map_err(|e| e.to_string())?;
+        ports.push(p);
+    }
+    if !a.json {
+        println!(
+            "rr: {:?}, {} session(s), request {} B, response {} B ({}/{}-byte frames), {}",
+            a.role,
+            a.sessions,
+            a.req_size,
+            a.resp_size,
+            frame::frame_len(a.req_size as usize),
+            frame::frame_len(a.resp_size as usize),
+            a.poll.describe()
+        );
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
+        tracing::warn!("cannot catch Ctrl-C: {e}");
+    }
+    // Status once a second.
+    let t0 = Instant::now();
+    let mut last_count = 0;
+    let mut next = Duration::from_secs(1);
+    let end = a.duration.map(Duration::from_secs_f64);
+    while !stop.load(Relaxed) && end.is_none_or(|d| t0.elapsed() < d) {
+        std::thread::sleep(Duration::from_millis(10));
+        if t0.elapsed() >= next {
+            let (what, now) = match (&client_shared, &server_counts) {
+                (Some(c), _) => ("trans/s", c.transactions.get()),
+                (None, Some(s)) => ("answered/s", s.0.get()),
+                _ => ("", 0),
+            };
+            let rate = now - last_count;
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"t": next.as_secs_f64(), what: rate})
+                );
+            } else {
+                println!("[{:6.1}s] {rate} {what}", next.as_secs_f64());
+            }
+            last_count = now;
+            next += Duration::from_secs(1);
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    rt.shutdown();
+    let answered = server_counts.as_ref().map(|c| (c.0.get(), c.1.get()));
+    let Some(shared) = client_shared else {
+        let (n, dropped) = answered.unwrap_or_default();
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({"summary": {"role": "server", "seconds": secs, "answered": n, "dropped": dropped}})
+            );
+        } else {
+            println!("summary: answered {n} requests in {secs:.1} s, dropped {dropped}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let results: Vec<SessionResult> = shared
+        .results
+        .lock()
+        .map_err(|_| "client results poisoned")?
+        .take()
+        .ok_or("the client task did not finish")?;
+    let measured = (secs - a.warmup).max(1e-9);
+    let mut total = rr::histogram();
+    for r in &results {
+        let _ = total.add(&r.latency);
+    }
+    let (count, mean, pct) = rr::summarize(&total);
+    let lost: u64 = results.iter().map(|r| r.lost).sum();
+    let ratio = bound.map(|(b, _)| pct[0] as f64 / b.p50_ns);
+    let ratio2 = bound.map(|(_, b2)| pct[0] as f64 / b2.p50_ns);
+    if a.json {
+        let sess: Vec<_> = results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (n, mean, p) = rr::summarize(&r.latency);
+                serde_json::json!({"session": i, "transactions": n, "tps": n as f64 / measured, "lost": r.lost,
+                    "mean_ns": mean, "p50_ns": p[0], "p90_ns": p[1], "p95_ns": p[2], "p99_ns": p[3], "p999_ns": p[4]})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"summary": {
+                "role": format!("{:?}", a.role).to_lowercase(), "seconds": measured, "sessions": sess,
+                "transactions": count, "tps": count as f64 / measured, "lost": lost, "stray": shared.stray.get(),
+                "mean_ns": mean, "p50_ns": pct[0], "p90_ns": pct[1], "p95_ns": pct[2], "p99_ns": pct[3], "p999_ns": pct[4],
+                "bound_p50_ns": bound.map(|b| b.0.p50_ns), "bound_min_ns": bound.map(|b| b.0.min_ns),
+                "p50_over_bound": ratio, "two_line_p50_ns": bound.map(|b| b.1.p50_ns),
+                "p50_over_two_line": ratio2, "poll": a.poll.describe()}})
+        );
+    } else {
+        println!(
+            "{:>8} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+            "session",
+            "transactions",
+            "trans/s",
+            "p50 us",
+            "p90 us",
+            "p95 us",
+            "p99 us",
+            "p99.9 us",
+            "lost"
+        );
+        let show = a.per_session || results.len() <= 8;
+        for (i, r) in results.iter().enumerate().filter(|_| show) {
+            let (n, _, p) = rr::summarize(&r.latency);
+            println!(
+                "{i:>8} {n:>12} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>6}",
+                n as f64 / measured,
+                us(p[0]),
+                us(p[1]),
+                us(p[2]),
+                us(p[3]),
+                us(p[4]),
+                r.lost
+            );
+        }
+        println!(
+            "{:>8} {count:>12} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {lost:>6}",
+            "total",
+            count as f64 / measured,
+            us(pct[0]),
+            us(pct[1]),
+            us(pct[2]),
+            us(pct[3]),
+            us(pct[4]),
+        );
+        if let (Some((b, b2)), Some(r), Some(r2)) = (bound, ratio, ratio2) {
+            println!(
+                "bound: cache-line round trip core {}<->{}: p50 {:.3} us (min {:.3}); rr p50 = {r:.2}x the bound",
+                b.cores.0,
+                b.cores.1,
+                b.p50_ns / 1000.0,
+                b.min_ns / 1000.0
+            );
+            println!(
+                "       request line + response line: p50 {:.3} us; rr p50 = {r2:.2}x that",
+                b2.p50_ns / 1000.0
+            );
+        }
+    }
+    if count == 0 {
+        eprintln!(
+            "rr: no transaction completed; is the path between client and server forwarding?"
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}

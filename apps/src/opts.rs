@@ -1,0 +1,74 @@
+//! Command-line options the apps share: how their lcores poll.
+use clap::{Args, ValueEnum};
+use rpmd_sched::{LcoreConfig, SignalKind, SpinPolicy};
+use std::time::Duration;
+
+/// Which "another thread wants this CPU" signal stops a spin early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum YieldOn {
+    /// Never yield.
+    Off,
+    /// This thread's involuntary context switches (the cheapest live
+    /// signal measured: ~0.3 µs per check).
+    Preempted,
+    /// System-wide CPU pressure (/proc/pressure/cpu).
+    Pressure,
+}
+
+/// The run loop's polling modes.
+#[derive(Args, Clone, Debug)]
+pub struct PollOpts {
+    /// Spin budget in microseconds after an idle round, then sleep
+    /// (0 = sleep at once; like busy_read).
+    #[arg(long, default_value_t = 50)]
+    pub spin_us: u64,
+    /// Adapt the spin budget to the traffic (0..200 us) instead.
+    #[arg(long)]
+    pub adaptive: bool,
+    /// Stop spinning when another thread wants the CPU.
+    #[arg(long = "yield", value_enum, default_value_t = YieldOn::Off)]
+    pub yield_on: YieldOn,
+    /// Longest sleep in microseconds once the budget is spent (ports
+    /// without rx interrupts wake this often).
+    #[arg(long, default_value_t = 100)]
+    pub sleep_us: u64,
+}
+
+impl PollOpts {
+    /// The lcore configuration these options describe.
+    pub fn lcore_config(&self) -> LcoreConfig {
+        LcoreConfig {
+            spin: self.spin(),
+            signal: match self.yield_on {
+                YieldOn::Off => SignalKind::Off,
+                YieldOn::Preempted => SignalKind::Preempted,
+                YieldOn::Pressure => SignalKind::Pressure,
+            },
+            sleep: Duration::from_micros(self.sleep_us.max(1)),
+            ..LcoreConfig::default()
+        }
+    }
+
+    /// The spin policy alone.
+    pub fn spin(&self) -> SpinPolicy {
+        if self.adaptive {
+            SpinPolicy::adaptive()
+        } else {
+            SpinPolicy::Fixed(Duration::from_micros(self.spin_us))
+        }
+    }
+
+    /// A one-line description.
+    pub fn describe(&self) -> String {
+        let spin = if self.adaptive {
+            "adaptive spin".to_string()
+        } else {
+            format!("spin {} us", self.spin_us)
+        };
+        format!(
+            "{spin}, yield {:?}, sleep {} us",
+            self.yield_on, self.sleep_us
+        )
+        .to_lowercase()
+    }
+}

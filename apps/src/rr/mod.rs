@@ -1,0 +1,279 @@
+//! rr: request/response over any port, like netperf's TCP_RR.
+//!
+//! A client keeps N sessions; each has one request in flight at a time,
+//! and sends the next as soon as the response to the last arrives, so a
+//! session's transaction rate is the inverse of its round-trip time. The
+//! server answers every request it receives. Both run as tasks on rpmd's
+//! run loop, so its spin budget, yield and sleep modes apply to them
+//! exactly as they would to an application.
+//!
+//! The client stamps each request with its clock; the response echoes the
+//! stamp, and the difference is recorded in a per-session histogram
+//! (hdrhistogram, nanoseconds). A request unanswered for the session
+//! timeout is sent again with the same sequence number and counted lost.
+pub mod frame;
+
+use hdrhistogram::Histogram;
+use rpmd_pmd::clock;
+use rpmd_pmd::port::stats::Counter;
+use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
+use rpmd_pmd::Mempool;
+use rpmd_sched::Task;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A latency histogram: 1 ns to 100 s, 3 significant digits.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// One session's result.
+#[derive(Clone, Debug)]
+pub struct SessionResult {
+    /// Transactions completed (after the warm-up).
+    pub transactions: u64,
+    /// Requests sent again after the timeout.
+    pub lost: u64,
+    /// Round-trip times, ns.
+    pub latency: Histogram<u64>,
+}
+
+/// What the client shares with the control thread.
+#[derive(Debug, Default)]
+pub struct ClientShared {
+    /// Transactions completed so far (all sessions, warm-up included), for
+    /// the status line.
+    pub transactions: Counter,
+    /// Frames received that were not the expected response.
+    pub stray: Counter,
+    /// Per-session results, filled when the task finishes.
+    pub results: Mutex<Option<Vec<SessionResult>>>,
+}
+
+struct Session {
+    seq: u32,
+    sent: u64,
+    result: SessionResult,
+}
+
+/// The client task.
+pub struct Client {
+    rx: Box<dyn RxQueue>,
+    tx: Box<dyn TxQueue>,
+    pool: Arc<Mempool>,
+    template: Vec<u8>,
+    sessions: Vec<Session>,
+    /// Clock ticks (`rpmd_pmd::clock`) throughout: stamps, start, timeouts.
+    start: u64,
+    warmup: u64,
+    timeout: u64,
+    next_timeout_check: u64,
+    started: bool,
+    inp: Pkts,
+    out: Pkts,
+    shared: Arc<ClientShared>,
+}
+
+impl Client {
+    /// A client of `sessions` sessions sending `req`-byte requests.
+    pub fn new(
+        rx: Box<dyn RxQueue>,
+        tx: Box<dyn TxQueue>,
+        pool: Arc<Mempool>,
+        sessions: u16,
+        req: usize,
+        warmup: Duration,
+        timeout: Duration,
+    ) -> (Client, Arc<ClientShared>) {
+        let shared = Arc::new(ClientShared::default());
+        let c = Client {
+            rx,
+            tx,
+            pool,
+            template: frame::request_template(req),
+            sessions: (0..sessions)
+                .map(|_| Session {
+                    seq: 0,
+                    sent: 0,
+                    result: SessionResult {
+                        transactions: 0,
+                        lost: 0,
+                        latency: histogram(),
+                    },
+                })
+                .collect(),
+            start: 0,
+            warmup: clock::ticks(warmup),
+            timeout: clock::ticks(timeout),
+            next_timeout_check: 0,
+            started: false,
+            inp: Pkts::new(),
+            out: Pkts::new(),
+            shared: shared.clone(),
+        };
+        (c, shared)
+    }
+
+    /// Queues session `s`'s current request; false when the pool is dry
+    /// (the timeout check will retry it).
+    fn queue_request(&mut self, s: usize, now: u64) -> bool {
+        let Ok(mut m) = self.pool.get() else {
+            return false;
+        };
+        let Some(d) = m.append(self.template.len()) else {
+            return false;
+        };
+        d.copy_from_slice(&self.template);
+        let sess = &mut self.sessions[s];
+        frame::patch_request(d, s as u16, sess.seq, now);
+        sess.sent = now;
+        // The burst has room: at most one request per session is queued
+        // and sessions are capped at the burst size.
+        self.out.push(m).is_ok()
+    }
+}
+
+/// Most sessions per client (one queued request each fits one burst).
+pub const MAX_SESSIONS: u16 = 256;
+
+impl Task for Client {
+    fn run(&mut self, quota: usize) -> usize {
+        let mut work = 0;
+        if !self.started {
+            self.started = true;
+            self.start = clock::now();
+            self.next_timeout_check = self.start;
+            let now = self.start;
+            for s in 0..self.sessions.len() {
+                self.queue_request(s, now);
+            }
+        }
+        let n = self.rx.rx_burst(&mut self.inp, quota.min(64));
+        if n > 0 {
+            let now = clock::now();
+            let warm = now - self.start >= self.warmup;
+            let mut inp = std::mem::take(&mut self.inp);
+            for m in inp.iter() {
+                let ok = frame::parse(m.data()).and_then(|p| {
+                    let s = p.client_port.wrapping_sub(frame::BASE_PORT) as usize;
+                    let sess = self.sessions.get(s)?;
+                    (p.kind == frame::RESPONSE && p.seq == sess.seq).then_some((s, p.stamp))
+                });
+                let Some((s, stamp)) = ok else {
+                    self.shared.stray.add(1);
+                    continue;
+                };
+                let sess = &mut self.sessions[s];
+                if warm {
+                    sess.result.transactions += 1;
+                    let rtt = clock::to_ns(now.saturating_sub(stamp));
+                    let _ = sess.result.latency.record(rtt.max(1));
+                }
+                sess.seq = sess.seq.wrapping_add(1);
+                self.shared.transactions.add(1);
+                self.queue_request(s, now);
+            }
+            inp.clear();
+            self.inp = inp;
+            work += n;
+        }
+        if !self.out.is_empty() {
+            work += self.tx.tx_burst(&mut self.out);
+        }
+        // Lost requests: checked every millisecond, not per round, and
+        // only when nothing waits to be sent (a request still queued here
+        // is late, not lost).
+        let now = clock::now();
+        if now >= self.next_timeout_check && self.out.is_empty() {
+            self.next_timeout_check = now + self.timeout / 100;
+            for s in 0..self.sessions.len() {
+                if now.saturating_sub(self.sessions[s].sent) > self.timeout {
+                    self.sessions[s].result.lost += 1;
+                    self.queue_request(s, now);
+                }
+            }
+        }
+        work
+    }
+
+    fn finish(&mut self) {
+        let results = self.sessions.iter().map(|s| s.result.clone()).collect();
+        *self
+            .shared
+            .results
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(results);
+        self.out.clear();
+    }
+}
+
+/// The server task: answers every request on its queue.
+pub struct Server {
+    rx: Box<dyn RxQueue>,
+    tx: Box<dyn TxQueue>,
+    resp: usize,
+    pkts: Pkts,
+    out: Pkts,
+    /// Requests answered, frames dropped (not rr, or not sent).
+    pub counts: Arc<(Counter, Counter)>,
+}
+
+impl Server {
+    /// A server sending `resp`-byte responses.
+    pub fn new(rx: Box<dyn RxQueue>, tx: Box<dyn TxQueue>, resp: usize) -> Server {
+        Server {
+            rx,
+            tx,
+            resp,
+            pkts: Pkts::new(),
+            out: Pkts::new(),
+            counts: Arc::default(),
+        }
+    }
+}
+
+impl Task for Server {
+    fn run(&mut self, quota: usize) -> usize {
+        let n = self.rx.rx_burst(&mut self.pkts, quota.min(64));
+        if n == 0 {
+            return 0;
+        }
+        let want = frame::frame_len(self.resp);
+        let mut bad = 0;
+        while let Some(mut m) = self.pkts.pop() {
+            let is_req = m.nb_segs() == 1
+                && frame::parse(m.data()).is_some_and(|p| p.kind == frame::REQUEST);
+            let have = m.pkt_len();
+            let sized = is_req
+                && (want <= have && m.trim(have - want)
+                    || want > have && m.append(want - have).is_some());
+            if !sized {
+                bad += 1;
+                continue;
+            }
+            frame::make_response(m.data_mut(), self.resp);
+            // `out` has the room: it is empty and no larger than `pkts`.
+            let _ = self.out.push(m);
+        }
+        if bad > 0 {
+            self.counts.1.add(bad);
+        }
+        let sent = self.tx.tx_burst(&mut self.out);
+        self.counts.0.add(sent as u64);
+        self.counts.1.add(self.out.len() as u64);
+        self.out.clear();
+        n
+    }
+}
+
+/// Percentiles reported, as in netperf's output selectors.
+pub const PERCENTILES: [f64; 5] = [50.0, 90.0, 95.0, 99.0, 99.9];
+
+/// A summary of one histogram: count, mean and the [`PERCENTILES`] in ns.
+pub fn summarize(h: &Histogram<u64>) -> (u64, f64, [u64; 5]) {
+    (
+        h.len(),
+        h.mean(),
+        PERCENTILES.map(|p| h.value_at_percentile(p)),
+    )
+}
