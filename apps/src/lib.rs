@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 
 pub mod bound;
+pub mod gen;
 pub mod l2fwd;
 pub mod opts;
 pub mod rr;

@@ -1,0 +1,232 @@
+//! gen: testpmd-style txonly / rxonly on any port.
+//!
+//! `gen --mode txonly --dev virtio-user:/tmp/vhost.sock --size 64 --flows 16`
+//! sends; `--mode rxonly` receives and counts. With no --dev it runs both
+//! ends of an in-process ring pair (tx on the first lcore, rx on the
+//! second). Exit status: 0 done, 1 failure, 2 bad usage.
+use clap::{Parser, ValueEnum};
+use rpmd_apps::gen::{GenCounters, RxOnly, TxOnly};
+use rpmd_apps::opts::PollOpts;
+use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use rpmd_sched::Runtime;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Send frames.
+    Txonly,
+    /// Receive and free frames.
+    Rxonly,
+}
+
+/// Transmit-only / receive-only traffic, like testpmd's txonly and rxonly
+/// forwarding modes.
+#[derive(Parser, Debug)]
+#[command(name = "gen", version)]
+struct Args {
+    /// What to do (default with --dev: txonly).
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
+    /// The port, as a device string (virtio-user:PATH, shm:NAME, ring:NAME,
+    /// null, pci:ADDR). Without it: both ends of ring:gen in this process.
+    #[arg(long)]
+    dev: Option<String>,
+    /// Cores (one; two without --dev: tx then rx).
+    #[arg(short = 'l', long = "lcores")]
+    cores: Option<String>,
+    /// Frame bytes (60..=9000; testpmd's --txpkts).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(60..=9000))]
+    size: u16,
+    /// Flows to cycle over (UDP source port and source IP per flow).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    flows: u16,
+    /// Frames per second to send (0 = as fast as the port takes them).
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// Burst size.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=256))]
+    burst: u16,
+    /// Seconds to run (default: until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    #[command(flatten)]
+    poll: PollOpts,
+    /// Machine-readable output: one JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    if a.duration.is_some_and(|d| d <= 0.0) || a.rate < 0.0 {
+        eprintln!("gen: --duration must be positive and --rate not negative");
+        return ExitCode::from(2);
+    }
+    if a.size > 2048 && a.dev.is_none() {
+        eprintln!("gen: --size above 2048 needs a port with multi-segment frames (--dev)");
+        return ExitCode::from(2);
+    }
+    match run(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gen: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    let embedded = a.dev.is_none();
+    let mode = a.mode.unwrap_or(Mode::Txonly);
+    let cores = a
+        .cores
+        .clone()
+        .unwrap_or_else(|| if embedded { "0-1" } else { "1" }.into());
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let mut pc = MempoolConfig::new("gen", 8192);
+    pc.cache_size = 256;
+    let pool = Arc::new(Mempool::new(&pc).map_err(|e| format!("mempool: {e}"))?);
+    let mut rt = Runtime::start(&cores, a.poll.lcore_config()).map_err(|e| e.to_string())?;
+    let mut ports = Vec::new();
+    let mut tx_counts: Option<Arc<GenCounters>> = None;
+    let mut rx_counts: Option<Arc<GenCounters>> = None;
+    let devs = match &a.dev {
+        Some(d) => vec![d.clone()],
+        None => vec!["ring:gen".to_string(), "ring:gen".to_string()],
+    };
+    for (i, d) in devs.iter().enumerate() {
+        let mut p = reg.open(d).map_err(|e| e.to_string())?;
+        p.configure(&PortConfig {
+            rx_pool: Some(pool.clone()),
+            ..PortConfig::default()
+        })
+        .map_err(|e| e.to_string())?;
+        let mut q = p.start().map_err(|e| e.to_string())?;
+        let lcore = i.min(rt.lcores().len() - 1);
+        let tx_here = if embedded {
+            i == 0
+        } else {
+            mode == Mode::Txonly
+        };
+        if tx_here {
+            let (t, c) = TxOnly::new(
+                q.tx.remove(0),
+                pool.clone(),
+                a.size as usize,
+                a.flows,
+                a.burst as usize,
+                a.rate,
+            );
+            rt.add(lcore, Box::new(t)).map_err(|e| e.to_string())?;
+            tx_counts = Some(c);
+        } else {
+            let (t, c) = RxOnly::new(q.rx.remove(0), a.burst as usize);
+            rt.add(lcore, Box::new(t)).map_err(|e| e.to_string())?;
+            rx_counts = Some(c);
+        }
+        tracing::info!(
+            "{d}: {} on lcore {lcore}",
+            if tx_here { "txonly" } else { "rxonly" }
+        );
+        ports.push(p);
+    }
+    if !a.json {
+        println!(
+            "gen: {}, {}-byte frames, {} flow(s), rate {}, {}",
+            if embedded {
+                "txonly -> ring:gen -> rxonly".to_string()
+            } else {
+                format!("{mode:?} on {}", devs[0]).to_lowercase()
+            },
+            a.size,
+            a.flows,
+            if a.rate > 0.0 {
+                format!("{} pps", a.rate)
+            } else {
+                "max".into()
+            },
+            a.poll.describe()
+        );
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
+        tracing::warn!("cannot catch Ctrl-C: {e}");
+    }
+    let read = |c: &Option<Arc<GenCounters>>| {
+        c.as_ref()
+            .map(|c| (c.packets.get(), c.bytes.get(), c.dropped.get()))
+            .unwrap_or_default()
+    };
+    let t0 = Instant::now();
+    let end = a.duration.map(Duration::from_secs_f64);
+    let mut next = Duration::from_secs(1);
+    let (mut ltx, mut lrx) = (read(&tx_counts), read(&rx_counts));
+    while !stop.load(Relaxed) && end.is_none_or(|d| t0.elapsed() < d) {
+        std::thread::sleep(Duration::from_millis(10));
+        if t0.elapsed() >= next {
+            let (tx, rx) = (read(&tx_counts), read(&rx_counts));
+            let (txp, rxp) = (tx.0 - ltx.0, rx.0 - lrx.0);
+            let (txg, rxg) = ((tx.1 - ltx.1) as f64 * 8e-9, (rx.1 - lrx.1) as f64 * 8e-9);
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"t": next.as_secs_f64(), "tx_pps": txp, "rx_pps": rxp, "tx_gbps": txg, "rx_gbps": rxg, "tx_dropped": tx.2 - ltx.2})
+                );
+            } else {
+                println!(
+                    "[{:6.1}s] tx {:.3} Mpps ({txg:.2} Gbit/s, {} dropped) | rx {:.3} Mpps ({rxg:.2} Gbit/s)",
+                    next.as_secs_f64(),
+                    txp as f64 / 1e6,
+                    tx.2 - ltx.2,
+                    rxp as f64 / 1e6
+                );
+            }
+            (ltx, lrx) = (tx, rx);
+            next += Duration::from_secs(1);
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    rt.shutdown();
+    let (tx, rx) = (read(&tx_counts), read(&rx_counts));
+    let stats: Vec<_> = ports
+        .iter()
+        .map(|p| (p.name().to_string(), p.stats()))
+        .collect();
+    if a.json {
+        let ports: Vec<_> = stats
+            .iter()
+            .map(|(n, s)| serde_json::json!({"device": n, "ipackets": s.ipackets, "opackets": s.opackets, "ibytes": s.ibytes, "obytes": s.obytes, "ierrors": s.ierrors, "oerrors": s.oerrors, "rx_nombuf": s.rx_nombuf}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"summary": {"seconds": secs, "tx_packets": tx.0, "tx_bytes": tx.1, "tx_dropped": tx.2,
+                "rx_packets": rx.0, "rx_bytes": rx.1, "tx_mpps": tx.0 as f64 / secs / 1e6, "rx_mpps": rx.0 as f64 / secs / 1e6,
+                "ports": ports}})
+        );
+    } else {
+        println!(
+            "summary: {secs:.1} s: tx {} frames ({:.3} Mpps, {} dropped), rx {} frames ({:.3} Mpps)",
+            tx.0,
+            tx.0 as f64 / secs / 1e6,
+            tx.2,
+            rx.0,
+            rx.0 as f64 / secs / 1e6
+        );
+        for (n, s) in &stats {
+            println!(
+                "  {n}: ipackets {} opackets {} ierrors {} oerrors {} rx_nombuf {}",
+                s.ipackets, s.opackets, s.ierrors, s.oerrors, s.rx_nombuf
+            );
+        }
+    }
+    Ok(())
+}

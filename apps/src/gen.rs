@@ -1,0 +1,231 @@
+//! gen: testpmd-style transmit-only and receive-only tasks.
+//!
+//! [`TxOnly`] sends UDP/IPv4 frames of a fixed size as fast as the port
+//! takes them, or at a set rate, cycling over N flows (the UDP source port
+//! and the last byte of the source IP differ per flow, as testpmd's
+//! `--txonly-multi-flow` does). Frames are built once from an etherparse
+//! template; per frame only the flow fields are patched. [`RxOnly`]
+//! receives and frees, counting frames and bytes.
+use rpmd_pmd::clock;
+use rpmd_pmd::port::stats::Counter;
+use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
+use rpmd_pmd::Mempool;
+use rpmd_sched::Task;
+use std::sync::Arc;
+
+/// Frames and bytes moved, frames that found the port full (tx only).
+#[derive(Debug, Default)]
+pub struct GenCounters {
+    /// Frames sent or received.
+    pub packets: Counter,
+    /// Bytes sent or received.
+    pub bytes: Counter,
+    /// Frames not taken by a full tx queue (freed, as testpmd does).
+    pub dropped: Counter,
+}
+
+/// A UDP/IPv4 frame of `size` bytes (60..=9000) for flow 0.
+pub fn template(size: usize) -> Vec<u8> {
+    let size = size.max(60);
+    let payload = vec![0u8; size.saturating_sub(14 + 20 + 8)];
+    let b = etherparse::PacketBuilder::ethernet2(
+        [0x02, 0, 0, 0, 0x67, 0x01],
+        [0x02, 0, 0, 0, 0x67, 0x02],
+    )
+    .ipv4([198, 18, 0, 1], [198, 18, 1, 1], 64)
+    .udp(9, 9);
+    let mut f = Vec::with_capacity(size);
+    b.write(&mut f, &payload)
+        .expect("writing into a Vec cannot fail");
+    // No UDP checksum (allowed for IPv4): flows patch the ports.
+    f[40] = 0;
+    f[41] = 0;
+    f
+}
+
+/// Patches `f` (a [`template`]) for flow `flow`: UDP source port 1024 +
+/// flow, source IP last byte = flow, with the IPv4 checksum adjusted.
+#[inline]
+pub fn set_flow(f: &mut [u8], flow: u16) {
+    f[34..36].copy_from_slice(&(1024 + flow).to_be_bytes());
+    let old = f[29];
+    let new = flow as u8;
+    f[29] = new;
+    // RFC 1624 incremental update: HC' = ~(~HC + ~m + m').
+    let hc = u16::from_be_bytes([f[24], f[25]]);
+    let mut sum = (!hc as u32) + (!(old as u16) as u32) + new as u32;
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+/// Transmit-only.
+pub struct TxOnly {
+    tx: Box<dyn TxQueue>,
+    pool: Arc<Mempool>,
+    frame: Vec<u8>,
+    flows: u16,
+    flow: u16,
+    burst: usize,
+    /// Ticks per frame at the set rate (0 = as fast as possible).
+    gap: u64,
+    next: u64,
+    pkts: Pkts,
+    counters: Arc<GenCounters>,
+}
+
+impl TxOnly {
+    /// Sends `size`-byte frames over `flows` flows in bursts of `burst`,
+    /// at `rate` frames/s (0 = line rate).
+    pub fn new(
+        tx: Box<dyn TxQueue>,
+        pool: Arc<Mempool>,
+        size: usize,
+        flows: u16,
+        burst: usize,
+        rate: f64,
+    ) -> (TxOnly, Arc<GenCounters>) {
+        let counters = Arc::new(GenCounters::default());
+        let gap = if rate > 0.0 {
+            (clock::hz() as f64 / rate).max(1.0) as u64
+        } else {
+            0
+        };
+        let t = TxOnly {
+            tx,
+            pool,
+            frame: template(size),
+            flows: flows.max(1),
+            flow: 0,
+            burst: burst.clamp(1, rpmd_pmd::port::MAX_BURST),
+            gap,
+            next: 0,
+            pkts: Pkts::new(),
+            counters: counters.clone(),
+        };
+        (t, counters)
+    }
+}
+
+/// Most bursts one round sends to catch up after a sleep.
+const CATCH_UP_BURSTS: u64 = 8;
+
+impl TxOnly {
+    /// Sends one burst of `n` frames; returns how many the port took.
+    fn send(&mut self, n: usize) -> usize {
+        if self.pool.get_bulk(&mut self.pkts, n).is_err() {
+            return 0;
+        }
+        let len = self.frame.len();
+        for m in self.pkts.iter_mut() {
+            if let Some(d) = m.append(len) {
+                d.copy_from_slice(&self.frame);
+                if self.flows > 1 {
+                    set_flow(d, self.flow);
+                    self.flow = (self.flow + 1) % self.flows;
+                }
+            }
+        }
+        let sent = self.tx.tx_burst(&mut self.pkts);
+        self.counters.packets.add(sent as u64);
+        self.counters.bytes.add((sent * len) as u64);
+        self.counters.dropped.add(self.pkts.len() as u64);
+        self.pkts.clear();
+        sent
+    }
+}
+
+impl Task for TxOnly {
+    fn run(&mut self, _quota: usize) -> usize {
+        if self.gap == 0 {
+            return self.send(self.burst);
+        }
+        let now = clock::now();
+        if self.next == 0 {
+            self.next = now;
+        }
+        if now < self.next {
+            return 0;
+        }
+        // Frames due since `next`: after a sleep of the lcore that may be
+        // several bursts; more than a few bursts of credit is not banked.
+        let bank = self.gap * self.burst as u64 * CATCH_UP_BURSTS;
+        let start = self.next.max(now.saturating_sub(bank));
+        let mut due = (now - start) / self.gap + 1;
+        self.next = start + self.gap * due;
+        let mut sent = 0;
+        while due > 0 {
+            let n = due.min(self.burst as u64) as usize;
+            sent += self.send(n);
+            due -= n as u64;
+        }
+        sent
+    }
+}
+
+/// Receive-only.
+pub struct RxOnly {
+    rx: Box<dyn RxQueue>,
+    burst: usize,
+    pkts: Pkts,
+    counters: Arc<GenCounters>,
+}
+
+impl RxOnly {
+    /// Receives in bursts of `burst` and frees.
+    pub fn new(rx: Box<dyn RxQueue>, burst: usize) -> (RxOnly, Arc<GenCounters>) {
+        let counters = Arc::new(GenCounters::default());
+        let t = RxOnly {
+            rx,
+            burst: burst.clamp(1, rpmd_pmd::port::MAX_BURST),
+            pkts: Pkts::new(),
+            counters: counters.clone(),
+        };
+        (t, counters)
+    }
+}
+
+impl Task for RxOnly {
+    fn run(&mut self, quota: usize) -> usize {
+        let n = self
+            .rx
+            .rx_burst(&mut self.pkts, self.burst.min(quota.max(1)));
+        if n > 0 {
+            let bytes: usize = self.pkts.iter().map(|m| m.pkt_len()).sum();
+            self.counters.packets.add(n as u64);
+            self.counters.bytes.add(bytes as u64);
+            self.pkts.clear();
+        }
+        n
+    }
+
+    fn finish(&mut self) {
+        // Count what already arrived, so a stop loses nothing in flight.
+        while self.run(usize::MAX) > 0 {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::{NetSlice, SlicedPacket};
+
+    #[test]
+    fn flows_keep_the_ipv4_checksum_valid() {
+        for size in [60, 64, 1518] {
+            let mut f = template(size);
+            assert_eq!(f.len(), size);
+            for flow in [0u16, 1, 7, 255, 300] {
+                set_flow(&mut f, flow);
+                let p = SlicedPacket::from_ethernet(&f).unwrap();
+                let Some(NetSlice::Ipv4(ip)) = p.net else {
+                    panic!("not ipv4")
+                };
+                let h = ip.header().to_header();
+                assert_eq!(h.header_checksum, h.calc_header_checksum(), "flow {flow}");
+                assert_eq!(h.source[3], flow as u8);
+            }
+        }
+    }
+}
