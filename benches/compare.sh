@@ -9,22 +9,28 @@
 # benches/dpdk/mempool_peer.c against libdpdk, vs our mempool_perf; 24
 # representative cases of 1 s, or MEMPOOL_ALL=1 for all 384; MEMPOOL_SECONDS
 # sets the seconds per run), virtio (our virtio-user vs DPDK's, txonly,
-# rxonly and io, 64 and 1518 bytes, against testpmd's vhost-user), seeds (the run-loop experiments: yield to a
-# runnable sibling on the CPU, and what each yield signal costs), txlock
-# (the lock in front of a shared TX queue vs spin, mutex and busylock). No
-# SUITE runs all of them. Each suite ends with
-# `RESULT <suite> worst_ratio=<x>`.
+# rxonly and io, 64 and 1518 bytes, against testpmd's vhost-user), l2fwd
+# (our l2fwd vs testpmd io/mac forwarding between the same two vhost-user
+# ports fed by a testpmd flowgen, plus a burst-size sweep 1..256), rr
+# (request/response latency over shm in one process against the
+# cache-line round-trip bound, and through testpmd io between two
+# vhost-user ports), seeds (the run-loop experiments: yield to a runnable
+# sibling on the CPU, and what each yield signal costs), txlock (the lock
+# in front of a shared TX queue vs spin, mutex and busylock). No SUITE runs
+# all of them. Each suite ends with `RESULT <suite> worst_ratio=<x>`; the
+# run ends with one table of them. CSVs, the log and PNG plots (Mpps vs
+# burst size, rr latency CDF; gnuplot) go to target/compare/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool virtio seeds txlock"
+suites="ring mempool virtio l2fwd rr seeds txlock"
 suite=all
 runs=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -34,15 +40,21 @@ for s in $suite; do
     case " $suites " in *" $s "*) ;; *) echo "compare.sh: unknown suite '$s' (accepted: $suites)" >&2; exit 2 ;; esac
 done
 
-if ! command -v dpdk-test >/dev/null; then
-    echo "== installing DPDK (dpdk-dev) from Debian"
+if ! command -v dpdk-test >/dev/null || ! command -v gnuplot >/dev/null; then
+    echo "== installing DPDK (dpdk-dev) and gnuplot from Debian"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q && apt-get install -y -q dpdk-dev
+    apt-get update -q && apt-get install -y -q dpdk-dev gnuplot-nox
 fi
-echo "== building rpmd benchmarks (release)"
-cargo build --release -q -p rpmd-benches --bins
+echo "== building rpmd benchmarks and apps (release)"
+cargo build --release -q -p rpmd-benches -p rpmd-apps --bins
 huge_setup 1024
+OUT=target/compare
+mkdir -p "$OUT"
 
+# rr's p50 over its bound, from the JSON summary on stdin.
+rr_ratio() { python3 -c 'import json,sys; s=json.loads(sys.stdin.read().splitlines()[-1])["summary"]; print("%.3f %.0f %.0f %.0f" % (s["p50_over_bound"], s["p50_ns"], s["bound_p50_ns"], s["tps"]))'; }
+
+run_suites() {
 for s in $suite; do
     case "$s" in
         ring)
@@ -62,6 +74,54 @@ for s in $suite; do
             echo "== virtio: rpmd's virtio-user vs DPDK's net_virtio_user against testpmd's net_vhost, $runs interleaved runs each"
             target/release/compare_virtio --huge-dir "$HUGE_DIR" --runs "$runs" --seconds 3
             ;;
+        l2fwd)
+            echo "== l2fwd: rpmd l2fwd vs testpmd io/mac forwarding between two vhost-user ports (testpmd flowgen), $runs interleaved runs each, and a burst sweep"
+            target/release/compare_l2fwd --l2fwd target/release/l2fwd --huge-dir "$HUGE_DIR" \
+                --runs "$runs" --seconds 4 --sweep --csv "$OUT/l2fwd.csv"
+            awk -F, 'NR>1 && $1=="io" && $2==64 {print $3, $4, $5}' "$OUT/l2fwd.csv" | sort -n > "$OUT/batch.dat"
+            gnuplot -e "set terminal png size 800,500; set output '$OUT/batch.png'; set logscale x 2; \
+                set xlabel 'burst size'; set ylabel 'Mpps forwarded (64 B, io)'; set key left top; \
+                set title 'l2fwd between two vhost-user ports: testpmd vs rpmd'; \
+                plot '$OUT/batch.dat' using 1:2 with linespoints title 'DPDK testpmd', \
+                     '' using 1:3 with linespoints title 'rpmd l2fwd'" && echo "plot: $OUT/batch.png"
+            ;;
+        rr)
+            echo "== rr: 1-byte request/response, one session, over shm (client core 1, server core 0) vs the cache-line bound, $runs runs"
+            ratios=()
+            for i in $(seq "$runs"); do
+                r=$(target/release/rr --duration 3 --json --cdf "$OUT/rr_cdf_shm.csv" 2>/dev/null | rr_ratio)
+                set -- $r
+                echo "run $i: p50 $2 ns, bound $3 ns, $4 transactions/s: p50 = $1 x bound"
+                ratios+=("$1")
+            done
+            med=$(printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+            echo "== rr through testpmd io between two vhost-user ports (client core 1, server core 0, testpmd core 0)"
+            id=$$
+            dpdk-testpmd --no-pci --lcores 0@0,1@0 --file-prefix=rrtp --huge-dir "$HUGE_DIR" -m 512 --huge-unlink \
+                --log-level=lib.eal:error --vdev "net_vhost0,iface=/tmp/rpmd-rr-$id-0.sock,queues=1" \
+                --vdev "net_vhost1,iface=/tmp/rpmd-rr-$id-1.sock,queues=1" -- --forward-mode=io -a \
+                < <(sleep 30) >/dev/null 2>&1 &
+            tp=$!
+            for _ in $(seq 100); do [ -S "/tmp/rpmd-rr-$id-1.sock" ] && break; sleep 0.1; done
+            # testpmd polls core 0 too: the server sleeps when idle (no spin,
+            # 10 us timer) so the two share the core by wake-ups, not slices.
+            target/release/rr --role server --dev "virtio-user:/tmp/rpmd-rr-$id-1.sock" -l 0 --duration 6 \
+                --spin-us 0 --sleep-us 10 >/dev/null 2>&1 &
+            srv=$!
+            target/release/rr --role client --dev "virtio-user:/tmp/rpmd-rr-$id-0.sock" -l 1 --duration 3 --spin-us 1000 \
+                --no-bound --cdf "$OUT/rr_cdf_testpmd.csv" || true
+            kill -INT $srv $tp 2>/dev/null || true
+            wait $srv $tp 2>/dev/null || true
+            rm -f /tmp/rpmd-rr-$id-*.sock
+            gnuplot -e "set terminal png size 800,500; set output '$OUT/rr_cdf.png'; set logscale x; \
+                set xlabel 'round trip (us)'; set ylabel 'percentile'; set key right bottom; \
+                set datafile separator ','; set title 'rr latency CDF, 1-byte request/response, one session'; \
+                plot '$OUT/rr_cdf_shm.csv' every ::1 using (\$1/1000):2 with lines title 'shm, one process', \
+                     '$OUT/rr_cdf_testpmd.csv' every ::1 using (\$1/1000):2 with lines title 'virtio-user through testpmd io'" \
+                && echo "plot: $OUT/rr_cdf.png"
+            echo "rr p50 over the cache-line round-trip bound (median of $runs): $med (target 3)"
+            echo "RESULT rr worst_ratio=$med"
+            ;;
         txlock)
             echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"
             for _ in $(seq "$runs"); do target/release/txlock --seconds 2; done
@@ -75,3 +135,12 @@ for s in $suite; do
             ;;
     esac
 done
+}
+
+run_suites 2>&1 | tee "$OUT/compare.log"
+echo
+echo "== summary (DPDK / rpmd unless the suite says otherwise; <= 1.0 means rpmd is at least as fast)"
+grep '^RESULT' "$OUT/compare.log" | sed 's/^RESULT //' | \
+    awk -v csv="$OUT/results.csv" 'BEGIN {print "suite,metric,value" > csv; printf "%-16s %-12s %s\n", "suite", "metric", "value"}
+         {split($2, kv, "="); printf "%-16s %-12s %s\n", $1, kv[1], kv[2]; print $1 "," kv[1] "," kv[2] >> csv}'
+echo "(results: $OUT/results.csv; log, CSVs and plots in $OUT/)"

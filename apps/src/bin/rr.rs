@@ -76,6 +76,10 @@ struct Args {
     /// Per-session lines even with many sessions (default: up to 8).
     #[arg(long)]
     per_session: bool,
+    /// Write the latency distribution (all sessions) to this CSV file:
+    /// `latency_ns,percentile` rows, for a CDF plot.
+    #[arg(long)]
+    cdf: Option<std::path::PathBuf>,
     /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     json: bool,
@@ -293,6 +297,17 @@ fn run(a: &Args) -> Result<ExitCode, String> {
         let _ = total.add(&r.latency);
     }
     let (count, mean, pct) = rr::summarize(&total);
+    if let Some(path) = &a.cdf {
+        let mut csv = String::from("latency_ns,percentile\n");
+        for v in total.iter_quantiles(20) {
+            csv += &format!(
+                "{},{:.4}\n",
+                v.value_iterated_to(),
+                v.percentile()
+            );
+        }
+        std::fs::write(path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let lost: u64 = results.iter().map(|r| r.lost).sum();
     let ratio = bound.map(|(b, _)| pct[0] as f64 / b.p50_ns);
     let ratio2 = bound.map(|(_, b2)| pct[0] as f64 / b2.p50_ns);

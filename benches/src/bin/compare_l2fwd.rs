@@ -1,0 +1,248 @@
+//! `compare_l2fwd`: rpmd's l2fwd against DPDK's testpmd forwarding between
+//! the same two vhost-user ports.
+//!
+//! The generator is testpmd with two `net_vhost` ports in flowgen mode on
+//! CPU 0: it sends on both ports and receives (and frees) what comes back.
+//! The device under test runs on CPU 1 with two virtio-user ports, one per
+//! vhost port, forwarding 0 -> 1 and 1 -> 0: either DPDK's testpmd
+//! (`net_virtio_user`, io or mac forwarding) or rpmd's l2fwd (`--no-mac-
+//! updating` for io, MAC rewrite for mac). Both are measured the same way:
+//! the frames per second the generator receives back (its `Rx-pps`, both
+//! ports summed, medians over the run with the first two seconds dropped).
+//! Runs alternate DPDK, rpmd.
+//!
+//! Cases: io and mac forwarding at 64 and 1518 bytes, burst 32; with
+//! `--sweep`, io at 64 bytes for bursts 1, 2, 4, ... 256 as well. Prints a
+//! table with DPDK ÷ rpmd ratios, writes the rows as CSV (`--csv FILE`),
+//! and ends with `RESULT l2fwd worst_ratio=<x>` (and `RESULT l2fwd_batch`
+//! for the sweep).
+//!
+//! Usage: `compare_l2fwd --l2fwd PATH --huge-dir DIR [--runs N]
+//! [--seconds S] [--sweep] [--csv FILE]`
+use rpmd_benches::median;
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Opts {
+    l2fwd: String,
+    huge: String,
+    runs: usize,
+    secs: f64,
+}
+
+fn socks() -> [String; 2] {
+    [0, 1].map(|i| format!("/tmp/rpmd-cl-{}-{i}.sock", std::process::id()))
+}
+
+/// The generator: flowgen on both vhost ports, stats every second.
+fn generator(o: &Opts, size: usize) -> Proc {
+    let s = socks();
+    for p in &s {
+        let _ = std::fs::remove_file(p);
+    }
+    let child = Command::new("dpdk-testpmd")
+        .args(["--no-pci", "--lcores", "0@0,1@0", "--file-prefix=clgen"])
+        .args(["--huge-dir", &o.huge, "-m", "512", "--huge-unlink"])
+        .args(["--log-level=lib.eal:error", "--log-level=user1:error"])
+        .args(["--vdev", &format!("net_vhost0,iface={},queues=1", s[0])])
+        .args(["--vdev", &format!("net_vhost1,iface={},queues=1", s[1])])
+        .args(["--", "--forward-mode=flowgen", "--total-num-mbufs=16384"])
+        .arg(format!("--txpkts={size}"))
+        .args(["-a", "--stats-period", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dpdk-testpmd (apt-get install dpdk-dev)");
+    let t = Instant::now();
+    while !s.iter().all(|p| std::path::Path::new(p).exists()) {
+        assert!(t.elapsed() < Duration::from_secs(30), "generator made no sockets");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    Proc(child)
+}
+
+/// Stops the generator and returns the median of its per-second Rx-pps,
+/// both ports summed, the first two seconds dropped.
+fn generator_rate(mut g: Proc) -> f64 {
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(g.0.id() as i32, libc::SIGINT) };
+    let mut out = String::new();
+    if let Some(mut o) = g.0.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    drop(g);
+    let key = "Rx-pps:";
+    let vals: Vec<f64> = out
+        .lines()
+        .filter_map(|l| {
+            let i = l.find(key)?;
+            l[i + key.len()..].split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    let per_sec: Vec<f64> = vals.chunks_exact(2).map(|c| c[0] + c[1]).skip(2).collect();
+    median(per_sec) / 1e6
+}
+
+fn run_dpdk(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
+    let g = generator(o, size);
+    let s = socks();
+    let mut dut = Proc(
+        Command::new("dpdk-testpmd")
+            .args(["--no-pci", "--lcores", "0@1,1@1", "--file-prefix=cldut"])
+            .args(["--huge-dir", &o.huge, "-m", "512", "--single-file-segments"])
+            .args(["--log-level=lib.eal:error", "--log-level=user1:error"])
+            .args(["--vdev", &format!("net_virtio_user0,path={},queues=1", s[0])])
+            .args(["--vdev", &format!("net_virtio_user1,path={},queues=1", s[1])])
+            .arg("--")
+            .arg(format!("--forward-mode={mode}"))
+            .arg(format!("--burst={burst}"))
+            .args(["--total-num-mbufs=16384", "-a"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dpdk-testpmd"),
+    );
+    std::thread::sleep(Duration::from_secs_f64(o.secs + 2.5));
+    let r = generator_rate(g);
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(dut.0.id() as i32, libc::SIGINT) };
+    let _ = dut.0.wait();
+    // --single-file-segments leaves its files behind.
+    if let Ok(rd) = std::fs::read_dir(&o.huge) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with("cldut") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    r
+}
+
+fn run_ours(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
+    let g = generator(o, size);
+    let s = socks();
+    let mut c = Command::new(&o.l2fwd);
+    c.args(["-l", "1", "--dev"])
+        .arg(format!("virtio-user:{}", s[0]))
+        .arg("--dev")
+        .arg(format!("virtio-user:{}", s[1]))
+        .arg(format!("--burst={burst}"))
+        .arg(format!("--duration={}", o.secs + 3.0))
+        .args(["--json", "--period", "10"]);
+    if mode == "io" {
+        c.arg("--no-mac-updating");
+    }
+    let dut = Proc(
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("l2fwd (cargo build --release -p rpmd-apps)"),
+    );
+    std::thread::sleep(Duration::from_secs_f64(o.secs + 2.5));
+    let r = generator_rate(g);
+    drop(dut);
+    r
+}
+
+fn main() {
+    let mut a = std::env::args().skip(1);
+    let mut o = Opts {
+        l2fwd: "target/release/l2fwd".into(),
+        huge: "/mnt/rpmd-huge".into(),
+        runs: 3,
+        secs: 4.0,
+    };
+    let (mut sweep, mut csv) = (false, None::<String>);
+    while let Some(k) = a.next() {
+        match k.as_str() {
+            "--sweep" => sweep = true,
+            _ => match (k.as_str(), a.next()) {
+                ("--l2fwd", Some(v)) => o.l2fwd = v,
+                ("--huge-dir", Some(v)) => o.huge = v,
+                ("--csv", Some(v)) => csv = Some(v),
+                ("--runs", Some(v)) if v.parse::<usize>().is_ok_and(|n| n > 0) => {
+                    o.runs = v.parse().unwrap_or(3)
+                }
+                ("--seconds", Some(v)) if v.parse::<f64>().is_ok_and(|s| s >= 1.0) => {
+                    o.secs = v.parse().unwrap_or(4.0)
+                }
+                _ => {
+                    eprintln!("usage: compare_l2fwd [--l2fwd PATH] [--huge-dir DIR] [--runs N] [--seconds S>=1] [--sweep] [--csv FILE]");
+                    std::process::exit(2);
+                }
+            },
+        }
+    }
+    println!("generator: testpmd flowgen on two vhost-user ports, CPU 0; device under test on CPU 1: testpmd (net_virtio_user) vs rpmd l2fwd (virtio-user); {} interleaved runs of {} s, medians of the generator's Rx-pps", o.runs, o.secs);
+    println!(
+        "{:<6} {:>6} {:>6} {:>10} {:>10} {:>10}",
+        "mode", "bytes", "burst", "DPDK Mpps", "rpmd Mpps", "DPDK/rpmd"
+    );
+    let mut rows = Vec::new();
+    let mut cases: Vec<(&str, usize, usize)> = vec![
+        ("io", 64, 32),
+        ("mac", 64, 32),
+        ("io", 1518, 32),
+        ("mac", 1518, 32),
+    ];
+    if sweep {
+        for b in [1, 2, 4, 8, 16, 64, 128, 256] {
+            cases.push(("io", 64, b));
+        }
+    }
+    for (mode, size, burst) in cases {
+        let (mut d, mut r) = (Vec::new(), Vec::new());
+        for _ in 0..o.runs {
+            d.push(run_dpdk(&o, mode, size, burst));
+            r.push(run_ours(&o, mode, size, burst));
+        }
+        let (dm, rm) = (median(d), median(r));
+        let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
+        println!("{mode:<6} {size:>6} {burst:>6} {dm:>10.3} {rm:>10.3} {ratio:>10.3}");
+        rows.push((mode, size, burst, dm, rm, ratio));
+    }
+    if let Some(path) = csv {
+        let mut s = String::from("mode,bytes,burst,dpdk_mpps,rpmd_mpps,ratio\n");
+        for (m, sz, b, d, r, x) in &rows {
+            s += &format!("{m},{sz},{b},{d:.4},{r:.4},{x:.4}\n");
+        }
+        if let Err(e) = std::fs::write(&path, s) {
+            eprintln!("compare_l2fwd: {path}: {e}");
+        }
+    }
+    for p in socks() {
+        let _ = std::fs::remove_file(p);
+    }
+    let worst = |f: &dyn Fn(usize) -> bool| {
+        rows.iter()
+            .filter(|r| f(r.2))
+            .map(|r| r.5)
+            .fold(0.0f64, f64::max)
+    };
+    println!("RESULT l2fwd worst_ratio={:.3}", worst(&|b| b == 32));
+    if sweep {
+        println!("RESULT l2fwd_batch worst_ratio={:.3}", worst(&|_| true));
+    }
+}
