@@ -300,11 +300,7 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     if let Some(path) = &a.cdf {
         let mut csv = String::from("latency_ns,percentile\n");
         for v in total.iter_quantiles(20) {
-            csv += &format!(
-                "{},{:.4}\n",
-                v.value_iterated_to(),
-                v.percentile()
-            );
+            csv += &format!("{},{:.4}\n", v.value_iterated_to(), v.percentile());
         }
         std::fs::write(path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
     }

@@ -75,7 +75,10 @@ fn generator(o: &Opts, size: usize) -> Proc {
         .expect("dpdk-testpmd (apt-get install dpdk-dev)");
     let t = Instant::now();
     while !s.iter().all(|p| std::path::Path::new(p).exists()) {
-        assert!(t.elapsed() < Duration::from_secs(30), "generator made no sockets");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "generator made no sockets"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
@@ -112,8 +115,14 @@ fn run_dpdk(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
             .args(["--no-pci", "--lcores", "0@1,1@1", "--file-prefix=cldut"])
             .args(["--huge-dir", &o.huge, "-m", "512", "--single-file-segments"])
             .args(["--log-level=lib.eal:error", "--log-level=user1:error"])
-            .args(["--vdev", &format!("net_virtio_user0,path={},queues=1", s[0])])
-            .args(["--vdev", &format!("net_virtio_user1,path={},queues=1", s[1])])
+            .args([
+                "--vdev",
+                &format!("net_virtio_user0,path={},queues=1", s[0]),
+            ])
+            .args([
+                "--vdev",
+                &format!("net_virtio_user1,path={},queues=1", s[1]),
+            ])
             .arg("--")
             .arg(format!("--forward-mode={mode}"))
             .arg(format!("--burst={burst}"))

@@ -6,7 +6,7 @@
 //! in `/dev/shm/rpmd-shm-NAME`; the first port to open the name creates the
 //! file and becomes side A, the second maps it and becomes side B. Each
 //! direction of each queue is a single-producer/single-consumer ring of
-//! fixed-size slots (see [`region`] for the layout and the memory
+//! fixed-size slots (see `region.rs` for the layout and the memory
 //! ordering). Sending copies a frame into a slot and frees its mbuf;
 //! receiving copies a slot into an mbuf from [`PortConfig::rx_pool`]. The
 //! copies keep the two processes' memory apart: a peer sees only the bytes
