@@ -40,10 +40,14 @@ for s in $suite; do
     case " $suites " in *" $s "*) ;; *) echo "compare.sh: unknown suite '$s' (accepted: $suites)" >&2; exit 2 ;; esac
 done
 
-if ! command -v dpdk-test >/dev/null || ! command -v gnuplot >/dev/null; then
-    echo "== installing DPDK (dpdk-dev) and gnuplot from Debian"
+# DPDK for every suite; gnuplot only for the suites that draw.
+pkgs=""
+command -v dpdk-test >/dev/null || pkgs="dpdk-dev"
+case " $suite " in *" l2fwd "*|*" rr "*) command -v gnuplot >/dev/null || pkgs="$pkgs gnuplot-nox" ;; esac
+if [ -n "$pkgs" ]; then
+    echo "== installing from Debian: $pkgs"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q && apt-get install -y -q dpdk-dev gnuplot-nox
+    apt-get update -q && apt-get install -y -q $pkgs
 fi
 echo "== building rpmd benchmarks and apps (release)"
 cargo build --release -q -p rpmd-benches -p rpmd-apps --bins

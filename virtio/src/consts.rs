@@ -3,7 +3,7 @@
 //! from `virtio-bindings` where it has them.
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1 as F_VERSION_1;
 use virtio_bindings::virtio_net::{
-    VIRTIO_NET_F_MAC as F_MAC, VIRTIO_NET_F_MRG_RXBUF as F_MRG_RXBUF,
+    VIRTIO_NET_F_MAC as F_MAC, VIRTIO_NET_F_MQ as F_MQ, VIRTIO_NET_F_MRG_RXBUF as F_MRG_RXBUF,
 };
 
 /// §6.1: the device complies with virtio 1.x.
@@ -12,6 +12,10 @@ pub const VIRTIO_F_VERSION_1: u64 = 1 << F_VERSION_1;
 pub const VIRTIO_NET_F_MAC: u64 = 1 << F_MAC;
 /// §5.1.3: the driver can merge receive buffers.
 pub const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << F_MRG_RXBUF;
+/// §5.1.3: several receive/transmit queue pairs (§5.1.6.5.5). Over
+/// vhost-user the pairs are enabled with `SET_VRING_ENABLE`, as DPDK's
+/// virtio-user does, rather than through a control virtqueue.
+pub const VIRTIO_NET_F_MQ: u64 = 1 << F_MQ;
 /// vhost-user: protocol features are negotiated (bit 30 of the features).
 pub const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
 

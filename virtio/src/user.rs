@@ -4,8 +4,8 @@
 //!
 //! The control protocol (feature negotiation, the memory table with the fds
 //! of our DMA memory, vring sizes, addresses and eventfds) goes through
-//! rust-vmm's `vhost` crate (its frontend side); the data path is ours: two
-//! split virtqueues (RX = 0, TX = 1) in a DMA region we share, whose
+//! rust-vmm's `vhost` crate (its frontend side); the data path is ours:
+//! split virtqueues (RX of pair q = vring 2q, TX = 2q + 1) in a DMA region we share, whose
 //! descriptors point into the mempool's region, which we share too. IOVA =
 //! our virtual address, as the memory table says (guest address = user
 //! address).
@@ -14,13 +14,19 @@
 //! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
 //! could not reach them.
 //!
-//! Device string: `virtio-user:PATH[,queue_size=N][,mrg_rxbuf=0|1][,timeout_ms=T]`
-//! (N a power of two, default 256; T bounds every wait for a backend reply,
+//! Device string: `virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,timeout_ms=T]`
+//! (Q queue pairs, 1..=8, default 1: more than one needs a backend that
+//! offers VIRTIO_NET_F_MQ and the vhost-user MQ protocol feature, and the
+//! pairs are enabled with SET_VRING_ENABLE; N a power of two, default 256;
+//! T bounds every wait for a backend reply,
 //! default 5000; mergeable RX buffers on by default when the
 //! backend offers them: frames larger than an mbuf arrive as chains, and
 //! chains are sent as descriptor chains). The backend must be listening (as testpmd's `net_vhost`
 //! does by default).
-use crate::consts::{NET_HDR_LEN, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MRG_RXBUF};
+use crate::consts::{
+    NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
+    VIRTIO_NET_F_MRG_RXBUF,
+};
 use crate::split::{Layout, SplitQueue, MAX_CHAIN};
 use crate::Error;
 use crossbeam_utils::CachePadded;
@@ -38,7 +44,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::Duration;
-use vhost::vhost_user::Frontend;
+use vhost::vhost_user::message::VhostUserProtocolFeatures;
+use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vmm_sys_util::eventfd::EventFd;
 
@@ -65,19 +72,20 @@ struct Control {
 
 impl Control {
     fn call<T>(
-        &self,
+        &mut self,
         what: &str,
-        f: impl FnOnce(&Frontend) -> Result<T, vhost::Error>,
+        f: impl FnOnce(&mut Frontend) -> Result<T, vhost::Error>,
     ) -> Result<T, PmdError> {
         let (done, wait) = std::sync::mpsc::channel::<()>();
         let (sock, timeout) = (&self.sock, self.timeout);
+        let fe = &mut self.fe;
         let r = std::thread::scope(|s| {
             s.spawn(move || {
                 if let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
                     let _ = sock.shutdown(Shutdown::Both);
                 }
             });
-            let r = f(&self.fe);
+            let r = f(fe);
             let _ = done.send(());
             r
         });
@@ -102,11 +110,19 @@ impl Driver for VirtioUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "virtio-user:PATH[,queue_size=N][,mrg_rxbuf=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
+        "virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
     }
 
     fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
-        args.only_options(&["queue_size", "mrg_rxbuf", "timeout_ms"])?;
+        args.only_options(&["queues", "queue_size", "mrg_rxbuf", "timeout_ms"])?;
+        let pairs = args.opt_u64("queues", 1)?;
+        if !(1..=MAX_PAIRS as u64).contains(&pairs) {
+            return Err(perr(
+                args.raw(),
+                format!("queues={pairs}: 1..={MAX_PAIRS} queue pairs"),
+            ));
+        }
+        let pairs = pairs as u16;
         // Every reply from the backend is waited for at most this long.
         let timeout = Duration::from_millis(args.opt_u64("timeout_ms", 5000)?.max(1));
         let mrg = args.opt_bool("mrg_rxbuf", true)?;
@@ -125,8 +141,8 @@ impl Driver for VirtioUserDriver {
         let watch = sock
             .try_clone()
             .map_err(|e| perr(args.raw(), format!("socket: {e}")))?;
-        let ctl = Control {
-            fe: Frontend::from_stream(sock, 2),
+        let mut ctl = Control {
+            fe: Frontend::from_stream(sock, 2 * MAX_PAIRS as u64),
             sock: watch,
             timeout,
             port: args.raw().to_string(),
@@ -139,10 +155,18 @@ impl Driver for VirtioUserDriver {
                 format!("the backend offers no VERSION_1 (features {offered:#x}); legacy backends are not supported"),
             ));
         }
+        let proto = if pairs > 1 {
+            multiqueue(&mut ctl, offered, pairs)?;
+            true
+        } else {
+            false
+        };
         Ok(Box::new(VirtioUserPort {
             name: args.raw().to_string(),
             ctl,
             offered,
+            pairs,
+            proto,
             want_mrg: mrg,
             features: 0,
             layout,
@@ -155,8 +179,48 @@ impl Driver for VirtioUserDriver {
             allmulti: true,
             mtu: 1500,
             rings: None,
+            active: 0,
         }))
     }
+}
+
+/// Most queue pairs a port sets up.
+pub const MAX_PAIRS: u16 = 8;
+
+/// Negotiates what several queue pairs need: the MQ device feature, and
+/// the vhost-user protocol features (MQ) that let us ask the backend how
+/// many queues it has and enable each ring.
+fn multiqueue(ctl: &mut Control, offered: u64, pairs: u16) -> Result<(), PmdError> {
+    let port = ctl.port.clone();
+    let need = VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
+    if offered & need != need {
+        return Err(perr(
+            &port,
+            format!("queues={pairs} needs a backend offering VIRTIO_NET_F_MQ and vhost-user protocol features (features {offered:#x}); start it with more queues (testpmd: net_vhost0,iface=...,queues={pairs})"),
+        ));
+    }
+    let proto = ctl.call("GET_PROTOCOL_FEATURES", |fe| fe.get_protocol_features())?;
+    if !proto.contains(VhostUserProtocolFeatures::MQ) {
+        return Err(perr(
+            &port,
+            format!(
+                "queues={pairs}: the backend has no vhost-user MQ protocol feature ({proto:?})"
+            ),
+        ));
+    }
+    ctl.call("SET_PROTOCOL_FEATURES", |fe| {
+        fe.set_protocol_features(VhostUserProtocolFeatures::MQ)
+    })?;
+    let n = ctl.call("GET_QUEUE_NUM", |fe| fe.get_queue_num())?;
+    // DPDK answers with queue pairs, QEMU's backends with vrings; either
+    // way fewer than we need is an error.
+    if n < pairs as u64 {
+        return Err(perr(
+            &port,
+            format!("queues={pairs}: the backend has {n} queues"),
+        ));
+    }
+    Ok(())
 }
 
 /// A virtio-user port.
@@ -164,6 +228,11 @@ pub struct VirtioUserPort {
     name: String,
     ctl: Control,
     offered: u64,
+    /// Queue pairs (the `queues` option).
+    pairs: u16,
+    /// Whether protocol features were negotiated (rings then need
+    /// SET_VRING_ENABLE).
+    proto: bool,
     want_mrg: bool,
     features: u64,
     layout: Layout,
@@ -176,6 +245,8 @@ pub struct VirtioUserPort {
     allmulti: bool,
     mtu: u16,
     rings: Option<Arc<DmaRegion>>,
+    /// Vrings set up by the last start.
+    active: usize,
 }
 
 /// Bounds of memory the backend can reach (the pool's region).
@@ -370,22 +441,30 @@ impl VirtioUserPort {
             .clone()
             .ok_or_else(|| perr(&name, "no rx_pool"))?;
         let l = self.layout;
+        // Pair q: RX on vring 2q, TX on vring 2q + 1.
+        let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
         let rings = Arc::new(DmaRegion::new(
             "virtio-user rings",
-            2 * l.len,
+            2 * pairs * l.len,
             IovaMode::Va,
         )?);
-        let mut rxq = SplitQueue::new(&rings, 0, l).map_err(|e| perr(&name, e))?;
-        let mut txq = SplitQueue::new(&rings, l.len, l).map_err(|e| perr(&name, e))?;
-        rxq.set_interrupts(false);
-        txq.set_interrupts(false);
+        let mut queues = Vec::with_capacity(2 * pairs);
+        for i in 0..2 * pairs {
+            let mut q = SplitQueue::new(&rings, i * l.len, l).map_err(|e| perr(&name, e))?;
+            q.set_interrupts(false);
+            queues.push(q);
+        }
         let mut want = VIRTIO_F_VERSION_1;
         if self.want_mrg {
             want |= VIRTIO_NET_F_MRG_RXBUF;
         }
+        if self.proto {
+            want |= VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
+        }
         self.features = self.offered & want;
+        let features = self.features;
         self.ctl
-            .call("SET_FEATURES", |fe| fe.set_features(self.features))?;
+            .call("SET_FEATURES", |fe| fe.set_features(features))?;
         let pr = pool.region();
         let mem = [
             VhostUserMemoryRegionInfo {
@@ -406,18 +485,19 @@ impl VirtioUserPort {
         self.ctl
             .call("SET_MEM_TABLE", |fe| fe.set_mem_table(&mem))?;
         let mut kicks = Vec::new();
-        for (i, q) in [&rxq, &txq].into_iter().enumerate() {
+        for (i, q) in queues.iter().enumerate() {
             let ev = |e: std::io::Error| perr(&name, format!("eventfd: {e}"));
             let kick = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
             let call = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
             let (desc, avail, used) = q.addresses();
+            let size = q.size();
             self.ctl
-                .call("SET_VRING_NUM", |fe| fe.set_vring_num(i, q.size()))?;
+                .call("SET_VRING_NUM", |fe| fe.set_vring_num(i, size))?;
             self.ctl
                 .call("SET_VRING_BASE", |fe| fe.set_vring_base(i, 0))?;
             let cfg = VringConfigData {
-                queue_max_size: q.size(),
-                queue_size: q.size(),
+                queue_max_size: size,
+                queue_size: size,
                 flags: 0,
                 desc_table_addr: desc,
                 used_ring_addr: used,
@@ -432,53 +512,66 @@ impl VirtioUserPort {
                 .call("SET_VRING_KICK", |fe| fe.set_vring_kick(i, &kick))?;
             kicks.push(kick);
         }
-        // Fill the RX ring.
-        let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
-        while rxq.free() > 0 {
-            let k = rxq.free().min(64);
-            pool.get_bulk(&mut b, k)?;
-            while let Some(m) = b.pop() {
-                let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
-                let _ = rxq.push(m, addr, room, true);
+        if self.proto {
+            // With protocol features, rings start disabled (vhost-user
+            // spec, "Ring states").
+            for i in 0..2 * pairs {
+                self.ctl
+                    .call("SET_VRING_ENABLE", |fe| fe.set_vring_enable(i, true))?;
             }
         }
-        let tx_kick = kicks.pop().ok_or_else(|| perr(&name, "no kick eventfd"))?;
-        let rx_kick = kicks.pop().ok_or_else(|| perr(&name, "no kick eventfd"))?;
-        if rxq.publish() {
-            let _ = rx_kick.write(1);
-        }
-        self.stats = StatsBlock::new(1, 1);
+        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
         self.live = Arc::new(AtomicBool::new(true));
         self.rings = Some(rings.clone());
+        self.active = 2 * pairs;
         let shared = Shared {
             start: pr.as_ptr() as u64,
             end: pr.as_ptr() as u64 + pr.len() as u64,
         };
-        Ok(Queues {
-            rx: vec![Box::new(VirtioRx {
-                q: rxq,
-                mrg: self.features & VIRTIO_NET_F_MRG_RXBUF != 0,
-                pool,
-                kick: rx_kick,
-                live: self.live.clone(),
-                stats: self.stats.rx(0),
-                _rings: rings.clone(),
-                refill: Burst::new(),
-            })],
-            tx: vec![Box::new(VirtioTx {
-                q: txq,
-                pool: conf
-                    .rx_pool
-                    .clone()
-                    .ok_or_else(|| perr(&name, "no rx_pool"))?,
-                done: Burst::new(),
-                kick: tx_kick,
-                live: self.live.clone(),
-                stats: self.stats.tx(0),
-                shared,
-                _rings: rings,
-            })],
-        })
+        let mrg = self.features & VIRTIO_NET_F_MRG_RXBUF != 0;
+        let (mut rx, mut tx) = (Vec::new(), Vec::new());
+        let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
+        for (i, (mut q, kick)) in queues.into_iter().zip(kicks).enumerate() {
+            let pair = i / 2;
+            if i % 2 == 0 {
+                // Fill the RX ring.
+                while q.free() > 0 {
+                    let k = q.free().min(64);
+                    pool.get_bulk(&mut b, k)?;
+                    while let Some(m) = b.pop() {
+                        let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
+                        let _ = q.push(m, addr, room, true);
+                    }
+                }
+                if q.publish() {
+                    let _ = kick.write(1);
+                }
+                if pair < conf.rx_queues as usize {
+                    rx.push(Box::new(VirtioRx {
+                        q,
+                        mrg,
+                        pool: pool.clone(),
+                        kick,
+                        live: self.live.clone(),
+                        stats: self.stats.rx(pair),
+                        _rings: rings.clone(),
+                        refill: Burst::new(),
+                    }) as Box<dyn RxQueue>);
+                }
+            } else if pair < conf.tx_queues as usize {
+                tx.push(Box::new(VirtioTx {
+                    q,
+                    pool: pool.clone(),
+                    done: Burst::new(),
+                    kick,
+                    live: self.live.clone(),
+                    stats: self.stats.tx(pair),
+                    shared,
+                    _rings: rings.clone(),
+                }) as Box<dyn TxQueue>);
+            }
+        }
+        Ok(Queues { rx, tx })
     }
 }
 
@@ -491,8 +584,8 @@ impl Port for VirtioUserPort {
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            max_rx_queues: 1,
-            max_tx_queues: 1,
+            max_rx_queues: self.pairs,
+            max_tx_queues: self.pairs,
             min_desc: 1,
             max_desc: u16::MAX,
             desc_pow2: false,
@@ -527,7 +620,7 @@ impl Port for VirtioUserPort {
     fn stop(&mut self) -> Result<(), PmdError> {
         self.live.store(false, Relaxed);
         if self.started {
-            for i in 0..2 {
+            for i in 0..self.active {
                 // GET_VRING_BASE stops the ring in the backend.
                 let _ = self.ctl.call("GET_VRING_BASE", |fe| fe.get_vring_base(i));
             }

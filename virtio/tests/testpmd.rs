@@ -62,6 +62,10 @@ fn final_stats(log: &str) -> (u64, u64) {
 }
 
 fn testpmd_mode(tag: &str, mode: &str) -> Option<Testpmd> {
+    testpmd_queues(tag, mode, 1)
+}
+
+fn testpmd_queues(tag: &str, mode: &str, queues: u16) -> Option<Testpmd> {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0
@@ -81,9 +85,11 @@ fn testpmd_mode(tag: &str, mode: &str) -> Option<Testpmd> {
         .arg(format!("--file-prefix=rpmdvt{tag}{}", std::process::id()))
         .args(["--log-level=lib.eal:error"])
         .arg("--vdev")
-        .arg(format!("net_vhost0,iface={sock},queues=1"))
+        .arg(format!("net_vhost0,iface={sock},queues={queues}"))
         .arg("--")
         .arg(format!("--forward-mode={mode}"))
+        .arg(format!("--rxq={queues}"))
+        .arg(format!("--txq={queues}"))
         .args([
             "--port-topology=loop",
             "--total-num-mbufs=8192",
@@ -203,6 +209,96 @@ fn a_missing_socket_is_a_clear_error() {
         .unwrap()
         .to_string();
     assert!(e.contains("power of two"), "{e}");
+    let e = reg
+        .open("virtio-user:/x.sock,queues=9")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("1..=8 queue pairs"), "{e}");
+}
+
+/// Two queue pairs: testpmd's io forwarding returns what arrives on its
+/// queue q on its queue q, so every frame we send on tx queue q comes back,
+/// unchanged, on rx queue q.
+#[test]
+fn two_queue_pairs_each_carry_their_own_frames() {
+    let Some(t) = testpmd_queues("mq", "io", 2) else {
+        return;
+    };
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtmq", 4096)).unwrap());
+    let mut p = reg
+        .open(&format!("virtio-user:{},queues=2", t.sock))
+        .unwrap();
+    assert_eq!(p.capabilities().max_rx_queues, 2);
+    p.configure(&PortConfig {
+        rx_queues: 2,
+        tx_queues: 2,
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let mut q = p.start().unwrap();
+    let feats = p
+        .xstats()
+        .into_iter()
+        .find(|x| x.name == "negotiated_features")
+        .unwrap()
+        .value;
+    assert_ne!(
+        feats & (1 << 22),
+        0,
+        "VIRTIO_NET_F_MQ negotiated: {feats:#x}"
+    );
+    const N: u32 = 400;
+    let mut got = [0u32; 2];
+    let mut sent = [0u32; 2];
+    let mut inb = Pkts::new();
+    let start = Instant::now();
+    while got != [N, N] {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "got {got:?} of {N} per queue (sent {sent:?}); testpmd log: {}",
+            t.log
+        );
+        for qi in 0..2u16 {
+            let mut out = Pkts::new();
+            let i = qi as usize;
+            while sent[i] < N && out.len() < 32 && sent[i] < got[i] + 64 {
+                // The tag says which queue sent it.
+                let tag = qi as u32 * 100_000 + sent[i];
+                let mut m = pool.get().unwrap();
+                m.append(128).unwrap().copy_from_slice(&frame(tag, 128));
+                out.push(m).unwrap();
+                sent[i] += 1;
+            }
+            q.tx_burst(qi, &mut out);
+            sent[i] -= out.len() as u32;
+            q.rx_burst(qi, &mut inb, 32);
+            while let Some(m) = inb.pop() {
+                let d = m.data();
+                let tag = u32::from_le_bytes(d[14..18].try_into().unwrap());
+                assert_eq!(
+                    tag / 100_000,
+                    qi as u32,
+                    "frame {tag} came back on rx queue {qi}"
+                );
+                assert_eq!(d, &frame(tag, d.len())[..], "frame {tag} changed");
+                got[i] += 1;
+            }
+        }
+    }
+    let x = p.xstats();
+    let val = |n: &str| x.iter().find(|s| s.name == n).map(|s| s.value);
+    for qi in 0..2 {
+        assert_eq!(val(&format!("rx_q{qi}_packets")), Some(N as u64), "{x:?}");
+        assert_eq!(val(&format!("tx_q{qi}_packets")), Some(N as u64), "{x:?}");
+    }
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
 }
 
 fn port(
