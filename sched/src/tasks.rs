@@ -77,6 +77,10 @@ impl Task for Forward {
         let _ = self.rx.set_interrupt(armed);
     }
 
+    fn has_work(&self) -> bool {
+        self.rx.has_work()
+    }
+
     fn finish(&mut self) {
         // Whatever was received has been sent or counted; nothing is held.
         self.pkts.clear();

@@ -16,6 +16,10 @@ pub const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << F_MRG_RXBUF;
 /// vhost-user the pairs are enabled with `SET_VRING_ENABLE`, as DPDK's
 /// virtio-user does, rather than through a control virtqueue.
 pub const VIRTIO_NET_F_MQ: u64 = 1 << F_MQ;
+/// §2.7.7/§2.7.10: notifications are suppressed by event indices
+/// (`used_event` in the avail ring, `avail_event` in the used ring) rather
+/// than by flags (bit 29).
+pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
 /// vhost-user: protocol features are negotiated (bit 30 of the features).
 pub const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
 

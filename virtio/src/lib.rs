@@ -6,23 +6,26 @@
 //!   writes, index publication and notification decisions documented.
 //! - [`user`]: virtio-user: this process drives a vhost-user backend (such
 //!   as DPDK's `net_vhost`) over a Unix socket, sharing its mempool and
-//!   ring memory by fd. One queue pair, split rings, mergeable RX buffers
-//!   (frames larger than an mbuf arrive as chains; MTU up to 9600) and
-//!   descriptor chains for multi-segment TX. The control protocol goes
-//!   through rust-vmm's `vhost` crate; the data path is ours. Tested
-//!   against DPDK testpmd's `net_vhost` (io, rxonly, txonly; 60 to 9000
-//!   bytes; mergeable buffers on and off).
+//!   ring memory by fd. Up to 8 queue pairs (MQ, rings enabled with
+//!   SET_VRING_ENABLE), split rings with event-index notification
+//!   suppression, rx interrupts (the backend's call eventfd, for the run
+//!   loop's sleep), mergeable RX buffers (frames larger than an mbuf
+//!   arrive as chains; MTU up to 9600) and descriptor chains for
+//!   multi-segment TX. The control protocol goes through rust-vmm's
+//!   `vhost` crate; the data path is ours. Tested against DPDK testpmd's
+//!   `net_vhost` (io, rxonly, txonly; 60 to 9000 bytes; mergeable buffers
+//!   on and off; two queue pairs; rx interrupts).
 //!
-//! To come (issue 4): packed rings, event-index and in-order, checksum
-//! offloads, multiqueue with the control queue, server mode and
-//! reconnection, rx interrupts, and the PCI transports (modern and legacy)
-//! over VFIO.
+//! To come (issue 4): packed rings, in-order, checksum offloads, the
+//! control queue, server mode and reconnection, and the PCI transports
+//! (modern and legacy) over VFIO.
 //!
 //! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod consts;
+mod fd;
 pub mod split;
 pub mod user;
 

@@ -17,8 +17,19 @@
 //! Acquire read of it), and reads `used.idx` with an Acquire load (`V2`,
 //! pairing with the device's Release store after writing used entries).
 //! Before deciding whether to notify, a SeqCst fence orders the `avail.idx`
-//! store before the read of `used.flags` (`V3`, pairing with the device's
-//! fence between setting `used.flags` and re-reading `avail.idx`).
+//! store before the read of `used.flags`, or of `avail_event` with
+//! VIRTIO_F_EVENT_IDX (`V3`, pairing with the device's fence between
+//! writing either and re-reading `avail.idx`). Arming interrupts writes
+//! `avail.flags` or `used_event` and is followed by a SeqCst fence before
+//! the caller looks at the used ring once more (`V4`, pairing with the
+//! device's fence between publishing `used.idx` and reading them), so a
+//! completion that raced with the arming is either seen or interrupts.
+//!
+//! With VIRTIO_F_EVENT_IDX (§2.7.7.2, §2.7.10) the device asks for a kick
+//! when the avail index passes its `avail_event`, and interrupts when the
+//! used index passes our `used_event`; [`need_event`] is the comparison of
+//! both. While we poll, `used_event` trails the used index by one lap, so
+//! the device never interrupts.
 #![allow(unsafe_code)]
 
 use crate::consts::{
@@ -86,6 +97,17 @@ pub struct SplitQueue {
     tokens: Vec<Option<NonNull<u8>>>,
     /// Whether the buffer headed by a descriptor is a chain.
     chained: Vec<bool>,
+    /// VIRTIO_F_EVENT_IDX negotiated.
+    event_idx: bool,
+    /// `avail.idx` at the last publish (for the event-index test).
+    published: u16,
+}
+
+/// §2.7.10 (`vring_need_event`): whether moving an index from `old` to
+/// `new` passes `event`, i.e. `event` is in `old..new` (mod 2^16).
+#[inline(always)]
+pub fn need_event(event: u16, new: u16, old: u16) -> bool {
+    new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
 }
 
 // SAFETY: the queue owns its slice of the region and the mbufs in flight;
@@ -123,7 +145,22 @@ impl SplitQueue {
             free: (0..layout.size).rev().collect(),
             tokens: vec![None; n],
             chained: vec![false; n],
+            event_idx: false,
+            published: 0,
         })
+    }
+
+    /// Uses event indices for notifications (VIRTIO_F_EVENT_IDX was
+    /// negotiated); call before the queue is used.
+    pub fn set_event_idx(&mut self, on: bool) {
+        self.event_idx = on;
+    }
+
+    /// Whether completions wait in the used ring.
+    #[inline]
+    pub fn has_used(&self) -> bool {
+        // V2 (Acquire), as in `pop_used`.
+        u16::from_le(self.used_idx_ptr().load(Ordering::Acquire)) != self.last_used
     }
 
     /// IOVAs of descriptor table, available ring and used ring.
@@ -156,16 +193,35 @@ impl SplitQueue {
         unsafe { AtomicU16::from_ptr(self.base.add(self.layout.used + 2).cast()) }
     }
 
-    /// Asks the other side not to interrupt (we poll), or to interrupt.
+    /// Asks the other side not to interrupt (we poll), or to interrupt on
+    /// the next completion. After arming, look at the used ring once more
+    /// ([`has_used`](Self::has_used)): a completion published just before
+    /// the arming raises no interrupt.
     pub fn set_interrupts(&mut self, on: bool) {
-        let flags = if on { 0 } else { VRING_AVAIL_F_NO_INTERRUPT };
-        // SAFETY: avail.flags, inside the queue's memory, 2-aligned.
+        // §2.7.7.1: with event indices the flags stay 0 and `used_event`
+        // says when to interrupt: at the next used entry, or one lap away.
+        let (flags, event) = match (self.event_idx, on) {
+            (false, true) => (0, 0),
+            (false, false) => (VRING_AVAIL_F_NO_INTERRUPT, 0),
+            (true, true) => (0, self.last_used),
+            (true, false) => (0, self.last_used.wrapping_sub(1)),
+        };
+        // SAFETY: avail.flags and used_event (after the avail ring), inside
+        // the queue's memory, 2-aligned; only we write them.
         unsafe {
             self.base
                 .add(self.layout.avail)
                 .cast::<u16>()
-                .write_volatile(flags.to_le())
-        };
+                .write_volatile(flags.to_le());
+            if self.event_idx {
+                self.base
+                    .add(self.layout.avail + 4 + 2 * self.layout.size as usize)
+                    .cast::<u16>()
+                    .write_volatile(event.to_le());
+            }
+        }
+        // V4: the arming before the caller's next look at used.idx.
+        fence(Ordering::SeqCst);
     }
 
     /// Adds `m` as one descriptor (device-writable for RX) at the next
@@ -317,8 +373,21 @@ impl SplitQueue {
         // V1 (Release): descriptors and ring entries before the index.
         self.avail_idx_ptr()
             .store(self.avail_idx.to_le(), Ordering::Release);
-        // V3: the index store before reading the device's flags.
+        // V3: the index store before reading what the device asks for.
         fence(Ordering::SeqCst);
+        if self.event_idx {
+            let (old, new) = (self.published, self.avail_idx);
+            self.published = new;
+            // SAFETY: avail_event, after the used ring, inside the queue's
+            // memory; the device writes it, so a volatile read.
+            let event = u16::from_le(unsafe {
+                self.base
+                    .add(self.layout.used + 4 + 8 * self.layout.size as usize)
+                    .cast::<u16>()
+                    .read_volatile()
+            });
+            return need_event(event, new, old);
+        }
         // SAFETY: used.flags, inside the queue's memory.
         let flags = u16::from_le(unsafe {
             self.base
@@ -466,5 +535,54 @@ mod tests {
         assert!(Layout::new(6).is_err());
         drop(q);
         assert_eq!(pool.available(), 64);
+    }
+
+    #[test]
+    fn event_indices_decide_kicks_and_interrupts() {
+        // §2.7.10's vring_need_event, including the wrap at 2^16.
+        assert!(need_event(5, 6, 5));
+        assert!(!need_event(6, 6, 5));
+        assert!(need_event(0xffff, 2, 0xfffe));
+        assert!(!need_event(3, 2, 0xfffe));
+        let region =
+            DmaRegion::with_page_size("vqe", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
+        let mut pc = MempoolConfig::new("vqe", 64);
+        pc.cache_size = 0;
+        let pool = Mempool::new(&pc).unwrap();
+        let l = Layout::new(8).unwrap();
+        let mut q = SplitQueue::new(&region, 0, l).unwrap();
+        q.set_event_idx(true);
+        let base = region.as_ptr();
+        let avail_event = l.used + 4 + 8 * 8;
+        let used_event = l.avail + 4 + 2 * 8;
+        // The device wants a kick once avail.idx passes 2.
+        // SAFETY: the test plays the device on its own memory.
+        unsafe { base.add(avail_event).cast::<u16>().write(2) };
+        let push = |q: &mut SplitQueue| {
+            let m = pool.get().unwrap();
+            let a = m.data_iova().raw();
+            q.push(m, a, 64, true).unwrap();
+        };
+        push(&mut q);
+        push(&mut q);
+        assert!(!q.publish(), "0 -> 2 does not pass 2");
+        push(&mut q);
+        assert!(q.publish(), "2 -> 3 passes 2");
+        push(&mut q);
+        assert!(!q.publish(), "3 -> 4: already kicked for 2");
+        // Interrupts: off = one lap behind, on = at the next used entry.
+        q.set_interrupts(false);
+        // SAFETY: as above.
+        let read = || unsafe { base.add(used_event).cast::<u16>().read() };
+        assert_eq!(read(), 0xffff);
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { base.add(l.avail).cast::<u16>().read() },
+            0,
+            "flags stay 0 with event indices"
+        );
+        q.set_interrupts(true);
+        assert_eq!(read(), 0);
+        assert!(!q.has_used());
     }
 }

@@ -14,10 +14,11 @@
 //! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
 //! could not reach them.
 //!
-//! Device string: `virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,timeout_ms=T]`
+//! Device string: `virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]`
 //! (Q queue pairs, 1..=8, default 1: more than one needs a backend that
 //! offers VIRTIO_NET_F_MQ and the vhost-user MQ protocol feature, and the
 //! pairs are enabled with SET_VRING_ENABLE; N a power of two, default 256;
+//! event indices (VIRTIO_F_EVENT_IDX) on by default when offered;
 //! T bounds every wait for a backend reply,
 //! default 5000; mergeable RX buffers on by default when the
 //! backend offers them: frames larger than an mbuf arrive as chains, and
@@ -25,8 +26,9 @@
 //! does by default).
 use crate::consts::{
     NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
-    VIRTIO_NET_F_MRG_RXBUF,
+    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
+use crate::fd::CallFd;
 use crate::split::{Layout, SplitQueue, MAX_CHAIN};
 use crate::Error;
 use crossbeam_utils::CachePadded;
@@ -39,6 +41,7 @@ use rpmd_pmd::{DmaRegion, IovaMode, Mempool};
 use rpmd_ring::Burst;
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::RecvTimeoutError;
@@ -110,11 +113,18 @@ impl Driver for VirtioUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
+        "virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
     }
 
     fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
-        args.only_options(&["queues", "queue_size", "mrg_rxbuf", "timeout_ms"])?;
+        args.only_options(&[
+            "queues",
+            "queue_size",
+            "mrg_rxbuf",
+            "event_idx",
+            "timeout_ms",
+        ])?;
+        let want_event_idx = args.opt_bool("event_idx", true)?;
         let pairs = args.opt_u64("queues", 1)?;
         if !(1..=MAX_PAIRS as u64).contains(&pairs) {
             return Err(perr(
@@ -168,6 +178,7 @@ impl Driver for VirtioUserDriver {
             pairs,
             proto,
             want_mrg: mrg,
+            want_event_idx,
             features: 0,
             layout,
             mac: MacAddr::from_name(&path, 0x76),
@@ -234,6 +245,7 @@ pub struct VirtioUserPort {
     /// SET_VRING_ENABLE).
     proto: bool,
     want_mrg: bool,
+    want_event_idx: bool,
     features: u64,
     layout: Layout,
     mac: MacAddr,
@@ -258,6 +270,8 @@ struct Shared {
 
 struct VirtioRx {
     q: SplitQueue,
+    /// The backend writes it on completions while interrupts are armed.
+    call: CallFd,
     mrg: bool,
     pool: Arc<Mempool>,
     kick: EventFd,
@@ -352,6 +366,30 @@ impl RxQueue for VirtioRx {
             let _ = self.kick.write(1);
         }
         n
+    }
+
+    fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.call.as_fd())
+    }
+
+    fn set_interrupt(&mut self, enabled: bool) -> Result<(), PmdError> {
+        self.arm(enabled);
+        Ok(())
+    }
+
+    fn has_work(&self) -> bool {
+        self.q.has_used()
+    }
+}
+
+impl VirtioRx {
+    /// Arms or disarms rx interrupts (the run loop's sleep).
+    fn arm(&mut self, on: bool) {
+        self.q.set_interrupts(on);
+        if !on {
+            // Clear what the backend signalled, so the next sleep waits.
+            let _ = self.call.0.read();
+        }
     }
 }
 
@@ -448,15 +486,20 @@ impl VirtioUserPort {
             2 * pairs * l.len,
             IovaMode::Va,
         )?);
-        let mut queues = Vec::with_capacity(2 * pairs);
-        for i in 0..2 * pairs {
-            let mut q = SplitQueue::new(&rings, i * l.len, l).map_err(|e| perr(&name, e))?;
-            q.set_interrupts(false);
-            queues.push(q);
-        }
         let mut want = VIRTIO_F_VERSION_1;
         if self.want_mrg {
             want |= VIRTIO_NET_F_MRG_RXBUF;
+        }
+        if self.want_event_idx {
+            want |= VIRTIO_RING_F_EVENT_IDX;
+        }
+        let event_idx = self.offered & want & VIRTIO_RING_F_EVENT_IDX != 0;
+        let mut queues = Vec::with_capacity(2 * pairs);
+        for i in 0..2 * pairs {
+            let mut q = SplitQueue::new(&rings, i * l.len, l).map_err(|e| perr(&name, e))?;
+            q.set_event_idx(event_idx);
+            q.set_interrupts(false);
+            queues.push(q);
         }
         if self.proto {
             want |= VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
@@ -485,6 +528,7 @@ impl VirtioUserPort {
         self.ctl
             .call("SET_MEM_TABLE", |fe| fe.set_mem_table(&mem))?;
         let mut kicks = Vec::new();
+        let mut calls = Vec::new();
         for (i, q) in queues.iter().enumerate() {
             let ev = |e: std::io::Error| perr(&name, format!("eventfd: {e}"));
             let kick = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
@@ -511,6 +555,7 @@ impl VirtioUserPort {
             self.ctl
                 .call("SET_VRING_KICK", |fe| fe.set_vring_kick(i, &kick))?;
             kicks.push(kick);
+            calls.push(CallFd(call));
         }
         if self.proto {
             // With protocol features, rings start disabled (vhost-user
@@ -531,7 +576,7 @@ impl VirtioUserPort {
         let mrg = self.features & VIRTIO_NET_F_MRG_RXBUF != 0;
         let (mut rx, mut tx) = (Vec::new(), Vec::new());
         let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
-        for (i, (mut q, kick)) in queues.into_iter().zip(kicks).enumerate() {
+        for (i, ((mut q, kick), call)) in queues.into_iter().zip(kicks).zip(calls).enumerate() {
             let pair = i / 2;
             if i % 2 == 0 {
                 // Fill the RX ring.
@@ -549,6 +594,7 @@ impl VirtioUserPort {
                 if pair < conf.rx_queues as usize {
                     rx.push(Box::new(VirtioRx {
                         q,
+                        call,
                         mrg,
                         pool: pool.clone(),
                         kick,
@@ -597,7 +643,7 @@ impl Port for VirtioUserPort {
                 2048 - 14 - NET_HDR_LEN as u16
             },
             offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
-            rx_interrupts: false,
+            rx_interrupts: true,
             needs_rx_pool: true,
         }
     }

@@ -551,3 +551,61 @@ fn a_backend_that_never_answers_times_out() {
     let _ = h.join();
     let _ = std::fs::remove_file(&path);
 }
+
+/// Waits up to `ms` for `fd` to become readable.
+fn readable(fd: std::os::fd::BorrowedFd<'_>, ms: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+/// Event indices are negotiated with testpmd's vhost, and an armed rx
+/// queue's interrupt eventfd fires when a frame comes back, while a
+/// disarmed one stays quiet.
+#[test]
+fn rx_interrupts_with_event_indices() {
+    let Some(t) = testpmd("irq") else { return };
+    let (p, mut q, pool) = port(&t);
+    assert!(p.capabilities().rx_interrupts);
+    let feats = p
+        .xstats()
+        .into_iter()
+        .find(|x| x.name == "negotiated_features")
+        .unwrap()
+        .value;
+    assert_ne!(feats & (1 << 29), 0, "EVENT_IDX negotiated: {feats:#x}");
+    let send = |q: &mut rpmd_pmd::Queues, tag: u32| {
+        let mut out = Pkts::new();
+        let mut m = pool.get().unwrap();
+        m.append(64).unwrap().copy_from_slice(&frame(tag, 64));
+        out.push(m).unwrap();
+        assert_eq!(q.tx_burst(0, &mut out), 1);
+    };
+    let mut inb = Pkts::new();
+    // Armed: quiet while nothing comes, readable once a frame is back.
+    q.rx[0].set_interrupt(true).unwrap();
+    assert!(!q.rx[0].has_work());
+    assert!(!readable(q.rx[0].interrupt_fd().unwrap(), 100));
+    send(&mut q, 1);
+    assert!(
+        readable(q.rx[0].interrupt_fd().unwrap(), 5000),
+        "no interrupt for a returned frame; testpmd log: {}",
+        t.log
+    );
+    assert!(q.rx[0].has_work());
+    q.rx[0].set_interrupt(false).unwrap();
+    assert_eq!(q.rx_burst(0, &mut inb, 32), 1);
+    // Disarmed: the frame comes back without an interrupt.
+    send(&mut q, 2);
+    let t0 = Instant::now();
+    while q.rx_burst(0, &mut inb, 32) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "frame 2 lost");
+    }
+    assert!(!readable(q.rx[0].interrupt_fd().unwrap(), 100));
+    assert_eq!(inb.len(), 2);
+}

@@ -324,6 +324,14 @@ pub trait RxQueue: Send {
     fn set_interrupt(&mut self, _enabled: bool) -> Result<(), Error> {
         Ok(())
     }
+
+    /// Whether received packets are waiting, asked after arming interrupts
+    /// and before sleeping (a packet that arrived just before the arming
+    /// raises no interrupt). Ports that cannot tell answer `false`; the
+    /// run loop then sleeps no longer than its sleep timer.
+    fn has_work(&self) -> bool {
+        false
+    }
 }
 
 /// One transmit queue of a started port.
