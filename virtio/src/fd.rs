@@ -1,6 +1,8 @@
-//! The rx "call" eventfd as a borrowable fd, for the run loop's sleep:
-//! the `vhost` crate speaks `vmm_sys_util::EventFd`, which offers only a
-//! raw fd. The one unsafe line outside the descriptor rings.
+//! File-descriptor plumbing of virtio-user: the rx "call" eventfd as a
+//! borrowable fd, for the run loop's sleep (the `vhost` crate speaks
+//! `vmm_sys_util::EventFd`, which offers only a raw fd), and the check
+//! that the backend hung up. The only unsafe code outside the descriptor
+//! rings.
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -16,4 +18,18 @@ impl AsFd for CallFd {
         // which the returned borrow cannot outlive.
         unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) }
     }
+}
+
+/// Whether the peer of socket `fd` hung up, waiting up to `ms`
+/// milliseconds (`poll` with POLLRDHUP; other events are left alone, so a
+/// reply on its way is not consumed).
+pub(crate) fn hung_up(fd: BorrowedFd<'_>, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    n == 1 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
 }

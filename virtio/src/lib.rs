@@ -14,11 +14,12 @@
 //!   multi-segment TX. The control protocol goes through rust-vmm's
 //!   `vhost` crate; the data path is ours. Tested against DPDK testpmd's
 //!   `net_vhost` (io, rxonly, txonly; 60 to 9000 bytes; mergeable buffers
-//!   on and off; two queue pairs; rx interrupts).
+//!   on and off; two queue pairs; rx interrupts; testpmd killed and
+//!   restarted under a running port, which reconnects by itself).
 //!
 //! To come (issue 4): packed rings, in-order, checksum offloads, the
-//! control queue, server mode and reconnection, and the PCI transports
-//! (modern and legacy) over VFIO.
+//! control queue, server mode (we listen, the backend connects), and the
+//! PCI transports (modern and legacy) over VFIO.
 //!
 //! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]

@@ -103,6 +103,22 @@ pub struct SplitQueue {
     published: u16,
 }
 
+/// The `used.idx` of the queue at `offset` in `region` laid out as
+/// `layout`, as the device last wrote it (for reprogramming a backend
+/// that replaced a dead one).
+pub fn used_idx(region: &DmaRegion, offset: usize, layout: &Layout) -> u16 {
+    if offset + layout.len > region.len() {
+        return 0;
+    }
+    // SAFETY: `used + 2` of a queue inside the region (checked above),
+    // 2-aligned; the device writes it, so an atomic load.
+    let idx = unsafe {
+        AtomicU16::from_ptr(region.as_ptr().add(offset + layout.used + 2).cast())
+            .load(Ordering::Acquire)
+    };
+    u16::from_le(idx)
+}
+
 /// §2.7.10 (`vring_need_event`): whether moving an index from `old` to
 /// `new` passes `event`, i.e. `event` is in `old..new` (mod 2^16).
 #[inline(always)]

@@ -79,10 +79,28 @@ fn testpmd_queues(tag: &str, mode: &str, queues: u16) -> Option<Testpmd> {
     }
     let sock = format!("/tmp/rpmd-vt-{tag}-{}.sock", std::process::id());
     let log = format!("/tmp/rpmd-vt-{tag}-{}.log", std::process::id());
-    let _ = std::fs::remove_file(&sock);
+    let child = spawn_testpmd(
+        &sock,
+        &log,
+        &format!("{tag}{}", std::process::id()),
+        mode,
+        queues,
+    )?;
+    Some(Testpmd {
+        _serial: serial,
+        child,
+        sock,
+        log,
+    })
+}
+
+/// Starts testpmd with a `net_vhost` port listening on `sock` and waits
+/// for the socket.
+fn spawn_testpmd(sock: &str, log: &str, prefix: &str, mode: &str, queues: u16) -> Option<Child> {
+    let _ = std::fs::remove_file(sock);
     let child = Command::new("dpdk-testpmd")
         .args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
-        .arg(format!("--file-prefix=rpmdvt{tag}{}", std::process::id()))
+        .arg(format!("--file-prefix=rpmdvt{prefix}"))
         .args(["--log-level=lib.eal:error"])
         .arg("--vdev")
         .arg(format!("net_vhost0,iface={sock},queues={queues}"))
@@ -97,24 +115,19 @@ fn testpmd_queues(tag: &str, mode: &str, queues: u16) -> Option<Testpmd> {
             "--txpkts=64",
         ])
         .stdin(Stdio::piped())
-        .stdout(std::fs::File::create(&log).ok()?)
-        .stderr(std::fs::File::options().append(true).open(&log).ok()?)
+        .stdout(std::fs::File::create(log).ok()?)
+        .stderr(std::fs::File::options().append(true).open(log).ok()?)
         .spawn()
         .ok()?;
     let t = Instant::now();
-    while !std::path::Path::new(&sock).exists() {
+    while !std::path::Path::new(sock).exists() {
         assert!(
             t.elapsed() < Duration::from_secs(30),
             "testpmd made no socket; log: {log}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    Some(Testpmd {
-        _serial: serial,
-        child,
-        sock,
-        log,
-    })
+    Some(child)
 }
 
 fn frame(tag: u32, len: usize) -> Vec<u8> {
@@ -608,4 +621,80 @@ fn rx_interrupts_with_event_indices() {
     }
     assert!(!readable(q.rx[0].interrupt_fd().unwrap(), 100));
     assert_eq!(inb.len(), 2);
+}
+
+/// testpmd killed mid-stream: the link goes down, the port keeps its
+/// queues, and when a new testpmd listens on the same socket the port
+/// reconnects by itself, the link comes back, and frames flow again.
+#[test]
+fn testpmd_killed_and_restarted_mid_stream() {
+    let Some(mut t) = testpmd("rc") else { return };
+    let (p, mut q, pool) = port(&t);
+    let echo = |q: &mut rpmd_pmd::Queues, tag: u32| -> usize {
+        let mut out = Pkts::new();
+        for k in 0..8 {
+            let mut m = pool.get().unwrap();
+            m.append(64).unwrap().copy_from_slice(&frame(tag + k, 64));
+            out.push(m).unwrap();
+        }
+        q.tx_burst(0, &mut out);
+        let mut inb = Pkts::new();
+        q.rx_burst(0, &mut inb, 32)
+    };
+    let flows = |q: &mut rpmd_pmd::Queues, what: &str| {
+        let t0 = Instant::now();
+        let mut got = 0;
+        while got < 100 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "{what}: {got} frames back"
+            );
+            got += echo(q, 0);
+        }
+    };
+    flows(&mut q, "before the kill");
+    // SIGKILL: no goodbye on the socket.
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(t.child.id() as i32, libc::SIGKILL) };
+    let _ = t.child.wait();
+    let t0 = Instant::now();
+    while p.link().up {
+        assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
+        let _ = echo(&mut q, 1000);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The data path keeps running while the backend is away.
+    for _ in 0..20 {
+        let _ = echo(&mut q, 2000);
+    }
+    t.child = spawn_testpmd(
+        &t.sock,
+        &t.log,
+        &format!("rc2{}", std::process::id()),
+        "io",
+        1,
+    )
+    .expect("testpmd restarts");
+    let t0 = Instant::now();
+    while !p.link().up {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no reconnection; log: {}",
+            t.log
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    flows(&mut q, "after the restart");
+    let rc = p
+        .xstats()
+        .into_iter()
+        .find(|x| x.name == "reconnects")
+        .unwrap()
+        .value;
+    assert_eq!(rc, 1);
+    let mut p = p;
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
 }

@@ -1,0 +1,282 @@
+//! The vhost-user control connection: requests with a deadline, the
+//! multiqueue negotiation, programming the backend with our rings, and
+//! the watch that reconnects to a backend that restarted.
+use super::{perr, PmdError, MAX_PAIRS};
+use crate::consts::{VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ};
+use crate::fd::hung_up;
+use crate::split::{used_idx, Layout};
+use rpmd_pmd::{DmaRegion, Mempool};
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use vhost::vhost_user::message::VhostUserProtocolFeatures;
+use vhost::vhost_user::{Frontend, VhostUserFrontend};
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vmm_sys_util::eventfd::EventFd;
+
+/// The vhost-user connection, with a deadline on every request: the
+/// `vhost` crate waits for replies without one (it retries timed-out reads
+/// forever), so a watchdog shuts the socket down when a request runs past
+/// `timeout`, and the pending read fails at once. The port is then dead;
+/// the error names the request.
+pub(super) struct Control {
+    pub(super) fe: Frontend,
+    pub(super) sock: UnixStream,
+    pub(super) timeout: Duration,
+    pub(super) port: String,
+}
+
+impl Control {
+    pub(super) fn call<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&mut Frontend) -> Result<T, vhost::Error>,
+    ) -> Result<T, PmdError> {
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        let (sock, timeout) = (&self.sock, self.timeout);
+        let fe = &mut self.fe;
+        let r = std::thread::scope(|s| {
+            s.spawn(move || {
+                if let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
+                    let _ = sock.shutdown(Shutdown::Both);
+                }
+            });
+            let r = f(fe);
+            let _ = done.send(());
+            r
+        });
+        r.map_err(|e| {
+            perr(
+                &self.port,
+                format!(
+                    "vhost-user {what}: {e} (no reply within {:?}?)",
+                    self.timeout
+                ),
+            )
+        })
+    }
+}
+
+/// Negotiates what several queue pairs need: the MQ device feature, and
+/// the vhost-user protocol features (MQ) that let us ask the backend how
+/// many queues it has and enable each ring.
+pub(super) fn multiqueue(ctl: &mut Control, offered: u64, pairs: u16) -> Result<(), PmdError> {
+    let port = ctl.port.clone();
+    let need = VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
+    if offered & need != need {
+        return Err(perr(
+            &port,
+            format!("queues={pairs} needs a backend offering VIRTIO_NET_F_MQ and vhost-user protocol features (features {offered:#x}); start it with more queues (testpmd: net_vhost0,iface=...,queues={pairs})"),
+        ));
+    }
+    let proto = ctl.call("GET_PROTOCOL_FEATURES", |fe| fe.get_protocol_features())?;
+    if !proto.contains(VhostUserProtocolFeatures::MQ) {
+        return Err(perr(
+            &port,
+            format!(
+                "queues={pairs}: the backend has no vhost-user MQ protocol feature ({proto:?})"
+            ),
+        ));
+    }
+    ctl.call("SET_PROTOCOL_FEATURES", |fe| {
+        fe.set_protocol_features(VhostUserProtocolFeatures::MQ)
+    })?;
+    let n = ctl.call("GET_QUEUE_NUM", |fe| fe.get_queue_num())?;
+    // DPDK answers with queue pairs, QEMU's backends with vrings; either
+    // way fewer than we need is an error.
+    if n < pairs as u64 {
+        return Err(perr(
+            &port,
+            format!("queues={pairs}: the backend has {n} queues"),
+        ));
+    }
+    Ok(())
+}
+
+/// Connects to the backend at `path` and opens the session: SET_OWNER,
+/// GET_FEATURES (VERSION_1 required) and, for `pairs > 1`, the multiqueue
+/// negotiation. Returns the connection and the features offered.
+pub(super) fn handshake(
+    path: &str,
+    port: &str,
+    timeout: Duration,
+    pairs: u16,
+    max_vrings: u64,
+) -> Result<(Control, u64), PmdError> {
+    let sock = UnixStream::connect(path).map_err(|e| {
+        perr(
+            port,
+            format!("cannot connect to the vhost-user socket {path}: {e} (is the backend running and listening?)"),
+        )
+    })?;
+    let watch = sock
+        .try_clone()
+        .map_err(|e| perr(port, format!("socket: {e}")))?;
+    let mut ctl = Control {
+        fe: Frontend::from_stream(sock, max_vrings),
+        sock: watch,
+        timeout,
+        port: port.to_string(),
+    };
+    ctl.call("SET_OWNER", |fe| fe.set_owner())?;
+    let offered = ctl.call("GET_FEATURES", |fe| fe.get_features())?;
+    if offered & VIRTIO_F_VERSION_1 == 0 {
+        return Err(perr(
+            port,
+            format!("the backend offers no VERSION_1 (features {offered:#x}); legacy backends are not supported"),
+        ));
+    }
+    if pairs > 1 {
+        multiqueue(&mut ctl, offered, pairs)?;
+    }
+    Ok((ctl, offered))
+}
+
+/// One vring as the backend is told about it.
+pub(super) struct Vring {
+    pub(super) size: u16,
+    pub(super) desc: u64,
+    pub(super) avail: u64,
+    pub(super) used: u64,
+    /// Byte offset of the queue in the ring region (to read `used.idx`).
+    pub(super) offset: usize,
+    pub(super) layout: Layout,
+    pub(super) kick: EventFd,
+    pub(super) call: EventFd,
+}
+
+/// Everything needed to program a backend with our queues, again after a
+/// reconnection: negotiated features, the two shared regions, the vrings.
+pub(super) struct Session {
+    pub(super) features: u64,
+    pub(super) proto: bool,
+    pub(super) pool: Arc<Mempool>,
+    pub(super) rings: Arc<DmaRegion>,
+    pub(super) vrings: Vec<Vring>,
+}
+
+/// Programs the backend: features, memory table, then each vring (size,
+/// base, addresses, call and kick eventfds), enabling the rings when
+/// protocol features were negotiated. A vring's base is the backend's
+/// next avail index: 0 on a fresh start; after a reconnection, the
+/// `used.idx` the previous backend left, so buffers it took but never
+/// returned are taken again (TX frames may go out twice; RX buffers are
+/// reused).
+pub(super) fn program(ctl: &mut Control, s: &Session, fresh: bool) -> Result<(), PmdError> {
+    let features = s.features;
+    ctl.call("SET_FEATURES", |fe| fe.set_features(features))?;
+    let pr = s.pool.region();
+    let mem = [
+        VhostUserMemoryRegionInfo {
+            guest_phys_addr: pr.as_ptr() as u64,
+            memory_size: pr.len() as u64,
+            userspace_addr: pr.as_ptr() as u64,
+            mmap_offset: 0,
+            mmap_handle: pr.fd().as_raw_fd(),
+        },
+        VhostUserMemoryRegionInfo {
+            guest_phys_addr: s.rings.as_ptr() as u64,
+            memory_size: s.rings.len() as u64,
+            userspace_addr: s.rings.as_ptr() as u64,
+            mmap_offset: 0,
+            mmap_handle: s.rings.fd().as_raw_fd(),
+        },
+    ];
+    ctl.call("SET_MEM_TABLE", |fe| fe.set_mem_table(&mem))?;
+    for (i, v) in s.vrings.iter().enumerate() {
+        let base = if fresh {
+            0
+        } else {
+            used_idx(&s.rings, v.offset, &v.layout)
+        };
+        ctl.call("SET_VRING_NUM", |fe| fe.set_vring_num(i, v.size))?;
+        ctl.call("SET_VRING_BASE", |fe| fe.set_vring_base(i, base))?;
+        let cfg = VringConfigData {
+            queue_max_size: v.size,
+            queue_size: v.size,
+            flags: 0,
+            desc_table_addr: v.desc,
+            used_ring_addr: v.used,
+            avail_ring_addr: v.avail,
+            log_addr: None,
+        };
+        ctl.call("SET_VRING_ADDR", |fe| fe.set_vring_addr(i, &cfg))?;
+        ctl.call("SET_VRING_CALL", |fe| fe.set_vring_call(i, &v.call))?;
+        ctl.call("SET_VRING_KICK", |fe| fe.set_vring_kick(i, &v.kick))?;
+    }
+    if s.proto {
+        // With protocol features, rings start disabled (vhost-user spec,
+        // "Ring states").
+        for i in 0..s.vrings.len() {
+            ctl.call("SET_VRING_ENABLE", |fe| fe.set_vring_enable(i, true))?;
+        }
+    }
+    Ok(())
+}
+
+/// What the watch shares with the port.
+pub(super) struct Watched {
+    pub(super) ctl: Mutex<Control>,
+    /// The backend is connected and programmed.
+    pub(super) connected: AtomicBool,
+    /// Reconnections so far.
+    pub(super) reconnects: AtomicU64,
+    /// The port is stopping: the watch ends.
+    pub(super) quit: AtomicBool,
+}
+
+/// Watches the connection of a started port: when the backend hangs up,
+/// marks the link down and tries every 100 ms to connect again (a
+/// restarted backend listens on the same path); once connected, programs
+/// it with the same queues and marks the link up. The data path runs on
+/// meanwhile: TX fills its rings and RX finds nothing until the backend
+/// is back.
+pub(super) fn watch(w: Arc<Watched>, s: Session, path: String, pairs: u16) {
+    let (port, timeout) = {
+        let c = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        (c.port.clone(), c.timeout)
+    };
+    while !w.quit.load(Ordering::Relaxed) {
+        let gone = {
+            let c = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
+            hung_up(c.sock.as_fd(), 0)
+        };
+        if !gone {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        w.connected.store(false, Ordering::Release);
+        note(&port, "backend hung up; link down, reconnecting");
+        while !w.quit.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            let max = 2 * MAX_PAIRS as u64;
+            let Ok((mut c, offered)) = handshake(&path, &port, timeout, pairs, max) else {
+                continue;
+            };
+            let need = s.features & !VHOST_USER_F_PROTOCOL_FEATURES;
+            if offered & need != need {
+                note(
+                    &port,
+                    &format!("the new backend lacks features {:#x}", need & !offered),
+                );
+                continue;
+            }
+            if program(&mut c, &s, false).is_ok() {
+                *w.ctl.lock().unwrap_or_else(|e| e.into_inner()) = c;
+                w.reconnects.fetch_add(1, Ordering::Relaxed);
+                w.connected.store(true, Ordering::Release);
+                note(&port, "backend back; link up");
+                break;
+            }
+        }
+    }
+}
+
+/// One line on stderr (the pmd crates do not log through a framework).
+fn note(port: &str, what: &str) {
+    eprintln!("rpmd: {port}: {what}");
+}

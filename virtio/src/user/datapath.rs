@@ -1,0 +1,221 @@
+//! The data path of a virtio-user port: one RX and one TX split virtqueue
+//! per queue pair, refilled and reclaimed in bursts.
+use super::PmdError;
+use crate::consts::NET_HDR_LEN;
+use crate::fd::CallFd;
+use crate::split::{SplitQueue, MAX_CHAIN};
+use crossbeam_utils::CachePadded;
+use rpmd_pmd::port::stats::QueueStats;
+use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
+use rpmd_pmd::{DmaRegion, Mempool};
+use rpmd_ring::Burst;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use vmm_sys_util::eventfd::EventFd;
+
+/// Bounds of memory the backend can reach (the pool's region).
+#[derive(Clone, Copy)]
+pub(super) struct Shared {
+    pub(super) start: u64,
+    pub(super) end: u64,
+}
+
+pub(super) struct VirtioRx {
+    pub(super) q: SplitQueue,
+    /// The backend writes it on completions while interrupts are armed.
+    pub(super) call: CallFd,
+    pub(super) mrg: bool,
+    pub(super) pool: Arc<Mempool>,
+    pub(super) kick: EventFd,
+    pub(super) live: Arc<AtomicBool>,
+    pub(super) stats: Arc<CachePadded<QueueStats>>,
+    pub(super) _rings: Arc<DmaRegion>,
+    pub(super) refill: Burst<rpmd_pmd::Mbuf, 64>,
+}
+
+pub(super) struct VirtioTx {
+    pub(super) q: SplitQueue,
+    pub(super) pool: Arc<Mempool>,
+    pub(super) done: Burst<rpmd_pmd::Mbuf, 64>,
+    pub(super) kick: EventFd,
+    pub(super) live: Arc<AtomicBool>,
+    pub(super) stats: Arc<CachePadded<QueueStats>>,
+    pub(super) shared: Shared,
+    pub(super) _rings: Arc<DmaRegion>,
+}
+
+impl RxQueue for VirtioRx {
+    fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        let room = max.min(out.capacity() - out.len());
+        let mut n = 0;
+        let mut bytes = 0;
+        while n < room {
+            let Some(r) = self.q.pop_used() else { break };
+            match r {
+                Ok((mut m, len)) => {
+                    let len = len as usize;
+                    // The device fills a buffer before it spills into the
+                    // next, so only a full buffer can start a multi-buffer
+                    // frame; shorter ones need not be read here (the frame
+                    // bytes are cold in this core's cache).
+                    let full = len >= m.tailroom();
+                    if len < NET_HDR_LEN || !m.set_data_len(len) {
+                        self.stats.errors.add(1);
+                        continue;
+                    }
+                    // §5.1.6.4: with mergeable buffers, num_buffers says how
+                    // many used buffers carry this frame.
+                    let nbufs = if self.mrg && full {
+                        let h = m.data();
+                        u16::from_le_bytes([h[10], h[11]]).max(1)
+                    } else {
+                        1
+                    };
+                    let _ = m.adj(NET_HDR_LEN);
+                    let mut ok = true;
+                    for _ in 1..nbufs {
+                        match self.q.pop_used() {
+                            Some(Ok((mut seg, l))) => {
+                                if !seg.set_data_len(l as usize) || m.chain(seg).is_err() {
+                                    ok = false;
+                                }
+                            }
+                            _ => ok = false,
+                        }
+                    }
+                    if !ok {
+                        // A frame the backend announced but did not deliver
+                        // whole: dropped (its mbufs return to the pool).
+                        self.stats.errors.add(1);
+                        continue;
+                    }
+                    bytes += m.pkt_len();
+                    let _ = out.push(m);
+                    n += 1;
+                }
+                Err(_) => self.stats.errors.add(1),
+            }
+        }
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(bytes as u64);
+        // Refill what was taken.
+        let want = self.q.free().min(self.refill.capacity());
+        if want > 0 && self.pool.get_bulk(&mut self.refill, want).is_err() {
+            self.stats.nombuf.add(1);
+        }
+        let mut posted = false;
+        while let Some(m) = self.refill.pop() {
+            let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
+            if self.q.push(m, addr, room, true).is_err() {
+                break;
+            }
+            posted = true;
+        }
+        if posted && self.q.publish() {
+            let _ = self.kick.write(1);
+        }
+        n
+    }
+
+    fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.call.as_fd())
+    }
+
+    fn set_interrupt(&mut self, enabled: bool) -> Result<(), PmdError> {
+        self.arm(enabled);
+        Ok(())
+    }
+
+    fn has_work(&self) -> bool {
+        self.q.has_used()
+    }
+}
+
+impl VirtioRx {
+    /// Arms or disarms rx interrupts (the run loop's sleep).
+    fn arm(&mut self, on: bool) {
+        self.q.set_interrupts(on);
+        if !on {
+            // Clear what the backend signalled, so the next sleep waits.
+            let _ = self.call.0.read();
+        }
+    }
+}
+
+impl TxQueue for VirtioTx {
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        // Reclaim sent buffers first, returning them in bulk.
+        loop {
+            let bad = self.q.reclaim_into(&mut self.done);
+            self.stats.errors.add(bad as u64);
+            if self.done.is_empty() {
+                break;
+            }
+            let full = self.done.is_full();
+            self.pool.put_bulk(&mut self.done);
+            if !full {
+                break;
+            }
+        }
+        let mut n = 0;
+        let mut bytes = 0;
+        while self.q.free() > 0 {
+            let Some(mut m) = pkts.pop() else { break };
+            let len = m.pkt_len();
+            let ok =
+                m.nb_segs() <= MAX_CHAIN && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
+            if m.nb_segs() == 1 {
+                let addr = m.data_iova().raw();
+                if !ok || addr < self.shared.start || addr + m.data_len() as u64 > self.shared.end {
+                    // Not reachable by the backend, or no room for the
+                    // header: dropped (it returns to its pool) and counted.
+                    self.stats.errors.add(1);
+                    continue;
+                }
+                let dl = m.data_len() as u32;
+                if let Err(m) = self.q.push(m, addr, dl, false) {
+                    drop(m);
+                    break;
+                }
+            } else {
+                let mut segs = [(0u64, 0u32); MAX_CHAIN];
+                let mut k = 0;
+                let mut reachable = ok;
+                for (iova, l) in m.segment_iovas().take(MAX_CHAIN) {
+                    let a = iova.raw();
+                    reachable &= a >= self.shared.start && a + l as u64 <= self.shared.end;
+                    segs[k] = (a, l as u32);
+                    k += 1;
+                }
+                if !reachable {
+                    self.stats.errors.add(1);
+                    continue;
+                }
+                if let Err(m) = self.q.push_chain(m, &segs[..k], false) {
+                    // Not enough descriptors now: dropped, counted as full.
+                    drop(m);
+                    self.stats.full.add(1);
+                    break;
+                }
+            }
+            n += 1;
+            bytes += len;
+        }
+        if self.q.free() == 0 {
+            self.stats.full.add(1);
+        }
+        if n > 0 && self.q.publish() {
+            let _ = self.kick.write(1);
+        }
+        self.stats.packets.add(n as u64);
+        self.stats.bytes.add(bytes as u64);
+        n
+    }
+}

@@ -1,0 +1,432 @@
+//! virtio-user: this process is the virtio-net driver, and a vhost-user
+//! backend (DPDK's `net_vhost`, a vswitch) is the device, over a Unix
+//! socket.
+//!
+//! The control protocol (feature negotiation, the memory table with the fds
+//! of our DMA memory, vring sizes, addresses and eventfds) goes through
+//! rust-vmm's `vhost` crate (its frontend side); the data path is ours:
+//! split virtqueues (RX of pair q = vring 2q, TX = 2q + 1) in a DMA region we share, whose
+//! descriptors point into the mempool's region, which we share too. IOVA =
+//! our virtual address, as the memory table says (guest address = user
+//! address).
+//!
+//! Frames to send must live in shared memory: mbufs of the port's
+//! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
+//! could not reach them.
+//!
+//! Device string: `virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]`
+//! (Q queue pairs, 1..=8, default 1: more than one needs a backend that
+//! offers VIRTIO_NET_F_MQ and the vhost-user MQ protocol feature, and the
+//! pairs are enabled with SET_VRING_ENABLE; N a power of two, default 256;
+//! event indices (VIRTIO_F_EVENT_IDX) on by default when offered;
+//! T bounds every wait for a backend reply,
+//! default 5000; mergeable RX buffers on by default when the
+//! backend offers them: frames larger than an mbuf arrive as chains, and
+//! chains are sent as descriptor chains). The backend must be listening (as testpmd's `net_vhost`
+//! does by default).
+//!
+//! Reconnection: a started port watches its socket. When the backend goes
+//! away (testpmd killed, a vswitch restarted) the link goes down and the
+//! port tries to connect to the same path every 100 ms; a new backend is
+//! programmed with the same queues, each ring resuming at the `used.idx`
+//! the old one left, and the link comes back. The application keeps its
+//! queue handles throughout (`reconnects` in the xstats counts them).
+mod control;
+mod datapath;
+
+use crate::consts::{
+    NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
+    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+};
+use crate::fd::CallFd;
+use crate::split::{Layout, SplitQueue};
+use crate::Error;
+use control::{handshake, program, watch, Session, Vring, Watched};
+use datapath::{Shared, VirtioRx, VirtioTx};
+use rpmd_pmd::port::stats::StatsBlock;
+use rpmd_pmd::port::{
+    Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Port, PortConfig, PortStats, Queues,
+    RxQueue, TxQueue, Xstat,
+};
+use rpmd_pmd::{DmaRegion, IovaMode};
+use rpmd_ring::Burst;
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+use vhost::VhostBackend;
+use vmm_sys_util::eventfd::EventFd;
+
+type PmdError = rpmd_pmd::Error;
+
+fn perr(port: &str, e: impl std::fmt::Display) -> PmdError {
+    PmdError::Port {
+        port: port.to_string(),
+        detail: e.to_string(),
+    }
+}
+
+/// The `virtio-user` driver.
+pub struct VirtioUserDriver;
+
+impl Driver for VirtioUserDriver {
+    fn kind(&self) -> &'static str {
+        "virtio-user"
+    }
+
+    fn usage(&self) -> &'static str {
+        "virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
+    }
+
+    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
+        args.only_options(&[
+            "queues",
+            "queue_size",
+            "mrg_rxbuf",
+            "event_idx",
+            "timeout_ms",
+        ])?;
+        let want_event_idx = args.opt_bool("event_idx", true)?;
+        let pairs = args.opt_u64("queues", 1)?;
+        if !(1..=MAX_PAIRS as u64).contains(&pairs) {
+            return Err(perr(
+                args.raw(),
+                format!("queues={pairs}: 1..={MAX_PAIRS} queue pairs"),
+            ));
+        }
+        let pairs = pairs as u16;
+        // Every reply from the backend is waited for at most this long.
+        let timeout = Duration::from_millis(args.opt_u64("timeout_ms", 5000)?.max(1));
+        let mrg = args.opt_bool("mrg_rxbuf", true)?;
+        let path = args.require_target("a vhost-user socket path")?.to_string();
+        let qs = args.opt_u64("queue_size", 256)?;
+        let layout = u16::try_from(qs)
+            .map_err(|_| Error::Config(format!("queue_size={qs}: at most 32768")))
+            .and_then(Layout::new)
+            .map_err(|e| perr(args.raw(), e))?;
+        let (ctl, offered) = handshake(&path, args.raw(), timeout, pairs, 2 * MAX_PAIRS as u64)?;
+        let proto = pairs > 1;
+        Ok(Box::new(VirtioUserPort {
+            name: args.raw().to_string(),
+            path: path.clone(),
+            watched: Arc::new(Watched {
+                ctl: std::sync::Mutex::new(ctl),
+                connected: AtomicBool::new(true),
+                reconnects: std::sync::atomic::AtomicU64::new(0),
+                quit: AtomicBool::new(false),
+            }),
+            watch: None,
+            offered,
+            pairs,
+            proto,
+            want_mrg: mrg,
+            want_event_idx,
+            features: 0,
+            layout,
+            mac: MacAddr::from_name(&path, 0x76),
+            conf: None,
+            started: false,
+            live: Arc::new(AtomicBool::new(false)),
+            stats: StatsBlock::new(0, 0),
+            promisc: true,
+            allmulti: true,
+            mtu: 1500,
+            rings: None,
+            active: 0,
+        }))
+    }
+}
+
+/// Most queue pairs a port sets up.
+pub const MAX_PAIRS: u16 = 8;
+
+/// A virtio-user port.
+pub struct VirtioUserPort {
+    name: String,
+    path: String,
+    /// The connection, shared with the watch thread while started.
+    watched: Arc<Watched>,
+    watch: Option<std::thread::JoinHandle<()>>,
+    offered: u64,
+    /// Queue pairs (the `queues` option).
+    pairs: u16,
+    /// Whether protocol features were negotiated (rings then need
+    /// SET_VRING_ENABLE).
+    proto: bool,
+    want_mrg: bool,
+    want_event_idx: bool,
+    features: u64,
+    layout: Layout,
+    mac: MacAddr,
+    conf: Option<PortConfig>,
+    started: bool,
+    live: Arc<AtomicBool>,
+    stats: StatsBlock,
+    promisc: bool,
+    allmulti: bool,
+    mtu: u16,
+    rings: Option<Arc<DmaRegion>>,
+    /// Vrings set up by the last start.
+    active: usize,
+}
+
+impl VirtioUserPort {
+    fn setup(&mut self) -> Result<Queues, PmdError> {
+        let name = self.name.clone();
+        let conf = self
+            .conf
+            .clone()
+            .ok_or_else(|| perr(&name, "start before configure"))?;
+        let pool = conf
+            .rx_pool
+            .clone()
+            .ok_or_else(|| perr(&name, "no rx_pool"))?;
+        let l = self.layout;
+        // Pair q: RX on vring 2q, TX on vring 2q + 1.
+        let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
+        let rings = Arc::new(DmaRegion::new(
+            "virtio-user rings",
+            2 * pairs * l.len,
+            IovaMode::Va,
+        )?);
+        let mut want = VIRTIO_F_VERSION_1;
+        if self.want_mrg {
+            want |= VIRTIO_NET_F_MRG_RXBUF;
+        }
+        if self.want_event_idx {
+            want |= VIRTIO_RING_F_EVENT_IDX;
+        }
+        let event_idx = self.offered & want & VIRTIO_RING_F_EVENT_IDX != 0;
+        let mut queues = Vec::with_capacity(2 * pairs);
+        for i in 0..2 * pairs {
+            let mut q = SplitQueue::new(&rings, i * l.len, l).map_err(|e| perr(&name, e))?;
+            q.set_event_idx(event_idx);
+            q.set_interrupts(false);
+            queues.push(q);
+        }
+        if self.proto {
+            want |= VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
+        }
+        self.features = self.offered & want;
+        let ev = |e: std::io::Error| perr(&name, format!("eventfd: {e}"));
+        let mut vrings = Vec::with_capacity(queues.len());
+        let (mut kicks, mut calls) = (Vec::new(), Vec::new());
+        for (i, q) in queues.iter().enumerate() {
+            let kick = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
+            let call = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
+            let (desc, avail, used) = q.addresses();
+            // The session keeps its own handles on the eventfds, to hand
+            // them to a backend that replaces this one.
+            vrings.push(Vring {
+                size: q.size(),
+                desc,
+                avail,
+                used,
+                offset: i * l.len,
+                layout: l,
+                kick: kick.try_clone().map_err(ev)?,
+                call: call.try_clone().map_err(ev)?,
+            });
+            kicks.push(kick);
+            calls.push(CallFd(call));
+        }
+        let session = Session {
+            features: self.features,
+            proto: self.proto,
+            pool: pool.clone(),
+            rings: rings.clone(),
+            vrings,
+        };
+        {
+            let mut ctl = self.watched.ctl.lock().unwrap_or_else(|e| e.into_inner());
+            program(&mut ctl, &session, true)?;
+        }
+        self.watched.connected.store(true, Ordering::Release);
+        self.watched.quit.store(false, Ordering::Relaxed);
+        let w = self.watched.clone();
+        let path = self.path.clone();
+        let pairs_opt = self.pairs;
+        self.watch = Some(
+            std::thread::Builder::new()
+                .name("virtio-user watch".into())
+                .spawn(move || watch(w, session, path, pairs_opt))
+                .map_err(|e| perr(&name, format!("watch thread: {e}")))?,
+        );
+        let pr = pool.region();
+        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
+        self.live = Arc::new(AtomicBool::new(true));
+        self.rings = Some(rings.clone());
+        self.active = 2 * pairs;
+        let shared = Shared {
+            start: pr.as_ptr() as u64,
+            end: pr.as_ptr() as u64 + pr.len() as u64,
+        };
+        let mrg = self.features & VIRTIO_NET_F_MRG_RXBUF != 0;
+        let (mut rx, mut tx) = (Vec::new(), Vec::new());
+        let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
+        for (i, ((mut q, kick), call)) in queues.into_iter().zip(kicks).zip(calls).enumerate() {
+            let pair = i / 2;
+            if i % 2 == 0 {
+                // Fill the RX ring.
+                while q.free() > 0 {
+                    let k = q.free().min(64);
+                    pool.get_bulk(&mut b, k)?;
+                    while let Some(m) = b.pop() {
+                        let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
+                        let _ = q.push(m, addr, room, true);
+                    }
+                }
+                if q.publish() {
+                    let _ = kick.write(1);
+                }
+                if pair < conf.rx_queues as usize {
+                    rx.push(Box::new(VirtioRx {
+                        q,
+                        call,
+                        mrg,
+                        pool: pool.clone(),
+                        kick,
+                        live: self.live.clone(),
+                        stats: self.stats.rx(pair),
+                        _rings: rings.clone(),
+                        refill: Burst::new(),
+                    }) as Box<dyn RxQueue>);
+                }
+            } else if pair < conf.tx_queues as usize {
+                tx.push(Box::new(VirtioTx {
+                    q,
+                    pool: pool.clone(),
+                    done: Burst::new(),
+                    kick,
+                    live: self.live.clone(),
+                    stats: self.stats.tx(pair),
+                    shared,
+                    _rings: rings.clone(),
+                }) as Box<dyn TxQueue>);
+            }
+        }
+        Ok(Queues { rx, tx })
+    }
+}
+
+impl Port for VirtioUserPort {
+    fn driver(&self) -> &'static str {
+        "virtio-user"
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_rx_queues: self.pairs,
+            max_tx_queues: self.pairs,
+            min_desc: 1,
+            max_desc: u16::MAX,
+            desc_pow2: false,
+            min_mtu: 68,
+            // Mergeable buffers carry frames over several mbufs.
+            max_mtu: if self.want_mrg && self.offered & VIRTIO_NET_F_MRG_RXBUF != 0 {
+                9600
+            } else {
+                2048 - 14 - NET_HDR_LEN as u16
+            },
+            offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
+            rx_interrupts: true,
+            needs_rx_pool: true,
+        }
+    }
+    fn configure(&mut self, conf: &PortConfig) -> Result<(), PmdError> {
+        if self.started {
+            return Err(perr(&self.name, "configure while started; stop it first"));
+        }
+        conf.validate(&self.name, &self.capabilities())?;
+        self.conf = Some(conf.clone());
+        Ok(())
+    }
+    fn start(&mut self) -> Result<Queues, PmdError> {
+        if self.started {
+            return Err(perr(&self.name, "already started"));
+        }
+        let q = self.setup()?;
+        self.started = true;
+        Ok(q)
+    }
+    fn stop(&mut self) -> Result<(), PmdError> {
+        self.live.store(false, Relaxed);
+        self.watched.quit.store(true, Ordering::Relaxed);
+        if let Some(t) = self.watch.take() {
+            let _ = t.join();
+        }
+        if self.started && self.watched.connected.load(Ordering::Acquire) {
+            let mut ctl = self.watched.ctl.lock().unwrap_or_else(|e| e.into_inner());
+            for i in 0..self.active {
+                // GET_VRING_BASE stops the ring in the backend.
+                let _ = ctl.call("GET_VRING_BASE", |fe| fe.get_vring_base(i));
+            }
+        }
+        self.started = false;
+        Ok(())
+    }
+    fn link(&self) -> Link {
+        Link {
+            up: self.started && self.watched.connected.load(Ordering::Acquire),
+            speed_mbps: 10_000,
+            full_duplex: true,
+        }
+    }
+    fn mac_addr(&self) -> MacAddr {
+        self.mac
+    }
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        self.promisc = on;
+        Ok(())
+    }
+    fn promiscuous(&self) -> bool {
+        self.promisc
+    }
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        self.allmulti = on;
+        Ok(())
+    }
+    fn allmulticast(&self) -> bool {
+        self.allmulti
+    }
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+        let c = self.capabilities();
+        if mtu < c.min_mtu || mtu > c.max_mtu {
+            return Err(PmdError::Config {
+                port: self.name.clone(),
+                what: "mtu",
+                detail: format!("{mtu}; this port takes {}..={}", c.min_mtu, c.max_mtu),
+            });
+        }
+        self.mtu = mtu;
+        Ok(())
+    }
+    fn mtu(&self) -> u16 {
+        self.mtu
+    }
+    fn stats(&self) -> PortStats {
+        self.stats.stats()
+    }
+    fn xstats(&self) -> Vec<Xstat> {
+        let mut v = self.stats.xstats();
+        v.push(Xstat {
+            name: "negotiated_features".into(),
+            value: self.features,
+        });
+        v.push(Xstat {
+            name: "reconnects".into(),
+            value: self.watched.reconnects.load(Ordering::Relaxed),
+        });
+        v
+    }
+    fn reset_stats(&mut self) {
+        self.stats.reset();
+    }
+}
+
+impl Drop for VirtioUserPort {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
