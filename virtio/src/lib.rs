@@ -15,11 +15,11 @@
 //!   `vhost` crate; the data path is ours. Tested against DPDK testpmd's
 //!   `net_vhost` (io, rxonly, txonly; 60 to 9000 bytes; mergeable buffers
 //!   on and off; two queue pairs; rx interrupts; testpmd killed and
-//!   restarted under a running port, which reconnects by itself).
+//!   restarted under a running port, which reconnects by itself, as a
+//!   client or as a server that testpmd's `client=1` connects to).
 //!
 //! To come (issue 4): packed rings, in-order, checksum offloads, the
-//! control queue, server mode (we listen, the backend connects), and the
-//! PCI transports (modern and legacy) over VFIO.
+//! control queue, and the PCI transports (modern and legacy) over VFIO.
 //!
 //! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]

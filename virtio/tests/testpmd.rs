@@ -97,13 +97,32 @@ fn testpmd_queues(tag: &str, mode: &str, queues: u16) -> Option<Testpmd> {
 /// Starts testpmd with a `net_vhost` port listening on `sock` and waits
 /// for the socket.
 fn spawn_testpmd(sock: &str, log: &str, prefix: &str, mode: &str, queues: u16) -> Option<Child> {
-    let _ = std::fs::remove_file(sock);
+    spawn_testpmd_as(sock, log, prefix, mode, queues, false)
+}
+
+/// As [`spawn_testpmd`]; with `client`, testpmd's vhost port connects to
+/// our socket (and retries until it is there), so there is nothing to
+/// wait for.
+fn spawn_testpmd_as(
+    sock: &str,
+    log: &str,
+    prefix: &str,
+    mode: &str,
+    queues: u16,
+    client: bool,
+) -> Option<Child> {
+    if !client {
+        let _ = std::fs::remove_file(sock);
+    }
     let child = Command::new("dpdk-testpmd")
         .args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
         .arg(format!("--file-prefix=rpmdvt{prefix}"))
         .args(["--log-level=lib.eal:error"])
         .arg("--vdev")
-        .arg(format!("net_vhost0,iface={sock},queues={queues}"))
+        .arg(format!(
+            "net_vhost0,iface={sock},queues={queues}{}",
+            if client { ",client=1" } else { "" }
+        ))
         .arg("--")
         .arg(format!("--forward-mode={mode}"))
         .arg(format!("--rxq={queues}"))
@@ -120,7 +139,7 @@ fn spawn_testpmd(sock: &str, log: &str, prefix: &str, mode: &str, queues: u16) -
         .spawn()
         .ok()?;
     let t = Instant::now();
-    while !std::path::Path::new(sock).exists() {
+    while !client && !std::path::Path::new(sock).exists() {
         assert!(
             t.elapsed() < Duration::from_secs(30),
             "testpmd made no socket; log: {log}"
@@ -696,5 +715,90 @@ fn testpmd_killed_and_restarted_mid_stream() {
     p.stop().unwrap();
     drop(q);
     drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+}
+
+/// Server mode: we listen, testpmd's vhost port connects as a client
+/// (`client=1`), frames round-trip; testpmd killed and started again
+/// connects to us again and frames flow once more.
+#[test]
+fn server_mode_with_a_client_testpmd_that_comes_back() {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0
+        || Command::new("dpdk-testpmd")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+        return;
+    }
+    let id = std::process::id();
+    let sock = format!("/tmp/rpmd-vt-srv-{id}.sock");
+    let log = format!("/tmp/rpmd-vt-srv-{id}.log");
+    let mut child = spawn_testpmd_as(&sock, &log, &format!("srv{id}"), "io", 1, true).unwrap();
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtsrv", 4096)).unwrap());
+    let mut p = reg
+        .open(&format!("virtio-user:{sock},server=1,timeout_ms=20000"))
+        .unwrap_or_else(|e| panic!("{e}; testpmd log: {log}"));
+    p.configure(&PortConfig {
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let mut q = p.start().unwrap();
+    let flows = |q: &mut rpmd_pmd::Queues, what: &str| {
+        let t0 = Instant::now();
+        let mut got = 0;
+        let mut inb = Pkts::new();
+        while got < 100 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "{what}: {got} frames back; {log}"
+            );
+            let mut out = Pkts::new();
+            for k in 0..8 {
+                let mut m = pool.get().unwrap();
+                m.append(64).unwrap().copy_from_slice(&frame(k, 64));
+                out.push(m).unwrap();
+            }
+            q.tx_burst(0, &mut out);
+            got += q.rx_burst(0, &mut inb, 32);
+            inb.clear();
+        }
+    };
+    flows(&mut q, "first client");
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let t0 = Instant::now();
+    while p.link().up {
+        assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut child = spawn_testpmd_as(&sock, &log, &format!("srv2{id}"), "io", 1, true).unwrap();
+    let t0 = Instant::now();
+    while !p.link().up {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the client did not come back; {log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    flows(&mut q, "second client");
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert!(
+        !std::path::Path::new(&sock).exists(),
+        "our socket file is removed"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
+    drop(serial);
     assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
 }

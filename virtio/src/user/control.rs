@@ -8,7 +8,7 @@ use crate::split::{used_idx, Layout};
 use rpmd_pmd::{DmaRegion, Mempool};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
@@ -97,22 +97,89 @@ pub(super) fn multiqueue(ctl: &mut Control, offered: u64, pairs: u16) -> Result<
     Ok(())
 }
 
-/// Connects to the backend at `path` and opens the session: SET_OWNER,
+/// How we reach the backend: we connect to its socket (client, the
+/// default), or we listen and it connects to us (server; `server=1`,
+/// testpmd's `net_vhost` with `client=1`).
+pub(super) enum Endpoint {
+    /// Connect to the backend's socket.
+    Client(String),
+    /// Accept on our socket.
+    Server(UnixListener, String),
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // Our listening socket's file goes with it.
+        if let Endpoint::Server(_, path) = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Endpoint {
+    /// A connection to the backend: connected at once (client), or the
+    /// first one to arrive within `wait` (server).
+    fn connect(&self, port: &str, wait: Duration) -> Result<UnixStream, PmdError> {
+        match self {
+            Endpoint::Client(path) => UnixStream::connect(path).map_err(|e| {
+                perr(
+                    port,
+                    format!("cannot connect to the vhost-user socket {path}: {e} (is the backend running and listening?)"),
+                )
+            }),
+            Endpoint::Server(l, path) => {
+                let deadline = std::time::Instant::now() + wait;
+                loop {
+                    match l.accept() {
+                        Ok((s, _)) => {
+                            s.set_nonblocking(false)
+                                .map_err(|e| perr(port, format!("socket: {e}")))?;
+                            return Ok(s);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(perr(port, format!("accept on {path}: {e}"))),
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        return Err(perr(
+                            port,
+                            format!("no vhost-user backend connected to {path} within {wait:?} (start it as a client, e.g. testpmd net_vhost0,iface={path},client=1)"),
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+}
+
+/// Listens on `path` for a backend (server mode); a stale socket file is
+/// replaced.
+pub(super) fn listen(path: &str, port: &str) -> Result<Endpoint, PmdError> {
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+    let l = UnixListener::bind(path)
+        .map_err(|e| perr(port, format!("cannot listen on {path}: {e}")))?;
+    l.set_nonblocking(true)
+        .map_err(|e| perr(port, format!("socket: {e}")))?;
+    Ok(Endpoint::Server(l, path.to_string()))
+}
+
+/// Reaches the backend through `ep` (a server waits up to `accept_wait`
+/// for it) and opens the session, every reply awaited at most `timeout`:
+/// SET_OWNER,
 /// GET_FEATURES (VERSION_1 required) and, for `pairs > 1`, the multiqueue
 /// negotiation. Returns the connection and the features offered.
 pub(super) fn handshake(
-    path: &str,
+    ep: &Endpoint,
     port: &str,
+    accept_wait: Duration,
     timeout: Duration,
     pairs: u16,
     max_vrings: u64,
 ) -> Result<(Control, u64), PmdError> {
-    let sock = UnixStream::connect(path).map_err(|e| {
-        perr(
-            port,
-            format!("cannot connect to the vhost-user socket {path}: {e} (is the backend running and listening?)"),
-        )
-    })?;
+    let sock = ep.connect(port, accept_wait)?;
     let watch = sock
         .try_clone()
         .map_err(|e| perr(port, format!("socket: {e}")))?;
@@ -235,7 +302,7 @@ pub(super) struct Watched {
 /// it with the same queues and marks the link up. The data path runs on
 /// meanwhile: TX fills its rings and RX finds nothing until the backend
 /// is back.
-pub(super) fn watch(w: Arc<Watched>, s: Session, path: String, pairs: u16) {
+pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) {
     let (port, timeout) = {
         let c = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
         (c.port.clone(), c.timeout)
@@ -254,7 +321,9 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, path: String, pairs: u16) {
         while !w.quit.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));
             let max = 2 * MAX_PAIRS as u64;
-            let Ok((mut c, offered)) = handshake(&path, &port, timeout, pairs, max) else {
+            // A server only looks for a waiting client; the loop polls.
+            let wait = Duration::ZERO;
+            let Ok((mut c, offered)) = handshake(&ep, &port, wait, timeout, pairs, max) else {
                 continue;
             };
             let need = s.features & !VHOST_USER_F_PROTOCOL_FEATURES;

@@ -14,7 +14,10 @@
 //! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
 //! could not reach them.
 //!
-//! Device string: `virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]`
+//! Device string: `virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]`
+//! (`server=1`: we listen on PATH and the backend connects to us, as
+//! testpmd's `net_vhost` does with `client=1`; the open waits up to T for
+//! it);
 //! (Q queue pairs, 1..=8, default 1: more than one needs a backend that
 //! offers VIRTIO_NET_F_MQ and the vhost-user MQ protocol feature, and the
 //! pairs are enabled with SET_VRING_ENABLE; N a power of two, default 256;
@@ -27,7 +30,8 @@
 //!
 //! Reconnection: a started port watches its socket. When the backend goes
 //! away (testpmd killed, a vswitch restarted) the link goes down and the
-//! port tries to connect to the same path every 100 ms; a new backend is
+//! port tries to connect to the same path every 100 ms (in server mode:
+//! waits for the backend to connect again); a new backend is
 //! programmed with the same queues, each ring resuming at the `used.idx`
 //! the old one left, and the link comes back. The application keeps its
 //! queue handles throughout (`reconnects` in the xstats counts them).
@@ -41,7 +45,7 @@ use crate::consts::{
 use crate::fd::CallFd;
 use crate::split::{Layout, SplitQueue};
 use crate::Error;
-use control::{handshake, program, watch, Session, Vring, Watched};
+use control::{handshake, listen, program, watch, Endpoint, Session, Vring, Watched};
 use datapath::{Shared, VirtioRx, VirtioTx};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
@@ -74,7 +78,7 @@ impl Driver for VirtioUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "virtio-user:PATH[,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
+        "virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
     }
 
     fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
@@ -83,6 +87,7 @@ impl Driver for VirtioUserDriver {
             "queue_size",
             "mrg_rxbuf",
             "event_idx",
+            "server",
             "timeout_ms",
         ])?;
         let want_event_idx = args.opt_bool("event_idx", true)?;
@@ -103,11 +108,25 @@ impl Driver for VirtioUserDriver {
             .map_err(|_| Error::Config(format!("queue_size={qs}: at most 32768")))
             .and_then(Layout::new)
             .map_err(|e| perr(args.raw(), e))?;
-        let (ctl, offered) = handshake(&path, args.raw(), timeout, pairs, 2 * MAX_PAIRS as u64)?;
+        let server = args.opt_bool("server", false)?;
+        let ep = if server {
+            listen(&path, args.raw())?
+        } else {
+            Endpoint::Client(path.clone())
+        };
+        // A server waits for its backend as long as for any reply.
+        let (ctl, offered) = handshake(
+            &ep,
+            args.raw(),
+            timeout,
+            timeout,
+            pairs,
+            2 * MAX_PAIRS as u64,
+        )?;
         let proto = pairs > 1;
         Ok(Box::new(VirtioUserPort {
             name: args.raw().to_string(),
-            path: path.clone(),
+            endpoint: Arc::new(ep),
             watched: Arc::new(Watched {
                 ctl: std::sync::Mutex::new(ctl),
                 connected: AtomicBool::new(true),
@@ -142,7 +161,8 @@ pub const MAX_PAIRS: u16 = 8;
 /// A virtio-user port.
 pub struct VirtioUserPort {
     name: String,
-    path: String,
+    /// Where the backend is (client) or comes from (server).
+    endpoint: Arc<Endpoint>,
     /// The connection, shared with the watch thread while started.
     watched: Arc<Watched>,
     watch: Option<std::thread::JoinHandle<()>>,
@@ -243,12 +263,12 @@ impl VirtioUserPort {
         self.watched.connected.store(true, Ordering::Release);
         self.watched.quit.store(false, Ordering::Relaxed);
         let w = self.watched.clone();
-        let path = self.path.clone();
+        let ep = self.endpoint.clone();
         let pairs_opt = self.pairs;
         self.watch = Some(
             std::thread::Builder::new()
                 .name("virtio-user watch".into())
-                .spawn(move || watch(w, session, path, pairs_opt))
+                .spawn(move || watch(w, session, ep, pairs_opt))
                 .map_err(|e| perr(&name, format!("watch thread: {e}")))?,
         );
         let pr = pool.region();
