@@ -36,17 +36,16 @@
 //! the old one left, and the link comes back. The application keeps its
 //! queue handles throughout (`reconnects` in the xstats counts them).
 mod control;
-mod datapath;
 
 use crate::consts::{
     NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
     VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::fd::CallFd;
+use crate::net::{Kick, Shared, VirtioRx, VirtioTx};
 use crate::split::{Layout, SplitQueue};
 use crate::Error;
 use control::{handshake, listen, program, watch, Endpoint, Session, Vring, Watched};
-use datapath::{Shared, VirtioRx, VirtioTx};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Port, PortConfig, PortStats, Queues,
@@ -298,10 +297,11 @@ impl VirtioUserPort {
                 if q.publish() {
                     let _ = kick.write(1);
                 }
+                let kick = Kick::Event(kick);
                 if pair < conf.rx_queues as usize {
                     rx.push(Box::new(VirtioRx {
                         q,
-                        call,
+                        call: Some(call),
                         mrg,
                         pool: pool.clone(),
                         kick,
@@ -312,6 +312,7 @@ impl VirtioUserPort {
                     }) as Box<dyn RxQueue>);
                 }
             } else if pair < conf.tx_queues as usize {
+                let kick = Kick::Event(kick);
                 tx.push(Box::new(VirtioTx {
                     q,
                     pool: pool.clone(),

@@ -1,12 +1,15 @@
-//! The data path of a virtio-user port: one RX and one TX split virtqueue
-//! per queue pair, refilled and reclaimed in bursts.
-use super::PmdError;
+//! The virtio-net data path, shared by the transports (virtio-user and
+//! PCI): one RX and one TX split virtqueue per queue pair, refilled and
+//! reclaimed in bursts. Only the doorbell differs: an eventfd write for
+//! vhost-user, an MMIO write for PCI.
+type PmdError = rpmd_pmd::Error;
 use crate::consts::NET_HDR_LEN;
 use crate::fd::CallFd;
 use crate::split::{SplitQueue, MAX_CHAIN};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
+use rpmd_pmd::vfio::Regs;
 use rpmd_pmd::{DmaRegion, Mempool};
 use rpmd_ring::Burst;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -14,35 +17,64 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use vmm_sys_util::eventfd::EventFd;
 
+/// How the driver tells the device that a queue has new buffers.
+pub(crate) enum Kick {
+    /// vhost-user: the queue's kick eventfd.
+    Event(EventFd),
+    /// PCI: the queue's index written to its notify address (§4.1.4.4).
+    Mmio {
+        regs: Arc<Regs>,
+        off: u64,
+        index: u16,
+    },
+}
+
+impl Kick {
+    #[inline]
+    pub(crate) fn kick(&self) {
+        match self {
+            Kick::Event(e) => {
+                let _ = e.write(1);
+            }
+            // The index is written as 32 bits: QEMU decodes the queue from
+            // the address, and every device accepts the write.
+            Kick::Mmio { regs, off, index } => {
+                let _ = regs.write32(*off, *index as u32);
+            }
+        }
+    }
+}
+
 /// Bounds of memory the backend can reach (the pool's region).
 #[derive(Clone, Copy)]
-pub(super) struct Shared {
-    pub(super) start: u64,
-    pub(super) end: u64,
+pub(crate) struct Shared {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
 }
 
-pub(super) struct VirtioRx {
-    pub(super) q: SplitQueue,
-    /// The backend writes it on completions while interrupts are armed.
-    pub(super) call: CallFd,
-    pub(super) mrg: bool,
-    pub(super) pool: Arc<Mempool>,
-    pub(super) kick: EventFd,
-    pub(super) live: Arc<AtomicBool>,
-    pub(super) stats: Arc<CachePadded<QueueStats>>,
-    pub(super) _rings: Arc<DmaRegion>,
-    pub(super) refill: Burst<rpmd_pmd::Mbuf, 64>,
+pub(crate) struct VirtioRx {
+    pub(crate) q: SplitQueue,
+    /// The backend writes it on completions while interrupts are armed
+    /// (`None`: no rx interrupts).
+    pub(crate) call: Option<CallFd>,
+    pub(crate) mrg: bool,
+    pub(crate) pool: Arc<Mempool>,
+    pub(crate) kick: Kick,
+    pub(crate) live: Arc<AtomicBool>,
+    pub(crate) stats: Arc<CachePadded<QueueStats>>,
+    pub(crate) _rings: Arc<DmaRegion>,
+    pub(crate) refill: Burst<rpmd_pmd::Mbuf, 64>,
 }
 
-pub(super) struct VirtioTx {
-    pub(super) q: SplitQueue,
-    pub(super) pool: Arc<Mempool>,
-    pub(super) done: Burst<rpmd_pmd::Mbuf, 64>,
-    pub(super) kick: EventFd,
-    pub(super) live: Arc<AtomicBool>,
-    pub(super) stats: Arc<CachePadded<QueueStats>>,
-    pub(super) shared: Shared,
-    pub(super) _rings: Arc<DmaRegion>,
+pub(crate) struct VirtioTx {
+    pub(crate) q: SplitQueue,
+    pub(crate) pool: Arc<Mempool>,
+    pub(crate) done: Burst<rpmd_pmd::Mbuf, 64>,
+    pub(crate) kick: Kick,
+    pub(crate) live: Arc<AtomicBool>,
+    pub(crate) stats: Arc<CachePadded<QueueStats>>,
+    pub(crate) shared: Shared,
+    pub(crate) _rings: Arc<DmaRegion>,
 }
 
 impl RxQueue for VirtioRx {
@@ -116,13 +148,13 @@ impl RxQueue for VirtioRx {
             posted = true;
         }
         if posted && self.q.publish() {
-            let _ = self.kick.write(1);
+            self.kick.kick();
         }
         n
     }
 
     fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.call.as_fd())
+        self.call.as_ref().map(|c| c.as_fd())
     }
 
     fn set_interrupt(&mut self, enabled: bool) -> Result<(), PmdError> {
@@ -139,9 +171,9 @@ impl VirtioRx {
     /// Arms or disarms rx interrupts (the run loop's sleep).
     fn arm(&mut self, on: bool) {
         self.q.set_interrupts(on);
-        if !on {
+        if let (false, Some(c)) = (on, &self.call) {
             // Clear what the backend signalled, so the next sleep waits.
-            let _ = self.call.0.read();
+            let _ = c.0.read();
         }
     }
 }
@@ -212,7 +244,7 @@ impl TxQueue for VirtioTx {
             self.stats.full.add(1);
         }
         if n > 0 && self.q.publish() {
-            let _ = self.kick.write(1);
+            self.kick.kick();
         }
         self.stats.packets.add(n as u64);
         self.stats.bytes.add(bytes as u64);
