@@ -27,6 +27,13 @@ pub(crate) enum Kick {
         off: u64,
         index: u16,
     },
+    /// Legacy PCI: the queue's index written, 16 bits, to the I/O BAR's
+    /// notify register (§4.1.4.8).
+    Io16 {
+        regs: Arc<Regs>,
+        off: u64,
+        index: u16,
+    },
 }
 
 impl Kick {
@@ -41,6 +48,9 @@ impl Kick {
             Kick::Mmio { regs, off, index } => {
                 let _ = regs.write32(*off, *index as u32);
             }
+            Kick::Io16 { regs, off, index } => {
+                let _ = regs.write16(*off, *index);
+            }
         }
     }
 }
@@ -48,8 +58,19 @@ impl Kick {
 /// Bounds of memory the backend can reach (the pool's region).
 #[derive(Clone, Copy)]
 pub(crate) struct Shared {
+    /// First and one-past-last virtual address of the region.
     pub(crate) start: u64,
     pub(crate) end: u64,
+}
+
+impl Shared {
+    /// Whether `bytes` lie in the region (by virtual address: IOVAs of
+    /// physically addressed memory are not contiguous).
+    #[inline(always)]
+    fn holds(&self, bytes: &[u8]) -> bool {
+        let a = bytes.as_ptr() as u64;
+        a >= self.start && a + bytes.len() as u64 <= self.end
+    }
 }
 
 pub(crate) struct VirtioRx {
@@ -205,7 +226,7 @@ impl TxQueue for VirtioTx {
                 m.nb_segs() <= MAX_CHAIN && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
             if m.nb_segs() == 1 {
                 let addr = m.data_iova().raw();
-                if !ok || addr < self.shared.start || addr + m.data_len() as u64 > self.shared.end {
+                if !ok || !self.shared.holds(m.data()) {
                     // Not reachable by the backend, or no room for the
                     // header: dropped (it returns to its pool) and counted.
                     self.stats.errors.add(1);
@@ -220,10 +241,9 @@ impl TxQueue for VirtioTx {
                 let mut segs = [(0u64, 0u32); MAX_CHAIN];
                 let mut k = 0;
                 let mut reachable = ok;
-                for (iova, l) in m.segment_iovas().take(MAX_CHAIN) {
-                    let a = iova.raw();
-                    reachable &= a >= self.shared.start && a + l as u64 <= self.shared.end;
-                    segs[k] = (a, l as u32);
+                for ((iova, l), seg) in m.segment_iovas().zip(m.segments()).take(MAX_CHAIN) {
+                    reachable &= self.shared.holds(seg);
+                    segs[k] = (iova.raw(), l as u32);
                     k += 1;
                 }
                 if !reachable {

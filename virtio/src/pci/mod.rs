@@ -1,77 +1,70 @@
-//! virtio-net over PCI through VFIO: the modern transport (virtio 1.2
-//! §4.1), for `pci:DDDD:BB:DD.F` device strings.
+//! virtio-net over PCI through VFIO, for `pci:DDDD:BB:DD.F` device
+//! strings: the modern transport (virtio 1.2 §4.1.4, `modern.rs`) and the
+//! legacy one of transitional devices (§4.1.4.8, `legacy.rs`).
 //!
 //! The function must be bound to vfio-pci (`rpmd-bind --bind vfio-pci`).
-//! Probing opens a VFIO container for it, walks the vendor capabilities
-//! for the common, notify and device configuration windows (§4.1.4), and
-//! reads the features and MAC. Devices that do not offer ACCESS_PLATFORM
-//! are refused: their DMA would bypass the IOMMU and take our IOVAs for
-//! physical addresses. `start` resets the device, negotiates
-//! (VERSION_1 and ACCESS_PLATFORM required; MAC, STATUS,
-//! MRG_RXBUF, EVENT_IDX when offered), maps the mempool's region and the
-//! ring region into the IOMMU at IOVA = VA, sets up one RX and one TX split
-//! virtqueue, posts receive buffers and sets DRIVER_OK. The data path is
-//! the one virtio-user uses; its doorbell is an MMIO write of the queue
-//! index to the queue's notify address. `stop` resets the device, which
-//! then touches no memory of ours.
+//! Probing opens a VFIO container for it and picks the interface:
 //!
-//! Device string: `pci:ADDR[,queue_size=N][,mrg_rxbuf=0|1]`. Transitional
-//! devices (1af4:1000) are driven through their modern capabilities; the
-//! legacy I/O-port interface is not used here.
+//! - modern, when the device offers VERSION_1 and ACCESS_PLATFORM: its DMA
+//!   goes through the IOMMU, so the mempool's region and the rings are
+//!   mapped into the container at IOVA = VA;
+//! - legacy, on a transitional device without ACCESS_PLATFORM: it takes
+//!   physical addresses, so the port needs a mempool made with
+//!   `IovaMode::Pa` (hugepages, root) and puts its rings in a hugepage;
+//! - a modern-only device without ACCESS_PLATFORM is refused: its DMA
+//!   would bypass the IOMMU and take our IOVAs for physical addresses.
+//!
+//! `start` resets the device and negotiates (modern: VERSION_1 and
+//! ACCESS_PLATFORM; MAC, STATUS, MRG_RXBUF, EVENT_IDX when offered; legacy
+//! needs MRG_RXBUF, which makes its header the 12 bytes the data path
+//! uses), sets up one RX and one TX split virtqueue, posts receive buffers
+//! and sets DRIVER_OK. The data path is the one virtio-user uses; the
+//! doorbell is an MMIO write (modern) or a 16-bit I/O-port write (legacy)
+//! of the queue index. `stop` resets the device, which then touches no
+//! memory of ours.
+//!
+//! Device string: `pci:ADDR[,queue_size=N][,mrg_rxbuf=0|1]` (legacy queues
+//! have the size the device fixes).
+mod legacy;
+mod modern;
+
 use crate::consts::{
     NET_HDR_LEN, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MRG_RXBUF,
     VIRTIO_RING_F_EVENT_IDX,
 };
+
 use crate::net::{Kick, Shared, VirtioRx, VirtioTx};
 use crate::split::{Layout, SplitQueue};
+use legacy::Legacy;
+use modern::Modern;
 use rpmd_pmd::pci::{PciDevice, PciId, Sysfs};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Link, MacAddr, Offloads, PciDriver, Port, PortConfig, PortStats, Queues,
     RxQueue, TxQueue, Xstat,
 };
-use rpmd_pmd::vfio::{wait_until, Container, Device, DmaMapping, Regs};
+use rpmd_pmd::vfio::{Container, Device, DmaMapping, Regs};
 use rpmd_pmd::{DmaRegion, IovaMode};
 use rpmd_ring::Burst;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
 
-type PmdError = rpmd_pmd::Error;
+pub(super) type PmdError = rpmd_pmd::Error;
 
-// §4.1.4: vendor capability types and the common configuration layout.
-const CAP_VENDOR: u8 = 0x09;
-const CFG_COMMON: u8 = 1;
-const CFG_NOTIFY: u8 = 2;
-const CFG_DEVICE: u8 = 4;
-const DFSELECT: u64 = 0x00;
-const DF: u64 = 0x04;
-const GFSELECT: u64 = 0x08;
-const GF: u64 = 0x0c;
-const MSIX_CONFIG: u64 = 0x10;
-const STATUS: u64 = 0x14;
-const Q_SELECT: u64 = 0x16;
-const Q_SIZE: u64 = 0x18;
-const Q_MSIX: u64 = 0x1a;
-const Q_ENABLE: u64 = 0x1c;
-const Q_NOTIFY_OFF: u64 = 0x1e;
-const Q_DESC: u64 = 0x20;
-const Q_DRIVER: u64 = 0x28;
-const Q_DEVICE: u64 = 0x30;
-// §2.1: device status bits.
-const S_ACK: u8 = 1;
-const S_DRIVER: u8 = 2;
-const S_DRIVER_OK: u8 = 4;
-const S_FEATURES_OK: u8 = 8;
 // §6.1 and §5.1.3: the features this driver knows besides those in consts.
 const F_ACCESS_PLATFORM: u64 = 1 << 33;
 const F_STATUS: u64 = 1 << 16;
 /// §5.1.4: `status` in the device configuration, bit 0 = link up.
 const NET_S_LINK_UP: u16 = 1;
 /// §4.1.5.1.2: no MSI-X vector.
-const NO_VECTOR: u16 = 0xffff;
+pub(super) const NO_VECTOR: u16 = 0xffff;
+// §2.1: device status bits.
+const S_ACK: u8 = 1;
+const S_DRIVER: u8 = 2;
+const S_DRIVER_OK: u8 = 4;
+const S_FEATURES_OK: u8 = 8;
 
-fn perr(port: &str, e: impl std::fmt::Display) -> PmdError {
+pub(super) fn perr(port: &str, e: impl std::fmt::Display) -> PmdError {
     PmdError::Port {
         port: port.to_string(),
         detail: e.to_string(),
@@ -114,27 +107,44 @@ impl PciDriver for VirtioPciDriver {
         let c = Container::open()?;
         let d = c.device(&Sysfs::default(), dev.addr)?;
         d.enable_bus_master()?;
-        let t = Transport::open(&d, &name)?;
-        t.reset(&name)?;
-        let offered = t.features()?;
-        if offered & VIRTIO_F_VERSION_1 == 0 {
-            return Err(perr(
-                &name,
-                format!("the device offers no VERSION_1 (features {offered:#x}); legacy-only devices are not supported"),
-            ));
-        }
-        if offered & F_ACCESS_PLATFORM == 0 {
-            // Such a device bypasses the IOMMU: it would take our IOVAs
-            // (virtual addresses) for physical ones and write wherever they
-            // point.
-            return Err(perr(
-                &name,
-                format!("the device does not offer ACCESS_PLATFORM (features {offered:#x}), so its DMA would bypass the IOMMU; in QEMU add iommu_platform=on to the virtio-net-pci device"),
-            ));
-        }
+        // The modern interface when the device offers it with
+        // ACCESS_PLATFORM; else the legacy one of a transitional device,
+        // with physical addresses.
+        let modern = Modern::open(&d, &name).and_then(|m| {
+            m.reset(&name)?;
+            let f = m.features()?;
+            Ok((m, f))
+        });
+        let (t, offered) = match modern {
+            Ok((m, f)) if f & VIRTIO_F_VERSION_1 != 0 && f & F_ACCESS_PLATFORM != 0 => {
+                (Transport::Modern(m), f)
+            }
+            other => match Legacy::open(&d, &name) {
+                Ok(l) => {
+                    l.reset(&name)?;
+                    let f = l.features()?;
+                    (Transport::Legacy(l), f)
+                }
+                Err(_) => {
+                    let why = match other {
+                        Ok((_, f)) if f & VIRTIO_F_VERSION_1 == 0 => format!(
+                            "the device offers no VERSION_1 (features {f:#x}) and has no legacy interface"
+                        ),
+                        // Such a device bypasses the IOMMU: it would take
+                        // our IOVAs (virtual addresses) for physical ones.
+                        Ok((_, f)) => format!(
+                            "the device does not offer ACCESS_PLATFORM (features {f:#x}), so its DMA would bypass the IOMMU, and it has no legacy interface to give physical addresses to; in QEMU add iommu_platform=on to the virtio-net-pci device"
+                        ),
+                        Err(e) => e.to_string(),
+                    };
+                    return Err(perr(&name, why));
+                }
+            },
+        };
         let mac = if offered & VIRTIO_NET_F_MAC != 0 {
             let mut m = [0u8; 6];
-            t.device.0.read_bytes(t.device.1, &mut m)?;
+            let (r, o) = t.device_cfg();
+            r.read_bytes(o, &mut m)?;
             MacAddr(m)
         } else {
             MacAddr::from_name(&name, 0x70)
@@ -162,143 +172,51 @@ impl PciDriver for VirtioPciDriver {
     }
 }
 
-/// The three configuration windows, each a BAR and an offset in it.
-struct Transport {
-    common: (Arc<Regs>, u64),
-    /// Notify window: BAR, offset, `notify_off_multiplier`.
-    notify: (Arc<Regs>, u64, u32),
-    device: (Arc<Regs>, u64),
+/// The interface a port drives.
+enum Transport {
+    Modern(Modern),
+    Legacy(Legacy),
 }
 
 impl Transport {
-    /// Walks the capability list (§4.1.4) for the windows.
-    fn open(d: &Device, port: &str) -> Result<Transport, PmdError> {
-        let cfg = d.config()?;
-        let mut found: [Option<(u8, u64, u32)>; 3] = [None; 3];
-        for c in d.capabilities()? {
-            if c.id != CAP_VENDOR {
-                continue;
-            }
-            let o = c.offset as u64;
-            let ty = cfg.read8(o + 3)?;
-            let bar = cfg.read8(o + 4)?;
-            let off = cfg.read32(o + 8)? as u64;
-            let slot = match ty {
-                CFG_COMMON => 0,
-                CFG_NOTIFY => 1,
-                CFG_DEVICE => 2,
-                _ => continue,
-            };
-            // The first capability of each type is the preferred one.
-            if found[slot].is_none() {
-                let mult = if ty == CFG_NOTIFY {
-                    cfg.read32(o + 16)?
-                } else {
-                    0
-                };
-                found[slot] = Some((bar, off, mult));
-            }
-        }
-        let [Some(common), Some(notify), Some(device)] = found else {
-            return Err(perr(
-                port,
-                "no virtio 1.x common/notify/device capabilities (a legacy-only device?)",
-            ));
-        };
-        let mut bars: [Option<Arc<Regs>>; 6] = Default::default();
-        let mut bar = |b: u8| -> Result<Arc<Regs>, PmdError> {
-            let slot = bars
-                .get_mut(b as usize)
-                .ok_or_else(|| perr(port, format!("capability names BAR{b}")))?;
-            if slot.is_none() {
-                *slot = Some(Arc::new(d.bar(b as u32)?));
-            }
-            Ok(slot.clone().unwrap_or_else(|| unreachable!("just set")))
-        };
-        Ok(Transport {
-            common: (bar(common.0)?, common.1),
-            notify: (bar(notify.0)?, notify.1, notify.2),
-            device: (bar(device.0)?, device.1),
-        })
+    fn is_legacy(&self) -> bool {
+        matches!(self, Transport::Legacy(_))
     }
-
-    fn c(&self) -> (&Regs, u64) {
-        (&self.common.0, self.common.1)
-    }
-
-    fn status(&self) -> Result<u8, PmdError> {
-        let (r, o) = self.c();
-        r.read8(o + STATUS)
-    }
-
-    fn set_status(&self, s: u8) -> Result<(), PmdError> {
-        let (r, o) = self.c();
-        r.write8(o + STATUS, s)
-    }
-
-    /// §4.1.4.3.2: writing 0 resets; the device reads 0 when done.
     fn reset(&self, port: &str) -> Result<(), PmdError> {
-        self.set_status(0)?;
-        wait_until(
-            &format!("{port}: virtio reset"),
-            Duration::from_secs(1),
-            || Ok(self.status()? == 0),
-        )
-    }
-
-    fn features(&self) -> Result<u64, PmdError> {
-        let (r, o) = self.c();
-        let mut f = 0u64;
-        for sel in 0..2u32 {
-            r.write32(o + DFSELECT, sel)?;
-            f |= (r.read32(o + DF)? as u64) << (32 * sel);
+        match self {
+            Transport::Modern(m) => m.reset(port),
+            Transport::Legacy(l) => l.reset(port),
         }
-        Ok(f)
     }
-
+    fn status(&self) -> Result<u8, PmdError> {
+        match self {
+            Transport::Modern(m) => m.status(),
+            Transport::Legacy(l) => l.status(),
+        }
+    }
+    fn set_status(&self, s: u8) -> Result<(), PmdError> {
+        match self {
+            Transport::Modern(m) => m.set_status(s),
+            Transport::Legacy(l) => l.set_status(s),
+        }
+    }
     fn set_features(&self, f: u64) -> Result<(), PmdError> {
-        let (r, o) = self.c();
-        for sel in 0..2u32 {
-            r.write32(o + GFSELECT, sel)?;
-            r.write32(o + GF, (f >> (32 * sel)) as u32)?;
+        match self {
+            Transport::Modern(m) => m.set_features(f),
+            Transport::Legacy(l) => l.set_features(f),
         }
-        Ok(())
     }
-
-    /// Sets up queue `index` on `q` (§4.1.5.1.3); returns its doorbell.
     fn setup_queue(&self, index: u16, q: &SplitQueue, port: &str) -> Result<Kick, PmdError> {
-        let (r, o) = self.c();
-        r.write16(o + Q_SELECT, index)?;
-        let max = r.read16(o + Q_SIZE)?;
-        if max == 0 {
-            return Err(perr(port, format!("the device has no queue {index}")));
+        match self {
+            Transport::Modern(m) => m.setup_queue(index, q, port),
+            Transport::Legacy(l) => l.setup_queue(index, q, port),
         }
-        if q.size() > max {
-            return Err(perr(
-                port,
-                format!(
-                    "queue {index}: {} entries asked, the device takes at most {max} (queue_size=)",
-                    q.size()
-                ),
-            ));
+    }
+    fn device_cfg(&self) -> (&Regs, u64) {
+        match self {
+            Transport::Modern(m) => (&m.device.0, m.device.1),
+            Transport::Legacy(l) => l.device_cfg(),
         }
-        r.write16(o + Q_SIZE, q.size())?;
-        let (desc, avail, used) = q.addresses();
-        r.write64(o + Q_DESC, desc)?;
-        r.write64(o + Q_DRIVER, avail)?;
-        r.write64(o + Q_DEVICE, used)?;
-        r.write16(o + Q_MSIX, NO_VECTOR)?;
-        let noff = r.read16(o + Q_NOTIFY_OFF)? as u64;
-        r.write16(o + Q_ENABLE, 1)?;
-        let off = self.notify.1 + noff * self.notify.2 as u64;
-        // Check the doorbell once here, so the data path's writes cannot
-        // fail on bounds.
-        self.notify.0.read32(off).map(|_| ())?;
-        Ok(Kick::Mmio {
-            regs: self.notify.0.clone(),
-            off,
-            index,
-        })
     }
 }
 
@@ -320,6 +238,7 @@ pub struct VirtioPciPort {
     stats: StatsBlock,
     /// The mempool region mapped for the device, by region address.
     pool_map: Option<(usize, DmaMapping)>,
+    /// The rings' region and its IOMMU mapping (modern transport).
     ring_map: Option<(Arc<DmaRegion>, DmaMapping)>,
     promisc: bool,
     allmulti: bool,
@@ -340,35 +259,73 @@ impl VirtioPciPort {
         let t = &self.t;
         t.reset(&name)?;
         t.set_status(S_ACK | S_DRIVER)?;
-        let mut want = VIRTIO_F_VERSION_1
-            | F_ACCESS_PLATFORM
-            | VIRTIO_NET_F_MAC
-            | F_STATUS
-            | VIRTIO_RING_F_EVENT_IDX;
-        if self.want_mrg {
+        let legacy = t.is_legacy();
+        let mut want = VIRTIO_NET_F_MAC | F_STATUS | VIRTIO_RING_F_EVENT_IDX;
+        if legacy {
+            // The legacy header is 12 bytes only with mergeable buffers;
+            // the data path writes and reads 12.
+            if self.offered & VIRTIO_NET_F_MRG_RXBUF == 0 {
+                return Err(perr(
+                    &name,
+                    "a legacy device without MRG_RXBUF (10-byte headers) is not supported",
+                ));
+            }
             want |= VIRTIO_NET_F_MRG_RXBUF;
+        } else {
+            want |= VIRTIO_F_VERSION_1 | F_ACCESS_PLATFORM;
+            if self.want_mrg {
+                want |= VIRTIO_NET_F_MRG_RXBUF;
+            }
         }
         self.features = self.offered & want;
         t.set_features(self.features)?;
-        t.set_status(S_ACK | S_DRIVER | S_FEATURES_OK)?;
-        if t.status()? & S_FEATURES_OK == 0 {
-            return Err(perr(
-                &name,
-                format!("the device refused features {:#x}", self.features),
-            ));
-        }
-        let (r, o) = t.c();
-        r.write16(o + MSIX_CONFIG, NO_VECTOR)?;
-        // The device reaches the pool's buffers and the rings at IOVA = VA.
+        // §3.1.1: FEATURES_OK exists for modern devices only.
+        let base = if legacy {
+            S_ACK | S_DRIVER
+        } else {
+            t.set_status(S_ACK | S_DRIVER | S_FEATURES_OK)?;
+            if t.status()? & S_FEATURES_OK == 0 {
+                return Err(perr(
+                    &name,
+                    format!("the device refused features {:#x}", self.features),
+                ));
+            }
+            if let Transport::Modern(m) = t {
+                m.no_config_vector()?;
+            }
+            S_ACK | S_DRIVER | S_FEATURES_OK
+        };
         let pr = pool.region();
-        if self.pool_map.as_ref().map(|m| m.0) != Some(pr.as_ptr() as usize) {
-            self.pool_map = None;
-            self.pool_map = Some((pr.as_ptr() as usize, self.container.map_dma(pr)?));
-        }
-        let l = self.layout;
-        self.ring_map = None;
-        let rings = Arc::new(DmaRegion::new("virtio-pci rings", 2 * l.len, IovaMode::Va)?);
-        let ring_map = self.container.map_dma(&rings)?;
+        let (l, rings) = if let Transport::Legacy(lg) = t {
+            // Physical addresses: the pool must know them, and the rings
+            // sit in physically contiguous (hugepage) memory.
+            if pr.iova_mode() != IovaMode::Pa {
+                return Err(perr(&name, "a legacy virtio device takes physical addresses: give the port a mempool made with IovaMode::Pa (hugepages, root)"));
+            }
+            let size = lg.queue_size(0)?;
+            let l = Layout::new(size).map_err(|e| perr(&name, e))?;
+            let rings = DmaRegion::with_page_size(
+                "virtio-pci rings",
+                2 * l.len,
+                IovaMode::Pa,
+                rpmd_pmd::PageSize::Huge2M,
+            )?;
+            self.ring_map = None;
+            (l, Arc::new(rings))
+        } else {
+            // The device reaches the pool's buffers and the rings at
+            // IOVA = VA.
+            if self.pool_map.as_ref().map(|m| m.0) != Some(pr.as_ptr() as usize) {
+                self.pool_map = None;
+                self.pool_map = Some((pr.as_ptr() as usize, self.container.map_dma(pr)?));
+            }
+            let l = self.layout;
+            self.ring_map = None;
+            let rings = Arc::new(DmaRegion::new("virtio-pci rings", 2 * l.len, IovaMode::Va)?);
+            let m = self.container.map_dma(&rings)?;
+            self.ring_map = Some((rings.clone(), m));
+            (l, rings)
+        };
         let event_idx = self.features & VIRTIO_RING_F_EVENT_IDX != 0;
         let mut queues = Vec::new();
         let mut kicks = Vec::new();
@@ -380,8 +337,7 @@ impl VirtioPciPort {
             kicks.push(t.setup_queue(i, &q, &name)?);
             queues.push(q);
         }
-        t.set_status(S_ACK | S_DRIVER | S_FEATURES_OK | S_DRIVER_OK)?;
-        self.ring_map = Some((rings.clone(), ring_map));
+        t.set_status(base | S_DRIVER_OK)?;
         self.stats = StatsBlock::new(1, 1);
         self.live = Arc::new(AtomicBool::new(true));
         let shared = Shared {
@@ -487,14 +443,10 @@ impl Port for VirtioPciPort {
         Ok(())
     }
     fn link(&self) -> Link {
+        let (r, o) = self.t.device_cfg();
         let up = self.started
             && (self.features & F_STATUS == 0
-                || self
-                    .t
-                    .device
-                    .0
-                    .read16(self.t.device.1 + 6)
-                    .is_ok_and(|s| s & NET_S_LINK_UP != 0));
+                || r.read16(o + 6).is_ok_and(|s| s & NET_S_LINK_UP != 0));
         Link {
             up,
             speed_mbps: 10_000,
