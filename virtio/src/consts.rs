@@ -20,6 +20,8 @@ pub const VIRTIO_NET_F_MQ: u64 = 1 << F_MQ;
 /// (`used_event` in the avail ring, `avail_event` in the used ring) rather
 /// than by flags (bit 29).
 pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
+/// §2.8: packed virtqueues (bit 34).
+pub const VIRTIO_F_RING_PACKED: u64 = 1 << 34;
 /// vhost-user: protocol features are negotiated (bit 30 of the features).
 pub const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
 

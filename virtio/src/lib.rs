@@ -4,6 +4,11 @@
 //! - [`split`]: the driver side of a split virtqueue (virtio 1.2 §2.7) in
 //!   DMA memory, carrying mbufs, with the ordering between descriptor
 //!   writes, index publication and notification decisions documented.
+//! - [`packed`]: the driver side of a packed virtqueue (§2.8): one ring
+//!   both sides write, AVAIL/USED bits against wrap counters, a batch made
+//!   available by one Release store of its first descriptor's flags. The
+//!   data path runs on either ring (`net::Ring`); virtio-user offers it
+//!   with `packed_vq=1`.
 //! - [`user`]: virtio-user: this process drives a vhost-user backend (such
 //!   as DPDK's `net_vhost`) over a Unix socket, sharing its mempool and
 //!   ring memory by fd. Up to 8 queue pairs (MQ, rings enabled with
@@ -26,8 +31,9 @@
 //!   host peer, 1000 frames each way checked byte for byte on both
 //!   transports (`tests/vm/run.sh`).
 //!
-//! To come (issue 4): packed rings, in-order, checksum offloads, the
-//! control queue, and MSI-X rx interrupts and multiqueue on PCI.
+//! To come (issue 4): in-order, checksum offloads, the control queue,
+//! packed rings and MSI-X rx interrupts and multiqueue on PCI, and
+//! reconnection with packed rings.
 //!
 //! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]
@@ -36,6 +42,7 @@
 pub mod consts;
 mod fd;
 mod net;
+pub mod packed;
 pub mod pci;
 pub mod split;
 pub mod user;

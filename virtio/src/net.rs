@@ -5,17 +5,82 @@
 type PmdError = rpmd_pmd::Error;
 use crate::consts::NET_HDR_LEN;
 use crate::fd::CallFd;
+use crate::packed::PackedQueue;
 use crate::split::{SplitQueue, MAX_CHAIN};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
 use rpmd_pmd::vfio::Regs;
-use rpmd_pmd::{DmaRegion, Mempool};
+use rpmd_pmd::{DmaRegion, Mbuf, Mempool};
 use rpmd_ring::Burst;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use vmm_sys_util::eventfd::EventFd;
+
+/// A virtqueue as the data path uses it: split (§2.7) or packed (§2.8).
+pub(crate) trait Ring: Send + 'static {
+    fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf>;
+    fn push_chain(&mut self, m: Mbuf, segs: &[(u64, u32)], device_writes: bool)
+        -> Result<(), Mbuf>;
+    fn publish(&mut self) -> bool;
+    fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), crate::Error>>;
+    fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize;
+    fn free(&self) -> usize;
+    fn has_used(&self) -> bool;
+    fn set_interrupts(&mut self, on: bool);
+    /// IOVAs of the three areas (descriptors; avail or driver events;
+    /// used or device events).
+    fn addresses(&self) -> (u64, u64, u64);
+    fn size(&self) -> u16;
+}
+
+macro_rules! ring_impl {
+    ($t:ty) => {
+        impl Ring for $t {
+            #[inline(always)]
+            fn push(&mut self, m: Mbuf, a: u64, l: u32, w: bool) -> Result<(), Mbuf> {
+                <$t>::push(self, m, a, l, w)
+            }
+            #[inline(always)]
+            fn push_chain(&mut self, m: Mbuf, s: &[(u64, u32)], w: bool) -> Result<(), Mbuf> {
+                <$t>::push_chain(self, m, s, w)
+            }
+            #[inline(always)]
+            fn publish(&mut self) -> bool {
+                <$t>::publish(self)
+            }
+            #[inline(always)]
+            fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), crate::Error>> {
+                <$t>::pop_used(self)
+            }
+            #[inline(always)]
+            fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
+                <$t>::reclaim_into(self, out)
+            }
+            #[inline(always)]
+            fn free(&self) -> usize {
+                <$t>::free(self)
+            }
+            #[inline(always)]
+            fn has_used(&self) -> bool {
+                <$t>::has_used(self)
+            }
+            #[inline(always)]
+            fn set_interrupts(&mut self, on: bool) {
+                <$t>::set_interrupts(self, on)
+            }
+            fn addresses(&self) -> (u64, u64, u64) {
+                <$t>::addresses(self)
+            }
+            fn size(&self) -> u16 {
+                <$t>::size(self)
+            }
+        }
+    };
+}
+ring_impl!(SplitQueue);
+ring_impl!(PackedQueue);
 
 /// How the driver tells the device that a queue has new buffers.
 pub(crate) enum Kick {
@@ -73,8 +138,8 @@ impl Shared {
     }
 }
 
-pub(crate) struct VirtioRx {
-    pub(crate) q: SplitQueue,
+pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
+    pub(crate) q: Q,
     /// The backend writes it on completions while interrupts are armed
     /// (`None`: no rx interrupts).
     pub(crate) call: Option<CallFd>,
@@ -87,8 +152,8 @@ pub(crate) struct VirtioRx {
     pub(crate) refill: Burst<rpmd_pmd::Mbuf, 64>,
 }
 
-pub(crate) struct VirtioTx {
-    pub(crate) q: SplitQueue,
+pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
+    pub(crate) q: Q,
     pub(crate) pool: Arc<Mempool>,
     pub(crate) done: Burst<rpmd_pmd::Mbuf, 64>,
     pub(crate) kick: Kick,
@@ -98,7 +163,7 @@ pub(crate) struct VirtioTx {
     pub(crate) _rings: Arc<DmaRegion>,
 }
 
-impl RxQueue for VirtioRx {
+impl<Q: Ring> RxQueue for VirtioRx<Q> {
     fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
         if !self.live.load(Relaxed) {
             return 0;
@@ -188,7 +253,7 @@ impl RxQueue for VirtioRx {
     }
 }
 
-impl VirtioRx {
+impl<Q: Ring> VirtioRx<Q> {
     /// Arms or disarms rx interrupts (the run loop's sleep).
     fn arm(&mut self, on: bool) {
         self.q.set_interrupts(on);
@@ -199,7 +264,7 @@ impl VirtioRx {
     }
 }
 
-impl TxQueue for VirtioTx {
+impl<Q: Ring> TxQueue for VirtioTx<Q> {
     fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
         if !self.live.load(Relaxed) {
             return 0;

@@ -219,6 +219,8 @@ pub(super) struct Vring {
 /// Everything needed to program a backend with our queues, again after a
 /// reconnection: negotiated features, the two shared regions, the vrings.
 pub(super) struct Session {
+    /// Packed rings (resuming after a reconnection is not supported).
+    pub(super) packed: bool,
     pub(super) features: u64,
     pub(super) proto: bool,
     pub(super) pool: Arc<Mempool>,
@@ -255,10 +257,18 @@ pub(super) fn program(ctl: &mut Control, s: &Session, fresh: bool) -> Result<(),
     ];
     ctl.call("SET_MEM_TABLE", |fe| fe.set_mem_table(&mem))?;
     for (i, v) in s.vrings.iter().enumerate() {
-        let base = if fresh {
-            0
-        } else {
-            used_idx(&s.rings, v.offset, &v.layout)
+        let base = match (fresh, s.packed) {
+            // vhost-user: a packed ring's base carries the avail wrap
+            // counter in bit 15; it starts at 1.
+            (true, true) => 1 << 15,
+            (true, false) => 0,
+            (false, false) => used_idx(&s.rings, v.offset, &v.layout),
+            (false, true) => {
+                return Err(perr(
+                    &ctl.port,
+                    "reconnection with packed rings is not supported; restart the port",
+                ))
+            }
         };
         ctl.call("SET_VRING_NUM", |fe| fe.set_vring_num(i, v.size))?;
         ctl.call("SET_VRING_BASE", |fe| fe.set_vring_base(i, base))?;
@@ -317,6 +327,13 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
             continue;
         }
         w.connected.store(false, Ordering::Release);
+        if s.packed {
+            note(
+                &port,
+                "backend hung up; link down (reconnection with packed rings is not supported: restart the port)",
+            );
+            return;
+        }
         note(&port, "backend hung up; link down, reconnecting");
         while !w.quit.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));

@@ -14,7 +14,7 @@
 //! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
 //! could not reach them.
 //!
-//! Device string: `virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]`
+//! Device string: `virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,timeout_ms=T]`
 //! (`server=1`: we listen on PATH and the backend connects to us, as
 //! testpmd's `net_vhost` does with `client=1`; the open waits up to T for
 //! it);
@@ -38,11 +38,12 @@
 mod control;
 
 use crate::consts::{
-    NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
-    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1,
+    VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::fd::CallFd;
-use crate::net::{Kick, Shared, VirtioRx, VirtioTx};
+use crate::net::{Kick, Ring, Shared, VirtioRx, VirtioTx};
+use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
 use crate::Error;
 use control::{handshake, listen, program, watch, Endpoint, Session, Vring, Watched};
@@ -77,7 +78,7 @@ impl Driver for VirtioUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
+        "virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
     }
 
     fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
@@ -86,10 +87,12 @@ impl Driver for VirtioUserDriver {
             "queue_size",
             "mrg_rxbuf",
             "event_idx",
+            "packed_vq",
             "server",
             "timeout_ms",
         ])?;
         let want_event_idx = args.opt_bool("event_idx", true)?;
+        let want_packed = args.opt_bool("packed_vq", false)?;
         let pairs = args.opt_u64("queues", 1)?;
         if !(1..=MAX_PAIRS as u64).contains(&pairs) {
             return Err(perr(
@@ -138,6 +141,7 @@ impl Driver for VirtioUserDriver {
             proto,
             want_mrg: mrg,
             want_event_idx,
+            want_packed,
             features: 0,
             layout,
             mac: MacAddr::from_name(&path, 0x76),
@@ -173,6 +177,7 @@ pub struct VirtioUserPort {
     proto: bool,
     want_mrg: bool,
     want_event_idx: bool,
+    want_packed: bool,
     features: u64,
     layout: Layout,
     mac: MacAddr,
@@ -202,11 +207,6 @@ impl VirtioUserPort {
         let l = self.layout;
         // Pair q: RX on vring 2q, TX on vring 2q + 1.
         let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
-        let rings = Arc::new(DmaRegion::new(
-            "virtio-user rings",
-            2 * pairs * l.len,
-            IovaMode::Va,
-        )?);
         let mut want = VIRTIO_F_VERSION_1;
         if self.want_mrg {
             want |= VIRTIO_NET_F_MRG_RXBUF;
@@ -214,7 +214,40 @@ impl VirtioUserPort {
         if self.want_event_idx {
             want |= VIRTIO_RING_F_EVENT_IDX;
         }
-        let event_idx = self.offered & want & VIRTIO_RING_F_EVENT_IDX != 0;
+        if self.want_packed {
+            if self.offered & VIRTIO_F_RING_PACKED == 0 {
+                return Err(perr(
+                    &name,
+                    format!("packed_vq=1, but the backend offers no VIRTIO_F_RING_PACKED (features {:#x})", self.offered),
+                ));
+            }
+            want |= VIRTIO_F_RING_PACKED;
+        }
+        if self.proto {
+            want |= VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
+        }
+        self.features = self.offered & want;
+        if self.want_packed {
+            let pl = PackedLayout::new(l.size).map_err(|e| perr(&name, e))?;
+            let rings = Arc::new(DmaRegion::new(
+                "virtio-user rings",
+                2 * pairs * pl.len,
+                IovaMode::Va,
+            )?);
+            let mut queues = Vec::with_capacity(2 * pairs);
+            for i in 0..2 * pairs {
+                let mut q = PackedQueue::new(&rings, i * pl.len, pl).map_err(|e| perr(&name, e))?;
+                q.set_interrupts(false);
+                queues.push(q);
+            }
+            return self.connect_queues(queues, rings, &conf, pool);
+        }
+        let rings = Arc::new(DmaRegion::new(
+            "virtio-user rings",
+            2 * pairs * l.len,
+            IovaMode::Va,
+        )?);
+        let event_idx = self.features & VIRTIO_RING_F_EVENT_IDX != 0;
         let mut queues = Vec::with_capacity(2 * pairs);
         for i in 0..2 * pairs {
             let mut q = SplitQueue::new(&rings, i * l.len, l).map_err(|e| perr(&name, e))?;
@@ -222,10 +255,21 @@ impl VirtioUserPort {
             q.set_interrupts(false);
             queues.push(q);
         }
-        if self.proto {
-            want |= VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
-        }
-        self.features = self.offered & want;
+        self.connect_queues(queues, rings, &conf, pool)
+    }
+
+    /// Programs the backend with `queues` (RX, TX per pair) and hands out
+    /// their data-path handles.
+    fn connect_queues<Q: Ring>(
+        &mut self,
+        queues: Vec<Q>,
+        rings: Arc<DmaRegion>,
+        conf: &PortConfig,
+        pool: Arc<rpmd_pmd::Mempool>,
+    ) -> Result<Queues, PmdError> {
+        let name = self.name.clone();
+        let l = self.layout;
+        let pairs = queues.len() / 2;
         let ev = |e: std::io::Error| perr(&name, format!("eventfd: {e}"));
         let mut vrings = Vec::with_capacity(queues.len());
         let (mut kicks, mut calls) = (Vec::new(), Vec::new());
@@ -249,6 +293,7 @@ impl VirtioUserPort {
             calls.push(CallFd(call));
         }
         let session = Session {
+            packed: self.want_packed,
             features: self.features,
             proto: self.proto,
             pool: pool.clone(),

@@ -1,0 +1,493 @@
+//! The driver side of a packed virtqueue (virtio 1.2 §2.8) in DMA memory.
+//!
+//! One ring of 16-byte descriptors {addr, len, id, flags} that both sides
+//! write: the driver makes descriptors available in ring order, and the
+//! device writes each used buffer back into the ring, in the order it
+//! finished them, as one descriptor carrying the buffer's id. Whose turn a
+//! descriptor is shows in two flag bits, AVAIL and USED, read against a
+//! wrap counter that flips each time an index passes the end of the ring
+//! (§2.8.1): available means AVAIL = wrap and USED = !wrap, used means both
+//! equal the device's wrap. After the ring come the driver and device
+//! event-suppression areas (§2.8.10), 4 bytes each.
+//!
+//! Buffers are mbufs, as in [`crate::split`]: buffer ids come from a free
+//! stack, `tokens[id]` holds the mbuf, `chain[id]` how many descriptors it
+//! took, so a used descriptor (one per buffer) frees the right number of
+//! ring slots.
+//!
+//! Ordering: the driver writes a batch's descriptors, then publishes it
+//! with a Release store of the *first* descriptor's flags (`P1`, pairing
+//! with the device's Acquire read of them; the device takes descriptors
+//! in ring order, so it cannot see the later ones first). It reads a used
+//! descriptor's flags with an Acquire load before its id and length
+//! (`P2`, pairing with the device's Release store of the flags after
+//! writing them). A SeqCst fence orders publication before reading the
+//! device's event flags when deciding to notify (`P3`).
+#![allow(unsafe_code)]
+
+use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+use crate::Error;
+use rpmd_pmd::{DmaRegion, Mbuf};
+use rpmd_ring::Burst;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU16, Ordering};
+
+/// §2.8.1: the AVAIL and USED flag bits.
+const F_AVAIL: u16 = 1 << 7;
+const F_USED: u16 = 1 << 15;
+/// §2.8.10: event suppression flags.
+const EVENT_ENABLE: u16 = 0;
+const EVENT_DISABLE: u16 = 1;
+
+/// Byte offsets of the parts of a packed queue.
+#[derive(Clone, Copy, Debug)]
+pub struct PackedLayout {
+    /// Entries (a power of two here, at most 32768).
+    pub size: u16,
+    /// Driver event suppression area.
+    pub driver: usize,
+    /// Device event suppression area.
+    pub device: usize,
+    /// Bytes in all (page multiple).
+    pub len: usize,
+}
+
+impl PackedLayout {
+    /// The layout of a queue of `size` entries.
+    pub fn new(size: u16) -> Result<PackedLayout, Error> {
+        if !size.is_power_of_two() || size > 32768 {
+            return Err(Error::Config(format!(
+                "queue size {size}: a power of two up to 32768"
+            )));
+        }
+        let driver = 16 * size as usize;
+        let device = driver + 64;
+        Ok(PackedLayout {
+            size,
+            driver,
+            device,
+            len: (device + 64).next_multiple_of(4096),
+        })
+    }
+}
+
+/// One packed virtqueue, driver side.
+pub struct PackedQueue {
+    base: *mut u8,
+    iova_base: u64,
+    layout: PackedLayout,
+    /// Next ring slot to make available, and its wrap counter.
+    next_avail: u16,
+    avail_wrap: bool,
+    /// Next ring slot the device will write used, and its wrap counter.
+    next_used: u16,
+    used_wrap: bool,
+    /// Ring slots not holding an available or unreclaimed descriptor.
+    free_slots: usize,
+    free_ids: Vec<u16>,
+    tokens: Vec<Option<NonNull<u8>>>,
+    chain: Vec<u16>,
+    /// The first descriptor of the batch not yet published: its slot and
+    /// flags, stored at `publish`.
+    pending: Option<(u16, u16)>,
+}
+
+// SAFETY: the queue owns its slice of the region and the mbufs in flight;
+// moving it to another thread moves that ownership.
+unsafe impl Send for PackedQueue {}
+
+impl PackedQueue {
+    /// A queue in `region` at byte `offset` (4096-aligned, leaving
+    /// `layout.len` bytes); the memory is zeroed here.
+    pub fn new(
+        region: &DmaRegion,
+        offset: usize,
+        layout: PackedLayout,
+    ) -> Result<PackedQueue, Error> {
+        if offset % 4096 != 0
+            || offset
+                .checked_add(layout.len)
+                .is_none_or(|e| e > region.len())
+        {
+            return Err(Error::Config(format!(
+                "packed queue of {} bytes at offset {offset} does not fit the {}-byte ring region",
+                layout.len,
+                region.len()
+            )));
+        }
+        // SAFETY: in bounds (checked above); the other side has not been
+        // told about this memory yet.
+        let base = unsafe { region.as_ptr().add(offset) };
+        // SAFETY: as above.
+        unsafe { base.write_bytes(0, layout.len) };
+        let n = layout.size as usize;
+        Ok(PackedQueue {
+            base,
+            iova_base: region.iova(offset).map(|i| i.raw()).unwrap_or(0),
+            layout,
+            next_avail: 0,
+            avail_wrap: true,
+            next_used: 0,
+            used_wrap: true,
+            free_slots: n,
+            free_ids: (0..layout.size).rev().collect(),
+            tokens: vec![None; n],
+            chain: vec![0; n],
+            pending: None,
+        })
+    }
+
+    /// IOVAs of the descriptor ring, the driver area and the device area.
+    pub fn addresses(&self) -> (u64, u64, u64) {
+        (
+            self.iova_base,
+            self.iova_base + self.layout.driver as u64,
+            self.iova_base + self.layout.device as u64,
+        )
+    }
+
+    /// Entries.
+    pub fn size(&self) -> u16 {
+        self.layout.size
+    }
+
+    /// Buffers that can be added now (one descriptor each).
+    pub fn free(&self) -> usize {
+        self.free_slots.min(self.free_ids.len())
+    }
+
+    fn desc(&self, slot: u16) -> *mut u8 {
+        // SAFETY: `slot < size`, so the descriptor is inside the ring.
+        unsafe { self.base.add(16 * slot as usize) }
+    }
+
+    fn flags(&self, slot: u16) -> &AtomicU16 {
+        // SAFETY: the flags of descriptor `slot` (offset 14, 2-aligned),
+        // inside the queue's memory, which the device also accesses
+        // atomically.
+        unsafe { AtomicU16::from_ptr(self.desc(slot).add(14).cast()) }
+    }
+
+    /// Asks the device not to interrupt (we poll), or to interrupt on the
+    /// next used buffer.
+    pub fn set_interrupts(&mut self, on: bool) {
+        let flags = if on { EVENT_ENABLE } else { EVENT_DISABLE };
+        // SAFETY: the driver event area's flags (offset 2), ours to write.
+        unsafe {
+            self.base
+                .add(self.layout.driver + 2)
+                .cast::<u16>()
+                .write_volatile(flags.to_le())
+        };
+        fence(Ordering::SeqCst);
+    }
+
+    /// Whether a used buffer waits.
+    pub fn has_used(&self) -> bool {
+        self.is_used(self.next_used)
+    }
+
+    #[inline]
+    fn is_used(&self, slot: u16) -> bool {
+        // P2 (Acquire): pairs with the device's Release store of the flags.
+        let f = u16::from_le(self.flags(slot).load(Ordering::Acquire));
+        let w = self.used_wrap;
+        (f & F_AVAIL != 0) == w && (f & F_USED != 0) == w
+    }
+
+    /// Writes descriptor `slot` and returns the flags that make it
+    /// available (stored by the caller).
+    #[inline]
+    fn write_desc(&mut self, addr: u64, len: u32, id: u16, mut flags: u16) -> (u16, u16) {
+        let slot = self.next_avail;
+        if self.avail_wrap {
+            flags |= F_AVAIL;
+        } else {
+            flags |= F_USED;
+        }
+        let d = self.desc(slot);
+        // SAFETY: the slot is free (counted in `free_slots`), so the
+        // device does not read it until its flags say so.
+        unsafe {
+            d.cast::<u64>().write_volatile(addr.to_le());
+            d.add(8).cast::<u32>().write_volatile(len.to_le());
+            d.add(12).cast::<u16>().write_volatile(id.to_le());
+        }
+        self.next_avail += 1;
+        if self.next_avail == self.layout.size {
+            self.next_avail = 0;
+            self.avail_wrap = !self.avail_wrap;
+        }
+        self.free_slots -= 1;
+        (slot, flags)
+    }
+
+    /// Makes flags `f` of `slot` visible: deferred for the batch's first
+    /// descriptor (stored by `publish`), at once for the others.
+    #[inline]
+    fn set_flags(&mut self, slot: u16, f: u16) {
+        if self.pending.is_none() {
+            self.pending = Some((slot, f));
+        } else {
+            // Relaxed is enough: the device reads past the batch's first
+            // descriptor only after P1.
+            self.flags(slot).store(f.to_le(), Ordering::Relaxed);
+        }
+    }
+
+    /// Adds `m` as one descriptor (device-writable for RX), without
+    /// publishing; gives `m` back when the ring is full.
+    #[inline]
+    pub fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
+        if self.free_slots == 0 {
+            return Err(m);
+        }
+        let Some(id) = self.free_ids.pop() else {
+            return Err(m);
+        };
+        let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+        let (slot, f) = self.write_desc(addr, len, id, w);
+        self.set_flags(slot, f);
+        self.tokens[id as usize] = Some(m.into_raw());
+        self.chain[id as usize] = 1;
+        Ok(())
+    }
+
+    /// Adds a chain of descriptors (one per `(address, length)`, linked
+    /// with NEXT, all carrying the buffer id) holding `m`.
+    pub fn push_chain(
+        &mut self,
+        m: Mbuf,
+        segs: &[(u64, u32)],
+        device_writes: bool,
+    ) -> Result<(), Mbuf> {
+        let n = segs.len();
+        if n == 0 || n > self.free_slots || n > crate::split::MAX_CHAIN {
+            return Err(m);
+        }
+        let Some(id) = self.free_ids.pop() else {
+            return Err(m);
+        };
+        let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+        // The chain's first descriptor is made available last, so the
+        // device never sees half a chain.
+        let mut head = None;
+        let mut rest = [(0u16, 0u16); crate::split::MAX_CHAIN];
+        for (k, &(addr, len)) in segs.iter().enumerate() {
+            let next = if k + 1 < n { VRING_DESC_F_NEXT } else { 0 };
+            let (slot, f) = self.write_desc(addr, len, id, w | next);
+            if k == 0 {
+                head = Some((slot, f));
+            } else {
+                rest[k] = (slot, f);
+            }
+        }
+        for &(slot, f) in &rest[1..n] {
+            self.flags(slot).store(f.to_le(), Ordering::Relaxed);
+        }
+        if let Some((slot, f)) = head {
+            if self.pending.is_none() {
+                self.pending = Some((slot, f));
+            } else {
+                // Release: the chain's other descriptors before its head.
+                self.flags(slot).store(f.to_le(), Ordering::Release);
+            }
+        }
+        self.tokens[id as usize] = Some(m.into_raw());
+        self.chain[id as usize] = n as u16;
+        Ok(())
+    }
+
+    /// Publishes what `push` added; returns whether the device wants a
+    /// notification.
+    #[inline]
+    pub fn publish(&mut self) -> bool {
+        let Some((slot, f)) = self.pending.take() else {
+            return false;
+        };
+        // P1 (Release): every descriptor of the batch before its first
+        // one's flags.
+        self.flags(slot).store(f.to_le(), Ordering::Release);
+        // P3: publication before reading what the device asks for.
+        fence(Ordering::SeqCst);
+        // SAFETY: the device event area's flags (offset 2), in the queue.
+        let ev = u16::from_le(unsafe {
+            self.base
+                .add(self.layout.device + 2)
+                .cast::<u16>()
+                .read_volatile()
+        });
+        ev != EVENT_DISABLE
+    }
+
+    /// Takes the next used buffer: the mbuf and the length the device
+    /// wrote. A used descriptor naming no buffer in flight is an error (a
+    /// misbehaving peer); it is skipped.
+    #[inline]
+    pub fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
+        let slot = self.next_used;
+        if !self.is_used(slot) {
+            return None;
+        }
+        let d = self.desc(slot);
+        // SAFETY: a used descriptor inside the ring, written by the device
+        // before the flags read in `is_used`.
+        let (len, id) = unsafe {
+            (
+                u32::from_le(d.add(8).cast::<u32>().read_volatile()),
+                u16::from_le(d.add(12).cast::<u16>().read_volatile()),
+            )
+        };
+        let tok = (id < self.layout.size)
+            .then(|| self.tokens[id as usize].take())
+            .flatten();
+        let count = match tok {
+            Some(_) => self.chain[id as usize].max(1),
+            None => 1,
+        };
+        self.next_used += count;
+        if self.next_used >= self.layout.size {
+            self.next_used -= self.layout.size;
+            self.used_wrap = !self.used_wrap;
+        }
+        self.free_slots += count as usize;
+        match tok {
+            Some(p) => {
+                self.free_ids.push(id);
+                // SAFETY: `p` came from `into_raw` in `push`, and the
+                // device returned the buffer, so it no longer touches it.
+                Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))
+            }
+            None => Some(Err(Error::Peer(format!(
+                "packed ring: used descriptor names buffer {id}, which is not in flight"
+            )))),
+        }
+    }
+
+    /// Takes every used buffer that fits in `out`; returns how many used
+    /// descriptors named no buffer in flight.
+    #[inline]
+    pub fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
+        let mut bad = 0;
+        while !out.is_full() {
+            match self.pop_used() {
+                Some(Ok((m, _))) => {
+                    let _ = out.push(m);
+                }
+                Some(Err(_)) => bad += 1,
+                None => break,
+            }
+        }
+        bad
+    }
+}
+
+impl Drop for PackedQueue {
+    fn drop(&mut self) {
+        for t in self.tokens.iter_mut() {
+            if let Some(p) = t.take() {
+                // SAFETY: from `into_raw`; the device is stopped.
+                drop(unsafe { Mbuf::from_raw(p) });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpmd_pmd::{IovaMode, Mempool, MempoolConfig, PageSize};
+
+    /// Plays the device: takes available descriptors in ring order and
+    /// writes them back used, in reverse order of buffers.
+    #[test]
+    fn buffers_and_chains_round_trip_across_the_wrap() {
+        let region =
+            DmaRegion::with_page_size("pq", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
+        let mut pc = MempoolConfig::new("pq", 64);
+        pc.cache_size = 0;
+        let pool = Mempool::new(&pc).unwrap();
+        let l = PackedLayout::new(4).unwrap();
+        let mut q = PackedQueue::new(&region, 0, l).unwrap();
+        let base = region.as_ptr();
+        let flags = |s: usize| {
+            // SAFETY: the test plays the device on its own memory.
+            unsafe { base.add(16 * s + 14).cast::<u16>().read() }
+        };
+        let set_used = |s: usize, id: u16, len: u32, wrap: bool| {
+            let f = if wrap { F_AVAIL | F_USED } else { 0 };
+            // SAFETY: as above; the flags last, with Release, as a device.
+            unsafe {
+                base.add(16 * s + 8).cast::<u32>().write(len);
+                base.add(16 * s + 12).cast::<u16>().write(id);
+                AtomicU16::from_ptr(base.add(16 * s + 14).cast()).store(f, Ordering::Release);
+            }
+        };
+        let id_at = |s: usize| {
+            // SAFETY: as above.
+            unsafe { base.add(16 * s + 12).cast::<u16>().read() }
+        };
+        let mut device_wrap = true;
+        let mut slot = 0usize;
+        for round in 0..3u8 {
+            for k in 0..3u8 {
+                let mut m = pool.get().unwrap();
+                m.append(1).unwrap()[0] = round * 10 + k;
+                let a = m.data_iova().raw();
+                q.push(m, a, 100, true).unwrap();
+            }
+            assert!(q.pending.is_some());
+            assert!(q.publish(), "device events enabled: kick");
+            // The device sees three available descriptors.
+            let mut ids = Vec::new();
+            for _ in 0..3 {
+                let f = flags(slot % 4);
+                let avail = (f & F_AVAIL != 0) == device_wrap && (f & F_USED != 0) != device_wrap;
+                assert!(avail, "slot {} flags {f:#x}", slot % 4);
+                ids.push(id_at(slot % 4));
+                slot += 1;
+                if slot % 4 == 0 {
+                    device_wrap = !device_wrap;
+                }
+            }
+            // Used in reverse order, written from the first used slot on.
+            let mut used_slot = slot - 3;
+            let mut w = (used_slot / 4) % 2 == 0;
+            for (j, id) in ids.iter().rev().enumerate() {
+                set_used(used_slot % 4, *id, 10 + j as u32, w);
+                used_slot += 1;
+                if used_slot % 4 == 0 {
+                    w = !w;
+                }
+            }
+            let mut got = Vec::new();
+            while let Some(r) = q.pop_used() {
+                let (m, len) = r.unwrap();
+                got.push((m.data()[0], len));
+            }
+            assert_eq!(
+                got,
+                vec![(round * 10 + 2, 10), (round * 10 + 1, 11), (round * 10, 12)]
+            );
+            assert_eq!(q.free(), 4);
+        }
+        // A chain of two takes two slots and comes back as one buffer.
+        let m = pool.get().unwrap();
+        q.push_chain(m, &[(0x1000, 10), (0x2000, 20)], false)
+            .unwrap();
+        assert_eq!(q.free(), 2);
+        q.publish();
+        let id = id_at(slot % 4);
+        assert_eq!(flags(slot % 4) & VRING_DESC_F_NEXT, VRING_DESC_F_NEXT);
+        let w = (slot / 4) % 2 == 0;
+        set_used(slot % 4, id, 30, w);
+        assert!(q.pop_used().unwrap().is_ok());
+        assert_eq!(q.free(), 4);
+        // A used descriptor naming a buffer not in flight is an error.
+        let slot = slot + 2;
+        set_used(slot % 4, 3, 1, (slot / 4) % 2 == 0);
+        assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+        drop(q);
+        assert_eq!(pool.available(), 64);
+    }
+}
