@@ -7,7 +7,7 @@
 //! - io: the backend echoes (io, loop topology), the driver echoes back,
 //!   one burst of 32 in flight.
 //!
-//! 64- and 1518-byte frames, split rings. Runs alternate DPDK, rpmd per
+//! 64- and 1518-byte frames, split and packed rings. Runs alternate DPDK, rpmd per
 //! case, `--runs` times, `--seconds` each; Mpps medians and the ratio
 //! DPDK ÷ rpmd, ending with `RESULT virtio worst_ratio=<x>`.
 //!
@@ -142,13 +142,16 @@ fn wait_sock(sock: &str) {
 }
 
 /// DPDK's virtio-user driver in `role`: Mpps from its periodic stats.
-fn run_dpdk(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
+fn run_dpdk(role: Role, size: usize, packed: bool, secs: f64, huge: &str, sock: &str) -> f64 {
     let a = backend("cvA", role, size, huge, sock);
     let mut b = testpmd(
         1,
         "cvB",
         huge,
-        &format!("net_virtio_user0,path={sock},queues=1"),
+        &format!(
+            "net_virtio_user0,path={sock},queues=1,packed_vq={}",
+            packed as u8
+        ),
         &["--single-file-segments"],
         role.name(),
         size,
@@ -190,7 +193,7 @@ fn run_dpdk(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
 }
 
 /// Our virtio-user port in `role`.
-fn run_ours(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
+fn run_ours(role: Role, size: usize, packed: bool, secs: f64, huge: &str, sock: &str) -> f64 {
     let a = backend("cvR", role, size, huge, sock);
     let r = std::thread::scope(|s| {
         s.spawn(|| {
@@ -201,7 +204,7 @@ fn run_ours(role: Role, size: usize, secs: f64, huge: &str, sock: &str) -> f64 {
                 Mempool::new(&MempoolConfig::new("cv", 16384)).expect("mempool"),
             );
             let mut p = reg
-                .open(&format!("virtio-user:{sock}"))
+                .open(&format!("virtio-user:{sock},packed_vq={}", packed as u8))
                 .expect("virtio-user port");
             p.configure(&PortConfig {
                 rx_pool: Some(pool.clone()),
@@ -303,35 +306,39 @@ fn main() {
             "io" => Role::Io,
             _ => Role::TxOnly,
         };
-        let mpps = run_ours(role, sz.parse().unwrap_or(64), secs, &huge, &sock);
+        let mpps = run_ours(role, sz.parse().unwrap_or(64), false, secs, &huge, &sock);
         println!("rpmd {} {sz}: {mpps:.2} Mpps", role.name());
         return;
     }
     println!("driver on CPU 1 vs DPDK vhost-user backend (testpmd) on CPU 0; split ring; {runs} interleaved runs of {secs} s, medians");
     println!(
-        "{:<8} {:>6} {:>10} {:>10} {:>10}",
-        "role", "bytes", "DPDK Mpps", "rpmd Mpps", "DPDK/rpmd"
+        "{:<8} {:>6} {:>7} {:>10} {:>10} {:>10}",
+        "role", "bytes", "ring", "DPDK Mpps", "rpmd Mpps", "DPDK/rpmd"
     );
     let mut worst = (0.0f64, String::new());
-    for role in [Role::TxOnly, Role::RxOnly, Role::Io] {
-        for size in [64usize, 1518] {
-            let (mut d, mut r) = (Vec::new(), Vec::new());
-            for _ in 0..runs {
-                d.push(run_dpdk(role, size, secs, &huge, &sock));
-                r.push(run_ours(role, size, secs, &huge, &sock));
-            }
-            let (dm, rm) = (median(d), median(r));
-            let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
-            println!(
-                "{:<8} {:>6} {:>10.2} {:>10.2} {:>10.3}",
-                role.name(),
-                size,
-                dm,
-                rm,
-                ratio
-            );
-            if ratio > worst.0 {
-                worst = (ratio, format!("{} {size}", role.name()));
+    for packed in [false, true] {
+        let ring = if packed { "packed" } else { "split" };
+        for role in [Role::TxOnly, Role::RxOnly, Role::Io] {
+            for size in [64usize, 1518] {
+                let (mut d, mut r) = (Vec::new(), Vec::new());
+                for _ in 0..runs {
+                    d.push(run_dpdk(role, size, packed, secs, &huge, &sock));
+                    r.push(run_ours(role, size, packed, secs, &huge, &sock));
+                }
+                let (dm, rm) = (median(d), median(r));
+                let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
+                println!(
+                    "{:<8} {:>6} {:>7} {:>10.2} {:>10.2} {:>10.3}",
+                    role.name(),
+                    size,
+                    ring,
+                    dm,
+                    rm,
+                    ratio
+                );
+                if ratio > worst.0 {
+                    worst = (ratio, format!("{} {size} {ring}", role.name()));
+                }
             }
         }
     }
