@@ -20,6 +20,9 @@ pub const VIRTIO_NET_F_MQ: u64 = 1 << F_MQ;
 /// (`used_event` in the avail ring, `avail_event` in the used ring) rather
 /// than by flags (bit 29).
 pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
+/// §2.7.9/§6: the device uses buffers in the order they were made
+/// available (bit 35).
+pub const VIRTIO_F_IN_ORDER: u64 = 1 << 35;
 /// §2.8: packed virtqueues (bit 34).
 pub const VIRTIO_F_RING_PACKED: u64 = 1 << 34;
 /// vhost-user: protocol features are negotiated (bit 30 of the features).

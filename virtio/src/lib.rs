@@ -31,7 +31,10 @@
 //!   host peer, 1000 frames each way checked byte for byte on both
 //!   transports (`tests/vm/run.sh`).
 //!
-//! To come (issue 4): in-order, checksum offloads, the control queue,
+//! The split ring also does in-order use (VIRTIO_F_IN_ORDER): descriptors
+//! in table order, completions without reading used entries' ids.
+//!
+//! To come (issue 4): checksum offloads, the control queue,
 //! packed rings and MSI-X rx interrupts and multiqueue on PCI, and
 //! reconnection with packed rings.
 //!

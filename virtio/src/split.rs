@@ -99,6 +99,16 @@ pub struct SplitQueue {
     chained: Vec<bool>,
     /// VIRTIO_F_EVENT_IDX negotiated.
     event_idx: bool,
+    /// VIRTIO_F_IN_ORDER negotiated: descriptors are handed out in table
+    /// order and come back in the order they were made available.
+    in_order: bool,
+    /// In order: the next descriptor to hand out, and how many are free.
+    io_next: u16,
+    io_free: usize,
+    /// In order: head descriptors in flight, oldest first, and each
+    /// head's chain length.
+    inflight: std::collections::VecDeque<u16>,
+    chain_len: Vec<u16>,
     /// `avail.idx` at the last publish (for the event-index test).
     published: u16,
 }
@@ -162,7 +172,53 @@ impl SplitQueue {
             tokens: vec![None; n],
             chained: vec![false; n],
             event_idx: false,
+            in_order: false,
+            io_next: 0,
+            io_free: n,
+            inflight: std::collections::VecDeque::with_capacity(n),
+            chain_len: vec![0; n],
             published: 0,
+        })
+    }
+
+    /// Uses descriptors in order (VIRTIO_F_IN_ORDER was negotiated, §2.7.9):
+    /// descriptors are handed out in table order, chains link `x` to
+    /// `x + 1`, and a completion is the oldest buffer in flight whatever id
+    /// the used entry names (a device may write one entry for a batch).
+    /// Call before the queue is used.
+    pub fn set_in_order(&mut self, on: bool) {
+        self.in_order = on;
+    }
+
+    /// A free descriptor id.
+    #[inline(always)]
+    fn alloc(&mut self) -> Option<u16> {
+        if self.in_order {
+            if self.io_free == 0 {
+                return None;
+            }
+            let id = self.io_next;
+            self.io_next = id.wrapping_add(1) & self.mask;
+            self.io_free -= 1;
+            Some(id)
+        } else {
+            self.free.pop()
+        }
+    }
+
+    /// In order: the oldest buffer in flight, now completed; its
+    /// descriptors are free again.
+    #[inline(always)]
+    fn complete_oldest(&mut self) -> Option<Result<Mbuf, Error>> {
+        let id = self.inflight.pop_front()?;
+        self.io_free += self.chain_len[id as usize] as usize;
+        Some(match self.tokens[id as usize].take() {
+            // SAFETY: `p` came from `into_raw` in `push`; the device used
+            // this buffer (in order, everything before the used index).
+            Some(p) => Ok(unsafe { Mbuf::from_raw(p) }),
+            None => Err(Error::Peer(format!(
+                "in-order completion of descriptor {id}, which is not in flight"
+            ))),
         })
     }
 
@@ -195,7 +251,11 @@ impl SplitQueue {
 
     /// Free descriptors.
     pub fn free(&self) -> usize {
-        self.free.len()
+        if self.in_order {
+            self.io_free
+        } else {
+            self.free.len()
+        }
     }
 
     fn avail_idx_ptr(&self) -> &AtomicU16 {
@@ -245,9 +305,13 @@ impl SplitQueue {
     /// free.
     #[inline]
     pub fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
-        let Some(id) = self.free.pop() else {
+        let Some(id) = self.alloc() else {
             return Err(m);
         };
+        if self.in_order {
+            self.inflight.push_back(id);
+            self.chain_len[id as usize] = 1;
+        }
         let d = self.layout.desc + 16 * id as usize;
         // SAFETY: descriptor `id` is free (ours until published) and inside
         // the table; volatile as the other side reads it.
@@ -276,12 +340,16 @@ impl SplitQueue {
         device_writes: bool,
     ) -> Result<(), Mbuf> {
         let n = segs.len();
-        if n == 0 || n > self.free.len() || n > MAX_CHAIN {
+        if n == 0 || n > self.free() || n > MAX_CHAIN {
             return Err(m);
         }
         let mut ids = [0u16; MAX_CHAIN];
         for id in ids.iter_mut().take(n) {
-            *id = self.free.pop().unwrap_or(0);
+            *id = self.alloc().unwrap_or(0);
+        }
+        if self.in_order {
+            self.inflight.push_back(ids[0]);
+            self.chain_len[ids[0] as usize] = n as u16;
         }
         for (k, (&(addr, len), &id)) in segs.iter().zip(&ids[..n]).enumerate() {
             let d = self.layout.desc + 16 * id as usize;
@@ -303,7 +371,7 @@ impl SplitQueue {
             }
         }
         let head = ids[0];
-        self.chained[head as usize] = n > 1;
+        self.chained[head as usize] = n > 1 && !self.in_order;
         let slot = self.layout.avail + 4 + 2 * (self.avail_idx & self.mask) as usize;
         // SAFETY: the avail slot for the next index, ours until published.
         unsafe {
@@ -338,6 +406,19 @@ impl SplitQueue {
         // V2 (Acquire), as in `pop_used`.
         let used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
         let mut bad = 0;
+        if self.in_order {
+            // Everything before `used` is done, in order: no entry to read.
+            while self.last_used != used && !out.is_full() {
+                self.last_used = self.last_used.wrapping_add(1);
+                match self.complete_oldest() {
+                    Some(Ok(m)) => {
+                        let _ = out.push(m);
+                    }
+                    Some(Err(_)) | None => bad += 1,
+                }
+            }
+            return bad;
+        }
         while self.last_used != used && !out.is_full() {
             let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
             // SAFETY: a used entry inside the queue's memory, published by
@@ -425,6 +506,19 @@ impl SplitQueue {
             return None;
         }
         let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
+        if self.in_order {
+            // SAFETY: as below; only the length is read (the id may be that
+            // of a later buffer of the batch).
+            let len = u32::from_le(unsafe { self.base.add(e + 4).cast::<u32>().read_volatile() });
+            self.last_used = self.last_used.wrapping_add(1);
+            return Some(match self.complete_oldest() {
+                Some(Ok(m)) => Ok((m, len)),
+                Some(Err(e)) => Err(e),
+                None => Err(Error::Peer(
+                    "used index ahead of every buffer in flight (in order)".into(),
+                )),
+            });
+        }
         // SAFETY: a used entry inside the queue's memory, written by the
         // device before it published `used`.
         let (id, len) = unsafe {
@@ -600,5 +694,59 @@ mod tests {
         q.set_interrupts(true);
         assert_eq!(read(), 0);
         assert!(!q.has_used());
+    }
+
+    /// In order: descriptors go out in table order, and one used entry
+    /// naming the batch's last buffer completes the whole batch.
+    #[test]
+    fn in_order_batches_complete_with_one_used_entry() {
+        let region =
+            DmaRegion::with_page_size("vqi", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
+        let mut pc = MempoolConfig::new("vqi", 64);
+        pc.cache_size = 0;
+        let pool = Mempool::new(&pc).unwrap();
+        let l = Layout::new(4).unwrap();
+        let mut q = SplitQueue::new(&region, 0, l).unwrap();
+        q.set_in_order(true);
+        let base = region.as_ptr();
+        for round in 0..3u32 {
+            for k in 0..3u8 {
+                let mut m = pool.get().unwrap();
+                m.append(1).unwrap()[0] = k;
+                let a = m.data_iova().raw();
+                q.push(m, a, 64, false).unwrap();
+            }
+            q.publish();
+            // SAFETY: the test plays the device on its own memory.
+            let ids: Vec<u16> = (0..3u32)
+                .map(|k| unsafe {
+                    let slot = l.avail + 4 + 2 * ((round * 3 + k) % 4) as usize;
+                    base.add(slot).cast::<u16>().read()
+                })
+                .collect();
+            let first = (round * 3 % 4) as u16;
+            assert_eq!(
+                ids,
+                vec![first, (first + 1) % 4, (first + 2) % 4],
+                "table order"
+            );
+            // One used entry for the batch, naming its last buffer.
+            // SAFETY: as above.
+            unsafe {
+                let e = l.used + 4 + 8 * ((round * 3 + 2) % 4) as usize;
+                base.add(e).cast::<u32>().write(ids[2] as u32);
+                AtomicU16::from_ptr(base.add(l.used + 2).cast())
+                    .store(((round + 1) * 3) as u16, Ordering::Release);
+            }
+            let mut out: Burst<Mbuf, 8> = Burst::new();
+            assert_eq!(q.reclaim_into(&mut out), 0);
+            assert_eq!(
+                out.iter().map(|m| m.data()[0]).collect::<Vec<_>>(),
+                vec![0, 1, 2]
+            );
+            assert_eq!(q.free(), 4);
+        }
+        drop(q);
+        assert_eq!(pool.available(), 64);
     }
 }

@@ -172,6 +172,14 @@ fn packed_rings_carry_frames_byte_for_byte() {
     io_round_trip(&t, ",packed_vq=1");
 }
 
+/// In-order use (VIRTIO_F_IN_ORDER, split rings) is negotiated when
+/// testpmd's vhost offers it, and the round trip holds with it off too.
+#[test]
+fn in_order_on_when_offered_and_off_on_request() {
+    let Some(t) = testpmd("ino") else { return };
+    io_round_trip(&t, ",in_order=0");
+}
+
 fn io_round_trip(t: &Testpmd, opts: &str) {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
@@ -239,6 +247,19 @@ fn io_round_trip(t: &Testpmd, opts: &str) {
         opts.contains("packed_vq=1"),
         "RING_PACKED negotiated as asked: {feats:#x}"
     );
+    let offered = p
+        .xstats()
+        .into_iter()
+        .find(|x| x.name == "offered_features")
+        .unwrap()
+        .value;
+    let in_order_wanted = !opts.contains("in_order=0") && !opts.contains("packed_vq=1");
+    assert_eq!(
+        feats & (1 << 35) != 0,
+        in_order_wanted && offered & (1 << 35) != 0,
+        "IN_ORDER negotiated when offered and wanted: offered {offered:#x}, negotiated {feats:#x}"
+    );
+    eprintln!("offered {offered:#x}, negotiated {feats:#x}");
     p.stop().unwrap();
     drop(q);
     drop(p);

@@ -492,6 +492,10 @@ impl Port for VirtioPciPort {
     fn xstats(&self) -> Vec<Xstat> {
         let mut v = self.stats.xstats();
         v.push(Xstat {
+            name: "offered_features".into(),
+            value: self.offered,
+        });
+        v.push(Xstat {
             name: "negotiated_features".into(),
             value: self.features,
         });

@@ -14,14 +14,16 @@
 //! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
 //! could not reach them.
 //!
-//! Device string: `virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,timeout_ms=T]`
+//! Device string: `virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,in_order=0|1][,timeout_ms=T]`
 //! (`server=1`: we listen on PATH and the backend connects to us, as
 //! testpmd's `net_vhost` does with `client=1`; the open waits up to T for
 //! it);
 //! (Q queue pairs, 1..=8, default 1: more than one needs a backend that
 //! offers VIRTIO_NET_F_MQ and the vhost-user MQ protocol feature, and the
 //! pairs are enabled with SET_VRING_ENABLE; N a power of two, default 256;
-//! event indices (VIRTIO_F_EVENT_IDX) on by default when offered;
+//! event indices (VIRTIO_F_EVENT_IDX) and in-order use (VIRTIO_F_IN_ORDER,
+//! split rings) on by default when offered; `packed_vq=1` asks for packed
+//! rings;
 //! T bounds every wait for a backend reply,
 //! default 5000; mergeable RX buffers on by default when the
 //! backend offers them: frames larger than an mbuf arrive as chains, and
@@ -38,8 +40,8 @@
 mod control;
 
 use crate::consts::{
-    NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1,
-    VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED,
+    VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::fd::CallFd;
 use crate::net::{Kick, Ring, Shared, VirtioRx, VirtioTx};
@@ -78,7 +80,7 @@ impl Driver for VirtioUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
+        "virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,in_order=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
     }
 
     fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
@@ -88,11 +90,13 @@ impl Driver for VirtioUserDriver {
             "mrg_rxbuf",
             "event_idx",
             "packed_vq",
+            "in_order",
             "server",
             "timeout_ms",
         ])?;
         let want_event_idx = args.opt_bool("event_idx", true)?;
         let want_packed = args.opt_bool("packed_vq", false)?;
+        let want_in_order = args.opt_bool("in_order", true)?;
         let pairs = args.opt_u64("queues", 1)?;
         if !(1..=MAX_PAIRS as u64).contains(&pairs) {
             return Err(perr(
@@ -142,6 +146,7 @@ impl Driver for VirtioUserDriver {
             want_mrg: mrg,
             want_event_idx,
             want_packed,
+            want_in_order,
             features: 0,
             layout,
             mac: MacAddr::from_name(&path, 0x76),
@@ -178,6 +183,7 @@ pub struct VirtioUserPort {
     want_mrg: bool,
     want_event_idx: bool,
     want_packed: bool,
+    want_in_order: bool,
     features: u64,
     layout: Layout,
     mac: MacAddr,
@@ -222,6 +228,9 @@ impl VirtioUserPort {
                 ));
             }
             want |= VIRTIO_F_RING_PACKED;
+        } else if self.want_in_order {
+            // In-order use is implemented for split rings.
+            want |= VIRTIO_F_IN_ORDER;
         }
         if self.proto {
             want |= VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
@@ -248,10 +257,12 @@ impl VirtioUserPort {
             IovaMode::Va,
         )?);
         let event_idx = self.features & VIRTIO_RING_F_EVENT_IDX != 0;
+        let in_order = self.features & VIRTIO_F_IN_ORDER != 0;
         let mut queues = Vec::with_capacity(2 * pairs);
         for i in 0..2 * pairs {
             let mut q = SplitQueue::new(&rings, i * l.len, l).map_err(|e| perr(&name, e))?;
             q.set_event_idx(event_idx);
+            q.set_in_order(in_order);
             q.set_interrupts(false);
             queues.push(q);
         }
@@ -476,6 +487,10 @@ impl Port for VirtioUserPort {
     }
     fn xstats(&self) -> Vec<Xstat> {
         let mut v = self.stats.xstats();
+        v.push(Xstat {
+            name: "offered_features".into(),
+            value: self.offered,
+        });
         v.push(Xstat {
             name: "negotiated_features".into(),
             value: self.features,
