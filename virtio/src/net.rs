@@ -290,14 +290,13 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
             let ok =
                 m.nb_segs() <= MAX_CHAIN && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
             if m.nb_segs() == 1 {
-                let addr = m.data_iova().raw();
                 if !ok || !self.shared.holds(m.data()) {
                     // Not reachable by the backend, or no room for the
                     // header: dropped (it returns to its pool) and counted.
                     self.stats.errors.add(1);
                     continue;
                 }
-                let dl = m.data_len() as u32;
+                let (addr, dl) = (m.data_iova().raw(), m.data_len() as u32);
                 if let Err(m) = self.q.push(m, addr, dl, false) {
                     drop(m);
                     break;

@@ -105,9 +105,10 @@ pub struct SplitQueue {
     /// In order: the next descriptor to hand out, and how many are free.
     io_next: u16,
     io_free: usize,
-    /// In order: head descriptors in flight, oldest first, and each
+    /// In order: the head descriptor of the oldest buffer in flight (the
+    /// next to complete; buffers take consecutive descriptors), and each
     /// head's chain length.
-    inflight: std::collections::VecDeque<u16>,
+    io_oldest: u16,
     chain_len: Vec<u16>,
     /// `avail.idx` at the last publish (for the event-index test).
     published: u16,
@@ -175,7 +176,7 @@ impl SplitQueue {
             in_order: false,
             io_next: 0,
             io_free: n,
-            inflight: std::collections::VecDeque::with_capacity(n),
+            io_oldest: 0,
             chain_len: vec![0; n],
             published: 0,
         })
@@ -210,8 +211,13 @@ impl SplitQueue {
     /// descriptors are free again.
     #[inline(always)]
     fn complete_oldest(&mut self) -> Option<Result<Mbuf, Error>> {
-        let id = self.inflight.pop_front()?;
-        self.io_free += self.chain_len[id as usize] as usize;
+        if self.io_free == self.layout.size as usize {
+            return None;
+        }
+        let id = self.io_oldest;
+        let n = self.chain_len[id as usize].max(1);
+        self.io_oldest = id.wrapping_add(n) & self.mask;
+        self.io_free += n as usize;
         Some(match self.tokens[id as usize].take() {
             // SAFETY: `p` came from `into_raw` in `push`; the device used
             // this buffer (in order, everything before the used index).
@@ -309,7 +315,6 @@ impl SplitQueue {
             return Err(m);
         };
         if self.in_order {
-            self.inflight.push_back(id);
             self.chain_len[id as usize] = 1;
         }
         let d = self.layout.desc + 16 * id as usize;
@@ -348,7 +353,6 @@ impl SplitQueue {
             *id = self.alloc().unwrap_or(0);
         }
         if self.in_order {
-            self.inflight.push_back(ids[0]);
             self.chain_len[ids[0] as usize] = n as u16;
         }
         for (k, (&(addr, len), &id)) in segs.iter().zip(&ids[..n]).enumerate() {
