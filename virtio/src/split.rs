@@ -412,15 +412,22 @@ impl SplitQueue {
         let mut bad = 0;
         if self.in_order {
             // Everything before `used` is done, in order: no entry to read.
-            while self.last_used != used && !out.is_full() {
+            // The mbufs go straight into the burst's free slots.
+            let spare = out.spare_capacity_mut();
+            let mut k = 0;
+            while self.last_used != used && k < spare.len() {
                 self.last_used = self.last_used.wrapping_add(1);
                 match self.complete_oldest() {
                     Some(Ok(m)) => {
-                        let _ = out.push(m);
+                        spare[k].write(m);
+                        k += 1;
                     }
                     Some(Err(_)) | None => bad += 1,
                 }
             }
+            // SAFETY: the first `k` spare slots were written just above,
+            // and `k` is at most the spare capacity.
+            unsafe { out.assume_init_back(k) };
             return bad;
         }
         while self.last_used != used && !out.is_full() {

@@ -384,10 +384,22 @@ fn port(
     rpmd_pmd::Queues,
     std::sync::Arc<Mempool>,
 ) {
+    port_with(t, "")
+}
+
+/// A started port on testpmd's socket, with extra device options.
+fn port_with(
+    t: &Testpmd,
+    opts: &str,
+) -> (
+    Box<dyn rpmd_pmd::Port>,
+    rpmd_pmd::Queues,
+    std::sync::Arc<Mempool>,
+) {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vts", 4096)).unwrap());
-    let mut p = reg.open(&format!("virtio-user:{}", t.sock)).unwrap();
+    let mut p = reg.open(&format!("virtio-user:{}{opts}", t.sock)).unwrap();
     p.configure(&PortConfig {
         rx_pool: Some(pool.clone()),
         ..PortConfig::default()
@@ -399,10 +411,20 @@ fn port(
 
 #[test]
 fn testpmd_rxonly_counts_exactly_what_we_sent() {
-    let Some(t) = testpmd_mode("rxo", "rxonly") else {
+    rxonly_counts("rxo", "");
+}
+
+/// The same over packed rings.
+#[test]
+fn testpmd_rxonly_counts_exactly_what_we_sent_packed() {
+    rxonly_counts("rxop", ",packed_vq=1");
+}
+
+fn rxonly_counts(tag: &str, opts: &str) {
+    let Some(t) = testpmd_mode(tag, "rxonly") else {
         return;
     };
-    let (mut p, mut q, pool) = port(&t);
+    let (mut p, mut q, pool) = port_with(&t, opts);
     const N: u64 = 20_000;
     let mut out = Pkts::new();
     let mut sent = 0;
@@ -430,10 +452,20 @@ fn testpmd_rxonly_counts_exactly_what_we_sent() {
 
 #[test]
 fn testpmd_txonly_frames_all_arrive() {
-    let Some(t) = testpmd_mode("txo", "txonly") else {
+    txonly_arrive("txo", "");
+}
+
+/// The same over packed rings.
+#[test]
+fn testpmd_txonly_frames_all_arrive_packed() {
+    txonly_arrive("txop", ",packed_vq=1");
+}
+
+fn txonly_arrive(tag: &str, opts: &str) {
+    let Some(t) = testpmd_mode(tag, "txonly") else {
         return;
     };
-    let (mut p, mut q, _pool) = port(&t);
+    let (mut p, mut q, _pool) = port_with(&t, opts);
     let mut inb = Pkts::new();
     let mut got = 0u64;
     let start = Instant::now();
