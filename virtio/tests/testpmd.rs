@@ -898,3 +898,52 @@ fn server_mode_with_a_client_testpmd_that_comes_back() {
     drop(serial);
     assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
 }
+
+/// testpmd's macswap forwarding: every frame comes back with its MAC
+/// addresses swapped and every other byte as sent.
+#[test]
+fn macswap_returns_frames_with_addresses_swapped() {
+    let Some(t) = testpmd_mode("msw", "macswap") else {
+        return;
+    };
+    let (mut p, mut q, pool) = port(&t);
+    const N: u32 = 500;
+    let (mut sent, mut got) = (0u32, 0u32);
+    let mut inb = Pkts::new();
+    let start = Instant::now();
+    while got < N {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{got} of {N} back; log {}",
+            t.log
+        );
+        let mut out = Pkts::new();
+        while sent < N && out.len() < 32 && sent < got + 128 {
+            let mut m = pool.get().unwrap();
+            m.append(128).unwrap().copy_from_slice(&frame(sent, 128));
+            out.push(m).unwrap();
+            sent += 1;
+        }
+        q.tx_burst(0, &mut out);
+        sent -= out.len() as u32;
+        q.rx_burst(0, &mut inb, 32);
+        while let Some(m) = inb.pop() {
+            let d = m.data();
+            let tag = u32::from_le_bytes(d[14..18].try_into().unwrap());
+            let want = frame(tag, d.len());
+            assert_eq!(
+                &d[..6],
+                &want[6..12],
+                "frame {tag}: destination is the old source"
+            );
+            assert_eq!(
+                &d[6..12],
+                &want[..6],
+                "frame {tag}: source is the old destination"
+            );
+            assert_eq!(&d[12..], &want[12..], "frame {tag}: payload unchanged");
+            got += 1;
+        }
+    }
+    p.stop().unwrap();
+}
