@@ -1,0 +1,209 @@
+//! What the testpmd test binaries share: starting and stopping DPDK
+//! testpmd with a `net_vhost` port, its statistics, tagged frames, and a
+//! started virtio-user port on its socket. Each binary uses a part.
+#![allow(dead_code)]
+use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One testpmd at a time: they pin the same CPUs.
+pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub struct Testpmd {
+    pub _serial: std::sync::MutexGuard<'static, ()>,
+    pub child: Child,
+    pub sock: String,
+    pub log: String,
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        // SIGINT: testpmd stops its ports and exits cleanly.
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.sock);
+    }
+}
+
+pub fn testpmd(tag: &str) -> Option<Testpmd> {
+    testpmd_mode(tag, "io")
+}
+
+/// Stops testpmd (SIGINT) and returns its log, which ends with the
+/// forward statistics per port.
+pub fn finish(t: Testpmd) -> String {
+    let log = t.log.clone();
+    drop(t);
+    std::fs::read_to_string(&log).unwrap_or_default()
+}
+
+/// The `RX-packets` and `TX-packets` of testpmd's final forward statistics.
+pub fn final_stats(log: &str) -> (u64, u64) {
+    let tail = log
+        .rfind("Forward statistics for port 0")
+        .map(|i| &log[i..])
+        .unwrap_or("");
+    let num = |key: &str| -> u64 {
+        tail.find(key)
+            .and_then(|i| tail[i + key.len()..].split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    (num("RX-packets:"), num("TX-packets:"))
+}
+
+pub fn testpmd_mode(tag: &str, mode: &str) -> Option<Testpmd> {
+    testpmd_queues(tag, mode, 1)
+}
+
+pub fn testpmd_queues(tag: &str, mode: &str, queues: u16) -> Option<Testpmd> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0
+        || Command::new("dpdk-testpmd")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+        return None;
+    }
+    let sock = format!("/tmp/rpmd-vt-{tag}-{}.sock", std::process::id());
+    let log = format!("/tmp/rpmd-vt-{tag}-{}.log", std::process::id());
+    let child = spawn_testpmd(
+        &sock,
+        &log,
+        &format!("{tag}{}", std::process::id()),
+        mode,
+        queues,
+    )?;
+    Some(Testpmd {
+        _serial: serial,
+        child,
+        sock,
+        log,
+    })
+}
+
+/// Starts testpmd with a `net_vhost` port listening on `sock` and waits
+/// for the socket.
+pub fn spawn_testpmd(
+    sock: &str,
+    log: &str,
+    prefix: &str,
+    mode: &str,
+    queues: u16,
+) -> Option<Child> {
+    spawn_testpmd_as(sock, log, prefix, mode, queues, false)
+}
+
+/// As [`spawn_testpmd`]; with `client`, testpmd's vhost port connects to
+/// our socket (and retries until it is there), so there is nothing to
+/// wait for.
+pub fn spawn_testpmd_as(
+    sock: &str,
+    log: &str,
+    prefix: &str,
+    mode: &str,
+    queues: u16,
+    client: bool,
+) -> Option<Child> {
+    if !client {
+        let _ = std::fs::remove_file(sock);
+    }
+    let child = Command::new("dpdk-testpmd")
+        .args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
+        .arg(format!("--file-prefix=rpmdvt{prefix}"))
+        .args(["--log-level=lib.eal:error"])
+        .arg("--vdev")
+        .arg(format!(
+            "net_vhost0,iface={sock},queues={queues}{}",
+            if client { ",client=1" } else { "" }
+        ))
+        .arg("--")
+        .arg(format!("--forward-mode={mode}"))
+        .arg(format!("--rxq={queues}"))
+        .arg(format!("--txq={queues}"))
+        .args([
+            "--port-topology=loop",
+            "--total-num-mbufs=8192",
+            "-a",
+            "--txpkts=64",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(log).ok()?)
+        .stderr(std::fs::File::options().append(true).open(log).ok()?)
+        .spawn()
+        .ok()?;
+    let t = Instant::now();
+    while !client && !std::path::Path::new(sock).exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "testpmd made no socket; log: {log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(child)
+}
+
+pub fn frame(tag: u32, len: usize) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (i as u32 * 7 + tag) as u8).collect();
+    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&[0x88, 0xb5]);
+    f[14..18].copy_from_slice(&tag.to_le_bytes());
+    f
+}
+
+pub fn port(
+    t: &Testpmd,
+) -> (
+    Box<dyn rpmd_pmd::Port>,
+    rpmd_pmd::Queues,
+    std::sync::Arc<Mempool>,
+) {
+    port_with(t, "")
+}
+
+/// A started port on testpmd's socket, with extra device options.
+pub fn port_with(
+    t: &Testpmd,
+    opts: &str,
+) -> (
+    Box<dyn rpmd_pmd::Port>,
+    rpmd_pmd::Queues,
+    std::sync::Arc<Mempool>,
+) {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vts", 4096)).unwrap());
+    let mut p = reg.open(&format!("virtio-user:{}{opts}", t.sock)).unwrap();
+    p.configure(&PortConfig {
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let q = p.start().unwrap();
+    (p, q, pool)
+}
+
+/// Waits up to `ms` for `fd` to become readable.
+pub fn readable(fd: std::os::fd::BorrowedFd<'_>, ms: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}

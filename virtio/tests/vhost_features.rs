@@ -1,0 +1,352 @@
+//! virtio-user features against DPDK testpmd's vhost-user backend: two
+//! queue pairs, rx interrupts with event indices, testpmd killed and
+//! restarted under a running port (client and server mode), macswap
+//! forwarding. Skipped, with a message, where dpdk-testpmd is missing or
+//! we are not root.
+mod common;
+
+use common::*;
+use rpmd_pmd::port::Pkts;
+use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Two queue pairs: testpmd's io forwarding returns what arrives on its
+/// queue q on its queue q, so every frame we send on tx queue q comes back,
+/// unchanged, on rx queue q.
+#[test]
+fn two_queue_pairs_each_carry_their_own_frames() {
+    let Some(t) = testpmd_queues("mq", "io", 2) else {
+        return;
+    };
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtmq", 4096)).unwrap());
+    let mut p = reg
+        .open(&format!("virtio-user:{},queues=2", t.sock))
+        .unwrap();
+    assert_eq!(p.capabilities().max_rx_queues, 2);
+    p.configure(&PortConfig {
+        rx_queues: 2,
+        tx_queues: 2,
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let mut q = p.start().unwrap();
+    let feats = p
+        .xstats()
+        .into_iter()
+        .find(|x| x.name == "negotiated_features")
+        .unwrap()
+        .value;
+    assert_ne!(
+        feats & (1 << 22),
+        0,
+        "VIRTIO_NET_F_MQ negotiated: {feats:#x}"
+    );
+    const N: u32 = 400;
+    let mut got = [0u32; 2];
+    let mut sent = [0u32; 2];
+    let mut inb = Pkts::new();
+    let start = Instant::now();
+    while got != [N, N] {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "got {got:?} of {N} per queue (sent {sent:?}); testpmd log: {}",
+            t.log
+        );
+        for qi in 0..2u16 {
+            let mut out = Pkts::new();
+            let i = qi as usize;
+            while sent[i] < N && out.len() < 32 && sent[i] < got[i] + 64 {
+                // The tag says which queue sent it.
+                let tag = qi as u32 * 100_000 + sent[i];
+                let mut m = pool.get().unwrap();
+                m.append(128).unwrap().copy_from_slice(&frame(tag, 128));
+                out.push(m).unwrap();
+                sent[i] += 1;
+            }
+            q.tx_burst(qi, &mut out);
+            sent[i] -= out.len() as u32;
+            q.rx_burst(qi, &mut inb, 32);
+            while let Some(m) = inb.pop() {
+                let d = m.data();
+                let tag = u32::from_le_bytes(d[14..18].try_into().unwrap());
+                assert_eq!(
+                    tag / 100_000,
+                    qi as u32,
+                    "frame {tag} came back on rx queue {qi}"
+                );
+                assert_eq!(d, &frame(tag, d.len())[..], "frame {tag} changed");
+                got[i] += 1;
+            }
+        }
+    }
+    let x = p.xstats();
+    let val = |n: &str| x.iter().find(|s| s.name == n).map(|s| s.value);
+    for qi in 0..2 {
+        assert_eq!(val(&format!("rx_q{qi}_packets")), Some(N as u64), "{x:?}");
+        assert_eq!(val(&format!("tx_q{qi}_packets")), Some(N as u64), "{x:?}");
+    }
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+}
+
+/// Event indices are negotiated with testpmd's vhost, and an armed rx
+/// queue's interrupt eventfd fires when a frame comes back, while a
+/// disarmed one stays quiet.
+#[test]
+fn rx_interrupts_with_event_indices() {
+    let Some(t) = testpmd("irq") else { return };
+    let (p, mut q, pool) = port(&t);
+    assert!(p.capabilities().rx_interrupts);
+    let feats = p
+        .xstats()
+        .into_iter()
+        .find(|x| x.name == "negotiated_features")
+        .unwrap()
+        .value;
+    assert_ne!(feats & (1 << 29), 0, "EVENT_IDX negotiated: {feats:#x}");
+    let send = |q: &mut rpmd_pmd::Queues, tag: u32| {
+        let mut out = Pkts::new();
+        let mut m = pool.get().unwrap();
+        m.append(64).unwrap().copy_from_slice(&frame(tag, 64));
+        out.push(m).unwrap();
+        assert_eq!(q.tx_burst(0, &mut out), 1);
+    };
+    let mut inb = Pkts::new();
+    // Armed: quiet while nothing comes, readable once a frame is back.
+    q.rx[0].set_interrupt(true).unwrap();
+    assert!(!q.rx[0].has_work());
+    assert!(!readable(q.rx[0].interrupt_fd().unwrap(), 100));
+    send(&mut q, 1);
+    assert!(
+        readable(q.rx[0].interrupt_fd().unwrap(), 5000),
+        "no interrupt for a returned frame; testpmd log: {}",
+        t.log
+    );
+    assert!(q.rx[0].has_work());
+    q.rx[0].set_interrupt(false).unwrap();
+    assert_eq!(q.rx_burst(0, &mut inb, 32), 1);
+    // Disarmed: the frame comes back without an interrupt.
+    send(&mut q, 2);
+    let t0 = Instant::now();
+    while q.rx_burst(0, &mut inb, 32) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "frame 2 lost");
+    }
+    assert!(!readable(q.rx[0].interrupt_fd().unwrap(), 100));
+    assert_eq!(inb.len(), 2);
+}
+
+/// testpmd killed mid-stream: the link goes down, the port keeps its
+/// queues, and when a new testpmd listens on the same socket the port
+/// reconnects by itself, the link comes back, and frames flow again.
+#[test]
+fn testpmd_killed_and_restarted_mid_stream() {
+    let Some(mut t) = testpmd("rc") else { return };
+    let (p, mut q, pool) = port(&t);
+    let echo = |q: &mut rpmd_pmd::Queues, tag: u32| -> usize {
+        let mut out = Pkts::new();
+        for k in 0..8 {
+            let mut m = pool.get().unwrap();
+            m.append(64).unwrap().copy_from_slice(&frame(tag + k, 64));
+            out.push(m).unwrap();
+        }
+        q.tx_burst(0, &mut out);
+        let mut inb = Pkts::new();
+        q.rx_burst(0, &mut inb, 32)
+    };
+    let flows = |q: &mut rpmd_pmd::Queues, what: &str| {
+        let t0 = Instant::now();
+        let mut got = 0;
+        while got < 100 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "{what}: {got} frames back"
+            );
+            got += echo(q, 0);
+        }
+    };
+    flows(&mut q, "before the kill");
+    // SIGKILL: no goodbye on the socket.
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(t.child.id() as i32, libc::SIGKILL) };
+    let _ = t.child.wait();
+    let t0 = Instant::now();
+    while p.link().up {
+        assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
+        let _ = echo(&mut q, 1000);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The data path keeps running while the backend is away.
+    for _ in 0..20 {
+        let _ = echo(&mut q, 2000);
+    }
+    t.child = spawn_testpmd(
+        &t.sock,
+        &t.log,
+        &format!("rc2{}", std::process::id()),
+        "io",
+        1,
+    )
+    .expect("testpmd restarts");
+    let t0 = Instant::now();
+    while !p.link().up {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no reconnection; log: {}",
+            t.log
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    flows(&mut q, "after the restart");
+    let rc = p
+        .xstats()
+        .into_iter()
+        .find(|x| x.name == "reconnects")
+        .unwrap()
+        .value;
+    assert_eq!(rc, 1);
+    let mut p = p;
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+}
+
+/// Server mode: we listen, testpmd's vhost port connects as a client
+/// (`client=1`), frames round-trip; testpmd killed and started again
+/// connects to us again and frames flow once more.
+#[test]
+fn server_mode_with_a_client_testpmd_that_comes_back() {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0
+        || Command::new("dpdk-testpmd")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+        return;
+    }
+    let id = std::process::id();
+    let sock = format!("/tmp/rpmd-vt-srv-{id}.sock");
+    let log = format!("/tmp/rpmd-vt-srv-{id}.log");
+    let mut child = spawn_testpmd_as(&sock, &log, &format!("srv{id}"), "io", 1, true).unwrap();
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtsrv", 4096)).unwrap());
+    let mut p = reg
+        .open(&format!("virtio-user:{sock},server=1,timeout_ms=20000"))
+        .unwrap_or_else(|e| panic!("{e}; testpmd log: {log}"));
+    p.configure(&PortConfig {
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let mut q = p.start().unwrap();
+    let flows = |q: &mut rpmd_pmd::Queues, what: &str| {
+        let t0 = Instant::now();
+        let mut got = 0;
+        let mut inb = Pkts::new();
+        while got < 100 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "{what}: {got} frames back; {log}"
+            );
+            let mut out = Pkts::new();
+            for k in 0..8 {
+                let mut m = pool.get().unwrap();
+                m.append(64).unwrap().copy_from_slice(&frame(k, 64));
+                out.push(m).unwrap();
+            }
+            q.tx_burst(0, &mut out);
+            got += q.rx_burst(0, &mut inb, 32);
+            inb.clear();
+        }
+    };
+    flows(&mut q, "first client");
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    let t0 = Instant::now();
+    while p.link().up {
+        assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut child = spawn_testpmd_as(&sock, &log, &format!("srv2{id}"), "io", 1, true).unwrap();
+    let t0 = Instant::now();
+    while !p.link().up {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the client did not come back; {log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    flows(&mut q, "second client");
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert!(
+        !std::path::Path::new(&sock).exists(),
+        "our socket file is removed"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
+    drop(serial);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+}
+
+/// testpmd's macswap forwarding: every frame comes back with its MAC
+/// addresses swapped and every other byte as sent.
+#[test]
+fn macswap_returns_frames_with_addresses_swapped() {
+    let Some(t) = testpmd_mode("msw", "macswap") else {
+        return;
+    };
+    let (mut p, mut q, pool) = port(&t);
+    const N: u32 = 500;
+    let (mut sent, mut got) = (0u32, 0u32);
+    let mut inb = Pkts::new();
+    let start = Instant::now();
+    while got < N {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{got} of {N} back; log {}",
+            t.log
+        );
+        let mut out = Pkts::new();
+        while sent < N && out.len() < 32 && sent < got + 128 {
+            let mut m = pool.get().unwrap();
+            m.append(128).unwrap().copy_from_slice(&frame(sent, 128));
+            out.push(m).unwrap();
+            sent += 1;
+        }
+        q.tx_burst(0, &mut out);
+        sent -= out.len() as u32;
+        q.rx_burst(0, &mut inb, 32);
+        while let Some(m) = inb.pop() {
+            let d = m.data();
+            let tag = u32::from_le_bytes(d[14..18].try_into().unwrap());
+            let want = frame(tag, d.len());
+            assert_eq!(
+                &d[..6],
+                &want[6..12],
+                "frame {tag}: destination is the old source"
+            );
+            assert_eq!(
+                &d[6..12],
+                &want[..6],
+                "frame {tag}: source is the old destination"
+            );
+            assert_eq!(&d[12..], &want[12..], "frame {tag}: payload unchanged");
+            got += 1;
+        }
+    }
+    p.stop().unwrap();
+}
