@@ -335,3 +335,80 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         n
     }
 }
+
+/// The largest MTU a virtio-net port takes: mergeable buffers carry frames
+/// over several mbufs; without them a frame and its header fit one.
+pub(crate) fn max_mtu(want_mrg: bool, offered: u64) -> u16 {
+    if want_mrg && offered & crate::consts::VIRTIO_NET_F_MRG_RXBUF != 0 {
+        9600
+    } else {
+        2048 - 14 - NET_HDR_LEN as u16
+    }
+}
+
+/// The per-queue counters plus the features offered and negotiated.
+pub(crate) fn feature_xstats(
+    stats: &rpmd_pmd::port::stats::StatsBlock,
+    offered: u64,
+    features: u64,
+) -> Vec<rpmd_pmd::port::Xstat> {
+    let mut v = stats.xstats();
+    for (name, value) in [
+        ("offered_features", offered),
+        ("negotiated_features", features),
+    ] {
+        v.push(rpmd_pmd::port::Xstat {
+            name: name.into(),
+            value,
+        });
+    }
+    v
+}
+
+/// The [`Port`](rpmd_pmd::Port) methods both virtio-net transports answer
+/// from their fields `mac`, `promisc`, `allmulti`, `mtu`, `name` and
+/// `stats`. Without a control queue the device delivers every frame, so
+/// the modes are recorded, not programmed.
+macro_rules! net_port_modes {
+    () => {
+        fn mac_addr(&self) -> MacAddr {
+            self.mac
+        }
+        fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+            self.promisc = on;
+            Ok(())
+        }
+        fn promiscuous(&self) -> bool {
+            self.promisc
+        }
+        fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+            self.allmulti = on;
+            Ok(())
+        }
+        fn allmulticast(&self) -> bool {
+            self.allmulti
+        }
+        fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+            let c = self.capabilities();
+            if mtu < c.min_mtu || mtu > c.max_mtu {
+                return Err(PmdError::Config {
+                    port: self.name.clone(),
+                    what: "mtu",
+                    detail: format!("{mtu}; this port takes {}..={}", c.min_mtu, c.max_mtu),
+                });
+            }
+            self.mtu = mtu;
+            Ok(())
+        }
+        fn mtu(&self) -> u16 {
+            self.mtu
+        }
+        fn stats(&self) -> PortStats {
+            self.stats.stats()
+        }
+        fn reset_stats(&mut self) {
+            self.stats.reset();
+        }
+    };
+}
+pub(crate) use net_port_modes;

@@ -29,11 +29,10 @@ mod legacy;
 mod modern;
 
 use crate::consts::{
-    NET_HDR_LEN, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MRG_RXBUF,
-    VIRTIO_RING_F_EVENT_IDX,
+    VIRTIO_F_VERSION_1, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 
-use crate::net::{Kick, Shared, VirtioRx, VirtioTx};
+use crate::net::{feature_xstats, max_mtu, net_port_modes, Kick, Shared, VirtioRx, VirtioTx};
 use crate::split::{Layout, SplitQueue};
 use legacy::Legacy;
 use modern::Modern;
@@ -402,11 +401,7 @@ impl Port for VirtioPciPort {
             max_desc: u16::MAX,
             desc_pow2: false,
             min_mtu: 68,
-            max_mtu: if self.want_mrg && self.offered & VIRTIO_NET_F_MRG_RXBUF != 0 {
-                9600
-            } else {
-                2048 - 14 - NET_HDR_LEN as u16
-            },
+            max_mtu: max_mtu(self.want_mrg, self.offered),
             offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
             rx_interrupts: false,
             needs_rx_pool: true,
@@ -453,56 +448,9 @@ impl Port for VirtioPciPort {
             full_duplex: true,
         }
     }
-    fn mac_addr(&self) -> MacAddr {
-        self.mac
-    }
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-        // Without a control queue the device delivers every frame.
-        self.promisc = on;
-        Ok(())
-    }
-    fn promiscuous(&self) -> bool {
-        self.promisc
-    }
-    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
-        self.allmulti = on;
-        Ok(())
-    }
-    fn allmulticast(&self) -> bool {
-        self.allmulti
-    }
-    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
-        let c = self.capabilities();
-        if mtu < c.min_mtu || mtu > c.max_mtu {
-            return Err(PmdError::Config {
-                port: self.name.clone(),
-                what: "mtu",
-                detail: format!("{mtu}; this port takes {}..={}", c.min_mtu, c.max_mtu),
-            });
-        }
-        self.mtu = mtu;
-        Ok(())
-    }
-    fn mtu(&self) -> u16 {
-        self.mtu
-    }
-    fn stats(&self) -> PortStats {
-        self.stats.stats()
-    }
+    net_port_modes!();
     fn xstats(&self) -> Vec<Xstat> {
-        let mut v = self.stats.xstats();
-        v.push(Xstat {
-            name: "offered_features".into(),
-            value: self.offered,
-        });
-        v.push(Xstat {
-            name: "negotiated_features".into(),
-            value: self.features,
-        });
-        v
-    }
-    fn reset_stats(&mut self) {
-        self.stats.reset();
+        feature_xstats(&self.stats, self.offered, self.features)
     }
 }
 

@@ -40,11 +40,11 @@
 mod control;
 
 use crate::consts::{
-    NET_HDR_LEN, VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED,
-    VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1,
+    VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::fd::CallFd;
-use crate::net::{Kick, Ring, Shared, VirtioRx, VirtioTx};
+use crate::net::{feature_xstats, max_mtu, net_port_modes, Kick, Ring, Shared, VirtioRx, VirtioTx};
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
 use crate::Error;
@@ -400,12 +400,7 @@ impl Port for VirtioUserPort {
             max_desc: u16::MAX,
             desc_pow2: false,
             min_mtu: 68,
-            // Mergeable buffers carry frames over several mbufs.
-            max_mtu: if self.want_mrg && self.offered & VIRTIO_NET_F_MRG_RXBUF != 0 {
-                9600
-            } else {
-                2048 - 14 - NET_HDR_LEN as u16
-            },
+            max_mtu: max_mtu(self.want_mrg, self.offered),
             offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
             rx_interrupts: true,
             needs_rx_pool: true,
@@ -450,59 +445,14 @@ impl Port for VirtioUserPort {
             full_duplex: true,
         }
     }
-    fn mac_addr(&self) -> MacAddr {
-        self.mac
-    }
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-        self.promisc = on;
-        Ok(())
-    }
-    fn promiscuous(&self) -> bool {
-        self.promisc
-    }
-    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
-        self.allmulti = on;
-        Ok(())
-    }
-    fn allmulticast(&self) -> bool {
-        self.allmulti
-    }
-    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
-        let c = self.capabilities();
-        if mtu < c.min_mtu || mtu > c.max_mtu {
-            return Err(PmdError::Config {
-                port: self.name.clone(),
-                what: "mtu",
-                detail: format!("{mtu}; this port takes {}..={}", c.min_mtu, c.max_mtu),
-            });
-        }
-        self.mtu = mtu;
-        Ok(())
-    }
-    fn mtu(&self) -> u16 {
-        self.mtu
-    }
-    fn stats(&self) -> PortStats {
-        self.stats.stats()
-    }
+    net_port_modes!();
     fn xstats(&self) -> Vec<Xstat> {
-        let mut v = self.stats.xstats();
-        v.push(Xstat {
-            name: "offered_features".into(),
-            value: self.offered,
-        });
-        v.push(Xstat {
-            name: "negotiated_features".into(),
-            value: self.features,
-        });
+        let mut v = feature_xstats(&self.stats, self.offered, self.features);
         v.push(Xstat {
             name: "reconnects".into(),
             value: self.watched.reconnects.load(Ordering::Relaxed),
         });
         v
-    }
-    fn reset_stats(&mut self) {
-        self.stats.reset();
     }
 }
 
