@@ -201,8 +201,14 @@ impl Task for RxOnly {
     }
 
     fn finish(&mut self) {
-        // Count what already arrived, so a stop loses nothing in flight.
-        while self.run(usize::MAX) > 0 {}
+        // Count what already arrived, so a stop loses nothing in flight;
+        // bounded, since a peer that keeps sending would never let the
+        // queue run dry (256 bursts cover every default ring depth).
+        for _ in 0..256 {
+            if self.run(usize::MAX) == 0 {
+                break;
+            }
+        }
     }
 }
 
