@@ -19,28 +19,10 @@
 //!
 //! Usage: `compare_l2fwd --l2fwd PATH --huge-dir DIR [--runs N]
 //! [--seconds S] [--sweep] [--csv FILE]`
-use rpmd_benches::median;
+use rpmd_benches::{median, Proc};
 use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // SAFETY: kill has no memory preconditions.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 struct Opts {
     l2fwd: String,

@@ -15,8 +15,8 @@
 //! (Tx-pps or Rx-pps, the first second dropped); ours from counting.
 //!
 //! Usage: `compare_virtio --huge-dir DIR [--runs N] [--seconds S]`
-use rpmd_benches::median;
 use rpmd_benches::tsc::pin;
+use rpmd_benches::{median, Proc};
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use std::io::Read;
@@ -45,24 +45,6 @@ impl Role {
             Role::RxOnly => "txonly",
             Role::Io => "io",
         }
-    }
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // SAFETY: kill has no memory preconditions.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
