@@ -22,7 +22,9 @@
 //! descriptor's flags with an Acquire load before its id and length
 //! (`P2`, pairing with the device's Release store of the flags after
 //! writing them). A SeqCst fence orders publication before reading the
-//! device's event flags when deciding to notify (`P3`).
+//! device's event flags when deciding to notify (`P3`, pairing with the
+//! device's fence between writing its flags and re-reading the ring), and
+//! another orders our event flags before the next look at the ring (`P4`).
 #![allow(unsafe_code)]
 
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
@@ -179,6 +181,10 @@ impl PackedQueue {
                 .cast::<u16>()
                 .write_volatile(flags.to_le())
         };
+        // P4: the arming before the caller's next look at the ring (pairs
+        // with the device's fence between writing a used descriptor and
+        // reading our event flags), so a buffer used just before the
+        // arming is either seen or interrupts.
         fence(Ordering::SeqCst);
     }
 
