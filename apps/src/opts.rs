@@ -72,3 +72,11 @@ impl PollOpts {
         .to_lowercase()
     }
 }
+
+/// Logs (tracing) to stderr, so stdout stays for results and `--json`.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

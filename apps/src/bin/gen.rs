@@ -61,10 +61,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    rpmd_apps::opts::init_logging();
     if a.duration.is_some_and(|d| d <= 0.0) || a.rate < 0.0 {
         eprintln!("gen: --duration must be positive and --rate not negative");
         return ExitCode::from(2);

@@ -114,10 +114,7 @@ fn us(ns: u64) -> f64 {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    rpmd_apps::opts::init_logging();
     if a.duration.is_some_and(|d| d <= 0.0) || a.warmup < 0.0 {
         eprintln!("rr: --duration must be positive and --warmup not negative");
         return ExitCode::from(2);
