@@ -37,6 +37,7 @@ pub mod hugepages;
 pub mod lcore;
 pub mod mbuf;
 pub mod mempool;
+pub mod net;
 pub mod pci;
 pub mod port;
 pub mod preflight;

@@ -14,15 +14,33 @@ use crate::dma::Iova;
 use crate::mempool::PoolInner;
 use std::ptr::NonNull;
 
-/// Offload flag: the L4 checksum is known good (RX), DPDK's
-/// `RTE_MBUF_F_RX_L4_CKSUM_GOOD`.
+// Offload flags, with DPDK's `RTE_MBUF_F_*` values so that code ported
+// from DPDK reads the same.
+
+/// RX: the L4 checksum is known good (`RTE_MBUF_F_RX_L4_CKSUM_GOOD`).
 pub const RX_L4_CKSUM_GOOD: u64 = 1 << 8;
-/// Offload flag: the L4 checksum is known bad (RX).
+/// RX: the L4 checksum is known bad (`RTE_MBUF_F_RX_L4_CKSUM_BAD`).
 pub const RX_L4_CKSUM_BAD: u64 = 1 << 3;
-/// Offload flag: the RSS hash field is valid (RX).
+/// RX: the data is known intact but the L4 checksum field holds only the
+/// pseudo-header sum (a partial checksum, virtio's NEEDS_CSUM);
+/// `RTE_MBUF_F_RX_L4_CKSUM_NONE`, both bits of the mask set.
+pub const RX_L4_CKSUM_NONE: u64 = RX_L4_CKSUM_GOOD | RX_L4_CKSUM_BAD;
+/// RX: the mask of the three L4 checksum states above.
+pub const RX_L4_CKSUM_MASK: u64 = RX_L4_CKSUM_NONE;
+/// RX: the RSS hash field is valid.
 pub const RX_RSS_HASH: u64 = 1 << 1;
-/// Offload flag: ask the device to compute the L4 checksum (TX).
-pub const TX_L4_CKSUM: u64 = 1 << 52;
+/// TX: the device computes the TCP checksum (`RTE_MBUF_F_TX_TCP_CKSUM`).
+/// As in DPDK, the sender sets `l2_len` and `l3_len` and writes the
+/// pseudo-header checksum into the TCP checksum field
+/// (`rpmd_pmd::net::pseudo_header_sum`).
+pub const TX_TCP_CKSUM: u64 = 1 << 52;
+/// TX: the device computes the UDP checksum (`RTE_MBUF_F_TX_UDP_CKSUM`),
+/// with the same duties as [`TX_TCP_CKSUM`].
+pub const TX_UDP_CKSUM: u64 = 3 << 52;
+/// TX: the mask of the L4 checksum request (`RTE_MBUF_F_TX_L4_MASK`).
+pub const TX_L4_MASK: u64 = 3 << 52;
+/// TX: the IPv4 header checksum is to be filled (`RTE_MBUF_F_TX_IP_CKSUM`).
+pub const TX_IP_CKSUM: u64 = 1 << 54;
 
 /// The mbuf header, at the start of each pool object (two cache lines, like
 /// `rte_mbuf`). Only software reads or writes it.
@@ -48,7 +66,11 @@ pub(crate) struct MbufHdr {
     /// The pool this object belongs to; outlives every mbuf of it.
     pub(crate) pool: *const PoolInner,
     pub(crate) headroom: u16,
-    _reserved: [u8; 62],
+    /// TX offloads: length of the L2 header (Ethernet and VLAN tags).
+    pub(crate) l2_len: u16,
+    /// TX offloads: length of the L3 header (IPv4 with options, IPv6).
+    pub(crate) l3_len: u16,
+    _reserved: [u8; 58],
 }
 
 const _: () = assert!(std::mem::size_of::<MbufHdr>() == 128);
@@ -79,7 +101,9 @@ impl MbufHdr {
             next: std::ptr::null_mut(),
             pool,
             headroom,
-            _reserved: [0; 62],
+            l2_len: 0,
+            l3_len: 0,
+            _reserved: [0; 58],
         }
     }
 
@@ -364,6 +388,21 @@ impl Mbuf {
     /// Sets the offload flags.
     pub fn set_ol_flags(&mut self, f: u64) {
         self.hdr_mut().ol_flags = f;
+    }
+
+    /// Header lengths for TX offloads: L2 (Ethernet, VLAN tags) and L3
+    /// (the IP header with options), like DPDK's `l2_len`/`l3_len`. They
+    /// mean something only with a `TX_*` offload flag set.
+    pub fn tx_header_lens(&self) -> (usize, usize) {
+        let h = self.hdr();
+        (h.l2_len as usize, h.l3_len as usize)
+    }
+
+    /// Sets the header lengths read by TX offloads.
+    pub fn set_tx_header_lens(&mut self, l2: u16, l3: u16) {
+        let h = self.hdr_mut();
+        h.l2_len = l2;
+        h.l3_len = l3;
     }
 
     /// Packet type (DPDK `RTE_PTYPE_*` encoding).

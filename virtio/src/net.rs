@@ -3,7 +3,9 @@
 //! reclaimed in bursts. Only the doorbell differs: an eventfd write for
 //! vhost-user, an MMIO write for PCI.
 type PmdError = rpmd_pmd::Error;
-use crate::consts::NET_HDR_LEN;
+use crate::consts::{
+    CSUM_OFFSET_TCP, CSUM_OFFSET_UDP, NET_HDR_F_DATA_VALID, NET_HDR_F_NEEDS_CSUM, NET_HDR_LEN,
+};
 use crate::fd::CallFd;
 use crate::packed::PackedQueue;
 use crate::split::{SplitQueue, MAX_CHAIN};
@@ -11,7 +13,7 @@ use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
 use rpmd_pmd::vfio::Regs;
-use rpmd_pmd::{DmaRegion, Mbuf, Mempool};
+use rpmd_pmd::{mbuf, DmaRegion, Mbuf, Mempool};
 use rpmd_ring::Burst;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -144,6 +146,8 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     /// (`None`: no rx interrupts).
     pub(crate) call: Option<CallFd>,
     pub(crate) mrg: bool,
+    /// GUEST_CSUM negotiated: header checksum flags become mbuf flags.
+    pub(crate) csum: bool,
     pub(crate) pool: Arc<Mempool>,
     pub(crate) kick: Kick,
     pub(crate) live: Arc<AtomicBool>,
@@ -154,6 +158,8 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
 
 pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
     pub(crate) q: Q,
+    /// CSUM negotiated: mbuf checksum requests go into the header.
+    pub(crate) csum: bool,
     pub(crate) pool: Arc<Mempool>,
     pub(crate) done: Burst<rpmd_pmd::Mbuf, 64>,
     pub(crate) kick: Kick,
@@ -193,6 +199,16 @@ impl<Q: Ring> RxQueue for VirtioRx<Q> {
                     } else {
                         1
                     };
+                    if self.csum {
+                        // §5.1.6.4: NEEDS_CSUM: intact data, partial
+                        // checksum; DATA_VALID: checked by the device.
+                        let f = m.data()[0];
+                        if f & NET_HDR_F_NEEDS_CSUM != 0 {
+                            m.set_ol_flags(mbuf::RX_L4_CKSUM_NONE);
+                        } else if f & NET_HDR_F_DATA_VALID != 0 {
+                            m.set_ol_flags(mbuf::RX_L4_CKSUM_GOOD);
+                        }
+                    }
                     let _ = m.adj(NET_HDR_LEN);
                     let mut ok = true;
                     for _ in 1..nbufs {
@@ -287,12 +303,15 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         while self.q.free() > 0 {
             let Some(mut m) = pkts.pop() else { break };
             let len = m.pkt_len();
-            let ok =
+            let mut ok =
                 m.nb_segs() <= MAX_CHAIN && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
+            if ok && self.csum && m.ol_flags() & (mbuf::TX_L4_MASK | mbuf::TX_IP_CKSUM) != 0 {
+                ok = checksum_request(&mut m);
+            }
             if m.nb_segs() == 1 {
                 if !ok || !self.shared.holds(m.data()) {
-                    // Not reachable by the backend, or no room for the
-                    // header: dropped (it returns to its pool) and counted.
+                    // Not reachable by the backend, no room for the
+                    // header, or a checksum request it cannot carry: dropped (it returns to its pool) and counted.
                     self.stats.errors.add(1);
                     continue;
                 }
@@ -336,6 +355,41 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
     }
 }
 
+/// Turns the checksum requests of `m` (its header already prepended) into
+/// header fields (§5.1.6.2): NEEDS_CSUM with `csum_start` at the L4 header
+/// and `csum_offset` at its checksum field; the IPv4 header checksum,
+/// which virtio cannot offload, computed here (as DPDK's driver does).
+/// False for a request the frame cannot carry (lengths past its first
+/// segment, SCTP).
+#[cold]
+fn checksum_request(m: &mut Mbuf) -> bool {
+    let f = m.ol_flags();
+    let (l2, l3) = m.tx_header_lens();
+    let d = m.data_mut();
+    let start = NET_HDR_LEN + l2 + l3;
+    if l3 < 20 || start > d.len() {
+        return false;
+    }
+    if f & mbuf::TX_IP_CKSUM != 0 {
+        let ip = &mut d[NET_HDR_LEN + l2..start];
+        let c = rpmd_pmd::net::ipv4_header_checksum(ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    let off = match f & mbuf::TX_L4_MASK {
+        0 => return true,
+        mbuf::TX_TCP_CKSUM => CSUM_OFFSET_TCP,
+        mbuf::TX_UDP_CKSUM => CSUM_OFFSET_UDP,
+        _ => return false,
+    };
+    if start + off as usize + 2 > d.len() {
+        return false;
+    }
+    d[0] = NET_HDR_F_NEEDS_CSUM;
+    d[6..8].copy_from_slice(&((l2 + l3) as u16).to_le_bytes());
+    d[8..10].copy_from_slice(&off.to_le_bytes());
+    true
+}
+
 /// The largest MTU a virtio-net port takes: mergeable buffers carry frames
 /// over several mbufs; without them a frame and its header fit one.
 pub(crate) fn max_mtu(want_mrg: bool, offered: u64) -> u16 {
@@ -344,6 +398,33 @@ pub(crate) fn max_mtu(want_mrg: bool, offered: u64) -> u16 {
     } else {
         2048 - 14 - NET_HDR_LEN as u16
     }
+}
+
+/// The offloads a device offering `offered` supports: scatter and
+/// multi-segment always; checksums with CSUM (TX) and GUEST_CSUM (RX).
+pub(crate) fn offloads(offered: u64) -> rpmd_pmd::port::Offloads {
+    use rpmd_pmd::port::Offloads;
+    let mut o = Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS;
+    if offered & crate::consts::VIRTIO_NET_F_CSUM != 0 {
+        o = o | Offloads::TX_CHECKSUM;
+    }
+    if offered & crate::consts::VIRTIO_NET_F_GUEST_CSUM != 0 {
+        o = o | Offloads::RX_CHECKSUM;
+    }
+    o
+}
+
+/// The checksum features to ask for: those of the offloads requested.
+pub(crate) fn offload_features(requested: rpmd_pmd::port::Offloads) -> u64 {
+    use rpmd_pmd::port::Offloads;
+    let mut f = 0;
+    if requested.contains(Offloads::TX_CHECKSUM) {
+        f |= crate::consts::VIRTIO_NET_F_CSUM;
+    }
+    if requested.contains(Offloads::RX_CHECKSUM) {
+        f |= crate::consts::VIRTIO_NET_F_GUEST_CSUM;
+    }
+    f
 }
 
 /// The per-queue counters plus the features offered and negotiated.

@@ -29,18 +29,22 @@ mod legacy;
 mod modern;
 
 use crate::consts::{
-    VIRTIO_F_VERSION_1, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    VIRTIO_F_VERSION_1, VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MAC,
+    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 
-use crate::net::{feature_xstats, max_mtu, net_port_modes, Kick, Shared, VirtioRx, VirtioTx};
+use crate::net::{
+    feature_xstats, max_mtu, net_port_modes, offload_features, offloads, Kick, Shared, VirtioRx,
+    VirtioTx,
+};
 use crate::split::{Layout, SplitQueue};
 use legacy::Legacy;
 use modern::Modern;
 use rpmd_pmd::pci::{PciDevice, PciId, Sysfs};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Link, MacAddr, Offloads, PciDriver, Port, PortConfig, PortStats, Queues,
-    RxQueue, TxQueue, Xstat,
+    Capabilities, DevArgs, Link, MacAddr, PciDriver, Port, PortConfig, PortStats, Queues, RxQueue,
+    TxQueue, Xstat,
 };
 use rpmd_pmd::vfio::{Container, Device, DmaMapping, Regs};
 use rpmd_pmd::{DmaRegion, IovaMode};
@@ -259,7 +263,8 @@ impl VirtioPciPort {
         t.reset(&name)?;
         t.set_status(S_ACK | S_DRIVER)?;
         let legacy = t.is_legacy();
-        let mut want = VIRTIO_NET_F_MAC | F_STATUS | VIRTIO_RING_F_EVENT_IDX;
+        let mut want =
+            VIRTIO_NET_F_MAC | F_STATUS | VIRTIO_RING_F_EVENT_IDX | offload_features(conf.offloads);
         if legacy {
             // The legacy header is 12 bytes only with mergeable buffers;
             // the data path writes and reads 12.
@@ -362,6 +367,7 @@ impl VirtioPciPort {
             q: rxq,
             call: None,
             mrg: self.features & VIRTIO_NET_F_MRG_RXBUF != 0,
+            csum: self.features & VIRTIO_NET_F_GUEST_CSUM != 0,
             pool: pool.clone(),
             kick: rx_kick,
             live: self.live.clone(),
@@ -371,6 +377,7 @@ impl VirtioPciPort {
         });
         let tx: Box<dyn TxQueue> = Box::new(VirtioTx {
             q: txq,
+            csum: self.features & VIRTIO_NET_F_CSUM != 0,
             pool,
             done: Burst::new(),
             kick: tx_kick,
@@ -402,7 +409,7 @@ impl Port for VirtioPciPort {
             desc_pow2: false,
             min_mtu: 68,
             max_mtu: max_mtu(self.want_mrg, self.offered),
-            offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
+            offloads: offloads(self.offered),
             rx_interrupts: false,
             needs_rx_pool: true,
         }

@@ -41,18 +41,22 @@ mod control;
 
 use crate::consts::{
     VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1,
-    VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
+    VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::fd::CallFd;
-use crate::net::{feature_xstats, max_mtu, net_port_modes, Kick, Ring, Shared, VirtioRx, VirtioTx};
+use crate::net::{
+    feature_xstats, max_mtu, net_port_modes, offload_features, offloads, Kick, Ring, Shared,
+    VirtioRx, VirtioTx,
+};
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
 use crate::Error;
 use control::{handshake, listen, program, watch, Endpoint, Session, Vring, Watched};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Port, PortConfig, PortStats, Queues,
-    RxQueue, TxQueue, Xstat,
+    Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, RxQueue,
+    TxQueue, Xstat,
 };
 use rpmd_pmd::{DmaRegion, IovaMode};
 use rpmd_ring::Burst;
@@ -213,7 +217,7 @@ impl VirtioUserPort {
         let l = self.layout;
         // Pair q: RX on vring 2q, TX on vring 2q + 1.
         let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
-        let mut want = VIRTIO_F_VERSION_1;
+        let mut want = VIRTIO_F_VERSION_1 | offload_features(conf.offloads);
         if self.want_mrg {
             want |= VIRTIO_NET_F_MRG_RXBUF;
         }
@@ -336,6 +340,8 @@ impl VirtioUserPort {
             end: pr.as_ptr() as u64 + pr.len() as u64,
         };
         let mrg = self.features & VIRTIO_NET_F_MRG_RXBUF != 0;
+        let rx_csum = self.features & VIRTIO_NET_F_GUEST_CSUM != 0;
+        let tx_csum = self.features & VIRTIO_NET_F_CSUM != 0;
         let (mut rx, mut tx) = (Vec::new(), Vec::new());
         let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
         for (i, ((mut q, kick), call)) in queues.into_iter().zip(kicks).zip(calls).enumerate() {
@@ -359,6 +365,7 @@ impl VirtioUserPort {
                         q,
                         call: Some(call),
                         mrg,
+                        csum: rx_csum,
                         pool: pool.clone(),
                         kick,
                         live: self.live.clone(),
@@ -371,6 +378,7 @@ impl VirtioUserPort {
                 let kick = Kick::Event(kick);
                 tx.push(Box::new(VirtioTx {
                     q,
+                    csum: tx_csum,
                     pool: pool.clone(),
                     done: Burst::new(),
                     kick,
@@ -401,7 +409,7 @@ impl Port for VirtioUserPort {
             desc_pow2: false,
             min_mtu: 68,
             max_mtu: max_mtu(self.want_mrg, self.offered),
-            offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
+            offloads: offloads(self.offered),
             rx_interrupts: true,
             needs_rx_pool: true,
         }

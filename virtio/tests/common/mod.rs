@@ -66,6 +66,16 @@ pub fn testpmd_mode(tag: &str, mode: &str) -> Option<Testpmd> {
 }
 
 pub fn testpmd_queues(tag: &str, mode: &str, queues: u16) -> Option<Testpmd> {
+    testpmd_run(tag, mode, queues, None)
+}
+
+/// An interactive testpmd (`-i`) that is given `cmds` (lines of testpmd
+/// commands, e.g. `set fwd csum`, `start`) once its socket exists.
+pub fn testpmd_cmds(tag: &str, cmds: &str) -> Option<Testpmd> {
+    testpmd_run(tag, "io", 1, Some(cmds))
+}
+
+fn testpmd_run(tag: &str, mode: &str, queues: u16, cmds: Option<&str>) -> Option<Testpmd> {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0
@@ -79,13 +89,22 @@ pub fn testpmd_queues(tag: &str, mode: &str, queues: u16) -> Option<Testpmd> {
     }
     let sock = format!("/tmp/rpmd-vt-{tag}-{}.sock", std::process::id());
     let log = format!("/tmp/rpmd-vt-{tag}-{}.log", std::process::id());
-    let child = spawn_testpmd(
+    let mut child = spawn_testpmd_full(
         &sock,
         &log,
         &format!("{tag}{}", std::process::id()),
         mode,
         queues,
+        false,
+        cmds.is_some(),
     )?;
+    if let Some(c) = cmds {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut()?;
+        stdin.write_all(c.as_bytes()).ok()?;
+        stdin.write_all(b"\n").ok()?;
+        stdin.flush().ok()?;
+    }
     Some(Testpmd {
         _serial: serial,
         child,
@@ -117,6 +136,18 @@ pub fn spawn_testpmd_as(
     queues: u16,
     client: bool,
 ) -> Option<Child> {
+    spawn_testpmd_full(sock, log, prefix, mode, queues, client, false)
+}
+
+fn spawn_testpmd_full(
+    sock: &str,
+    log: &str,
+    prefix: &str,
+    mode: &str,
+    queues: u16,
+    client: bool,
+    interactive: bool,
+) -> Option<Child> {
     if !client {
         let _ = std::fs::remove_file(sock);
     }
@@ -136,7 +167,7 @@ pub fn spawn_testpmd_as(
         .args([
             "--port-topology=loop",
             "--total-num-mbufs=8192",
-            "-a",
+            if interactive { "-i" } else { "-a" },
             "--txpkts=64",
         ])
         .stdin(Stdio::piped())
