@@ -8,15 +8,36 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use vmm_sys_util::eventfd::EventFd;
 
-/// An eventfd the backend writes when it completes RX buffers while
-/// interrupts are armed.
-pub(crate) struct CallFd(pub(crate) EventFd);
+/// An eventfd signalled when the device completes RX buffers while
+/// interrupts are armed: the vhost-user backend's call eventfd, or the
+/// MSI-X vector VFIO routes to an eventfd (PCI).
+pub(crate) enum CallFd {
+    Vhost(EventFd),
+    Msix(rpmd_pmd::vfio::EventFd),
+}
+
+impl CallFd {
+    /// Consumes what was signalled, so that the next wait blocks.
+    pub(crate) fn clear(&self) {
+        match self {
+            CallFd::Vhost(e) => {
+                let _ = e.read();
+            }
+            CallFd::Msix(e) => {
+                let _ = e.take();
+            }
+        }
+    }
+}
 
 impl AsFd for CallFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: the `EventFd` owns the fd and lives as long as `self`,
-        // which the returned borrow cannot outlive.
-        unsafe { BorrowedFd::borrow_raw(self.0.as_raw_fd()) }
+        match self {
+            // SAFETY: the `EventFd` owns the fd and lives as long as
+            // `self`, which the returned borrow cannot outlive.
+            CallFd::Vhost(e) => unsafe { BorrowedFd::borrow_raw(e.as_raw_fd()) },
+            CallFd::Msix(e) => e.as_fd(),
+        }
     }
 }
 

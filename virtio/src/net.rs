@@ -23,8 +23,14 @@ use vmm_sys_util::eventfd::EventFd;
 /// A virtqueue as the data path uses it: split (§2.7) or packed (§2.8).
 pub(crate) trait Ring: Send + 'static {
     fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf>;
-    fn push_chain(&mut self, m: Mbuf, segs: &[(u64, u32)], device_writes: bool)
-        -> Result<(), Mbuf>;
+    /// Segments from index `writable_from` on are for the device to
+    /// write (none: `segs.len()`).
+    fn push_chain(
+        &mut self,
+        m: Mbuf,
+        segs: &[(u64, u32)],
+        writable_from: usize,
+    ) -> Result<(), Mbuf>;
     fn publish(&mut self) -> bool;
     fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), crate::Error>>;
     fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize;
@@ -45,7 +51,7 @@ macro_rules! ring_impl {
                 <$t>::push(self, m, a, l, w)
             }
             #[inline(always)]
-            fn push_chain(&mut self, m: Mbuf, s: &[(u64, u32)], w: bool) -> Result<(), Mbuf> {
+            fn push_chain(&mut self, m: Mbuf, s: &[(u64, u32)], w: usize) -> Result<(), Mbuf> {
                 <$t>::push_chain(self, m, s, w)
             }
             #[inline(always)]
@@ -274,8 +280,8 @@ impl<Q: Ring> VirtioRx<Q> {
     fn arm(&mut self, on: bool) {
         self.q.set_interrupts(on);
         if let (false, Some(c)) = (on, &self.call) {
-            // Clear what the backend signalled, so the next sleep waits.
-            let _ = c.0.read();
+            // Clear what the device signalled, so the next sleep waits.
+            c.clear();
         }
     }
 }
@@ -333,7 +339,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                     self.stats.errors.add(1);
                     continue;
                 }
-                if let Err(m) = self.q.push_chain(m, &segs[..k], false) {
+                if let Err(m) = self.q.push_chain(m, &segs[..k], k) {
                     // Not enough descriptors now: dropped, counted as full.
                     drop(m);
                     self.stats.full.add(1);
@@ -447,27 +453,11 @@ pub(crate) fn feature_xstats(
 }
 
 /// The [`Port`](rpmd_pmd::Port) methods both virtio-net transports answer
-/// from their fields `mac`, `promisc`, `allmulti`, `mtu`, `name` and
-/// `stats`. Without a control queue the device delivers every frame, so
-/// the modes are recorded, not programmed.
-macro_rules! net_port_modes {
+/// from their fields `mac`, `mtu`, `name` and `stats`.
+macro_rules! net_port_common {
     () => {
         fn mac_addr(&self) -> MacAddr {
             self.mac
-        }
-        fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-            self.promisc = on;
-            Ok(())
-        }
-        fn promiscuous(&self) -> bool {
-            self.promisc
-        }
-        fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
-            self.allmulti = on;
-            Ok(())
-        }
-        fn allmulticast(&self) -> bool {
-            self.allmulti
         }
         fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
             let c = self.capabilities();
@@ -492,4 +482,4 @@ macro_rules! net_port_modes {
         }
     };
 }
-pub(crate) use net_port_modes;
+pub(crate) use net_port_common;

@@ -260,12 +260,13 @@ impl PackedQueue {
     }
 
     /// Adds a chain of descriptors (one per `(address, length)`, linked
-    /// with NEXT, all carrying the buffer id) holding `m`.
+    /// with NEXT, all carrying the buffer id) holding `m`; those from index
+    /// `writable_from` on are device-writable.
     pub fn push_chain(
         &mut self,
         m: Mbuf,
         segs: &[(u64, u32)],
-        device_writes: bool,
+        writable_from: usize,
     ) -> Result<(), Mbuf> {
         let n = segs.len();
         if n == 0 || n > self.free_slots || n > crate::split::MAX_CHAIN {
@@ -274,13 +275,17 @@ impl PackedQueue {
         let Some(id) = self.free_ids.pop() else {
             return Err(m);
         };
-        let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
         // The chain's first descriptor is made available last, so the
         // device never sees half a chain.
         let mut head = None;
         let mut rest = [(0u16, 0u16); crate::split::MAX_CHAIN];
         for (k, &(addr, len)) in segs.iter().enumerate() {
             let next = if k + 1 < n { VRING_DESC_F_NEXT } else { 0 };
+            let w = if k >= writable_from {
+                VRING_DESC_F_WRITE
+            } else {
+                0
+            };
             let (slot, f) = self.write_desc(addr, len, id, w | next);
             if k == 0 {
                 head = Some((slot, f));
@@ -479,8 +484,7 @@ mod tests {
         }
         // A chain of two takes two slots and comes back as one buffer.
         let m = pool.get().unwrap();
-        q.push_chain(m, &[(0x1000, 10), (0x2000, 20)], false)
-            .unwrap();
+        q.push_chain(m, &[(0x1000, 10), (0x2000, 20)], 2).unwrap();
         assert_eq!(q.free(), 2);
         q.publish();
         let id = id_at(slot % 4);

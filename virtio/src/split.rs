@@ -336,13 +336,14 @@ impl SplitQueue {
     }
 
     /// Adds a chain of descriptors (one per `(address, length)` in `segs`,
-    /// linked with `NEXT`) holding `m`, at the next avail slot. Gives `m`
-    /// back when fewer than `segs.len()` descriptors are free.
+    /// linked with `NEXT`) holding `m`, at the next avail slot; those from
+    /// index `writable_from` on are device-writable. Gives `m` back when
+    /// fewer than `segs.len()` descriptors are free.
     pub fn push_chain(
         &mut self,
         m: Mbuf,
         segs: &[(u64, u32)],
-        device_writes: bool,
+        writable_from: usize,
     ) -> Result<(), Mbuf> {
         let n = segs.len();
         if n == 0 || n > self.free() || n > MAX_CHAIN {
@@ -357,7 +358,11 @@ impl SplitQueue {
         }
         for (k, (&(addr, len), &id)) in segs.iter().zip(&ids[..n]).enumerate() {
             let d = self.layout.desc + 16 * id as usize;
-            let mut flags: u16 = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+            let mut flags: u16 = if k >= writable_from {
+                VRING_DESC_F_WRITE
+            } else {
+                0
+            };
             let next = if k + 1 < n {
                 flags |= VRING_DESC_F_NEXT;
                 ids[k + 1]
@@ -629,12 +634,11 @@ mod tests {
         // A chain of three descriptors comes back as one used entry and
         // frees all three.
         let m = pool.get().unwrap();
-        q.push_chain(m, &[(0x1000, 10), (0x2000, 20), (0x3000, 30)], false)
+        q.push_chain(m, &[(0x1000, 10), (0x2000, 20), (0x3000, 30)], 3)
             .unwrap();
         assert_eq!(q.free(), 5);
         assert!(
-            q.push_chain(pool.get().unwrap(), &[(0, 1); 6], false)
-                .is_err(),
+            q.push_chain(pool.get().unwrap(), &[(0, 1); 6], 6).is_err(),
             "5 free"
         );
         q.publish();

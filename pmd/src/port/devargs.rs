@@ -116,14 +116,19 @@ impl DevArgs {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Option `key` as an integer, or `default` when absent.
+    /// Option `key` as an integer (decimal, or hex after `0x`), or
+    /// `default` when absent.
     pub fn opt_u64(&self, key: &str, default: u64) -> Result<u64, Error> {
         match self.opt(key) {
             None => Ok(default),
-            Some(v) => v.parse().map_err(|_| {
+            Some(v) => match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => v.parse().ok(),
+            }
+            .ok_or_else(|| {
                 malformed(
                     &self.raw,
-                    format!("option `{key}={v}`: expected a non-negative integer"),
+                    format!("option `{key}={v}`: expected a non-negative integer (decimal, or hex after 0x)"),
                 )
             }),
         }

@@ -417,6 +417,22 @@ pub trait Port: Send {
     /// Whether all-multicast mode is on.
     fn allmulticast(&self) -> bool;
 
+    /// Sets the unicast and multicast addresses the port receives besides
+    /// its own and broadcast when neither promiscuous nor all-multicast
+    /// mode is on (DPDK's `rte_eth_dev_mac_addr_add` and
+    /// `rte_eth_dev_set_mc_addr_list` in one call; an empty list clears).
+    /// Ports without filters say so.
+    fn set_mac_filter(&mut self, unicast: &[MacAddr], multicast: &[MacAddr]) -> Result<(), Error> {
+        let _ = (unicast, multicast);
+        Err(Error::Port {
+            port: self.name().to_string(),
+            detail: format!(
+                "the {} driver has no MAC address filter; use promiscuous mode",
+                self.driver()
+            ),
+        })
+    }
+
     /// Sets the MTU (bytes of L3 payload per frame).
     fn set_mtu(&mut self, mtu: u16) -> Result<(), Error>;
 

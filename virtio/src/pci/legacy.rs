@@ -5,7 +5,6 @@
 //! memory (hugepages, root).
 use super::{perr, PmdError};
 use crate::net::Kick;
-use crate::split::SplitQueue;
 use rpmd_pmd::vfio::{wait_until, Device, Regs};
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,23 +72,23 @@ impl Legacy {
         self.bar.read16(QUEUE_SIZE)
     }
 
-    /// Gives the device queue `index` at `q`'s physical address (its
+    /// Gives the device queue `index` at physical address `desc` (its
     /// descriptor table; avail and used follow in the legacy layout, which
     /// `split::Layout` matches). Returns the doorbell.
     pub(super) fn setup_queue(
         &self,
         index: u16,
-        q: &SplitQueue,
+        desc: u64,
+        ring_size: u16,
         port: &str,
     ) -> Result<Kick, PmdError> {
         let size = self.queue_size(index)?;
-        if size != q.size() {
+        if size != ring_size {
             return Err(perr(
                 port,
-                format!("queue {index} has {size} entries, the ring {}", q.size()),
+                format!("queue {index} has {size} entries, the ring {ring_size}"),
             ));
         }
-        let (desc, _, _) = q.addresses();
         let pfn = u32::try_from(desc >> PFN_SHIFT)
             .ok()
             .filter(|_| desc % (1 << PFN_SHIFT) == 0)

@@ -1,8 +1,7 @@
 //! The modern virtio PCI transport (virtio 1.2 §4.1.4): common, notify
 //! and device configuration windows found through vendor capabilities.
-use super::{perr, PmdError, NO_VECTOR};
+use super::{perr, PmdError};
 use crate::net::Kick;
-use crate::split::SplitQueue;
 use rpmd_pmd::vfio::{wait_until, Device, Regs};
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,10 +109,18 @@ impl Modern {
         )
     }
 
-    /// No MSI-X vector for configuration changes (we poll).
-    pub(super) fn no_config_vector(&self) -> Result<(), PmdError> {
+    /// The MSI-X vector for configuration changes (`NO_VECTOR`: none,
+    /// the link is polled).
+    pub(super) fn set_config_vector(&self, v: u16) -> Result<(), PmdError> {
         let (r, o) = self.c();
-        r.write16(o + MSIX_CONFIG, NO_VECTOR)
+        r.write16(o + MSIX_CONFIG, v)
+    }
+
+    /// The most entries queue `index` takes (0: no such queue).
+    pub(super) fn max_queue_size(&self, index: u16) -> Result<u16, PmdError> {
+        let (r, o) = self.c();
+        r.write16(o + Q_SELECT, index)?;
+        r.read16(o + Q_SIZE)
     }
 
     pub(super) fn features(&self) -> Result<u64, PmdError> {
@@ -135,34 +142,44 @@ impl Modern {
         Ok(())
     }
 
-    /// Sets up queue `index` on `q` (§4.1.5.1.3); returns its doorbell.
+    /// Sets up queue `index` (§4.1.5.1.3) at `addrs` (descriptors, driver
+    /// area, device area) with `size` entries, its completions signalled
+    /// on MSI-X `vector` (or `NO_VECTOR`); returns its doorbell.
     pub(super) fn setup_queue(
         &self,
         index: u16,
-        q: &SplitQueue,
+        addrs: (u64, u64, u64),
+        size: u16,
+        vector: u16,
         port: &str,
     ) -> Result<Kick, PmdError> {
         let (r, o) = self.c();
-        r.write16(o + Q_SELECT, index)?;
-        let max = r.read16(o + Q_SIZE)?;
+        let max = self.max_queue_size(index)?;
         if max == 0 {
             return Err(perr(port, format!("the device has no queue {index}")));
         }
-        if q.size() > max {
+        if size > max {
             return Err(perr(
                 port,
                 format!(
-                    "queue {index}: {} entries asked, the device takes at most {max} (queue_size=)",
-                    q.size()
+                    "queue {index}: {size} entries asked, the device takes at most {max} (queue_size=)"
                 ),
             ));
         }
-        r.write16(o + Q_SIZE, q.size())?;
-        let (desc, avail, used) = q.addresses();
+        r.write16(o + Q_SIZE, size)?;
+        let (desc, avail, used) = addrs;
         r.write64(o + Q_DESC, desc)?;
         r.write64(o + Q_DRIVER, avail)?;
         r.write64(o + Q_DEVICE, used)?;
-        r.write16(o + Q_MSIX, NO_VECTOR)?;
+        // §4.1.5.1.2.1: the device answers NO_VECTOR when it could not
+        // take the vector.
+        r.write16(o + Q_MSIX, vector)?;
+        if r.read16(o + Q_MSIX)? != vector {
+            return Err(perr(
+                port,
+                format!("queue {index}: the device refused MSI-X vector {vector}"),
+            ));
+        }
         let noff = r.read16(o + Q_NOTIFY_OFF)? as u64;
         r.write16(o + Q_ENABLE, 1)?;
         let off = self.notify.1 + noff * self.notify.2 as u64;

@@ -46,7 +46,7 @@ use crate::consts::{
 };
 use crate::fd::CallFd;
 use crate::net::{
-    feature_xstats, max_mtu, net_port_modes, offload_features, offloads, Kick, Ring, Shared,
+    feature_xstats, max_mtu, net_port_common, offload_features, offloads, Kick, Ring, Shared,
     VirtioRx, VirtioTx,
 };
 use crate::packed::{PackedLayout, PackedQueue};
@@ -305,7 +305,7 @@ impl VirtioUserPort {
                 call: call.try_clone().map_err(ev)?,
             });
             kicks.push(kick);
-            calls.push(CallFd(call));
+            calls.push(CallFd::Vhost(call));
         }
         let session = Session {
             packed: self.want_packed,
@@ -453,7 +453,24 @@ impl Port for VirtioUserPort {
             full_duplex: true,
         }
     }
-    net_port_modes!();
+    net_port_common!();
+    // A vhost-user backend has no receive filter (DPDK's virtio-user
+    // answers the control queue itself, and its vhost does not filter):
+    // every frame is delivered, and the modes are recorded.
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        self.promisc = on;
+        Ok(())
+    }
+    fn promiscuous(&self) -> bool {
+        self.promisc
+    }
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        self.allmulti = on;
+        Ok(())
+    }
+    fn allmulticast(&self) -> bool {
+        self.allmulti
+    }
     fn xstats(&self) -> Vec<Xstat> {
         let mut v = feature_xstats(&self.stats, self.offered, self.features);
         v.push(Xstat {
