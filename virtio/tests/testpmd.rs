@@ -413,3 +413,51 @@ fn a_backend_that_never_answers_times_out() {
     let _ = h.join();
     let _ = std::fs::remove_file(&path);
 }
+
+/// A device that never completes a buffer: testpmd connected but not
+/// forwarding (interactive, never `start`ed), so nothing polls its vhost
+/// queues. TX fills the ring and then takes nothing, counted, without
+/// waiting; RX yields nothing; stop answers; every mbuf comes back.
+#[test]
+fn a_backend_that_never_uses_buffers_stalls_nothing() {
+    let Some(t) = testpmd_cmds("idle", "show port info 0") else {
+        return;
+    };
+    let (mut p, mut q, pool) = port(&t);
+    let size = 256;
+    let mut out = Pkts::new();
+    let mut sent = 0;
+    let t0 = Instant::now();
+    for round in 0..40u32 {
+        for i in 0..32 {
+            let f = frame(round * 32 + i, 64);
+            let mut m = pool.get().unwrap();
+            m.append(f.len()).unwrap().copy_from_slice(&f);
+            out.push(m).unwrap();
+        }
+        sent += q.tx[0].tx_burst(&mut out);
+        // What was not taken stays with us; dropping it frees it.
+        out.clear();
+    }
+    let mut inb = Pkts::new();
+    assert_eq!(q.rx[0].rx_burst(&mut inb, 32), 0);
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "40 bursts took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(sent, size, "the ring holds {size}; it took {sent}");
+    let s = p.stats();
+    assert_eq!(s.opackets, size as u64);
+    let full = p
+        .xstats()
+        .iter()
+        .find(|x| x.name.ends_with("full"))
+        .map(|x| x.value)
+        .unwrap_or(0);
+    assert!(full > 0, "a full TX ring is counted: {:?}", p.xstats());
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), pool.size(), "every mbuf back");
+}
