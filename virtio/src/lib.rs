@@ -21,7 +21,8 @@
 //!   `net_vhost` (io, rxonly, txonly; 60 to 9000 bytes; mergeable buffers
 //!   on and off; two queue pairs; rx interrupts; testpmd killed and
 //!   restarted under a running port, which reconnects by itself, as a
-//!   client or as a server that testpmd's `client=1` connects to).
+//!   client or as a server that testpmd's `client=1` connects to; split
+//!   rings resume, packed rings start over).
 //!
 //! - [`pci`]: virtio-net over PCI through VFIO, for `pci:` device
 //!   strings: the modern transport (§4.1.4; ACCESS_PLATFORM required, DMA
@@ -43,7 +44,7 @@
 //! in table order, completions without reading used entries' ids.
 //!
 //! Not yet: several queue pairs on PCI (virtio-user has them), MSI-X on
-//! the legacy interface, reconnection with packed rings.
+//! the legacy interface.
 //!
 //! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]

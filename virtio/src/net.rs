@@ -41,6 +41,8 @@ pub(crate) trait Ring: Send + 'static {
     /// used or device events).
     fn addresses(&self) -> (u64, u64, u64);
     fn size(&self) -> u16;
+    /// Starts over at index 0, dropping what is in flight (their count).
+    fn restart(&mut self) -> usize;
 }
 
 macro_rules! ring_impl {
@@ -83,6 +85,9 @@ macro_rules! ring_impl {
             }
             fn size(&self) -> u16 {
                 <$t>::size(self)
+            }
+            fn restart(&mut self) -> usize {
+                <$t>::restart(self)
             }
         }
     };
@@ -128,6 +133,50 @@ impl Kick {
     }
 }
 
+/// A reconnection watch's request that a queue start its ring over before
+/// a new backend is programmed: packed rings, whose position a new
+/// vhost-user backend cannot be told (split rings resume from `used.idx`
+/// instead). The queue obliges at its next burst.
+#[derive(Default)]
+pub(crate) struct Restart(std::sync::atomic::AtomicU8);
+
+impl Restart {
+    const ASKED: u8 = 1;
+    const DONE: u8 = 2;
+
+    /// Asks for a restart (the watch, once the old backend is gone).
+    pub(crate) fn ask(&self) {
+        self.0
+            .store(Self::ASKED, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the queue has started over since it was asked.
+    pub(crate) fn done(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire) == Self::DONE
+    }
+
+    #[inline(always)]
+    fn asked(&self) -> bool {
+        self.0.load(Relaxed) == Self::ASKED
+    }
+
+    /// Restarts `q` if asked; returns how many buffers were dropped.
+    #[cold]
+    fn serve<Q: Ring>(&self, q: &mut Q) -> usize {
+        // Acquire: pairs with `ask`, made after the old backend hung up.
+        if self.0.load(std::sync::atomic::Ordering::Acquire) != Self::ASKED {
+            return 0;
+        }
+        let n = q.restart();
+        q.set_interrupts(false);
+        // Release: the ring's new state before the watch programs a
+        // backend that reads it.
+        self.0
+            .store(Self::DONE, std::sync::atomic::Ordering::Release);
+        n
+    }
+}
+
 /// Bounds of memory the backend can reach (the pool's region).
 #[derive(Clone, Copy)]
 pub(crate) struct Shared {
@@ -160,6 +209,8 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     pub(crate) stats: Arc<CachePadded<QueueStats>>,
     pub(crate) _rings: Arc<DmaRegion>,
     pub(crate) refill: Burst<rpmd_pmd::Mbuf, 64>,
+    /// Packed virtio-user rings: restarts asked by the reconnection watch.
+    pub(crate) restart: Option<Arc<Restart>>,
 }
 
 pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
@@ -173,12 +224,19 @@ pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
     pub(crate) stats: Arc<CachePadded<QueueStats>>,
     pub(crate) shared: Shared,
     pub(crate) _rings: Arc<DmaRegion>,
+    /// As in [`VirtioRx`].
+    pub(crate) restart: Option<Arc<Restart>>,
 }
 
 impl<Q: Ring> RxQueue for VirtioRx<Q> {
     fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
         if !self.live.load(Relaxed) {
             return 0;
+        }
+        if let Some(r) = self.restart.as_deref().filter(|r| r.asked()) {
+            // The posted buffers go back to the pool; the refill below
+            // posts new ones.
+            r.serve(&mut self.q);
         }
         let room = max.min(out.capacity() - out.len());
         let mut n = 0;
@@ -290,6 +348,11 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
     fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
         if !self.live.load(Relaxed) {
             return 0;
+        }
+        if let Some(r) = self.restart.as_deref().filter(|r| r.asked()) {
+            // Frames the old backend never finished are lost: errors.
+            let n = r.serve(&mut self.q);
+            self.stats.errors.add(n as u64);
         }
         // Reclaim sent buffers first, returning them in bulk.
         loop {

@@ -139,6 +139,35 @@ impl PackedQueue {
         })
     }
 
+    /// Starts the ring over as `new` left it (wrap counters 1, every slot
+    /// free), for a device that begins there (a new vhost-user backend
+    /// after a reconnection): every buffer in flight returns to its pool,
+    /// and their number is returned. Only while no device uses the ring.
+    /// Notifications end up enabled; the caller sets them as it wants.
+    pub fn restart(&mut self) -> usize {
+        let mut dropped = 0;
+        for t in self.tokens.iter_mut() {
+            if let Some(p) = t.take() {
+                // SAFETY: from `into_raw`; no device uses the ring.
+                drop(unsafe { Mbuf::from_raw(p) });
+                dropped += 1;
+            }
+        }
+        // SAFETY: the queue's own memory (checked in `new`), which no
+        // device accesses now.
+        unsafe { self.base.write_bytes(0, self.layout.len) };
+        self.next_avail = 0;
+        self.avail_wrap = true;
+        self.next_used = 0;
+        self.used_wrap = true;
+        self.free_slots = self.layout.size as usize;
+        self.free_ids.clear();
+        self.free_ids.extend((0..self.layout.size).rev());
+        self.chain.fill(0);
+        self.pending = None;
+        dropped
+    }
+
     /// IOVAs of the descriptor ring, the driver area and the device area.
     pub fn addresses(&self) -> (u64, u64, u64) {
         (
@@ -411,6 +440,35 @@ mod tests {
 
     /// Plays the device: takes available descriptors in ring order and
     /// writes them back used, in reverse order of buffers.
+    /// A restart mid-lap: the buffers in flight go back to the pool and
+    /// the ring begins again at slot 0 with wrap counter 1.
+    #[test]
+    fn restart_returns_buffers_and_begins_at_slot_zero() {
+        let region =
+            DmaRegion::with_page_size("pqr", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
+        let mut pc = MempoolConfig::new("pqr", 16);
+        pc.cache_size = 0;
+        let pool = Mempool::new(&pc).unwrap();
+        let mut q = PackedQueue::new(&region, 0, PackedLayout::new(4).unwrap()).unwrap();
+        for _ in 0..3 {
+            let m = pool.get().unwrap();
+            let a = m.data_iova().raw();
+            q.push(m, a, 100, true).unwrap();
+        }
+        q.publish();
+        assert_eq!(pool.available(), 13);
+        assert_eq!(q.restart(), 3);
+        assert_eq!(pool.available(), 16);
+        assert_eq!(q.free(), 4);
+        let m = pool.get().unwrap();
+        let a = m.data_iova().raw();
+        q.push(m, a, 100, true).unwrap();
+        q.publish();
+        // SAFETY: the test reads the ring's first descriptor's flags.
+        let f = unsafe { region.as_ptr().add(14).cast::<u16>().read() };
+        assert_eq!(f & (F_AVAIL | F_USED), F_AVAIL, "slot 0, wrap counter 1");
+    }
+
     #[test]
     fn buffers_and_chains_round_trip_across_the_wrap() {
         let region =

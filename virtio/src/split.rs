@@ -182,6 +182,37 @@ impl SplitQueue {
         })
     }
 
+    /// Starts the ring over as `new` left it, for a device that begins at
+    /// index 0 (a new vhost-user backend after a reconnection): every
+    /// buffer in flight returns to its pool, and their number is returned.
+    /// Only while no device uses the ring. Notifications end up
+    /// unsuppressed; the caller sets them as it wants.
+    pub fn restart(&mut self) -> usize {
+        let mut dropped = 0;
+        for t in self.tokens.iter_mut() {
+            if let Some(p) = t.take() {
+                // SAFETY: from `into_raw`; no device uses the ring.
+                drop(unsafe { Mbuf::from_raw(p) });
+                dropped += 1;
+            }
+        }
+        // SAFETY: the queue's own memory (checked in `new`), which no
+        // device accesses now.
+        unsafe { self.base.write_bytes(0, self.layout.len) };
+        let n = self.layout.size;
+        self.avail_idx = 0;
+        self.last_used = 0;
+        self.free.clear();
+        self.free.extend((0..n).rev());
+        self.chained.fill(false);
+        self.chain_len.fill(0);
+        self.io_next = 0;
+        self.io_free = n as usize;
+        self.io_oldest = 0;
+        self.published = 0;
+        dropped
+    }
+
     /// Uses descriptors in order (VIRTIO_F_IN_ORDER was negotiated, §2.7.9):
     /// descriptors are handed out in table order, chains link `x` to
     /// `x + 1`, and a completion is the oldest buffer in flight whatever id
@@ -579,6 +610,39 @@ impl Drop for SplitQueue {
 mod tests {
     use super::*;
     use rpmd_pmd::{IovaMode, Mempool, MempoolConfig, PageSize};
+
+    /// A restart, in order or not: in-flight buffers back to the pool,
+    /// the avail index at 0, every descriptor free again.
+    #[test]
+    fn restart_returns_buffers_and_begins_at_index_zero() {
+        let region =
+            DmaRegion::with_page_size("vqr", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
+        let mut pc = MempoolConfig::new("vqr", 16);
+        pc.cache_size = 0;
+        let pool = Mempool::new(&pc).unwrap();
+        for in_order in [false, true] {
+            let mut q = SplitQueue::new(&region, 0, Layout::new(8).unwrap()).unwrap();
+            q.set_in_order(in_order);
+            for _ in 0..5 {
+                let m = pool.get().unwrap();
+                let a = m.data_iova().raw();
+                q.push(m, a, 100, true).unwrap();
+            }
+            q.publish();
+            assert_eq!(q.restart(), 5);
+            assert_eq!(pool.available(), 16);
+            assert_eq!(q.free(), 8);
+            let m = pool.get().unwrap();
+            let a = m.data_iova().raw();
+            q.push(m, a, 100, true).unwrap();
+            q.publish();
+            let idx = used_idx(&region, 0, &q.layout);
+            assert_eq!(idx, 0);
+            // SAFETY: the test reads avail.idx of its own ring.
+            let avail = unsafe { region.as_ptr().add(q.layout.avail + 2).cast::<u16>().read() };
+            assert_eq!(avail, 1, "in_order {in_order}");
+        }
+    }
 
     /// Plays the device: completes avail entries in reverse order.
     #[test]

@@ -146,8 +146,19 @@ fn rx_interrupts_with_event_indices() {
 /// reconnects by itself, the link comes back, and frames flow again.
 #[test]
 fn testpmd_killed_and_restarted_mid_stream() {
-    let Some(mut t) = testpmd("rc") else { return };
-    let (p, mut q, pool) = port(&t);
+    killed_and_restarted("rc", "");
+}
+
+/// The same over packed rings, which start over with the new backend
+/// (each queue restarts its ring at its next burst).
+#[test]
+fn testpmd_killed_and_restarted_mid_stream_packed() {
+    killed_and_restarted("rcp", ",packed_vq=1");
+}
+
+fn killed_and_restarted(tag: &str, opts: &str) {
+    let Some(mut t) = testpmd(tag) else { return };
+    let (p, mut q, pool) = port_with(&t, opts);
     let echo = |q: &mut rpmd_pmd::Queues, tag: u32| -> usize {
         let mut out = Pkts::new();
         for k in 0..8 {
@@ -188,11 +199,12 @@ fn testpmd_killed_and_restarted_mid_stream() {
     t.child = spawn_testpmd(
         &t.sock,
         &t.log,
-        &format!("rc2{}", std::process::id()),
+        &format!("{tag}2{}", std::process::id()),
         "io",
         1,
     )
     .expect("testpmd restarts");
+    // The application keeps polling, as a run loop does.
     let t0 = Instant::now();
     while !p.link().up {
         assert!(
@@ -200,6 +212,7 @@ fn testpmd_killed_and_restarted_mid_stream() {
             "no reconnection; log: {}",
             t.log
         );
+        let _ = echo(&mut q, 3000);
         std::thread::sleep(Duration::from_millis(20));
     }
     flows(&mut q, "after the restart");

@@ -548,6 +548,7 @@ impl VirtioPciPort {
             stats: self.stats.rx(0),
             _rings: rings.clone(),
             refill: Burst::new(),
+            restart: None,
         });
         let tx: Box<dyn TxQueue> = Box::new(VirtioTx {
             q: txq,
@@ -559,6 +560,7 @@ impl VirtioPciPort {
             stats: self.stats.tx(0),
             shared,
             _rings: rings,
+            restart: None,
         });
         Ok(Queues {
             rx: vec![rx],

@@ -4,6 +4,7 @@
 use super::{perr, PmdError, MAX_PAIRS};
 use crate::consts::{VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ};
 use crate::fd::hung_up;
+use crate::net::Restart;
 use crate::split::{used_idx, Layout};
 use rpmd_pmd::{DmaRegion, Mempool};
 use std::net::Shutdown;
@@ -219,8 +220,11 @@ pub(super) struct Vring {
 /// Everything needed to program a backend with our queues, again after a
 /// reconnection: negotiated features, the two shared regions, the vrings.
 pub(super) struct Session {
-    /// Packed rings (resuming after a reconnection is not supported).
+    /// Packed rings: after a reconnection they start over (every queue
+    /// restarts its ring through `restarts`, one per vring, and the new
+    /// backend begins at slot 0), where split rings resume.
     pub(super) packed: bool,
+    pub(super) restarts: Vec<Arc<Restart>>,
     pub(super) features: u64,
     pub(super) proto: bool,
     pub(super) pool: Arc<Mempool>,
@@ -266,7 +270,7 @@ pub(super) fn program(ctl: &mut Control, s: &Session, fresh: bool) -> Result<(),
             (false, true) => {
                 return Err(perr(
                     &ctl.port,
-                    "reconnection with packed rings is not supported; restart the port",
+                    "packed rings cannot resume where a backend left them; they start over",
                 ))
             }
         };
@@ -327,14 +331,18 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
             continue;
         }
         w.connected.store(false, Ordering::Release);
-        if s.packed {
-            note(
-                &port,
-                "backend hung up; link down (reconnection with packed rings is not supported: restart the port)",
-            );
-            return;
-        }
         note(&port, "backend hung up; link down, reconnecting");
+        if s.packed {
+            // The old backend is gone, so the rings may start over; each
+            // queue does so at its next burst. Sleepers on rx interrupts
+            // are woken to make that burst.
+            for r in &s.restarts {
+                r.ask();
+            }
+            for v in s.vrings.iter().step_by(2) {
+                let _ = v.call.write(1);
+            }
+        }
         while !w.quit.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));
             let max = 2 * MAX_PAIRS as u64;
@@ -351,7 +359,17 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
                 );
                 continue;
             }
-            if program(&mut c, &s, false).is_ok() {
+            if s.packed {
+                // A queue restarts at its next burst; the link stays down
+                // until every one has.
+                while !s.restarts.iter().all(|r| r.done()) {
+                    if w.quit.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            if program(&mut c, &s, s.packed).is_ok() {
                 *w.ctl.lock().unwrap_or_else(|e| e.into_inner()) = c;
                 w.reconnects.fetch_add(1, Ordering::Relaxed);
                 w.connected.store(true, Ordering::Release);

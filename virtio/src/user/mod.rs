@@ -34,9 +34,14 @@
 //! away (testpmd killed, a vswitch restarted) the link goes down and the
 //! port tries to connect to the same path every 100 ms (in server mode:
 //! waits for the backend to connect again); a new backend is
-//! programmed with the same queues, each ring resuming at the `used.idx`
-//! the old one left, and the link comes back. The application keeps its
-//! queue handles throughout (`reconnects` in the xstats counts them).
+//! programmed with the same queues, each split ring resuming at the
+//! `used.idx` the old one left, and the link comes back. Packed rings
+//! cannot be resumed (a backend is told only where to start), so each
+//! queue starts its ring over at its next burst, dropping what was in
+//! flight (TX frames counted as errors), and the link comes back once all
+//! have; sleepers on rx interrupts are woken for that. The application
+//! keeps its queue handles throughout (`reconnects` in the xstats counts
+//! them).
 mod control;
 
 use crate::consts::{
@@ -46,8 +51,8 @@ use crate::consts::{
 };
 use crate::fd::CallFd;
 use crate::net::{
-    feature_xstats, max_mtu, net_port_common, offload_features, offloads, Kick, Ring, Shared,
-    VirtioRx, VirtioTx,
+    feature_xstats, max_mtu, net_port_common, offload_features, offloads, Kick, Restart, Ring,
+    Shared, VirtioRx, VirtioTx,
 };
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
@@ -307,8 +312,16 @@ impl VirtioUserPort {
             kicks.push(kick);
             calls.push(CallFd::Vhost(call));
         }
+        // Packed rings start over when a backend comes back (see
+        // `control::watch`); one request per vring.
+        let restarts: Vec<Arc<Restart>> = if self.want_packed {
+            (0..vrings.len()).map(|_| Arc::default()).collect()
+        } else {
+            Vec::new()
+        };
         let session = Session {
             packed: self.want_packed,
+            restarts: restarts.clone(),
             features: self.features,
             proto: self.proto,
             pool: pool.clone(),
@@ -372,6 +385,7 @@ impl VirtioUserPort {
                         stats: self.stats.rx(pair),
                         _rings: rings.clone(),
                         refill: Burst::new(),
+                        restart: restarts.get(i).cloned(),
                     }) as Box<dyn RxQueue>);
                 }
             } else if pair < conf.tx_queues as usize {
@@ -386,6 +400,7 @@ impl VirtioUserPort {
                     stats: self.stats.tx(pair),
                     shared,
                     _rings: rings.clone(),
+                    restart: restarts.get(i).cloned(),
                 }) as Box<dyn TxQueue>);
             }
         }
