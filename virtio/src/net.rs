@@ -369,18 +369,21 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         }
         let mut n = 0;
         let mut bytes = 0;
-        while self.q.free() > 0 {
+        // Descriptors free now: one per single-segment frame.
+        let mut room = self.q.free();
+        while room > 0 {
             let Some(mut m) = pkts.pop() else { break };
             let len = m.pkt_len();
-            let mut ok =
-                m.nb_segs() <= MAX_CHAIN && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
+            let segs = m.nb_segs();
+            let mut ok = segs <= MAX_CHAIN && m.prepend(NET_HDR_LEN).map(|h| h.fill(0)).is_some();
             if ok && self.csum && m.ol_flags() & (mbuf::TX_L4_MASK | mbuf::TX_IP_CKSUM) != 0 {
                 ok = checksum_request(&mut m);
             }
-            if m.nb_segs() == 1 {
+            if segs == 1 {
                 if !ok || !self.shared.holds(m.data()) {
                     // Not reachable by the backend, no room for the
-                    // header, or a checksum request it cannot carry: dropped (it returns to its pool) and counted.
+                    // header, or a checksum request it cannot carry: dropped
+                    // (it returns to its pool) and counted.
                     self.stats.errors.add(1);
                     continue;
                 }
@@ -389,6 +392,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                     drop(m);
                     break;
                 }
+                room -= 1;
             } else {
                 let mut segs = [(0u64, 0u32); MAX_CHAIN];
                 let mut k = 0;
@@ -408,6 +412,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                     self.stats.full.add(1);
                     break;
                 }
+                room = self.q.free();
             }
             n += 1;
             bytes += len;

@@ -32,7 +32,7 @@ use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
 use rpmd_ring::Burst;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, Ordering};
 
 /// §2.8.1: the AVAIL and USED flag bits.
 const F_AVAIL: u16 = 1 << 7;
@@ -92,6 +92,13 @@ pub struct PackedQueue {
     /// The first descriptor of the batch not yet published: its slot and
     /// flags, stored at `publish`.
     pending: Option<(u16, u16)>,
+    /// VIRTIO_F_IN_ORDER (§2.8.9): a buffer's id is the slot of its first
+    /// descriptor, and the device may write one used descriptor for a
+    /// batch, naming the batch's last buffer.
+    in_order: bool,
+    /// In order: the last buffer of a batch being handed back whose used
+    /// descriptor was already read.
+    batch_end: Option<u16>,
 }
 
 // SAFETY: the queue owns its slice of the region and the mbufs in flight;
@@ -136,6 +143,8 @@ impl PackedQueue {
             tokens: vec![None; n],
             chain: vec![0; n],
             pending: None,
+            in_order: false,
+            batch_end: None,
         })
     }
 
@@ -165,7 +174,24 @@ impl PackedQueue {
         self.free_ids.extend((0..self.layout.size).rev());
         self.chain.fill(0);
         self.pending = None;
+        self.batch_end = None;
         dropped
+    }
+
+    /// Uses descriptors in order (VIRTIO_F_IN_ORDER was negotiated); call
+    /// before the queue is used.
+    pub fn set_in_order(&mut self, on: bool) {
+        self.in_order = on;
+    }
+
+    /// A buffer id for a buffer about to start at `next_avail`.
+    #[inline(always)]
+    fn alloc_id(&mut self) -> Option<u16> {
+        if self.in_order {
+            Some(self.next_avail)
+        } else {
+            self.free_ids.pop()
+        }
     }
 
     /// IOVAs of the descriptor ring, the driver area and the device area.
@@ -184,7 +210,11 @@ impl PackedQueue {
 
     /// Buffers that can be added now (one descriptor each).
     pub fn free(&self) -> usize {
-        self.free_slots.min(self.free_ids.len())
+        if self.in_order {
+            self.free_slots
+        } else {
+            self.free_slots.min(self.free_ids.len())
+        }
     }
 
     fn desc(&self, slot: u16) -> *mut u8 {
@@ -214,7 +244,7 @@ impl PackedQueue {
         // with the device's fence between writing a used descriptor and
         // reading our event flags), so a buffer used just before the
         // arming is either seen or interrupts.
-        fence(Ordering::SeqCst);
+        crate::split::full_fence();
     }
 
     /// Whether a used buffer waits.
@@ -272,12 +302,12 @@ impl PackedQueue {
 
     /// Adds `m` as one descriptor (device-writable for RX), without
     /// publishing; gives `m` back when the ring is full.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
         if self.free_slots == 0 {
             return Err(m);
         }
-        let Some(id) = self.free_ids.pop() else {
+        let Some(id) = self.alloc_id() else {
             return Err(m);
         };
         let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
@@ -301,7 +331,7 @@ impl PackedQueue {
         if n == 0 || n > self.free_slots || n > crate::split::MAX_CHAIN {
             return Err(m);
         }
-        let Some(id) = self.free_ids.pop() else {
+        let Some(id) = self.alloc_id() else {
             return Err(m);
         };
         // The chain's first descriptor is made available last, so the
@@ -349,7 +379,7 @@ impl PackedQueue {
         // one's flags.
         self.flags(slot).store(f.to_le(), Ordering::Release);
         // P3: publication before reading what the device asks for.
-        fence(Ordering::SeqCst);
+        crate::split::full_fence();
         // SAFETY: the device event area's flags (offset 2), in the queue.
         let ev = u16::from_le(unsafe {
             self.base
@@ -363,51 +393,86 @@ impl PackedQueue {
     /// Takes the next used buffer: the mbuf and the length the device
     /// wrote. A used descriptor naming no buffer in flight is an error (a
     /// misbehaving peer); it is skipped.
-    #[inline]
+    #[inline(always)]
     pub fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
         let slot = self.next_used;
-        if !self.is_used(slot) {
-            return None;
-        }
-        let d = self.desc(slot);
-        // SAFETY: a used descriptor inside the ring, written by the device
-        // before the flags read in `is_used`.
-        let (len, id) = unsafe {
-            (
-                u32::from_le(d.add(8).cast::<u32>().read_volatile()),
-                u16::from_le(d.add(12).cast::<u16>().read_volatile()),
-            )
+        let (len, id) = if let Some(end) = self.batch_end {
+            // In order: the rest of a batch whose used descriptor named
+            // `end`; these buffers' own slots were not written.
+            if end == slot {
+                self.batch_end = None;
+            }
+            (0, slot)
+        } else {
+            if !self.is_used(slot) {
+                return None;
+            }
+            let d = self.desc(slot);
+            // SAFETY: a used descriptor inside the ring, written by the
+            // device before the flags read in `is_used`.
+            let (len, id) = unsafe {
+                (
+                    u32::from_le(d.add(8).cast::<u32>().read_volatile()),
+                    u16::from_le(d.add(12).cast::<u16>().read_volatile()),
+                )
+            };
+            if self.in_order && id != slot {
+                // §2.8.9: one used descriptor for a batch ending at buffer
+                // `id`, which must be in flight; this slot's buffer is the
+                // batch's first.
+                if id >= self.layout.size || self.tokens[id as usize].is_none() {
+                    return Some(self.skip_bad(id));
+                }
+                self.batch_end = Some(id);
+                (0, slot)
+            } else {
+                (len, id)
+            }
         };
         let tok = (id < self.layout.size)
             .then(|| self.tokens[id as usize].take())
             .flatten();
-        let count = match tok {
-            Some(_) => self.chain[id as usize].max(1),
-            None => 1,
+        let Some(p) = tok else {
+            self.batch_end = None;
+            return Some(self.skip_bad(id));
         };
+        let count = self.chain[id as usize].max(1);
+        self.advance_used(count);
+        if !self.in_order {
+            self.free_ids.push(id);
+        }
+        // SAFETY: `p` came from `into_raw` in `push`, and the device
+        // returned the buffer, so it no longer touches it.
+        Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))
+    }
+
+    /// Moves past `count` used slots.
+    #[inline(always)]
+    fn advance_used(&mut self, count: u16) {
         self.next_used += count;
         if self.next_used >= self.layout.size {
             self.next_used -= self.layout.size;
             self.used_wrap = !self.used_wrap;
         }
         self.free_slots += count as usize;
-        match tok {
-            Some(p) => {
-                self.free_ids.push(id);
-                // SAFETY: `p` came from `into_raw` in `push`, and the
-                // device returned the buffer, so it no longer touches it.
-                Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))
-            }
-            None => Some(Err(Error::Peer(format!(
-                "packed ring: used descriptor names buffer {id}, which is not in flight"
-            )))),
-        }
+    }
+
+    /// A used descriptor naming no buffer in flight: skipped (one slot).
+    #[cold]
+    fn skip_bad(&mut self, id: u16) -> Result<(Mbuf, u32), Error> {
+        self.advance_used(1);
+        Err(Error::Peer(format!(
+            "packed ring: used descriptor names buffer {id}, which is not in flight"
+        )))
     }
 
     /// Takes every used buffer that fits in `out`; returns how many used
     /// descriptors named no buffer in flight.
     #[inline]
     pub fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
+        if self.in_order {
+            return self.reclaim_in_order(out);
+        }
         let mut bad = 0;
         while !out.is_full() {
             match self.pop_used() {
@@ -418,6 +483,58 @@ impl PackedQueue {
                 None => break,
             }
         }
+        bad
+    }
+}
+
+impl PackedQueue {
+    /// `reclaim_into` in order: buffers complete in ring order, a used
+    /// descriptor naming buffer `id` completing every buffer up to `id`;
+    /// the mbufs go straight into the burst's free slots.
+    #[inline]
+    fn reclaim_in_order<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
+        let mut bad = 0;
+        let spare = out.spare_capacity_mut();
+        let mut k = 0;
+        while k < spare.len() {
+            let slot = self.next_used;
+            let end = match self.batch_end {
+                Some(e) => e,
+                None => {
+                    if !self.is_used(slot) {
+                        break;
+                    }
+                    // SAFETY: the id of a used descriptor inside the ring,
+                    // written by the device before the flags read in
+                    // `is_used`.
+                    let id = u16::from_le(unsafe {
+                        self.desc(slot).add(12).cast::<u16>().read_volatile()
+                    });
+                    if id >= self.layout.size || self.tokens[id as usize].is_none() {
+                        bad += 1;
+                        self.advance_used(1);
+                        continue;
+                    }
+                    id
+                }
+            };
+            let Some(p) = self.tokens[slot as usize].take() else {
+                bad += 1;
+                self.batch_end = None;
+                self.advance_used(1);
+                continue;
+            };
+            // SAFETY: `p` came from `into_raw` in `push`; the device used
+            // the buffer (in order, everything up to `end`).
+            spare[k].write(unsafe { Mbuf::from_raw(p) });
+            k += 1;
+            self.batch_end = (slot != end).then_some(end);
+            let count = self.chain[slot as usize].max(1);
+            self.advance_used(count);
+        }
+        // SAFETY: the first `k` spare slots were written above, and `k` is
+        // at most the spare capacity.
+        unsafe { out.assume_init_back(k) };
         bad
     }
 }
@@ -438,8 +555,6 @@ mod tests {
     use super::*;
     use rpmd_pmd::{IovaMode, Mempool, MempoolConfig, PageSize};
 
-    /// Plays the device: takes available descriptors in ring order and
-    /// writes them back used, in reverse order of buffers.
     /// A restart mid-lap: the buffers in flight go back to the pool and
     /// the ring begins again at slot 0 with wrap counter 1.
     #[test]
@@ -469,6 +584,75 @@ mod tests {
         assert_eq!(f & (F_AVAIL | F_USED), F_AVAIL, "slot 0, wrap counter 1");
     }
 
+    /// In order (§2.8.9): one used descriptor for a batch of three
+    /// buffers (the middle one a chain) hands all three back, in order,
+    /// and the next used descriptor is looked for after the batch.
+    #[test]
+    fn in_order_batches_complete_with_one_used_descriptor() {
+        let region =
+            DmaRegion::with_page_size("pqi", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
+        let mut pc = MempoolConfig::new("pqi", 16);
+        pc.cache_size = 0;
+        let pool = Mempool::new(&pc).unwrap();
+        let mut q = PackedQueue::new(&region, 0, PackedLayout::new(8).unwrap()).unwrap();
+        q.set_in_order(true);
+        let base = region.as_ptr();
+        let set_used = |s: usize, id: u16, wrap: bool| {
+            let f = if wrap { F_AVAIL | F_USED } else { 0 };
+            // SAFETY: the test plays the device on its own memory.
+            unsafe {
+                base.add(16 * s + 12).cast::<u16>().write(id);
+                AtomicU16::from_ptr(base.add(16 * s + 14).cast()).store(f, Ordering::Release);
+            }
+        };
+        let mut tag = 0u8;
+        let mut push = |q: &mut PackedQueue, chain: bool| {
+            let mut m = pool.get().unwrap();
+            m.append(1).unwrap()[0] = tag;
+            tag += 1;
+            if chain {
+                q.push_chain(m, &[(0x1000, 10), (0x2000, 20)], 2).unwrap();
+            } else {
+                let a = m.data_iova().raw();
+                q.push(m, a, 100, false).unwrap();
+            }
+        };
+        push(&mut q, false);
+        push(&mut q, true);
+        push(&mut q, false);
+        q.publish();
+        assert_eq!(q.free(), 4);
+        // Buffers sit at slots 0, 1-2 and 3; the device writes one used
+        // descriptor at slot 0 naming buffer 3.
+        set_used(0, 3, true);
+        let mut got = Vec::new();
+        while let Some(r) = q.pop_used() {
+            got.push(r.unwrap().0.data().first().copied());
+        }
+        assert_eq!(got, vec![Some(0), Some(1), Some(2)]);
+        assert_eq!(q.free(), 8);
+        assert!(q.pop_used().is_none(), "slot 4 is not used yet");
+        // The same through reclaim_into (the TX path): two buffers at
+        // slots 4 and 5, one used descriptor naming 5.
+        push(&mut q, false);
+        push(&mut q, false);
+        q.publish();
+        set_used(4, 5, true);
+        let mut b: Burst<Mbuf, 8> = Burst::new();
+        assert_eq!(q.reclaim_into(&mut b), 0);
+        let tags: Vec<u8> = b.iter().map(|m| m.data()[0]).collect();
+        assert_eq!(tags, vec![3, 4]);
+        drop(b);
+        assert_eq!(q.free(), 8);
+        // A batch naming a buffer not in flight is an error, skipped.
+        push(&mut q, false);
+        q.publish();
+        set_used(6, 0, true);
+        assert!(q.pop_used().unwrap().is_err());
+    }
+
+    /// Plays the device: takes available descriptors in ring order and
+    /// writes them back used, in reverse order of buffers.
     #[test]
     fn buffers_and_chains_round_trip_across_the_wrap() {
         let region =

@@ -14,7 +14,8 @@
 //! DPDK's Mpps come from its driver side's `--stats-period 1` lines
 //! (Tx-pps or Rx-pps, the first second dropped); ours from counting.
 //!
-//! Usage: `compare_virtio --huge-dir DIR [--runs N] [--seconds S]`
+//! Usage: `compare_virtio --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...]`
+//! (`--rows txonly-64-split,io-64-split`: only those rows).
 use rpmd_benches::tsc::pin;
 use rpmd_benches::{median, Proc};
 use rpmd_pmd::port::Pkts;
@@ -262,12 +263,14 @@ fn main() {
     let mut a = std::env::args().skip(1);
     let (mut huge, mut runs, mut secs) = ("/mnt/rpmd-huge".to_string(), 3usize, 3.0f64);
     let mut only: Option<String> = None;
+    let mut rows: Option<Vec<String>> = None;
     while let Some(k) = a.next() {
         match (k.as_str(), a.next()) {
-            // `--ours-only ROLE-SIZE` (e.g. txonly-64): just our side, once
-            // (for profiling under callgrind).
+            // `--ours-only ROLE-SIZE[-packed]` (e.g. txonly-64): just our
+            // side, once (for profiling under callgrind).
             ("--ours-only", Some(v)) => only = Some(v),
             ("--huge-dir", Some(v)) => huge = v,
+            ("--rows", Some(v)) => rows = Some(v.split(',').map(str::to_string).collect()),
             ("--runs", Some(v)) if v.parse::<usize>().is_ok_and(|n| n > 0) => {
                 runs = v.parse().unwrap_or(3)
             }
@@ -275,20 +278,22 @@ fn main() {
                 secs = v.parse().unwrap_or(3.0)
             }
             _ => {
-                eprintln!("usage: compare_virtio --huge-dir DIR [--runs N] [--seconds S] [--ours-only ROLE-SIZE]");
+                eprintln!("usage: compare_virtio --huge-dir DIR [--runs N] [--seconds S] [--ours-only ROLE-SIZE[-packed]] [--rows ROLE-SIZE-RING,...]");
                 std::process::exit(2);
             }
         }
     }
     let sock = format!("/tmp/rpmd-cv-{}.sock", std::process::id());
     if let Some(o) = only {
+        let packed = o.ends_with("-packed");
+        let o = o.trim_end_matches("-packed").trim_end_matches("-split");
         let (r, sz) = o.split_once('-').unwrap_or(("txonly", "64"));
         let role = match r {
             "rxonly" => Role::RxOnly,
             "io" => Role::Io,
             _ => Role::TxOnly,
         };
-        let mpps = run_ours(role, sz.parse().unwrap_or(64), false, secs, &huge, &sock);
+        let mpps = run_ours(role, sz.parse().unwrap_or(64), packed, secs, &huge, &sock);
         println!("rpmd {} {sz}: {mpps:.2} Mpps", role.name());
         return;
     }
@@ -302,6 +307,10 @@ fn main() {
         let ring = if packed { "packed" } else { "split" };
         for role in [Role::TxOnly, Role::RxOnly, Role::Io] {
             for size in [64usize, 1518] {
+                let row = format!("{}-{size}-{ring}", role.name());
+                if rows.as_ref().is_some_and(|r| !r.contains(&row)) {
+                    continue;
+                }
                 let (mut d, mut r) = (Vec::new(), Vec::new());
                 for _ in 0..runs {
                     d.push(run_dpdk(role, size, packed, secs, &huge, &sock));

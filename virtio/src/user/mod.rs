@@ -21,8 +21,8 @@
 //! (Q queue pairs, 1..=8, default 1: more than one needs a backend that
 //! offers VIRTIO_NET_F_MQ and the vhost-user MQ protocol feature, and the
 //! pairs are enabled with SET_VRING_ENABLE; N a power of two, default 256;
-//! event indices (VIRTIO_F_EVENT_IDX) and in-order use (VIRTIO_F_IN_ORDER,
-//! split rings) on by default when offered; `packed_vq=1` asks for packed
+//! event indices (VIRTIO_F_EVENT_IDX) and in-order use (VIRTIO_F_IN_ORDER)
+//! on by default when offered; `packed_vq=1` asks for packed
 //! rings;
 //! T bounds every wait for a backend reply,
 //! default 5000; mergeable RX buffers on by default when the
@@ -237,8 +237,8 @@ impl VirtioUserPort {
                 ));
             }
             want |= VIRTIO_F_RING_PACKED;
-        } else if self.want_in_order {
-            // In-order use is implemented for split rings.
+        }
+        if self.want_in_order {
             want |= VIRTIO_F_IN_ORDER;
         }
         if self.proto {
@@ -253,8 +253,10 @@ impl VirtioUserPort {
                 IovaMode::Va,
             )?);
             let mut queues = Vec::with_capacity(2 * pairs);
+            let in_order = self.features & VIRTIO_F_IN_ORDER != 0;
             for i in 0..2 * pairs {
                 let mut q = PackedQueue::new(&rings, i * pl.len, pl).map_err(|e| perr(&name, e))?;
+                q.set_in_order(in_order);
                 q.set_interrupts(false);
                 queues.push(q);
             }
