@@ -28,12 +28,14 @@
 //!   strings: the modern transport (§4.1.4; ACCESS_PLATFORM required, DMA
 //!   through the IOMMU at IOVA = VA) and the legacy one of transitional
 //!   devices (§4.1.4.8; physical addresses), the same data path as
-//!   virtio-user; split or packed rings (modern), the control queue for
-//!   the receive filter, the device's MTU, rx interrupts through MSI-X.
+//!   virtio-user; split or packed rings (modern), several queue pairs (MQ,
+//!   set through the control queue), the control queue for the receive
+//!   filter, the device's MTU, rx interrupts through MSI-X.
 //!   Tested in a QEMU guest with a virtual IOMMU against a host peer, 1000
 //!   frames each way checked byte for byte on both transports and both
 //!   ring types, QEMU's filter obeying what we program, an MSI-X
-//!   interrupt, and a device refusing features (`tests/vm/run.sh`).
+//!   interrupt, a device refusing features, and two queue pairs with DPDK
+//!   testpmd as the device's vhost-user backend (`tests/vm/run.sh`).
 //!
 //! Both transports offer the checksum offloads (VIRTIO_NET_F_CSUM on TX:
 //! mbufs flagged `TX_TCP_CKSUM`/`TX_UDP_CKSUM` go out with NEEDS_CSUM;
@@ -43,8 +45,8 @@
 //! The split ring also does in-order use (VIRTIO_F_IN_ORDER): descriptors
 //! in table order, completions without reading used entries' ids.
 //!
-//! Not yet: several queue pairs on PCI (virtio-user has them), MSI-X on
-//! the legacy interface.
+//! Not done: MSI-X on the legacy interface (its rx queue has no interrupt
+//! eventfd), several queue pairs on the legacy interface.
 //!
 //! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]

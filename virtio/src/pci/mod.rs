@@ -18,11 +18,13 @@
 //! ACCESS_PLATFORM; MAC, STATUS, MRG_RXBUF, EVENT_IDX, CTRL_VQ, CTRL_RX and
 //! MTU when offered, CSUM/GUEST_CSUM when the checksum offloads are
 //! configured, RING_PACKED on request; legacy needs MRG_RXBUF, which makes
-//! its header the 12 bytes the data path uses), sets up one RX and one TX
-//! virtqueue (split, or packed on the modern interface) and the control
-//! queue, routes RX completions to an MSI-X vector (modern, when the
-//! function has MSI-X: the rx queue's interrupt eventfd), posts receive
-//! buffers, sets DRIVER_OK and programs the receive filter through the
+//! its header the 12 bytes the data path uses), sets up an RX and a TX
+//! virtqueue per queue pair (split, or packed on the modern interface;
+//! several pairs on the modern interface with MQ, up to 8) and the control
+//! queue, routes each RX queue's completions to its own MSI-X vector
+//! (modern, when the function has enough: the rx queue's interrupt
+//! eventfd), posts receive buffers, sets DRIVER_OK, sets the number of
+//! pairs (MQ_VQ_PAIRS_SET) and programs the receive filter through the
 //! control queue (promiscuous, all-multicast, the MAC tables of
 //! `set_mac_filter`; changed again whenever the application changes them).
 //! A device that does not keep FEATURES_OK refuses the features: `start`
@@ -37,35 +39,30 @@
 //! device's refusal).
 mod legacy;
 mod modern;
+mod start;
 
 use crate::consts::{
-    VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_CSUM, VIRTIO_NET_F_CTRL_RX,
-    VIRTIO_NET_F_CTRL_VQ, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MRG_RXBUF,
-    VIRTIO_NET_F_MTU, VIRTIO_RING_F_EVENT_IDX,
+    VIRTIO_F_VERSION_1, VIRTIO_NET_F_CTRL_RX, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MTU,
 };
-use crate::ctrl::{mac_table, rx_mode, Control, CtrlQueue};
-use crate::fd::CallFd;
-use crate::net::{
-    feature_xstats, max_mtu, net_port_common, offload_features, offloads, Kick, Ring, Shared,
-    VirtioRx, VirtioTx,
-};
-use crate::packed::{PackedLayout, PackedQueue};
-use crate::split::{Layout, SplitQueue};
+use crate::ctrl::Control;
+use crate::net::{feature_xstats, max_mtu, net_port_common, offloads, Kick};
+use crate::split::Layout;
 use legacy::Legacy;
 use modern::Modern;
 use rpmd_pmd::pci::{PciDevice, PciId, Sysfs};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Link, MacAddr, PciDriver, Port, PortConfig, PortStats, Queues, RxQueue,
-    TxQueue, Xstat,
+    Capabilities, DevArgs, Link, MacAddr, PciDriver, Port, PortConfig, PortStats, Queues, Xstat,
 };
 use rpmd_pmd::vfio::{Container, Device, DmaMapping, Regs};
-use rpmd_pmd::{DmaRegion, IovaMode};
-use rpmd_ring::Burst;
+use rpmd_pmd::DmaRegion;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 pub(super) type PmdError = rpmd_pmd::Error;
+
+/// Most queue pairs a port uses.
+pub const MAX_PAIRS: u16 = 8;
 
 // §6.1 and §5.1.3: the features this driver knows besides those in consts.
 const F_ACCESS_PLATFORM: u64 = 1 << 33;
@@ -173,6 +170,12 @@ impl PciDriver for VirtioPciDriver {
         } else {
             None
         };
+        // §5.1.4: max_virtqueue_pairs at offset 8 (with MQ).
+        let dev_pairs = if offered & VIRTIO_NET_F_MQ != 0 && !t.is_legacy() {
+            r.read16(o + 8)?.max(1)
+        } else {
+            1
+        };
         let msix = if t.is_legacy() {
             0
         } else {
@@ -188,6 +191,7 @@ impl PciDriver for VirtioPciDriver {
             want_packed,
             drop_features,
             msix,
+            dev_pairs,
             dev_mtu,
             ctrl: None,
             filter: (Vec::new(), Vec::new()),
@@ -279,6 +283,8 @@ pub struct VirtioPciPort {
     drop_features: u64,
     /// MSI-X vectors the function has (0: no rx interrupts).
     msix: u32,
+    /// Queue pairs the device has (max_virtqueue_pairs with MQ, else 1).
+    dev_pairs: u16,
     /// The maximum MTU the device reports (VIRTIO_NET_F_MTU).
     dev_mtu: Option<u16>,
     /// The control queue, while started (VIRTIO_NET_F_CTRL_VQ).
@@ -301,314 +307,6 @@ pub struct VirtioPciPort {
     mtu: u16,
 }
 
-impl VirtioPciPort {
-    /// Resets the device and negotiates features (§3.1.1); returns the
-    /// status bits to keep.
-    fn negotiate(&mut self, conf: &PortConfig) -> Result<u8, PmdError> {
-        let name = self.name.clone();
-        let t = &self.t;
-        t.reset(&name)?;
-        t.set_status(S_ACK | S_DRIVER)?;
-        let legacy = t.is_legacy();
-        let mut want = VIRTIO_NET_F_MAC
-            | F_STATUS
-            | VIRTIO_RING_F_EVENT_IDX
-            | VIRTIO_NET_F_CTRL_VQ
-            | VIRTIO_NET_F_CTRL_RX
-            | VIRTIO_NET_F_MTU
-            | offload_features(conf.offloads);
-        if legacy {
-            // The legacy header is 12 bytes only with mergeable buffers;
-            // the data path writes and reads 12.
-            if self.offered & VIRTIO_NET_F_MRG_RXBUF == 0 {
-                return Err(perr(
-                    &name,
-                    "a legacy device without MRG_RXBUF (10-byte headers) is not supported",
-                ));
-            }
-            if self.want_packed {
-                return Err(perr(
-                    &name,
-                    "packed_vq=1: the legacy interface has split rings only",
-                ));
-            }
-            want |= VIRTIO_NET_F_MRG_RXBUF;
-        } else {
-            want |= VIRTIO_F_VERSION_1 | F_ACCESS_PLATFORM;
-            if self.want_mrg {
-                want |= VIRTIO_NET_F_MRG_RXBUF;
-            }
-            if self.want_packed {
-                if self.offered & VIRTIO_F_RING_PACKED == 0 {
-                    return Err(perr(
-                        &name,
-                        format!("packed_vq=1, but the device offers no VIRTIO_F_RING_PACKED (features {:#x}); in QEMU add packed=on", self.offered),
-                    ));
-                }
-                want |= VIRTIO_F_RING_PACKED;
-            }
-        }
-        self.features = self.offered & want & !self.drop_features;
-        t.set_features(self.features)?;
-        // §3.1.1: FEATURES_OK exists for modern devices only; a device
-        // that does not keep it set refuses the features.
-        if legacy {
-            return Ok(S_ACK | S_DRIVER);
-        }
-        t.set_status(S_ACK | S_DRIVER | S_FEATURES_OK)?;
-        if t.status()? & S_FEATURES_OK == 0 {
-            return Err(perr(
-                &name,
-                format!(
-                    "the device refused features {:#x} (FEATURES_OK not kept; offered {:#x})",
-                    self.features, self.offered
-                ),
-            ));
-        }
-        Ok(S_ACK | S_DRIVER | S_FEATURES_OK)
-    }
-
-    fn setup(&mut self) -> Result<Queues, PmdError> {
-        let name = self.name.clone();
-        let conf = self
-            .conf
-            .clone()
-            .ok_or_else(|| perr(&name, "start before configure"))?;
-        let pool = conf
-            .rx_pool
-            .clone()
-            .ok_or_else(|| perr(&name, "no rx_pool"))?;
-        self.ctrl = None;
-        let base = self.negotiate(&conf)?;
-        let nq = if self.features & VIRTIO_NET_F_CTRL_VQ != 0 {
-            3
-        } else {
-            2
-        };
-        // Queue sizes: the device fixes them on the legacy interface; on
-        // the modern one, queue_size= for the data queues and at most 64
-        // entries for the control queue.
-        let mut sizes = [self.layout.size; 3];
-        match &self.t {
-            Transport::Legacy(lg) => {
-                for (i, s) in sizes.iter_mut().enumerate().take(nq) {
-                    *s = lg.queue_size(i as u16)?;
-                }
-            }
-            Transport::Modern(m) => sizes[2] = m.max_queue_size(2)?.clamp(1, 64),
-        }
-        let packed = self.features & VIRTIO_F_RING_PACKED != 0;
-        let lens: Vec<usize> = sizes[..nq]
-            .iter()
-            .map(|&s| {
-                if packed {
-                    PackedLayout::new(s).map(|l| l.len)
-                } else {
-                    Layout::new(s).map(|l| l.len)
-                }
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|e| perr(&name, e))?;
-        let offsets: Vec<usize> = lens
-            .iter()
-            .scan(0, |o, l| {
-                let at = *o;
-                *o += l;
-                Some(at)
-            })
-            .collect();
-        let total: usize = lens.iter().sum();
-        let pr = pool.region();
-        let rings = if self.t.is_legacy() {
-            // Physical addresses: the pool must know them, and the rings
-            // sit in physically contiguous (hugepage) memory.
-            if pr.iova_mode() != IovaMode::Pa {
-                return Err(perr(&name, "a legacy virtio device takes physical addresses: give the port a mempool made with IovaMode::Pa (hugepages, root)"));
-            }
-            self.ring_map = None;
-            Arc::new(DmaRegion::with_page_size(
-                "virtio-pci rings",
-                total,
-                IovaMode::Pa,
-                rpmd_pmd::PageSize::Huge2M,
-            )?)
-        } else {
-            // The device reaches the pool's buffers and the rings at
-            // IOVA = VA.
-            if self.pool_map.as_ref().map(|m| m.0) != Some(pr.as_ptr() as usize) {
-                self.pool_map = None;
-                self.pool_map = Some((pr.as_ptr() as usize, self.container.map_dma(pr)?));
-            }
-            self.ring_map = None;
-            let rings = Arc::new(DmaRegion::new("virtio-pci rings", total, IovaMode::Va)?);
-            let m = self.container.map_dma(&rings)?;
-            self.ring_map = Some((rings.clone(), m));
-            rings
-        };
-        if packed {
-            let mut qs = Vec::new();
-            for i in 0..nq {
-                let l = PackedLayout::new(sizes[i]).map_err(|e| perr(&name, e))?;
-                qs.push(PackedQueue::new(&rings, offsets[i], l).map_err(|e| perr(&name, e))?);
-            }
-            self.finish(qs, rings, pool, base)
-        } else {
-            let event_idx = self.features & VIRTIO_RING_F_EVENT_IDX != 0;
-            let mut qs = Vec::new();
-            for i in 0..nq {
-                let l = Layout::new(sizes[i]).map_err(|e| perr(&name, e))?;
-                let mut q = SplitQueue::new(&rings, offsets[i], l).map_err(|e| perr(&name, e))?;
-                q.set_event_idx(event_idx);
-                qs.push(q);
-            }
-            self.finish(qs, rings, pool, base)
-        }
-    }
-
-    /// Gives the device `queues` (RX, TX, then the control queue if
-    /// negotiated), routes RX completions to an MSI-X eventfd where the
-    /// device has vectors, sets DRIVER_OK, fills the RX ring and programs
-    /// the receive modes.
-    fn finish<Q: Ring>(
-        &mut self,
-        queues: Vec<Q>,
-        rings: Arc<DmaRegion>,
-        pool: Arc<rpmd_pmd::Mempool>,
-        base: u8,
-    ) -> Result<Queues, PmdError> {
-        let name = self.name.clone();
-        // MSI-X (modern): vector 0 for RX queue 0; none for configuration
-        // changes (the link is polled), TX or the control queue.
-        let mut call = None;
-        if let Transport::Modern(m) = &self.t {
-            m.set_config_vector(NO_VECTOR)?;
-            if self.msix > 0 {
-                let fd = self.dev.enable_msix(1)?.pop();
-                call = fd.map(CallFd::Msix);
-            }
-        }
-        let mut kicks = Vec::new();
-        for (i, q) in queues.iter().enumerate() {
-            let vector = if i == 0 && call.is_some() {
-                0
-            } else {
-                NO_VECTOR
-            };
-            kicks.push(
-                self.t
-                    .setup_queue(i as u16, q.addresses(), q.size(), vector, &name)?,
-            );
-        }
-        self.t.set_status(base | S_DRIVER_OK)?;
-        self.stats = StatsBlock::new(1, 1);
-        self.live = Arc::new(AtomicBool::new(true));
-        let pr = pool.region();
-        let shared = Shared {
-            start: pr.as_ptr() as u64,
-            end: pr.as_ptr() as u64 + pr.len() as u64,
-        };
-        let mut queues = queues.into_iter();
-        let mut kicks = kicks.into_iter();
-        let mut next = || queues.next().zip(kicks.next());
-        let (Some((mut rxq, rx_kick)), Some((txq, tx_kick))) = (next(), next()) else {
-            return Err(perr(&name, "fewer than two queues"));
-        };
-        if let Some((mut q, kick)) = next() {
-            q.set_interrupts(false);
-            self.ctrl = Some(Box::new(CtrlQueue {
-                q,
-                kick,
-                pool: pool.clone(),
-                stuck: false,
-            }));
-        }
-        rxq.set_interrupts(false);
-        let mut txq = txq;
-        txq.set_interrupts(false);
-        let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
-        while rxq.free() > 0 {
-            pool.get_bulk(&mut b, rxq.free().min(64))?;
-            while let Some(m) = b.pop() {
-                let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
-                let _ = rxq.push(m, addr, room, true);
-            }
-        }
-        if rxq.publish() {
-            rx_kick.kick();
-        }
-        self.apply_filters()?;
-        let rx: Box<dyn RxQueue> = Box::new(VirtioRx {
-            q: rxq,
-            call,
-            mrg: self.features & VIRTIO_NET_F_MRG_RXBUF != 0,
-            csum: self.features & VIRTIO_NET_F_GUEST_CSUM != 0,
-            pool: pool.clone(),
-            kick: rx_kick,
-            live: self.live.clone(),
-            stats: self.stats.rx(0),
-            _rings: rings.clone(),
-            refill: Burst::new(),
-            restart: None,
-        });
-        let tx: Box<dyn TxQueue> = Box::new(VirtioTx {
-            q: txq,
-            csum: self.features & VIRTIO_NET_F_CSUM != 0,
-            pool,
-            done: Burst::new(),
-            kick: tx_kick,
-            live: self.live.clone(),
-            stats: self.stats.tx(0),
-            shared,
-            _rings: rings,
-            restart: None,
-        });
-        Ok(Queues {
-            rx: vec![rx],
-            tx: vec![tx],
-        })
-    }
-
-    /// Programs the receive modes and MAC filter through the control
-    /// queue (when the device has one with CTRL_RX).
-    fn apply_filters(&mut self) -> Result<(), PmdError> {
-        if self.features & VIRTIO_NET_F_CTRL_RX == 0 {
-            return Ok(());
-        }
-        let Some(c) = self.ctrl.as_deref_mut() else {
-            return Ok(());
-        };
-        rx_mode(c, &self.name, self.promisc, self.allmulti)?;
-        mac_table(c, &self.name, &self.filter.0, &self.filter.1)
-    }
-
-    /// Records a receive-mode change and, while started, programs it.
-    fn set_modes(
-        &mut self,
-        promisc: bool,
-        allmulti: bool,
-        filter: Option<(Vec<MacAddr>, Vec<MacAddr>)>,
-    ) -> Result<(), PmdError> {
-        let old = (self.promisc, self.allmulti);
-        let old_filter = filter.as_ref().map(|_| self.filter.clone());
-        self.promisc = promisc;
-        self.allmulti = allmulti;
-        if let Some(f) = filter {
-            self.filter = f;
-        }
-        if !self.started {
-            return Ok(());
-        }
-        let r = self.apply_filters();
-        if r.is_err() {
-            (self.promisc, self.allmulti) = old;
-            if let Some(f) = old_filter {
-                self.filter = f;
-            }
-        }
-        r
-    }
-}
-
 impl Port for VirtioPciPort {
     fn driver(&self) -> &'static str {
         "virtio-net-pci"
@@ -618,8 +316,8 @@ impl Port for VirtioPciPort {
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            max_rx_queues: 1,
-            max_tx_queues: 1,
+            max_rx_queues: self.dev_pairs.min(MAX_PAIRS),
+            max_tx_queues: self.dev_pairs.min(MAX_PAIRS),
             min_desc: 1,
             max_desc: u16::MAX,
             desc_pow2: false,

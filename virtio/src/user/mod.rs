@@ -362,6 +362,11 @@ impl VirtioUserPort {
         for (i, ((mut q, kick), call)) in queues.into_iter().zip(kicks).zip(calls).enumerate() {
             let pair = i / 2;
             if i % 2 == 0 {
+                if pair >= conf.rx_queues as usize {
+                    // Not used: left empty, so that dropping it frees
+                    // nothing the backend could still write.
+                    continue;
+                }
                 // Fill the RX ring.
                 while q.free() > 0 {
                     let k = q.free().min(64);
@@ -375,21 +380,19 @@ impl VirtioUserPort {
                     let _ = kick.write(1);
                 }
                 let kick = Kick::Event(kick);
-                if pair < conf.rx_queues as usize {
-                    rx.push(Box::new(VirtioRx {
-                        q,
-                        call: Some(call),
-                        mrg,
-                        csum: rx_csum,
-                        pool: pool.clone(),
-                        kick,
-                        live: self.live.clone(),
-                        stats: self.stats.rx(pair),
-                        _rings: rings.clone(),
-                        refill: Burst::new(),
-                        restart: restarts.get(i).cloned(),
-                    }) as Box<dyn RxQueue>);
-                }
+                rx.push(Box::new(VirtioRx {
+                    q,
+                    call: Some(call),
+                    mrg,
+                    csum: rx_csum,
+                    pool: pool.clone(),
+                    kick,
+                    live: self.live.clone(),
+                    stats: self.stats.rx(pair),
+                    _rings: rings.clone(),
+                    refill: Burst::new(),
+                    restart: restarts.get(i).cloned(),
+                }) as Box<dyn RxQueue>);
             } else if pair < conf.tx_queues as usize {
                 let kick = Kick::Event(kick);
                 tx.push(Box::new(VirtioTx {

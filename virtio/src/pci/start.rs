@@ -1,0 +1,364 @@
+//! Starting a virtio-net PCI port: feature negotiation (§3.1.1), the
+//! virtqueues (RX and TX per pair, then the control queue), MSI-X for rx
+//! interrupts, DRIVER_OK, and what goes through the control queue
+//! afterwards (the number of queue pairs, the receive filter).
+use super::{
+    perr, PmdError, Transport, VirtioPciPort, F_ACCESS_PLATFORM, F_STATUS, NO_VECTOR, S_ACK,
+    S_DRIVER, S_DRIVER_OK, S_FEATURES_OK,
+};
+use crate::consts::{
+    ctrl, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_CSUM, VIRTIO_NET_F_CTRL_RX,
+    VIRTIO_NET_F_CTRL_VQ, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ,
+    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU, VIRTIO_RING_F_EVENT_IDX,
+};
+use crate::ctrl::{mac_table, rx_mode, CtrlQueue};
+use crate::fd::CallFd;
+use crate::net::{offload_features, Ring, Shared, VirtioRx, VirtioTx};
+use crate::packed::{PackedLayout, PackedQueue};
+use crate::split::{Layout, SplitQueue};
+use rpmd_pmd::port::stats::StatsBlock;
+use rpmd_pmd::port::{MacAddr, PortConfig, Queues, RxQueue, TxQueue};
+use rpmd_pmd::{DmaRegion, IovaMode};
+use rpmd_ring::Burst;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+impl VirtioPciPort {
+    /// Resets the device and negotiates features (§3.1.1); returns the
+    /// status bits to keep.
+    fn negotiate(&mut self, conf: &PortConfig, pairs: u16) -> Result<u8, PmdError> {
+        let name = self.name.clone();
+        let t = &self.t;
+        t.reset(&name)?;
+        t.set_status(S_ACK | S_DRIVER)?;
+        let legacy = t.is_legacy();
+        let mut want = VIRTIO_NET_F_MAC
+            | F_STATUS
+            | VIRTIO_RING_F_EVENT_IDX
+            | VIRTIO_NET_F_CTRL_VQ
+            | VIRTIO_NET_F_CTRL_RX
+            | VIRTIO_NET_F_MTU
+            | offload_features(conf.offloads);
+        if legacy {
+            // The legacy header is 12 bytes only with mergeable buffers;
+            // the data path writes and reads 12.
+            if self.offered & VIRTIO_NET_F_MRG_RXBUF == 0 {
+                return Err(perr(
+                    &name,
+                    "a legacy device without MRG_RXBUF (10-byte headers) is not supported",
+                ));
+            }
+            if self.want_packed {
+                return Err(perr(
+                    &name,
+                    "packed_vq=1: the legacy interface has split rings only",
+                ));
+            }
+            want |= VIRTIO_NET_F_MRG_RXBUF;
+        } else {
+            want |= VIRTIO_F_VERSION_1 | F_ACCESS_PLATFORM;
+            if self.want_mrg {
+                want |= VIRTIO_NET_F_MRG_RXBUF;
+            }
+            if pairs > 1 {
+                want |= VIRTIO_NET_F_MQ;
+            }
+            if self.want_packed {
+                if self.offered & VIRTIO_F_RING_PACKED == 0 {
+                    return Err(perr(
+                        &name,
+                        format!("packed_vq=1, but the device offers no VIRTIO_F_RING_PACKED (features {:#x}); in QEMU add packed=on", self.offered),
+                    ));
+                }
+                want |= VIRTIO_F_RING_PACKED;
+            }
+        }
+        self.features = self.offered & want & !self.drop_features;
+        t.set_features(self.features)?;
+        // §3.1.1: FEATURES_OK exists for modern devices only; a device
+        // that does not keep it set refuses the features.
+        if legacy {
+            return Ok(S_ACK | S_DRIVER);
+        }
+        t.set_status(S_ACK | S_DRIVER | S_FEATURES_OK)?;
+        if t.status()? & S_FEATURES_OK == 0 {
+            return Err(perr(
+                &name,
+                format!(
+                    "the device refused features {:#x} (FEATURES_OK not kept; offered {:#x})",
+                    self.features, self.offered
+                ),
+            ));
+        }
+        Ok(S_ACK | S_DRIVER | S_FEATURES_OK)
+    }
+
+    pub(super) fn setup(&mut self) -> Result<Queues, PmdError> {
+        let name = self.name.clone();
+        let conf = self
+            .conf
+            .clone()
+            .ok_or_else(|| perr(&name, "start before configure"))?;
+        let pool = conf
+            .rx_pool
+            .clone()
+            .ok_or_else(|| perr(&name, "no rx_pool"))?;
+        self.ctrl = None;
+        let pairs = conf.rx_queues.max(conf.tx_queues);
+        let base = self.negotiate(&conf, pairs)?;
+        let has_ctrl = self.features & VIRTIO_NET_F_CTRL_VQ != 0;
+        if pairs > 1 && (self.features & VIRTIO_NET_F_MQ == 0 || !has_ctrl) {
+            return Err(perr(
+                &name,
+                format!(
+                    "{pairs} queue pairs need MQ and a control queue (features {:#x})",
+                    self.features
+                ),
+            ));
+        }
+        // §5.1.2: the control queue follows the data queues of all
+        // max_virtqueue_pairs pairs when MQ is negotiated, else pair 0's.
+        let ctrl_index = if self.features & VIRTIO_NET_F_MQ != 0 {
+            2 * self.dev_pairs
+        } else {
+            2
+        };
+        // (device index, entries) per queue: the device fixes sizes on the
+        // legacy interface; on the modern one, queue_size= for data queues
+        // and at most 64 entries for the control queue.
+        let mut plan: Vec<(u16, u16)> = (0..2 * pairs).map(|i| (i, self.layout.size)).collect();
+        if has_ctrl {
+            plan.push((ctrl_index, 64));
+        }
+        for (i, size) in plan.iter_mut() {
+            *size = match &self.t {
+                Transport::Legacy(lg) => lg.queue_size(*i)?,
+                Transport::Modern(m) if *i == ctrl_index => m.max_queue_size(*i)?.clamp(1, 64),
+                Transport::Modern(_) => *size,
+            };
+        }
+        let packed = self.features & VIRTIO_F_RING_PACKED != 0;
+        let lens: Vec<usize> = plan
+            .iter()
+            .map(|&(_, s)| {
+                if packed {
+                    PackedLayout::new(s).map(|l| l.len)
+                } else {
+                    Layout::new(s).map(|l| l.len)
+                }
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| perr(&name, e))?;
+        let total: usize = lens.iter().sum();
+        let pr = pool.region();
+        let rings = if self.t.is_legacy() {
+            // Physical addresses: the pool must know them, and the rings
+            // sit in physically contiguous (hugepage) memory.
+            if pr.iova_mode() != IovaMode::Pa {
+                return Err(perr(&name, "a legacy virtio device takes physical addresses: give the port a mempool made with IovaMode::Pa (hugepages, root)"));
+            }
+            self.ring_map = None;
+            Arc::new(DmaRegion::with_page_size(
+                "virtio-pci rings",
+                total,
+                IovaMode::Pa,
+                rpmd_pmd::PageSize::Huge2M,
+            )?)
+        } else {
+            // The device reaches the pool's buffers and the rings at
+            // IOVA = VA.
+            if self.pool_map.as_ref().map(|m| m.0) != Some(pr.as_ptr() as usize) {
+                self.pool_map = None;
+                self.pool_map = Some((pr.as_ptr() as usize, self.container.map_dma(pr)?));
+            }
+            self.ring_map = None;
+            let rings = Arc::new(DmaRegion::new("virtio-pci rings", total, IovaMode::Va)?);
+            let m = self.container.map_dma(&rings)?;
+            self.ring_map = Some((rings.clone(), m));
+            rings
+        };
+        let mut offset = 0;
+        if packed {
+            let mut qs = Vec::new();
+            for (&(_, size), len) in plan.iter().zip(&lens) {
+                let l = PackedLayout::new(size).map_err(|e| perr(&name, e))?;
+                qs.push(PackedQueue::new(&rings, offset, l).map_err(|e| perr(&name, e))?);
+                offset += len;
+            }
+            self.finish(qs, &plan, rings, pool, base, &conf)
+        } else {
+            let event_idx = self.features & VIRTIO_RING_F_EVENT_IDX != 0;
+            let mut qs = Vec::new();
+            for (&(_, size), len) in plan.iter().zip(&lens) {
+                let l = Layout::new(size).map_err(|e| perr(&name, e))?;
+                let mut q = SplitQueue::new(&rings, offset, l).map_err(|e| perr(&name, e))?;
+                q.set_event_idx(event_idx);
+                qs.push(q);
+                offset += len;
+            }
+            self.finish(qs, &plan, rings, pool, base, &conf)
+        }
+    }
+
+    /// Gives the device `queues` (RX and TX per pair, then the control
+    /// queue if negotiated, at the device indices of `plan`), routes each
+    /// RX queue's completions to an MSI-X vector where the function has
+    /// enough, sets DRIVER_OK, fills the RX rings in use, sets the number
+    /// of pairs and programs the receive filter.
+    fn finish<Q: Ring>(
+        &mut self,
+        queues: Vec<Q>,
+        plan: &[(u16, u16)],
+        rings: Arc<DmaRegion>,
+        pool: Arc<rpmd_pmd::Mempool>,
+        base: u8,
+        conf: &PortConfig,
+    ) -> Result<Queues, PmdError> {
+        let name = self.name.clone();
+        let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
+        // MSI-X (modern): vector q for RX queue q; none for configuration
+        // changes (the link is polled), TX or the control queue.
+        let mut calls: Vec<Option<CallFd>> = (0..pairs).map(|_| None).collect();
+        if let Transport::Modern(m) = &self.t {
+            m.set_config_vector(NO_VECTOR)?;
+            if self.msix as usize >= pairs {
+                let fds = self.dev.enable_msix(pairs as u32)?;
+                for (c, fd) in calls.iter_mut().zip(fds) {
+                    *c = Some(CallFd::Msix(fd));
+                }
+            }
+        }
+        let mut kicks = Vec::new();
+        for (k, (q, &(index, _))) in queues.iter().zip(plan).enumerate() {
+            let vector = match calls.get(k / 2) {
+                Some(Some(_)) if k % 2 == 0 && k < 2 * pairs => (k / 2) as u16,
+                _ => NO_VECTOR,
+            };
+            kicks.push(
+                self.t
+                    .setup_queue(index, q.addresses(), q.size(), vector, &name)?,
+            );
+        }
+        self.t.set_status(base | S_DRIVER_OK)?;
+        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
+        self.live = Arc::new(AtomicBool::new(true));
+        let pr = pool.region();
+        let shared = Shared {
+            start: pr.as_ptr() as u64,
+            end: pr.as_ptr() as u64 + pr.len() as u64,
+        };
+        let mut queues: Vec<_> = queues.into_iter().zip(kicks).collect();
+        if queues.len() > 2 * pairs {
+            if let Some((mut q, kick)) = queues.pop() {
+                q.set_interrupts(false);
+                self.ctrl = Some(Box::new(CtrlQueue {
+                    q,
+                    kick,
+                    pool: pool.clone(),
+                    stuck: false,
+                }));
+            }
+        }
+        // §5.1.6.5.5: the device uses one pair until told more.
+        if self.features & VIRTIO_NET_F_MQ != 0 {
+            if let Some(c) = self.ctrl.as_deref_mut() {
+                c.command(
+                    &name,
+                    ctrl::CLASS_MQ,
+                    ctrl::MQ_VQ_PAIRS_SET,
+                    &(pairs as u16).to_le_bytes(),
+                )?;
+            }
+        }
+        self.apply_filters()?;
+        let (mut rx, mut tx) = (Vec::new(), Vec::new());
+        let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
+        for (k, (mut q, kick)) in queues.into_iter().enumerate() {
+            let pair = k / 2;
+            q.set_interrupts(false);
+            if k % 2 == 0 {
+                if pair >= conf.rx_queues as usize {
+                    // Not used: left empty, so nothing is lost when it goes.
+                    continue;
+                }
+                while q.free() > 0 {
+                    pool.get_bulk(&mut b, q.free().min(64))?;
+                    while let Some(m) = b.pop() {
+                        let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
+                        let _ = q.push(m, addr, room, true);
+                    }
+                }
+                if q.publish() {
+                    kick.kick();
+                }
+                rx.push(Box::new(VirtioRx {
+                    q,
+                    call: calls.get_mut(pair).and_then(Option::take),
+                    mrg: self.features & VIRTIO_NET_F_MRG_RXBUF != 0,
+                    csum: self.features & VIRTIO_NET_F_GUEST_CSUM != 0,
+                    pool: pool.clone(),
+                    kick,
+                    live: self.live.clone(),
+                    stats: self.stats.rx(pair),
+                    _rings: rings.clone(),
+                    refill: Burst::new(),
+                    restart: None,
+                }) as Box<dyn RxQueue>);
+            } else if pair < conf.tx_queues as usize {
+                tx.push(Box::new(VirtioTx {
+                    q,
+                    csum: self.features & VIRTIO_NET_F_CSUM != 0,
+                    pool: pool.clone(),
+                    done: Burst::new(),
+                    kick,
+                    live: self.live.clone(),
+                    stats: self.stats.tx(pair),
+                    shared,
+                    _rings: rings.clone(),
+                    restart: None,
+                }) as Box<dyn TxQueue>);
+            }
+        }
+        Ok(Queues { rx, tx })
+    }
+
+    /// Programs the receive modes and MAC filter through the control
+    /// queue (when the device has one with CTRL_RX).
+    fn apply_filters(&mut self) -> Result<(), PmdError> {
+        if self.features & VIRTIO_NET_F_CTRL_RX == 0 {
+            return Ok(());
+        }
+        let Some(c) = self.ctrl.as_deref_mut() else {
+            return Ok(());
+        };
+        rx_mode(c, &self.name, self.promisc, self.allmulti)?;
+        mac_table(c, &self.name, &self.filter.0, &self.filter.1)
+    }
+
+    /// Records a receive-mode change and, while started, programs it.
+    pub(super) fn set_modes(
+        &mut self,
+        promisc: bool,
+        allmulti: bool,
+        filter: Option<(Vec<MacAddr>, Vec<MacAddr>)>,
+    ) -> Result<(), PmdError> {
+        let old = (self.promisc, self.allmulti);
+        let old_filter = filter.as_ref().map(|_| self.filter.clone());
+        self.promisc = promisc;
+        self.allmulti = allmulti;
+        if let Some(f) = filter {
+            self.filter = f;
+        }
+        if !self.started {
+            return Ok(());
+        }
+        let r = self.apply_filters();
+        if r.is_err() {
+            (self.promisc, self.allmulti) = old;
+            if let Some(f) = old_filter {
+                self.filter = f;
+            }
+        }
+        r
+    }
+}
