@@ -311,6 +311,42 @@ impl L2fwd {
         })
     }
 
+    /// One line per lcore of its telemetry: rounds, share of busy time,
+    /// packets, spins, yields, sleeps, and wake-ups with their latency
+    /// (mean and the 50th/99th percentile, within a factor of two).
+    pub fn lcore_report(&self) -> Vec<String> {
+        let Some(rt) = &self.runtime else {
+            return Vec::new();
+        };
+        let us = |ns: Option<u64>| match ns {
+            None => "-".to_string(),
+            Some(u64::MAX) => ">8ms".to_string(),
+            Some(n) => format!("<{:.1}us", n as f64 / 1e3),
+        };
+        rt.lcores()
+            .iter()
+            .map(|l| {
+                let t = l.stats();
+                let (busy, idle) = (t.busy_ns.get(), t.idle_ns.get());
+                let wakes = t.wakeups.get();
+                format!(
+                    "lcore on cpu {}: rounds {} busy {:.1}% packets {} spins {} yields {} sleeps {} wake-ups {} (mean {:.1} us, p50 {}, p99 {})",
+                    l.cpu(),
+                    t.rounds.get(),
+                    100.0 * busy as f64 / (busy + idle).max(1) as f64,
+                    t.work.get(),
+                    t.spins.get(),
+                    t.yields.get(),
+                    t.sleeps.get(),
+                    wakes,
+                    t.wake_ns.get() as f64 / wakes.max(1) as f64 / 1e3,
+                    us(t.wake_quantile(0.5)),
+                    us(t.wake_quantile(0.99)),
+                )
+            })
+            .collect()
+    }
+
     /// Stops the lcores (flushing buffered output) and the ports.
     pub fn stop(&mut self) {
         if let Some(rt) = self.runtime.take() {

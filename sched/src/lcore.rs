@@ -300,8 +300,7 @@ fn run(s: &Shared, cfg: LcoreConfig) {
                 budget.observe_gap(Duration::from_nanos(clock::to_ns(t0 - start)));
             }
             if let Some(w) = woke.take() {
-                st.wake_ns.add(clock::to_ns(t0.saturating_sub(w)));
-                st.wakeups.add(1);
+                st.record_wake(clock::to_ns(t0.saturating_sub(w)));
             }
             continue;
         }

@@ -85,6 +85,83 @@ pub struct Telemetry {
     pub wakeups: Counter,
     /// Nanoseconds from waking to the end of the first busy round, summed.
     pub wake_ns: Counter,
+    /// The same latencies as a histogram: bucket `i` counts those below
+    /// `128 << i` ns (and at least half that, bar bucket 0); the last
+    /// bucket takes everything longer. See [`Telemetry::wake_quantile`].
+    pub wake_hist: [Counter; WAKE_BUCKETS],
+}
+
+/// Buckets of [`Telemetry::wake_hist`]: 128 ns to 8.4 ms and above.
+pub const WAKE_BUCKETS: usize = 17;
+
+impl Telemetry {
+    /// Counts one wake-up latency of `ns` nanoseconds.
+    #[inline]
+    pub fn record_wake(&self, ns: u64) {
+        self.wake_ns.add(ns);
+        self.wakeups.add(1);
+        self.wake_hist[wake_bucket(ns)].add(1);
+    }
+
+    /// The wake-up latency below which a fraction `q` (0..=1) of the
+    /// wake-ups fell, as the upper bound of its bucket (within a factor of
+    /// two); `None` before the first wake-up, `u64::MAX` for the last
+    /// bucket.
+    pub fn wake_quantile(&self, q: f64) -> Option<u64> {
+        let counts: Vec<u64> = self.wake_hist.iter().map(Counter::get).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let want = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return Some(if i + 1 == WAKE_BUCKETS {
+                    u64::MAX
+                } else {
+                    128 << i
+                });
+            }
+        }
+        Some(u64::MAX)
+    }
+}
+
+/// The histogram bucket of a latency of `ns`.
+fn wake_bucket(ns: u64) -> usize {
+    // Bucket i holds [64 << i, 128 << i); bucket 0 everything below 128.
+    let b = (64 - (ns >> 7).leading_zeros()) as usize;
+    b.min(WAKE_BUCKETS - 1)
+}
+
+#[cfg(test)]
+mod wake_tests {
+    use super::*;
+
+    #[test]
+    fn buckets_and_quantiles() {
+        assert_eq!(wake_bucket(0), 0);
+        assert_eq!(wake_bucket(127), 0);
+        assert_eq!(wake_bucket(128), 1);
+        assert_eq!(wake_bucket(255), 1);
+        assert_eq!(wake_bucket(256), 2);
+        assert_eq!(wake_bucket(u64::MAX), WAKE_BUCKETS - 1);
+        let t = Telemetry::default();
+        assert_eq!(t.wake_quantile(0.5), None);
+        for _ in 0..90 {
+            t.record_wake(1_000); // bucket 3: below 1024 ns
+        }
+        for _ in 0..10 {
+            t.record_wake(50_000); // bucket 9: below 65536 ns
+        }
+        assert_eq!(t.wake_quantile(0.5), Some(1024));
+        assert_eq!(t.wake_quantile(0.9), Some(1024));
+        assert_eq!(t.wake_quantile(0.99), Some(65536));
+        assert_eq!(t.wakeups.get(), 100);
+        assert_eq!(t.wake_ns.get(), 90 * 1_000 + 10 * 50_000);
+    }
 }
 
 /// Parses a DPDK-style core list: `0-3`, `0,2,4-5`, `1`.

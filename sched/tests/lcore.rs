@@ -115,6 +115,10 @@ fn tasks_run_sleep_wake_and_finish() {
     wait_for("100 done", || feed.done.load(Relaxed) == 100);
     wait_for("a wake-up", || l.stats().wakeups.get() > 0);
     let s = l.stats();
+    // Every wake-up is in the histogram too.
+    let hist: u64 = s.wake_hist.iter().map(|c| c.get()).sum();
+    assert_eq!(hist, s.wakeups.get());
+    assert!(s.wake_quantile(0.99).is_some());
     assert!(s.busy_polls.get() > 0 && s.empty_polls.get() > 0 && s.spins.get() > 0);
     assert_eq!(s.work.get(), 100);
     // Items accepted but not processed yet are finished at shutdown.

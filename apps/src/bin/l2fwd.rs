@@ -131,6 +131,7 @@ fn main() -> ExitCode {
         },
     );
     let elapsed = last_t.max(Duration::from_millis(1));
+    let lcores = l.lcore_report();
     l.stop();
     let end = totals(&l);
     let fwd: u64 = end.iter().map(|e| e.1).sum();
@@ -163,6 +164,9 @@ fn main() -> ExitCode {
         }
         if let Some((g, s)) = gen {
             println!("  embedded generator sent {g}, sink received {s}");
+        }
+        for line in &lcores {
+            println!("  {line}");
         }
     }
     ExitCode::SUCCESS
