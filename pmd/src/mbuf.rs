@@ -322,6 +322,24 @@ impl Mbuf {
         true
     }
 
+    /// For a one-segment mbuf a device has just filled: it wrote `len`
+    /// bytes at the data start, the first `skip` of them a header to drop
+    /// (a driver's RX fast path: `set_data_len(len)` then `adj(skip)` in one
+    /// step). False, leaving the mbuf as it was, when `len` is shorter
+    /// than `skip` or longer than the room.
+    #[inline(always)]
+    pub fn set_received(&mut self, len: usize, skip: usize) -> bool {
+        let h = self.hdr_mut();
+        if len < skip || len > (h.buf_len - h.data_off) as usize || !h.next.is_null() {
+            return false;
+        }
+        let d = (len - skip) as u16;
+        h.data_off += skip as u16;
+        h.data_len = d;
+        h.pkt_len = d as u32;
+        true
+    }
+
     /// Appends `tail` (a segment or chain) after this chain's last segment
     /// (`rte_pktmbuf_chain`); gives it back if the chain would exceed
     /// `u16::MAX` segments.

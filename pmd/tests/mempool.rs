@@ -73,6 +73,16 @@ fn data_bounds_and_addresses() {
     let max = m.buf_len() - m.headroom();
     assert!(m.set_data_len(max) && m.data_len() == max && m.tailroom() == 0);
     assert!(!m.set_data_len(max + 1));
+    // A fresh buffer a device filled: 12 header bytes dropped in one step.
+    let mut r = p.get().unwrap();
+    let room = r.tailroom();
+    assert!(!r.set_received(11, 12) && !r.set_received(room + 1, 12));
+    assert_eq!(r.data_len(), 0, "unchanged after a refusal");
+    assert!(r.set_received(76, 12));
+    assert_eq!(
+        (r.data_len(), r.pkt_len(), r.headroom()),
+        (64, 64, 128 + 12)
+    );
     assert_eq!(m.data_len(), max);
     m.set_port(3);
     m.set_rss_hash(0xabcd);
