@@ -137,6 +137,15 @@ impl TxOnly {
 }
 
 impl Task for TxOnly {
+    fn finish(&mut self) {
+        // Let the frames already queued go out before the port stops
+        // (bounded: a device that stopped taking them is not waited for).
+        let t = std::time::Instant::now();
+        while self.tx.in_flight() > 0 && t.elapsed() < std::time::Duration::from_secs(1) {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+
     fn run(&mut self, _quota: usize) -> usize {
         if self.gap == 0 {
             return self.send(self.burst);

@@ -16,7 +16,10 @@ use rpmd_pmd::vfio::Regs;
 use rpmd_pmd::{mbuf, DmaRegion, Mbuf, Mempool};
 use rpmd_ring::Burst;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU8,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::Arc;
 use vmm_sys_util::eventfd::EventFd;
 
@@ -138,7 +141,7 @@ impl Kick {
 /// vhost-user backend cannot be told (split rings resume from `used.idx`
 /// instead). The queue obliges at its next burst.
 #[derive(Default)]
-pub(crate) struct Restart(std::sync::atomic::AtomicU8);
+pub(crate) struct Restart(AtomicU8);
 
 impl Restart {
     const ASKED: u8 = 1;
@@ -146,13 +149,12 @@ impl Restart {
 
     /// Asks for a restart (the watch, once the old backend is gone).
     pub(crate) fn ask(&self) {
-        self.0
-            .store(Self::ASKED, std::sync::atomic::Ordering::Release);
+        self.0.store(Self::ASKED, Release);
     }
 
     /// Whether the queue has started over since it was asked.
     pub(crate) fn done(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Acquire) == Self::DONE
+        self.0.load(Acquire) == Self::DONE
     }
 
     #[inline(always)]
@@ -164,15 +166,14 @@ impl Restart {
     #[cold]
     fn serve<Q: Ring>(&self, q: &mut Q) -> usize {
         // Acquire: pairs with `ask`, made after the old backend hung up.
-        if self.0.load(std::sync::atomic::Ordering::Acquire) != Self::ASKED {
+        if self.0.load(Acquire) != Self::ASKED {
             return 0;
         }
         let n = q.restart();
         q.set_interrupts(false);
         // Release: the ring's new state before the watch programs a
         // backend that reads it.
-        self.0
-            .store(Self::DONE, std::sync::atomic::Ordering::Release);
+        self.0.store(Self::DONE, Release);
         n
     }
 }
@@ -356,17 +357,11 @@ impl<Q: Ring> VirtioRx<Q> {
     }
 }
 
-impl<Q: Ring> TxQueue for VirtioTx<Q> {
-    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
-        if !self.live.load(Relaxed) {
-            return 0;
-        }
-        if let Some(r) = self.restart.as_deref().filter(|r| r.asked()) {
-            // Frames the old backend never finished are lost: errors.
-            let n = r.serve(&mut self.q);
-            self.stats.errors.add(n as u64);
-        }
-        // Reclaim sent buffers first, returning them in bulk.
+impl<Q: Ring> VirtioTx<Q> {
+    /// Takes back what the device has sent, returning it to the pool in
+    /// bulk.
+    #[inline]
+    fn reclaim(&mut self) {
         loop {
             let bad = self.q.reclaim_into(&mut self.done);
             self.stats.errors.add(bad as u64);
@@ -379,6 +374,28 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                 break;
             }
         }
+    }
+}
+
+impl<Q: Ring> TxQueue for VirtioTx<Q> {
+    fn in_flight(&mut self) -> usize {
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        self.reclaim();
+        self.q.size() as usize - self.q.free()
+    }
+
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
+        if !self.live.load(Relaxed) {
+            return 0;
+        }
+        if let Some(r) = self.restart.as_deref().filter(|r| r.asked()) {
+            // Frames the old backend never finished are lost: errors.
+            let n = r.serve(&mut self.q);
+            self.stats.errors.add(n as u64);
+        }
+        self.reclaim();
         let mut n = 0;
         let mut bytes = 0;
         // Descriptors free now: one per single-segment frame.

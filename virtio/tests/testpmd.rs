@@ -89,6 +89,8 @@ fn io_round_trip(t: &Testpmd, opts: &str) {
     for (tag, len) in &got {
         assert_eq!(*len, sizes[*tag as usize % sizes.len()]);
     }
+    // Everything came back, so nothing is left in flight.
+    assert_eq!(q.tx[0].in_flight(), 0);
     let s = p.stats();
     assert_eq!(s.opackets, N as u64);
     assert_eq!(s.ipackets, N as u64);
@@ -453,6 +455,7 @@ fn a_backend_that_never_uses_buffers_stalls_nothing() {
         t0.elapsed()
     );
     assert_eq!(sent, size, "the ring holds {size}; it took {sent}");
+    assert_eq!(q.tx[0].in_flight(), size, "none of them finished");
     let s = p.stats();
     assert_eq!(s.opackets, size as u64);
     let full = p

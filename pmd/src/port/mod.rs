@@ -339,6 +339,15 @@ pub trait TxQueue: Send {
     /// Takes mbufs from the front of `pkts` and queues them for sending;
     /// returns how many. The rest stay in `pkts`, in order. Never blocks.
     fn tx_burst(&mut self, pkts: &mut Pkts) -> usize;
+
+    /// Reclaims what the device has finished sending and returns how many
+    /// queued frames (descriptors, for chains) it has not finished yet (DPDK's
+    /// `rte_eth_tx_done_cleanup` plus a count), so that an application can
+    /// let its last frames go out before stopping the port. Queues that
+    /// hand frames over at once answer 0.
+    fn in_flight(&mut self) -> usize {
+        0
+    }
 }
 
 /// The data path of a started port: one handle per queue.
