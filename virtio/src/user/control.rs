@@ -221,10 +221,11 @@ pub(super) struct Vring {
 /// reconnection: negotiated features, the two shared regions, the vrings.
 pub(super) struct Session {
     /// Packed rings: after a reconnection they start over (every queue
-    /// restarts its ring through `restarts`, one per vring, and the new
-    /// backend begins at slot 0), where split rings resume.
+    /// restarts its ring through `restarts`, one per vring that has a
+    /// queue handle, and the new backend begins at slot 0), where split
+    /// rings resume.
     pub(super) packed: bool,
-    pub(super) restarts: Vec<Arc<Restart>>,
+    pub(super) restarts: Vec<Option<Arc<Restart>>>,
     pub(super) features: u64,
     pub(super) proto: bool,
     pub(super) pool: Arc<Mempool>,
@@ -336,7 +337,7 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
             // The old backend is gone, so the rings may start over; each
             // queue does so at its next burst. Sleepers on rx interrupts
             // are woken to make that burst.
-            for r in &s.restarts {
+            for r in s.restarts.iter().flatten() {
                 r.ask();
             }
             for v in s.vrings.iter().step_by(2) {
@@ -362,7 +363,7 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
             if s.packed {
                 // A queue restarts at its next burst; the link stays down
                 // until every one has.
-                while !s.restarts.iter().all(|r| r.done()) {
+                while !s.restarts.iter().flatten().all(|r| r.done()) {
                     if w.quit.load(Ordering::Relaxed) {
                         return;
                     }

@@ -315,12 +315,18 @@ impl VirtioUserPort {
             calls.push(CallFd::Vhost(call));
         }
         // Packed rings start over when a backend comes back (see
-        // `control::watch`); one request per vring.
-        let restarts: Vec<Arc<Restart>> = if self.want_packed {
-            (0..vrings.len()).map(|_| Arc::default()).collect()
-        } else {
-            Vec::new()
-        };
+        // `control::watch`): a request per vring that gets a queue handle
+        // (RX of pairs below rx_queues, TX below tx_queues).
+        let restarts: Vec<Option<Arc<Restart>>> = (0..vrings.len())
+            .map(|i| {
+                let n = if i % 2 == 0 {
+                    conf.rx_queues
+                } else {
+                    conf.tx_queues
+                };
+                (self.want_packed && i / 2 < n as usize).then(Arc::default)
+            })
+            .collect();
         let session = Session {
             packed: self.want_packed,
             restarts: restarts.clone(),
@@ -391,7 +397,7 @@ impl VirtioUserPort {
                     stats: self.stats.rx(pair),
                     _rings: rings.clone(),
                     refill: Burst::new(),
-                    restart: restarts.get(i).cloned(),
+                    restart: restarts.get(i).cloned().flatten(),
                 }) as Box<dyn RxQueue>);
             } else if pair < conf.tx_queues as usize {
                 let kick = Kick::Event(kick);
@@ -405,7 +411,7 @@ impl VirtioUserPort {
                     stats: self.stats.tx(pair),
                     shared,
                     _rings: rings.clone(),
-                    restart: restarts.get(i).cloned(),
+                    restart: restarts.get(i).cloned().flatten(),
                 }) as Box<dyn TxQueue>);
             }
         }
