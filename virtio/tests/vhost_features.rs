@@ -363,3 +363,81 @@ fn macswap_returns_frames_with_addresses_swapped() {
     }
     p.stop().unwrap();
 }
+
+/// Packed rings with more TX than RX queues (one RX queue, two TX): the
+/// unused RX ring has no handle, and the reconnection must not wait for it
+/// to restart. testpmd killed and started again; the link comes back and
+/// frames flow on queue 0.
+#[test]
+fn packed_reconnection_with_an_unused_rx_ring() {
+    let Some(mut t) = testpmd_queues("rcpu", "io", 2) else {
+        return;
+    };
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtrcpu", 4096)).unwrap());
+    let mut p = reg
+        .open(&format!("virtio-user:{},queues=2,packed_vq=1", t.sock))
+        .unwrap();
+    p.configure(&PortConfig {
+        rx_queues: 1,
+        tx_queues: 2,
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let mut q = p.start().unwrap();
+    assert_eq!((q.rx.len(), q.tx.len()), (1, 2));
+    let echo = |q: &mut rpmd_pmd::Queues, tag: u32| -> usize {
+        let mut out = Pkts::new();
+        let mut m = pool.get().unwrap();
+        m.append(64).unwrap().copy_from_slice(&frame(tag, 64));
+        out.push(m).unwrap();
+        q.tx_burst(0, &mut out);
+        let mut inb = Pkts::new();
+        q.rx_burst(0, &mut inb, 32)
+    };
+    let flows = |q: &mut rpmd_pmd::Queues, what: &str| {
+        let t0 = Instant::now();
+        let mut got = 0;
+        while got < 20 {
+            assert!(t0.elapsed() < Duration::from_secs(15), "{what}: {got} back");
+            got += echo(q, 1);
+        }
+    };
+    flows(&mut q, "before the kill");
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(t.child.id() as i32, libc::SIGKILL) };
+    let _ = t.child.wait();
+    let t0 = Instant::now();
+    while p.link().up {
+        assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.child = spawn_testpmd(
+        &t.sock,
+        &t.log,
+        &format!("rcpu2{}", std::process::id()),
+        "io",
+        2,
+    )
+    .expect("testpmd restarts");
+    // The application keeps polling its queues (TX 1 too), as a run loop
+    // does.
+    let t0 = Instant::now();
+    while !p.link().up {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no reconnection; log: {}",
+            t.log
+        );
+        let _ = echo(&mut q, 2);
+        q.tx_burst(1, &mut Pkts::new());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    flows(&mut q, "after the restart");
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+}
