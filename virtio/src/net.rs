@@ -503,6 +503,29 @@ pub(crate) fn max_mtu(want_mrg: bool, offered: u64) -> u16 {
     }
 }
 
+/// VIRTIO_F_RING_PACKED when `packed_vq=1` asks for it, an error naming
+/// the offered features when the device lacks it (`how`: how to get it).
+pub(crate) fn packed_feature(
+    want: bool,
+    offered: u64,
+    port: &str,
+    how: &str,
+) -> Result<u64, PmdError> {
+    use crate::consts::VIRTIO_F_RING_PACKED;
+    if !want {
+        return Ok(0);
+    }
+    if offered & VIRTIO_F_RING_PACKED == 0 {
+        return Err(PmdError::Port {
+            port: port.to_string(),
+            detail: format!(
+                "packed_vq=1, but the device offers no VIRTIO_F_RING_PACKED (features {offered:#x}){how}"
+            ),
+        });
+    }
+    Ok(VIRTIO_F_RING_PACKED)
+}
+
 /// The offloads a device offering `offered` supports: scatter and
 /// multi-segment always; checksums with CSUM (TX) and GUEST_CSUM (RX).
 pub(crate) fn offloads(offered: u64) -> rpmd_pmd::port::Offloads {
@@ -550,9 +573,20 @@ pub(crate) fn feature_xstats(
 }
 
 /// The [`Port`](rpmd_pmd::Port) methods both virtio-net transports answer
-/// from their fields `mac`, `mtu`, `name` and `stats`.
+/// from their fields `mac`, `mtu`, `name`, `stats`, `started` and `conf`.
 macro_rules! net_port_common {
     () => {
+        fn configure(&mut self, conf: &PortConfig) -> Result<(), PmdError> {
+            if self.started {
+                return Err(PmdError::Port {
+                    port: self.name.clone(),
+                    detail: "configure while started; stop it first".into(),
+                });
+            }
+            conf.validate(&self.name, &self.capabilities())?;
+            self.conf = Some(conf.clone());
+            Ok(())
+        }
         fn mac_addr(&self) -> MacAddr {
             self.mac
         }

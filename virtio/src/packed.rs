@@ -154,14 +154,7 @@ impl PackedQueue {
     /// and their number is returned. Only while no device uses the ring.
     /// Notifications end up enabled; the caller sets them as it wants.
     pub fn restart(&mut self) -> usize {
-        let mut dropped = 0;
-        for t in self.tokens.iter_mut() {
-            if let Some(p) = t.take() {
-                // SAFETY: from `into_raw`; no device uses the ring.
-                drop(unsafe { Mbuf::from_raw(p) });
-                dropped += 1;
-            }
-        }
+        let dropped = crate::split::release_tokens(&mut self.tokens);
         // SAFETY: the queue's own memory (checked in `new`), which no
         // device accesses now.
         unsafe { self.base.write_bytes(0, self.layout.len) };
@@ -541,29 +534,20 @@ impl PackedQueue {
 
 impl Drop for PackedQueue {
     fn drop(&mut self) {
-        for t in self.tokens.iter_mut() {
-            if let Some(p) = t.take() {
-                // SAFETY: from `into_raw`; the device is stopped.
-                drop(unsafe { Mbuf::from_raw(p) });
-            }
-        }
+        crate::split::release_tokens(&mut self.tokens);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpmd_pmd::{IovaMode, Mempool, MempoolConfig, PageSize};
+    use crate::split::test_memory;
 
     /// A restart mid-lap: the buffers in flight go back to the pool and
     /// the ring begins again at slot 0 with wrap counter 1.
     #[test]
     fn restart_returns_buffers_and_begins_at_slot_zero() {
-        let region =
-            DmaRegion::with_page_size("pqr", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
-        let mut pc = MempoolConfig::new("pqr", 16);
-        pc.cache_size = 0;
-        let pool = Mempool::new(&pc).unwrap();
+        let (region, pool) = test_memory("pqr", 16);
         let mut q = PackedQueue::new(&region, 0, PackedLayout::new(4).unwrap()).unwrap();
         for _ in 0..3 {
             let m = pool.get().unwrap();
@@ -589,11 +573,7 @@ mod tests {
     /// and the next used descriptor is looked for after the batch.
     #[test]
     fn in_order_batches_complete_with_one_used_descriptor() {
-        let region =
-            DmaRegion::with_page_size("pqi", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
-        let mut pc = MempoolConfig::new("pqi", 16);
-        pc.cache_size = 0;
-        let pool = Mempool::new(&pc).unwrap();
+        let (region, pool) = test_memory("pqi", 16);
         let mut q = PackedQueue::new(&region, 0, PackedLayout::new(8).unwrap()).unwrap();
         q.set_in_order(true);
         let base = region.as_ptr();
@@ -655,11 +635,7 @@ mod tests {
     /// writes them back used, in reverse order of buffers.
     #[test]
     fn buffers_and_chains_round_trip_across_the_wrap() {
-        let region =
-            DmaRegion::with_page_size("pq", 64 << 10, IovaMode::Va, PageSize::Base4K).unwrap();
-        let mut pc = MempoolConfig::new("pq", 64);
-        pc.cache_size = 0;
-        let pool = Mempool::new(&pc).unwrap();
+        let (region, pool) = test_memory("pq", 64);
         let l = PackedLayout::new(4).unwrap();
         let mut q = PackedQueue::new(&region, 0, l).unwrap();
         let base = region.as_ptr();

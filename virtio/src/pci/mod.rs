@@ -328,14 +328,6 @@ impl Port for VirtioPciPort {
             needs_rx_pool: true,
         }
     }
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), PmdError> {
-        if self.started {
-            return Err(perr(&self.name, "configure while started; stop it first"));
-        }
-        conf.validate(&self.name, &self.capabilities())?;
-        self.conf = Some(conf.clone());
-        Ok(())
-    }
     fn start(&mut self) -> Result<Queues, PmdError> {
         if self.started {
             return Err(perr(&self.name, "already started"));

@@ -13,7 +13,7 @@ use crate::consts::{
 };
 use crate::ctrl::{mac_table, rx_mode, CtrlQueue};
 use crate::fd::CallFd;
-use crate::net::{offload_features, Ring, Shared, VirtioRx, VirtioTx};
+use crate::net::{offload_features, packed_feature, Ring, Shared, VirtioRx, VirtioTx};
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
 use rpmd_pmd::port::stats::StatsBlock;
@@ -63,15 +63,12 @@ impl VirtioPciPort {
             if pairs > 1 {
                 want |= VIRTIO_NET_F_MQ;
             }
-            if self.want_packed {
-                if self.offered & VIRTIO_F_RING_PACKED == 0 {
-                    return Err(perr(
-                        &name,
-                        format!("packed_vq=1, but the device offers no VIRTIO_F_RING_PACKED (features {:#x}); in QEMU add packed=on", self.offered),
-                    ));
-                }
-                want |= VIRTIO_F_RING_PACKED;
-            }
+            want |= packed_feature(
+                self.want_packed,
+                self.offered,
+                &name,
+                "; in QEMU add packed=on",
+            )?;
         }
         self.features = self.offered & want & !self.drop_features;
         t.set_features(self.features)?;

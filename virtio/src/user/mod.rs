@@ -45,14 +45,13 @@
 mod control;
 
 use crate::consts::{
-    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1,
-    VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF,
-    VIRTIO_RING_F_EVENT_IDX,
+    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_VERSION_1, VIRTIO_NET_F_CSUM,
+    VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::fd::CallFd;
 use crate::net::{
-    feature_xstats, max_mtu, net_port_common, offload_features, offloads, Kick, Restart, Ring,
-    Shared, VirtioRx, VirtioTx,
+    feature_xstats, max_mtu, net_port_common, offload_features, offloads, packed_feature, Kick,
+    Restart, Ring, Shared, VirtioRx, VirtioTx,
 };
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
@@ -229,15 +228,7 @@ impl VirtioUserPort {
         if self.want_event_idx {
             want |= VIRTIO_RING_F_EVENT_IDX;
         }
-        if self.want_packed {
-            if self.offered & VIRTIO_F_RING_PACKED == 0 {
-                return Err(perr(
-                    &name,
-                    format!("packed_vq=1, but the backend offers no VIRTIO_F_RING_PACKED (features {:#x})", self.offered),
-                ));
-            }
-            want |= VIRTIO_F_RING_PACKED;
-        }
+        want |= packed_feature(self.want_packed, self.offered, &name, "")?;
         if self.want_in_order {
             want |= VIRTIO_F_IN_ORDER;
         }
@@ -439,14 +430,6 @@ impl Port for VirtioUserPort {
             rx_interrupts: true,
             needs_rx_pool: true,
         }
-    }
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), PmdError> {
-        if self.started {
-            return Err(perr(&self.name, "configure while started; stop it first"));
-        }
-        conf.validate(&self.name, &self.capabilities())?;
-        self.conf = Some(conf.clone());
-        Ok(())
     }
     fn start(&mut self) -> Result<Queues, PmdError> {
         if self.started {
