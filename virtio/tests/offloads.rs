@@ -10,7 +10,7 @@ use common::*;
 use rpmd_pmd::mbuf::{RX_L4_CKSUM_MASK, RX_L4_CKSUM_NONE, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM};
 use rpmd_pmd::net::{fold, ones_sum, pseudo_header_sum};
 use rpmd_pmd::port::{Offloads, Pkts};
-use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use rpmd_pmd::{Mempool, PortConfig};
 use std::time::{Duration, Instant};
 
 /// An Ethernet/IPv4/UDP frame carrying `tag`, both checksums zero.
@@ -47,7 +47,8 @@ fn checksums_ok(f: &[u8]) -> (bool, bool) {
     (ip_ok, udp_ok)
 }
 
-/// A started port on `t` with `offloads`.
+/// A started port on `t` with `offloads`, on a backend that offers both
+/// checksum features.
 fn open(
     t: &Testpmd,
     offloads: Offloads,
@@ -56,23 +57,17 @@ fn open(
     rpmd_pmd::Queues,
     std::sync::Arc<Mempool>,
 ) {
-    let mut reg = Registry::new();
-    rpmd_virtio::register(&mut reg);
-    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vco", 2048)).unwrap());
-    let mut p = reg.open(&format!("virtio-user:{}", t.sock)).unwrap();
-    let caps = p.capabilities().offloads;
+    let conf = PortConfig {
+        offloads,
+        ..PortConfig::default()
+    };
+    let r = port_config(t, "", conf);
+    let caps = r.0.capabilities().offloads;
     assert!(
         caps.contains(Offloads::TX_CHECKSUM | Offloads::RX_CHECKSUM),
         "testpmd's vhost offers CSUM and GUEST_CSUM; capabilities say {caps}"
     );
-    p.configure(&PortConfig {
-        rx_pool: Some(pool.clone()),
-        offloads,
-        ..PortConfig::default()
-    })
-    .unwrap();
-    let q = p.start().unwrap();
-    (p, q, pool)
+    r
 }
 
 /// Receives until `n` frames are in or 5 s pass.
@@ -102,12 +97,7 @@ fn tag_of(f: &[u8]) -> u32 {
 fn checksum_requests_are_completed_by_the_backend() {
     let Some(t) = testpmd("csumtx") else { return };
     let (mut p, mut q, pool) = open(&t, Offloads::TX_CHECKSUM);
-    let neg = p
-        .xstats()
-        .iter()
-        .find(|x| x.name == "negotiated_features")
-        .map(|x| x.value)
-        .unwrap();
+    let neg = xstat(p.as_ref(), "negotiated_features");
     assert_ne!(neg & 1, 0, "CSUM (bit 0) not negotiated: {neg:#x}");
     assert_eq!(neg & 2, 0, "GUEST_CSUM negotiated unasked: {neg:#x}");
     const N: u32 = 64;

@@ -94,23 +94,13 @@ fn io_round_trip(t: &Testpmd, opts: &str) {
     let s = p.stats();
     assert_eq!(s.opackets, N as u64);
     assert_eq!(s.ipackets, N as u64);
-    let feats = p
-        .xstats()
-        .into_iter()
-        .find(|x| x.name == "negotiated_features")
-        .unwrap()
-        .value;
+    let feats = xstat(p.as_ref(), "negotiated_features");
     assert_eq!(
         feats & (1 << 34) != 0,
         opts.contains("packed_vq=1"),
         "RING_PACKED negotiated as asked: {feats:#x}"
     );
-    let offered = p
-        .xstats()
-        .into_iter()
-        .find(|x| x.name == "offered_features")
-        .unwrap()
-        .value;
+    let offered = xstat(p.as_ref(), "offered_features");
     let in_order_wanted = !opts.contains("in_order=0");
     assert_eq!(
         feats & (1 << 35) != 0,

@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Two queue pairs: testpmd's io forwarding returns what arrives on its
@@ -19,27 +18,14 @@ fn two_queue_pairs_each_carry_their_own_frames() {
     let Some(t) = testpmd_queues("mq", "io", 2) else {
         return;
     };
-    let mut reg = Registry::new();
-    rpmd_virtio::register(&mut reg);
-    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtmq", 4096)).unwrap());
-    let mut p = reg
-        .open(&format!("virtio-user:{},queues=2", t.sock))
-        .unwrap();
-    assert_eq!(p.capabilities().max_rx_queues, 2);
-    p.configure(&PortConfig {
+    let conf = PortConfig {
         rx_queues: 2,
         tx_queues: 2,
-        rx_pool: Some(pool.clone()),
         ..PortConfig::default()
-    })
-    .unwrap();
-    let mut q = p.start().unwrap();
-    let feats = p
-        .xstats()
-        .into_iter()
-        .find(|x| x.name == "negotiated_features")
-        .unwrap()
-        .value;
+    };
+    let (mut p, mut q, pool) = port_config(&t, ",queues=2", conf);
+    assert_eq!(p.capabilities().max_rx_queues, 2);
+    let feats = xstat(p.as_ref(), "negotiated_features");
     assert_ne!(
         feats & (1 << 22),
         0,
@@ -103,12 +89,7 @@ fn rx_interrupts_with_event_indices() {
     let Some(t) = testpmd("irq") else { return };
     let (p, mut q, pool) = port(&t);
     assert!(p.capabilities().rx_interrupts);
-    let feats = p
-        .xstats()
-        .into_iter()
-        .find(|x| x.name == "negotiated_features")
-        .unwrap()
-        .value;
+    let feats = xstat(p.as_ref(), "negotiated_features");
     assert_ne!(feats & (1 << 29), 0, "EVENT_IDX negotiated: {feats:#x}");
     let send = |q: &mut rpmd_pmd::Queues, tag: u32| {
         let mut out = Pkts::new();
@@ -146,19 +127,41 @@ fn rx_interrupts_with_event_indices() {
 /// reconnects by itself, the link comes back, and frames flow again.
 #[test]
 fn testpmd_killed_and_restarted_mid_stream() {
-    killed_and_restarted("rc", "");
+    killed_and_restarted("rc", "", 1, 1);
 }
 
 /// The same over packed rings, which start over with the new backend
 /// (each queue restarts its ring at its next burst).
 #[test]
 fn testpmd_killed_and_restarted_mid_stream_packed() {
-    killed_and_restarted("rcp", ",packed_vq=1");
+    killed_and_restarted("rcp", ",packed_vq=1", 1, 1);
 }
 
-fn killed_and_restarted(tag: &str, opts: &str) {
-    let Some(mut t) = testpmd(tag) else { return };
-    let (p, mut q, pool) = port_with(&t, opts);
+/// Packed rings with more TX than RX queues (one RX queue, two TX): the
+/// unused RX ring has no handle, and the reconnection must not wait for it
+/// to restart.
+#[test]
+fn packed_reconnection_with_an_unused_rx_ring() {
+    killed_and_restarted("rcpu", ",queues=2,packed_vq=1", 1, 2);
+}
+
+/// Frames flow on queue 0; testpmd (with as many queue pairs as the port
+/// has TX queues) is SIGKILLed and started again while the application
+/// keeps polling every queue; the link goes down, comes back, frames flow.
+fn killed_and_restarted(tag: &str, opts: &str, rx_queues: u16, tx_queues: u16) {
+    let Some(mut t) = testpmd_queues(tag, "io", tx_queues) else {
+        return;
+    };
+    let conf = PortConfig {
+        rx_queues,
+        tx_queues,
+        ..PortConfig::default()
+    };
+    let (p, mut q, pool) = port_config(&t, opts, conf);
+    assert_eq!(
+        (q.rx.len(), q.tx.len()),
+        (rx_queues as usize, tx_queues as usize)
+    );
     let echo = |q: &mut rpmd_pmd::Queues, tag: u32| -> usize {
         let mut out = Pkts::new();
         for k in 0..8 {
@@ -167,6 +170,10 @@ fn killed_and_restarted(tag: &str, opts: &str) {
             out.push(m).unwrap();
         }
         q.tx_burst(0, &mut out);
+        // The other TX queues are polled too, as a run loop would.
+        for tx in q.tx.iter_mut().skip(1) {
+            tx.tx_burst(&mut Pkts::new());
+        }
         let mut inb = Pkts::new();
         q.rx_burst(0, &mut inb, 32)
     };
@@ -201,7 +208,7 @@ fn killed_and_restarted(tag: &str, opts: &str) {
         &t.log,
         &format!("{tag}2{}", std::process::id()),
         "io",
-        1,
+        tx_queues,
     )
     .expect("testpmd restarts");
     // The application keeps polling, as a run loop does.
@@ -216,12 +223,7 @@ fn killed_and_restarted(tag: &str, opts: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     flows(&mut q, "after the restart");
-    let rc = p
-        .xstats()
-        .into_iter()
-        .find(|x| x.name == "reconnects")
-        .unwrap()
-        .value;
+    let rc = xstat(p.as_ref(), "reconnects");
     assert_eq!(rc, 1);
     let mut p = p;
     p.stop().unwrap();
@@ -236,20 +238,14 @@ fn killed_and_restarted(tag: &str, opts: &str) {
 #[test]
 fn server_mode_with_a_client_testpmd_that_comes_back() {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0
-        || Command::new("dpdk-testpmd")
-            .arg("--version")
-            .output()
-            .is_err()
-    {
-        eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+    if !can_run_testpmd() {
         return;
     }
     let id = std::process::id();
     let sock = format!("/tmp/rpmd-vt-srv-{id}.sock");
     let log = format!("/tmp/rpmd-vt-srv-{id}.log");
-    let mut child = spawn_testpmd_as(&sock, &log, &format!("srv{id}"), "io", 1, true).unwrap();
+    let mut child =
+        spawn_testpmd_as(&sock, &log, &format!("srv{id}"), "io", 1, true, false).unwrap();
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtsrv", 4096)).unwrap());
@@ -291,7 +287,8 @@ fn server_mode_with_a_client_testpmd_that_comes_back() {
         assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut child = spawn_testpmd_as(&sock, &log, &format!("srv2{id}"), "io", 1, true).unwrap();
+    let mut child =
+        spawn_testpmd_as(&sock, &log, &format!("srv2{id}"), "io", 1, true, false).unwrap();
     let t0 = Instant::now();
     while !p.link().up {
         assert!(
@@ -362,82 +359,4 @@ fn macswap_returns_frames_with_addresses_swapped() {
         }
     }
     p.stop().unwrap();
-}
-
-/// Packed rings with more TX than RX queues (one RX queue, two TX): the
-/// unused RX ring has no handle, and the reconnection must not wait for it
-/// to restart. testpmd killed and started again; the link comes back and
-/// frames flow on queue 0.
-#[test]
-fn packed_reconnection_with_an_unused_rx_ring() {
-    let Some(mut t) = testpmd_queues("rcpu", "io", 2) else {
-        return;
-    };
-    let mut reg = Registry::new();
-    rpmd_virtio::register(&mut reg);
-    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtrcpu", 4096)).unwrap());
-    let mut p = reg
-        .open(&format!("virtio-user:{},queues=2,packed_vq=1", t.sock))
-        .unwrap();
-    p.configure(&PortConfig {
-        rx_queues: 1,
-        tx_queues: 2,
-        rx_pool: Some(pool.clone()),
-        ..PortConfig::default()
-    })
-    .unwrap();
-    let mut q = p.start().unwrap();
-    assert_eq!((q.rx.len(), q.tx.len()), (1, 2));
-    let echo = |q: &mut rpmd_pmd::Queues, tag: u32| -> usize {
-        let mut out = Pkts::new();
-        let mut m = pool.get().unwrap();
-        m.append(64).unwrap().copy_from_slice(&frame(tag, 64));
-        out.push(m).unwrap();
-        q.tx_burst(0, &mut out);
-        let mut inb = Pkts::new();
-        q.rx_burst(0, &mut inb, 32)
-    };
-    let flows = |q: &mut rpmd_pmd::Queues, what: &str| {
-        let t0 = Instant::now();
-        let mut got = 0;
-        while got < 20 {
-            assert!(t0.elapsed() < Duration::from_secs(15), "{what}: {got} back");
-            got += echo(q, 1);
-        }
-    };
-    flows(&mut q, "before the kill");
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(t.child.id() as i32, libc::SIGKILL) };
-    let _ = t.child.wait();
-    let t0 = Instant::now();
-    while p.link().up {
-        assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    t.child = spawn_testpmd(
-        &t.sock,
-        &t.log,
-        &format!("rcpu2{}", std::process::id()),
-        "io",
-        2,
-    )
-    .expect("testpmd restarts");
-    // The application keeps polling its queues (TX 1 too), as a run loop
-    // does.
-    let t0 = Instant::now();
-    while !p.link().up {
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "no reconnection; log: {}",
-            t.log
-        );
-        let _ = echo(&mut q, 2);
-        q.tx_burst(1, &mut Pkts::new());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    flows(&mut q, "after the restart");
-    p.stop().unwrap();
-    drop(q);
-    drop(p);
-    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
 }

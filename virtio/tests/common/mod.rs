@@ -75,21 +75,29 @@ pub fn testpmd_cmds(tag: &str, cmds: &str) -> Option<Testpmd> {
     testpmd_run(tag, "io", 1, Some(cmds))
 }
 
-fn testpmd_run(tag: &str, mode: &str, queues: u16, cmds: Option<&str>) -> Option<Testpmd> {
-    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+/// Whether testpmd can run here (root, dpdk-testpmd installed); says why
+/// not on stderr.
+pub fn can_run_testpmd() -> bool {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0
-        || Command::new("dpdk-testpmd")
+    let ok = unsafe { libc::geteuid() } == 0
+        && Command::new("dpdk-testpmd")
             .arg("--version")
             .output()
-            .is_err()
-    {
+            .is_ok();
+    if !ok {
         eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+    }
+    ok
+}
+
+fn testpmd_run(tag: &str, mode: &str, queues: u16, cmds: Option<&str>) -> Option<Testpmd> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_run_testpmd() {
         return None;
     }
     let sock = format!("/tmp/rpmd-vt-{tag}-{}.sock", std::process::id());
     let log = format!("/tmp/rpmd-vt-{tag}-{}.log", std::process::id());
-    let mut child = spawn_testpmd_full(
+    let mut child = spawn_testpmd_as(
         &sock,
         &log,
         &format!("{tag}{}", std::process::id()),
@@ -122,24 +130,13 @@ pub fn spawn_testpmd(
     mode: &str,
     queues: u16,
 ) -> Option<Child> {
-    spawn_testpmd_as(sock, log, prefix, mode, queues, false)
+    spawn_testpmd_as(sock, log, prefix, mode, queues, false, false)
 }
 
 /// As [`spawn_testpmd`]; with `client`, testpmd's vhost port connects to
 /// our socket (and retries until it is there), so there is nothing to
-/// wait for.
+/// wait for; `interactive`: `-i` instead of starting to forward.
 pub fn spawn_testpmd_as(
-    sock: &str,
-    log: &str,
-    prefix: &str,
-    mode: &str,
-    queues: u16,
-    client: bool,
-) -> Option<Child> {
-    spawn_testpmd_full(sock, log, prefix, mode, queues, client, false)
-}
-
-fn spawn_testpmd_full(
     sock: &str,
     log: &str,
     prefix: &str,
@@ -214,17 +211,40 @@ pub fn port_with(
     rpmd_pmd::Queues,
     std::sync::Arc<Mempool>,
 ) {
+    port_config(t, opts, PortConfig::default())
+}
+
+/// A started port on testpmd's socket configured as `conf` (its rx_pool
+/// set here, 4096 mbufs).
+pub fn port_config(
+    t: &Testpmd,
+    opts: &str,
+    conf: PortConfig,
+) -> (
+    Box<dyn rpmd_pmd::Port>,
+    rpmd_pmd::Queues,
+    std::sync::Arc<Mempool>,
+) {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vts", 4096)).unwrap());
     let mut p = reg.open(&format!("virtio-user:{}{opts}", t.sock)).unwrap();
     p.configure(&PortConfig {
         rx_pool: Some(pool.clone()),
-        ..PortConfig::default()
+        ..conf
     })
     .unwrap();
     let q = p.start().unwrap();
     (p, q, pool)
+}
+
+/// The named extended statistic of `p` (panics if there is none).
+pub fn xstat(p: &dyn rpmd_pmd::Port, name: &str) -> u64 {
+    p.xstats()
+        .into_iter()
+        .find(|x| x.name == name)
+        .unwrap_or_else(|| panic!("no xstat {name}"))
+        .value
 }
 
 /// Waits up to `ms` for `fd` to become readable.
