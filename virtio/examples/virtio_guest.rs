@@ -208,21 +208,27 @@ fn filters(p: &mut dyn rpmd_pmd::Port, q: &mut Queues, pool: &Mempool) -> R<()> 
     Ok(())
 }
 
-/// An rx interrupt: armed, a ping out, the queue's eventfd (an MSI-X
-/// vector routed by VFIO) readable within 2 s, the pong then received.
-fn rx_interrupt(q: &mut Queues, pool: &Mempool, mac: [u8; 6]) -> R<()> {
+/// Arms rx queue `pair`'s interrupt, sends `frame` on TX queue `pair` (it
+/// comes back on `pair`), and waits up to 2 s for the queue's eventfd (an
+/// MSI-X vector routed by VFIO); disarms again.
+fn interrupted(q: &mut Queues, pool: &Mempool, pair: usize, frame: Vec<u8>) -> R<()> {
     use std::os::fd::AsRawFd;
     let mut inb = Pkts::new();
-    while q.rx_burst(0, &mut inb, 32) > 0 {
+    while q.rx_burst(pair as u16, &mut inb, 32) > 0 {
         inb.clear();
     }
-    let rx = &mut q.rx[0];
-    rx.set_interrupt(true).map_err(|e| e.to_string())?;
-    let fd = rx
+    q.rx[pair].set_interrupt(true).map_err(|e| e.to_string())?;
+    let fd = q.rx[pair]
         .interrupt_fd()
         .ok_or("no interrupt fd although MSI-X is offered")?
         .as_raw_fd();
-    send(q, pool, &[ping(mac, 0x7000)])?;
+    let mut out = Pkts::new();
+    let mut m = pool.get().map_err(|e| e.to_string())?;
+    m.append(frame.len())
+        .ok_or("no room")?
+        .copy_from_slice(&frame);
+    let _ = out.push(m);
+    q.tx_burst(pair as u16, &mut out);
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -230,10 +236,19 @@ fn rx_interrupt(q: &mut Queues, pool: &Mempool, mac: [u8; 6]) -> R<()> {
     };
     // SAFETY: one valid pollfd for the duration of the call.
     let ready = unsafe { libc::poll(&mut pfd, 1, 2000) } == 1;
-    q.rx[0].set_interrupt(false).map_err(|e| e.to_string())?;
+    q.rx[pair].set_interrupt(false).map_err(|e| e.to_string())?;
     if !ready {
-        return Err("armed, a pong on its way, and no interrupt within 2 s".into());
+        return Err(format!(
+            "armed, a frame on its way back on queue {pair}, and no interrupt within 2 s"
+        ));
     }
+    Ok(())
+}
+
+/// An rx interrupt on queue 0, then the pong it announced received.
+fn rx_interrupt(q: &mut Queues, pool: &Mempool, mac: [u8; 6]) -> R<()> {
+    interrupted(q, pool, 0, ping(mac, 0x7000))?;
+    let mut inb = Pkts::new();
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(2) {
         q.rx_burst(0, &mut inb, 32);
@@ -244,6 +259,52 @@ fn rx_interrupt(q: &mut Queues, pool: &Mempool, mac: [u8; 6]) -> R<()> {
         }
     }
     Err("interrupted, but the pong did not arrive".into())
+}
+
+/// Opens `dev`, configures `pairs` queue pairs on `pool`, starts it and
+/// waits up to 5 s for the link.
+fn open_started(
+    dev: &str,
+    pool: &Arc<Mempool>,
+    pairs: u16,
+) -> R<(Box<dyn rpmd_pmd::Port>, Queues)> {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let mut p = reg.open(dev).map_err(|e| e.to_string())?;
+    if p.driver() != "virtio-net-pci" {
+        return Err(format!("driver {}", p.driver()));
+    }
+    p.configure(&PortConfig {
+        rx_queues: pairs,
+        tx_queues: pairs,
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let q = p.start().map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    while !p.link().up {
+        if t0.elapsed() > Duration::from_secs(5) {
+            return Err("link down".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok((p, q))
+}
+
+/// Stops the port and checks every mbuf is back in `pool`.
+fn stop_all(mut p: Box<dyn rpmd_pmd::Port>, q: Queues, pool: &Mempool) -> R<()> {
+    p.stop().map_err(|e| e.to_string())?;
+    drop(q);
+    drop(p);
+    if pool.available() != pool.size() {
+        return Err(format!(
+            "{} of {} mbufs back in the pool",
+            pool.available(),
+            pool.size()
+        ));
+    }
+    Ok(())
 }
 
 /// A device that refuses the features: QEMU's modern device with
@@ -285,29 +346,9 @@ fn mq_frame(mac: [u8; 6], q: u32, i: u32) -> Vec<u8> {
 /// Two queue pairs against testpmd io: each pair's frames come back on it.
 fn mq(bdf: &str, pool: &Arc<Mempool>) -> R<String> {
     const N: u32 = 300;
-    let mut reg = Registry::new();
-    rpmd_virtio::register(&mut reg);
-    let mut p = reg.open(&format!("pci:{bdf}")).map_err(|e| e.to_string())?;
+    let (p, mut q) = open_started(&format!("pci:{bdf}"), pool, 2)?;
     let caps = p.capabilities();
-    if caps.max_rx_queues < 2 {
-        return Err(format!("{} queue pairs offered", caps.max_rx_queues));
-    }
     let mac = p.mac_addr().0;
-    p.configure(&PortConfig {
-        rx_queues: 2,
-        tx_queues: 2,
-        rx_pool: Some(pool.clone()),
-        ..PortConfig::default()
-    })
-    .map_err(|e| e.to_string())?;
-    let mut q = p.start().map_err(|e| e.to_string())?;
-    let t0 = Instant::now();
-    while !p.link().up {
-        if t0.elapsed() > Duration::from_secs(5) {
-            return Err("link down".into());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let (mut next, mut got) = ([0u32; 2], [0u32; 2]);
     let mut seen = [vec![false; N as usize], vec![false; N as usize]];
     let mut out = Pkts::new();
@@ -367,54 +408,20 @@ fn mq(bdf: &str, pool: &Arc<Mempool>) -> R<String> {
     if !caps.rx_interrupts {
         return finish_mq(p, q, pool, go_backs, "no MSI-X on this function");
     }
-    use std::os::fd::AsRawFd;
-    while q.rx_burst(1, &mut inb, 32) > 0 {
-        inb.clear();
-    }
-    q.rx[1].set_interrupt(true).map_err(|e| e.to_string())?;
-    let fd = q.rx[1]
-        .interrupt_fd()
-        .ok_or("no interrupt fd on pair 1")?
-        .as_raw_fd();
-    let f = mq_frame(mac, 1, 0);
-    let mut m = pool.get().map_err(|e| e.to_string())?;
-    m.append(f.len()).ok_or("no room")?.copy_from_slice(&f);
-    let _ = out.push(m);
-    q.tx_burst(1, &mut out);
-    out.clear();
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let ready = unsafe { libc::poll(&mut pfd, 1, 2000) } == 1;
-    q.rx[1].set_interrupt(false).map_err(|e| e.to_string())?;
-    if !ready {
-        return Err("no rx interrupt on pair 1 within 2 s".into());
-    }
+    interrupted(&mut q, pool, 1, mq_frame(mac, 1, 0))?;
     finish_mq(p, q, pool, go_backs, "an rx interrupt on pair 1")
 }
 
 /// Stops the two-pair port and reports.
 fn finish_mq(
-    mut p: Box<dyn rpmd_pmd::Port>,
+    p: Box<dyn rpmd_pmd::Port>,
     q: Queues,
     pool: &Mempool,
     go_backs: u32,
     irq: &str,
 ) -> R<String> {
     let s = p.stats();
-    p.stop().map_err(|e| e.to_string())?;
-    drop(q);
-    drop(p);
-    if pool.available() != pool.size() {
-        return Err(format!(
-            "{} of {} mbufs back in the pool",
-            pool.available(),
-            pool.size()
-        ));
-    }
+    stop_all(p, q, pool)?;
     Ok(format!(
         "two queue pairs (MQ_VQ_PAIRS_SET) through DPDK testpmd: 300 frames (60..1514 bytes) per pair back on their pair byte for byte ({} sent for them: {go_backs} go-backs after drops in the backend); {irq}; {} received; every mbuf back",
         s.opackets, s.ipackets
@@ -422,28 +429,8 @@ fn finish_mq(
 }
 
 fn run(bdf: &str, opts: &str, pool: &Arc<Mempool>) -> R<String> {
-    let mut reg = Registry::new();
-    rpmd_virtio::register(&mut reg);
-    let mut p = reg
-        .open(&format!("pci:{bdf}{opts}"))
-        .map_err(|e| e.to_string())?;
-    if p.driver() != "virtio-net-pci" {
-        return Err(format!("driver {}", p.driver()));
-    }
+    let (mut p, mut q) = open_started(&format!("pci:{bdf}{opts}"), pool, 1)?;
     let mac = p.mac_addr().0;
-    p.configure(&PortConfig {
-        rx_pool: Some(pool.clone()),
-        ..PortConfig::default()
-    })
-    .map_err(|e| e.to_string())?;
-    let mut q = p.start().map_err(|e| e.to_string())?;
-    let t0 = Instant::now();
-    while !p.link().up {
-        if t0.elapsed() > Duration::from_secs(5) {
-            return Err("link down".into());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
     exchange(&mut q, pool, mac, 0, 1000)?;
     let s = p.stats();
     if s.opackets != 1000 || s.ipackets < 1000 {
@@ -470,16 +457,7 @@ fn run(bdf: &str, opts: &str, pool: &Arc<Mempool>) -> R<String> {
     // Stop and start again: the device is reset and set up anew.
     let mut q = p.start().map_err(|e| e.to_string())?;
     exchange(&mut q, pool, mac, 10_000, 64)?;
-    p.stop().map_err(|e| e.to_string())?;
-    drop(q);
-    drop(p);
-    if pool.available() != pool.size() {
-        return Err(format!(
-            "{} of {} mbufs back in the pool",
-            pool.available(),
-            pool.size()
-        ));
-    }
+    stop_all(p, q, pool)?;
     Ok(format!(
         "MAC {}, features {feats:#x}, IOVA {:?}: 1000 pings (60..1514 bytes) and their pongs byte for byte, stop, start, 64 more; every mbuf back{extra}",
         rpmd_pmd::port::MacAddr(mac),
