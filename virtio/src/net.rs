@@ -503,6 +503,21 @@ pub(crate) fn max_mtu(want_mrg: bool, offered: u64) -> u16 {
     }
 }
 
+/// The configuration a start uses and its receive pool; an error naming
+/// what is missing.
+pub(crate) fn start_config(
+    conf: &Option<rpmd_pmd::PortConfig>,
+    port: &str,
+) -> Result<(rpmd_pmd::PortConfig, Arc<Mempool>), PmdError> {
+    let perr = |d: &str| PmdError::Port {
+        port: port.to_string(),
+        detail: d.to_string(),
+    };
+    let conf = conf.clone().ok_or_else(|| perr("start before configure"))?;
+    let pool = conf.rx_pool.clone().ok_or_else(|| perr("no rx_pool"))?;
+    Ok((conf, pool))
+}
+
 /// VIRTIO_F_RING_PACKED when `packed_vq=1` asks for it, an error naming
 /// the offered features when the device lacks it (`how`: how to get it).
 pub(crate) fn packed_feature(

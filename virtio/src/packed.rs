@@ -113,26 +113,11 @@ impl PackedQueue {
         offset: usize,
         layout: PackedLayout,
     ) -> Result<PackedQueue, Error> {
-        if offset % 4096 != 0
-            || offset
-                .checked_add(layout.len)
-                .is_none_or(|e| e > region.len())
-        {
-            return Err(Error::Config(format!(
-                "packed queue of {} bytes at offset {offset} does not fit the {}-byte ring region",
-                layout.len,
-                region.len()
-            )));
-        }
-        // SAFETY: in bounds (checked above); the other side has not been
-        // told about this memory yet.
-        let base = unsafe { region.as_ptr().add(offset) };
-        // SAFETY: as above.
-        unsafe { base.write_bytes(0, layout.len) };
+        let (base, iova_base) = crate::split::ring_memory(region, offset, layout.len)?;
         let n = layout.size as usize;
         Ok(PackedQueue {
             base,
-            iova_base: region.iova(offset).map(|i| i.raw()).unwrap_or(0),
+            iova_base,
             layout,
             next_avail: 0,
             avail_wrap: true,

@@ -166,26 +166,11 @@ impl SplitQueue {
     /// A queue in `region` at byte `offset` (which must leave `layout.len`
     /// bytes and be 4096-aligned); the memory is zeroed here.
     pub fn new(region: &DmaRegion, offset: usize, layout: Layout) -> Result<SplitQueue, Error> {
-        if offset % 4096 != 0
-            || offset
-                .checked_add(layout.len)
-                .is_none_or(|e| e > region.len())
-        {
-            return Err(Error::Config(format!(
-                "queue of {} bytes at offset {offset} does not fit the {}-byte ring region",
-                layout.len,
-                region.len()
-            )));
-        }
-        // SAFETY: in bounds (checked above); the other side has not been
-        // told about this memory yet.
-        let base = unsafe { region.as_ptr().add(offset) };
-        // SAFETY: as above.
-        unsafe { base.write_bytes(0, layout.len) };
+        let (base, iova_base) = ring_memory(region, offset, layout.len)?;
         let n = layout.size as usize;
         Ok(SplitQueue {
             base,
-            iova_base: region.iova(offset).map(|i| i.raw()).unwrap_or(0),
+            iova_base,
             layout,
             mask: layout.size - 1,
             avail_idx: 0,
@@ -610,6 +595,27 @@ impl SplitQueue {
             )))),
         }
     }
+}
+
+/// A ring's `len` bytes at `offset` in `region` (4096-aligned, inside it),
+/// zeroed: their address and IOVA. For both ring types.
+pub(crate) fn ring_memory(
+    region: &DmaRegion,
+    offset: usize,
+    len: usize,
+) -> Result<(*mut u8, u64), Error> {
+    if offset % 4096 != 0 || offset.checked_add(len).is_none_or(|e| e > region.len()) {
+        return Err(Error::Config(format!(
+            "queue of {len} bytes at offset {offset} does not fit the {}-byte ring region",
+            region.len()
+        )));
+    }
+    // SAFETY: in bounds (checked above); the other side has not been told
+    // about this memory yet.
+    let base = unsafe { region.as_ptr().add(offset) };
+    // SAFETY: as above.
+    unsafe { base.write_bytes(0, len) };
+    Ok((base, region.iova(offset).map(|i| i.raw()).unwrap_or(0)))
 }
 
 /// Returns every mbuf a ring still holds (its tokens, from

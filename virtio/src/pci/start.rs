@@ -13,7 +13,9 @@ use crate::consts::{
 };
 use crate::ctrl::{mac_table, rx_mode, CtrlQueue};
 use crate::fd::CallFd;
-use crate::net::{offload_features, packed_feature, Ring, Shared, VirtioRx, VirtioTx};
+use crate::net::{
+    offload_features, packed_feature, start_config, Ring, Shared, VirtioRx, VirtioTx,
+};
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
 use rpmd_pmd::port::stats::StatsBlock;
@@ -92,14 +94,7 @@ impl VirtioPciPort {
 
     pub(super) fn setup(&mut self) -> Result<Queues, PmdError> {
         let name = self.name.clone();
-        let conf = self
-            .conf
-            .clone()
-            .ok_or_else(|| perr(&name, "start before configure"))?;
-        let pool = conf
-            .rx_pool
-            .clone()
-            .ok_or_else(|| perr(&name, "no rx_pool"))?;
+        let (conf, pool) = start_config(&self.conf, &name)?;
         self.ctrl = None;
         let pairs = conf.rx_queues.max(conf.tx_queues);
         let base = self.negotiate(&conf, pairs)?;

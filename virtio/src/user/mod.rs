@@ -50,8 +50,8 @@ use crate::consts::{
 };
 use crate::fd::CallFd;
 use crate::net::{
-    feature_xstats, max_mtu, net_port_common, offload_features, offloads, packed_feature, Kick,
-    Restart, Ring, Shared, VirtioRx, VirtioTx,
+    feature_xstats, max_mtu, net_port_common, offload_features, offloads, packed_feature,
+    start_config, Kick, Restart, Ring, Shared, VirtioRx, VirtioTx,
 };
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
@@ -210,14 +210,7 @@ pub struct VirtioUserPort {
 impl VirtioUserPort {
     fn setup(&mut self) -> Result<Queues, PmdError> {
         let name = self.name.clone();
-        let conf = self
-            .conf
-            .clone()
-            .ok_or_else(|| perr(&name, "start before configure"))?;
-        let pool = conf
-            .rx_pool
-            .clone()
-            .ok_or_else(|| perr(&name, "no rx_pool"))?;
+        let (conf, pool) = start_config(&self.conf, &name)?;
         let l = self.layout;
         // Pair q: RX on vring 2q, TX on vring 2q + 1.
         let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
