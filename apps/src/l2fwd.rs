@@ -14,7 +14,7 @@
 //! and the other way round.
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
-use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use rpmd_pmd::{clock, Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::{LcoreConfig, Runtime, Task};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -61,7 +61,8 @@ struct TxBuffer {
     port: usize,
     q: Box<dyn TxQueue>,
     pkts: Pkts,
-    since: Option<Instant>,
+    /// When the oldest buffered frame arrived (clock ticks).
+    since: Option<u64>,
 }
 
 /// One forwarding lcore's work: its rx ports and the tx queues of their
@@ -75,6 +76,8 @@ struct Fwd {
     mac_updating: bool,
     burst: usize,
     pkts: Pkts,
+    /// [`DRAIN`] in clock ticks.
+    drain: u64,
 }
 
 const DRAIN: Duration = Duration::from_micros(100);
@@ -125,14 +128,30 @@ impl Task for Fwd {
                 }
             }
             if !buf.pkts.is_empty() {
-                buf.since.get_or_insert_with(Instant::now);
+                buf.since.get_or_insert_with(clock::now);
             }
         }
-        // The 100 µs drain timer for partial bursts.
-        let now = Instant::now();
-        for b in self.tx.iter_mut() {
-            if b.since.is_some_and(|t| now - t >= DRAIN) || (done == 0 && !b.pkts.is_empty()) {
-                Fwd::flush(b, &self.counters[b.port]);
+        if done == 0 {
+            // An idle round: send what is buffered, and take back what the
+            // tx queues have finished sending now rather than on the next
+            // burst's path.
+            for b in self.tx.iter_mut() {
+                if b.pkts.is_empty() {
+                    b.q.in_flight();
+                } else {
+                    Fwd::flush(b, &self.counters[b.port]);
+                }
+            }
+            return 0;
+        }
+        // The 100 µs drain timer for partial bursts (the TSC, not a
+        // clock_gettime per round).
+        if self.tx.iter().any(|b| b.since.is_some()) {
+            let now = clock::now();
+            for b in self.tx.iter_mut() {
+                if b.since.is_some_and(|t| now.wrapping_sub(t) >= self.drain) {
+                    Fwd::flush(b, &self.counters[b.port]);
+                }
             }
         }
         done
@@ -251,6 +270,7 @@ impl L2fwd {
                 macs: macs.clone(),
                 counters: counters.clone(),
                 mac_updating: cfg.mac_updating,
+                drain: clock::ticks(DRAIN),
                 burst: cfg.burst,
                 pkts: Pkts::new(),
             })

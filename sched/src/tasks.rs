@@ -56,6 +56,11 @@ impl Task for Forward {
                 .rx
                 .rx_burst(&mut self.pkts, self.burst.min(quota - done));
             if n == 0 {
+                if done == 0 {
+                    // An idle round: take back what the tx queue has
+                    // finished sending now, not on the next burst's path.
+                    self.tx.in_flight();
+                }
                 break;
             }
             done += n;

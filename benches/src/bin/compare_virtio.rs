@@ -250,9 +250,9 @@ fn run_ours(role: Role, size: usize, packed: bool, secs: f64, huge: &str, sock: 
                             q.tx_burst(0, &mut b);
                             b.clear();
                         } else {
-                            // An empty poll, as our run loop's idle round:
-                            // take back what the backend has sent (off the
-                            // burst's round trip) and pause.
+                            // An empty poll, as the run loop's Forward task
+                            // and spin: take back what the backend has sent
+                            // (off the next burst's round trip), pause.
                             q.tx[0].in_flight();
                             std::hint::spin_loop();
                         }
