@@ -483,7 +483,11 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
 /// 12.8 -> 15.2 Mpps, packed 11.1 -> 17.1).
 #[inline(always)]
 fn clear_header(h: &mut [u8]) {
-    if h.iter().any(|&b| b != 0) {
+    // Two word loads (8 + 4 bytes), not a loop over the bytes.
+    let (lo, hi) = h.split_at(h.len().min(8));
+    let zero = <[u8; 8]>::try_from(lo).is_ok_and(|w| u64::from_ne_bytes(w) == 0)
+        && <[u8; 4]>::try_from(hi).is_ok_and(|w| u32::from_ne_bytes(w) == 0);
+    if !zero {
         h.fill(0);
     }
 }

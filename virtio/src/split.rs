@@ -349,7 +349,10 @@ impl SplitQueue {
         }
         let d = self.layout.desc + 16 * id as usize;
         // SAFETY: descriptor `id` is free (ours until published) and inside
-        // the table; volatile as the other side reads it.
+        // the table, and the avail slot at `avail_idx` is past the published
+        // `avail.idx` (the device does not read it yet) and inside the ring;
+        // only the driver writes either. Volatile as the other side reads
+        // them.
         unsafe {
             let p = self.base.add(d);
             p.cast::<u64>().write_volatile(addr.to_le());
