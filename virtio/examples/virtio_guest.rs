@@ -465,8 +465,22 @@ fn run(bdf: &str, opts: &str, pool: &Arc<Mempool>) -> R<String> {
     ))
 }
 
+/// Prints one case's outcome and counts it.
+fn report(name: &str, r: R<String>, pass: &mut u32, fail: &mut u32) {
+    match r {
+        Ok(m) => {
+            *pass += 1;
+            println!("case {name}: ok: {m}");
+        }
+        Err(e) => {
+            *fail += 1;
+            println!("case {name}: FAIL: {e}");
+        }
+    }
+}
+
 fn main() {
-    let (mut pass, mut fail) = (0, 0);
+    let (mut pass, mut fail) = (0u32, 0u32);
     let pool = match Mempool::new(&MempoolConfig::new("virtio-guest", 2048)) {
         Ok(p) => Arc::new(p),
         Err(e) => {
@@ -479,16 +493,12 @@ fn main() {
     while let Some(a) = args.next() {
         if a == "--mq" {
             let bdf = args.next().unwrap_or_default();
-            match mq(&bdf, &pool) {
-                Ok(m) => {
-                    pass += 1;
-                    println!("case {bdf} two queue pairs: ok: {m}");
-                }
-                Err(e) => {
-                    fail += 1;
-                    println!("case {bdf} two queue pairs: FAIL: {e}");
-                }
-            }
+            report(
+                &format!("{bdf} two queue pairs"),
+                mq(&bdf, &pool),
+                &mut pass,
+                &mut fail,
+            );
             continue;
         }
         let (bdf, pool) = if a == "--legacy" {
@@ -516,16 +526,7 @@ fn main() {
             cases.push((format!("{bdf} features refused"), refused(&bdf, &pool)));
         }
         for (name, r) in cases {
-            match r {
-                Ok(m) => {
-                    pass += 1;
-                    println!("case {name}: ok: {m}");
-                }
-                Err(e) => {
-                    fail += 1;
-                    println!("case {name}: FAIL: {e}");
-                }
-            }
+            report(&name, r, &mut pass, &mut fail);
         }
     }
     println!("virtio_guest: {pass} passed, {fail} failed");

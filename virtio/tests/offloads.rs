@@ -10,7 +10,7 @@ use common::*;
 use rpmd_pmd::mbuf::{RX_L4_CKSUM_MASK, RX_L4_CKSUM_NONE, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM};
 use rpmd_pmd::net::{fold, ones_sum, pseudo_header_sum};
 use rpmd_pmd::port::{Offloads, Pkts};
-use rpmd_pmd::{Mempool, PortConfig};
+use rpmd_pmd::PortConfig;
 use std::time::{Duration, Instant};
 
 /// An Ethernet/IPv4/UDP frame carrying `tag`, both checksums zero.
@@ -49,14 +49,7 @@ fn checksums_ok(f: &[u8]) -> (bool, bool) {
 
 /// A started port on `t` with `offloads`, on a backend that offers both
 /// checksum features.
-fn open(
-    t: &Testpmd,
-    offloads: Offloads,
-) -> (
-    Box<dyn rpmd_pmd::Port>,
-    rpmd_pmd::Queues,
-    std::sync::Arc<Mempool>,
-) {
+fn open(t: &Testpmd, offloads: Offloads) -> Started {
     let conf = PortConfig {
         offloads,
         ..PortConfig::default()

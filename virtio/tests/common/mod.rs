@@ -192,39 +192,25 @@ pub fn frame(tag: u32, len: usize) -> Vec<u8> {
     f
 }
 
-pub fn port(
-    t: &Testpmd,
-) -> (
+/// A started port with its queues and the pool its RX queues fill from.
+pub type Started = (
     Box<dyn rpmd_pmd::Port>,
     rpmd_pmd::Queues,
     std::sync::Arc<Mempool>,
-) {
+);
+
+pub fn port(t: &Testpmd) -> Started {
     port_with(t, "")
 }
 
 /// A started port on testpmd's socket, with extra device options.
-pub fn port_with(
-    t: &Testpmd,
-    opts: &str,
-) -> (
-    Box<dyn rpmd_pmd::Port>,
-    rpmd_pmd::Queues,
-    std::sync::Arc<Mempool>,
-) {
+pub fn port_with(t: &Testpmd, opts: &str) -> Started {
     port_config(t, opts, PortConfig::default())
 }
 
 /// A started port on testpmd's socket configured as `conf` (its rx_pool
 /// set here, 4096 mbufs).
-pub fn port_config(
-    t: &Testpmd,
-    opts: &str,
-    conf: PortConfig,
-) -> (
-    Box<dyn rpmd_pmd::Port>,
-    rpmd_pmd::Queues,
-    std::sync::Arc<Mempool>,
-) {
+pub fn port_config(t: &Testpmd, opts: &str, conf: PortConfig) -> Started {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vts", 4096)).unwrap());
