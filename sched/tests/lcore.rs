@@ -105,12 +105,14 @@ fn tasks_run_sleep_wake_and_finish() {
     l.add(TaskId(1), Box::new(t));
     // Idle: it spins briefly, then sleeps.
     wait_for("a sleep", || l.stats().sleeps.get() > 0);
-    // Work sent with an interrupt-style wake-up while it sleeps.
+    // Work sent with an interrupt-style wake-up while it sleeps: each item
+    // waits until the lcore has armed its notifications. (An item that lands
+    // between arming and the lcore's last look is taken without sleeping, so
+    // not every item is a wake-up, but with 100 of them some must be.)
     for i in 0..100u64 {
+        wait_for("armed", || feed.armed.load(SeqCst));
         while feed.tx.enqueue(i).is_err() {}
-        if feed.armed.load(SeqCst) {
-            feed.wake.signal().unwrap();
-        }
+        feed.wake.signal().unwrap();
     }
     wait_for("100 done", || feed.done.load(Relaxed) == 100);
     wait_for("a wake-up", || l.stats().wakeups.get() > 0);
