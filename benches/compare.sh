@@ -128,7 +128,7 @@ for s in $suite; do
             ;;
         txlock)
             echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"
-            for _ in $(seq "$runs"); do target/release/txlock --seconds 2; done
+            target/release/txlock --seconds 2 --runs "$runs"
             ;;
         seeds)
             echo "== seeds: the run-loop experiments (yield to a runnable sibling, signal costs, spin budgets, backlog drain)"
