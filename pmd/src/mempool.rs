@@ -18,9 +18,11 @@
 //!
 //! Two levels of API: [`Mbuf`]s (reset on return, so a taken mbuf is
 //! ready to use), and raw [`PoolObj`]s, which are never touched on the way
-//! out or back, like `rte_mempool`'s `void *` (an address check keeps
-//! another pool's objects out). [`Mempool::local`] gives a thread's view
-//! with its lcore cache looked up once, as DPDK code passes the cache
+//! out or back, like `rte_mempool`'s `void *`. Raw objects move in bulk in
+//! a [`PoolObjs`] burst, which records the pool that filled it, so another
+//! pool's objects are kept out with one check per bulk rather than one per
+//! object. [`Mempool::local`] gives a thread's view with its lcore cache
+//! looked up once and its lcore id pinned, as DPDK code passes the cache
 //! pointer to `rte_mempool_generic_get/put`.
 //!
 //! A pool's memory is freed only when its last handle is dropped *and*
@@ -101,10 +103,26 @@ impl Obj {
 /// Slots per cache: room for `cache_size` plus a flush threshold's worth
 /// of puts plus one bulk, at the largest cache size.
 const CACHE_SLOTS: usize = 3 * CACHE_MAX_SIZE as usize;
+// A full cache plus a put of the largest bulk the cache takes fits.
+const _: () = assert!(2 * (CACHE_MAX_SIZE as usize * 3 / 2) <= CACHE_SLOTS);
+
+/// Copies `src` into `dst` (same length). One object is one move; more
+/// is a `memcpy` call, which for 8 or 32 objects beats an inline loop
+/// (callgrind: LLVM's unrolled loops carry more set-up than the call).
+#[inline(always)]
+fn copy_objs(dst: &mut [MaybeUninit<Obj>], src: &[MaybeUninit<Obj>]) {
+    if dst.len() == 1 && src.len() == 1 {
+        dst[0] = src[0];
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
 
 /// One lcore's cache; only the thread holding that lcore id touches
 /// `objs`, and `len` is atomic only so that the pool's drop can count.
-/// `objs[..len]` are initialised. The caches of all lcores are one
+/// `objs[..len]` are initialised, and between calls `len` is at most the
+/// flush threshold (`cache_size` after a flush or a refill), so within
+/// `CACHE_SLOTS`. The caches of all lcores are one
 /// zero-filled allocation, so a cache costs no memory until its lcore uses
 /// it, and finding it is one index (as DPDK's `local_cache[lcore_id]`).
 struct Cache {
@@ -173,16 +191,14 @@ impl PoolInner {
                 // SAFETY: this thread holds the lcore id owning `c`, so
                 // nobody else touches `objs`.
                 let objs = unsafe { &*c.objs.get() };
-                // LIFO: the most recently freed (cache-hot) objects first.
-                // The slots below `len` are initialised; `MaybeUninit<Obj>`
-                // is `Copy`, so they are copied to `dst` as they are.
-                if n == 1 {
-                    dst[0] = objs[len - 1];
-                } else {
-                    for (d, o) in dst.iter_mut().zip(objs[len - n..len].iter().rev()) {
-                        *d = *o;
-                    }
-                }
+                // LIFO: the top `n`, the most recently freed (cache-hot)
+                // objects, in the order they lie (DPDK reverses them, a
+                // shuffle per pair that buys nothing measurable). The slots
+                // below `len` are initialised; `MaybeUninit<Obj>` is
+                // `Copy`, so they are copied as they are.
+                // SAFETY: `n <= len <= CACHE_SLOTS` (the `Cache` invariant).
+                let top = unsafe { objs.get_unchecked(len - n..len) };
+                copy_objs(dst, top);
                 c.len.store((len - n) as u32, Ordering::Relaxed);
                 return true;
             }
@@ -214,21 +230,6 @@ impl PoolInner {
         self.rx.dequeue_bulk_uninit(dst).n == n
     }
 
-    /// Whether every object in `objs` is one of this pool's (an address
-    /// check; the objects are not touched). Branch-free over the slice, so
-    /// it vectorises.
-    #[inline(always)]
-    fn owns_all(&self, objs: &[PoolObj]) -> bool {
-        let base = self.region.as_ptr() as usize;
-        let len = self.region.len();
-        let mine = |o: &PoolObj| (o.0.as_ptr() as usize).wrapping_sub(base) < len;
-        if objs.len() <= 2 {
-            objs.iter().all(mine)
-        } else {
-            objs.iter().fold(true, |ok, o| ok & mine(o))
-        }
-    }
-
     /// Returns free objects. Putting into the cache is inlined into the
     /// caller; flushing and the cacheless path are out of line.
     #[inline(always)]
@@ -239,14 +240,14 @@ impl PoolInner {
                 // SAFETY: as in `get_into`.
                 let objs = unsafe { &mut *c.objs.get() };
                 let len = c.len.load(Ordering::Relaxed) as usize;
-                if n == 1 {
-                    // One store, not a `memcpy` call.
-                    objs[len].write(objs_in[0]);
-                } else {
-                    // SAFETY: `MaybeUninit<Obj>` has `Obj`'s layout.
-                    let src = unsafe { &*(objs_in as *const [Obj] as *const [MaybeUninit<Obj>]) };
-                    objs[len..len + n].copy_from_slice(src);
-                }
+                // SAFETY: `MaybeUninit<Obj>` has `Obj`'s layout.
+                let src = unsafe { &*(objs_in as *const [Obj] as *const [MaybeUninit<Obj>]) };
+                // SAFETY: `len <= flush_threshold` between calls (a put that
+                // reaches it flushes down to `cache_size`) and
+                // `n <= flush_threshold`, so `len + n <= 2 * flush_threshold
+                // <= CACHE_SLOTS` (asserted at compile time below).
+                let room = unsafe { objs.get_unchecked_mut(len..len + n) };
+                copy_objs(room, src);
                 if len + n >= self.flush_threshold as usize {
                     self.flush(c, len + n);
                 } else {
@@ -453,21 +454,16 @@ impl Mempool {
     }
 
     /// Takes `n` raw objects, all or none, like `rte_mempool_get_bulk`:
-    /// nothing is touched. See [`PoolObj`].
+    /// nothing is touched. See [`Local::get_objs`].
     #[inline]
-    pub fn get_objs<const N: usize>(
-        &self,
-        out: &mut Burst<PoolObj, N>,
-        n: usize,
-    ) -> Result<(), Error> {
+    pub fn get_objs<const N: usize>(&self, out: &mut PoolObjs<N>, n: usize) -> Result<(), Error> {
         self.local().get_objs(out, n)
     }
 
     /// Returns the first `n` raw objects of `b` (all if fewer), like
-    /// `rte_mempool_put_bulk`. Objects of another pool are recognised by
-    /// address (without touching them) and go back to their own pool.
+    /// `rte_mempool_put_bulk`. See [`Local::put_objs`].
     #[inline]
-    pub fn put_objs<const N: usize>(&self, b: &mut Burst<PoolObj, N>, n: usize) {
+    pub fn put_objs<const N: usize>(&self, b: &mut PoolObjs<N>, n: usize) {
         self.local().put_objs(b, n)
     }
 
@@ -495,9 +491,9 @@ impl Mempool {
 /// A free object taken from a pool as it is, like the `void *` that
 /// `rte_mempool_get` gives: its memory is not touched on the way out or
 /// back, which makes it the cheapest way to move buffers that are not read
-/// yet (refilling an RX ring, say). It becomes an [`Mbuf`] at no cost
-/// ([`PoolObj::into_mbuf`]), goes back with [`Mempool::put_objs`], or
-/// returns to its pool when dropped.
+/// yet (refilling an RX ring, say). Objects are taken and returned in bulk
+/// through a [`PoolObjs`]; one taken out of it becomes an [`Mbuf`] at no
+/// cost ([`PoolObj::into_mbuf`]), or returns to its pool when dropped.
 #[repr(transparent)]
 pub struct PoolObj(NonNull<MbufHdr>);
 
@@ -529,6 +525,59 @@ impl Drop for PoolObj {
 impl std::fmt::Debug for PoolObj {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "PoolObj({:p})", self.0)
+    }
+}
+
+/// Raw objects of one pool held together, as the `void *` array that
+/// DPDK's `rte_mempool_get_bulk` fills and `rte_mempool_put_bulk` empties.
+/// It remembers the pool that filled it (only [`Local::get_objs`] adds
+/// objects), so returning them there takes no check per object: the
+/// address check that keeps another pool's object out of a pool is done
+/// once per bulk, on the burst. Objects leave one by one with
+/// [`PoolObjs::pop`]; dropping the burst returns what it holds.
+pub struct PoolObjs<const N: usize> {
+    /// Address of the `PoolInner` whose objects these are (0: none yet).
+    /// That pool stays alive while any of its objects is out.
+    pool: usize,
+    objs: Burst<PoolObj, N>,
+}
+
+impl<const N: usize> PoolObjs<N> {
+    /// An empty burst.
+    pub const fn new() -> Self {
+        PoolObjs {
+            pool: 0,
+            objs: Burst::new(),
+        }
+    }
+
+    /// Objects held.
+    pub fn len(&self) -> usize {
+        self.objs.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.objs.is_empty()
+    }
+
+    /// Takes out the first object.
+    pub fn pop(&mut self) -> Option<PoolObj> {
+        self.objs.pop()
+    }
+}
+
+impl<const N: usize> Default for PoolObjs<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for PoolObjs<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolObjs")
+            .field("len", &self.len())
+            .finish()
     }
 }
 

@@ -198,7 +198,7 @@ fn pa_mode_needs_root_or_says_why() {
 
 #[test]
 fn raw_objects_move_untouched_and_find_their_own_pool() {
-    use rpmd_pmd::PoolObj;
+    use rpmd_pmd::PoolObjs;
     let mk = |name: &str, cache| {
         let mut c = MempoolConfig::new(name, 256);
         c.cache_size = cache;
@@ -207,19 +207,27 @@ fn raw_objects_move_untouched_and_find_their_own_pool() {
     for cache in [0, 32] {
         let a = mk("raw-a", cache);
         let b = mk("raw-b", cache);
-        let mut objs: Burst<PoolObj, 64> = Burst::new();
+        let mut objs: PoolObjs<64> = PoolObjs::new();
         a.get_objs(&mut objs, 40).unwrap();
-        b.get_objs(&mut objs, 10).unwrap();
-        assert!(a.get_objs(&mut objs, 20).is_err(), "room for 14 only");
-        assert_eq!((a.available(), b.available()), (216, 246));
-        // Return 20 of a's to a, then the mixed rest through a: b's go home.
+        assert!(a.get_objs(&mut objs, 30).is_err(), "room for 24 only");
+        // One pool's objects per burst: b may not add to a's.
+        let e = b.get_objs(&mut objs, 10).unwrap_err().to_string();
+        assert!(e.contains("raw-b") && e.contains("another pool"), "{e}");
+        assert_eq!((a.available(), b.available()), (216, 256));
+        // Return 20 to a, then the rest through b: they go home to a.
         a.put_objs(&mut objs, 20);
-        assert_eq!(objs.len(), 30);
+        assert_eq!(objs.len(), 20);
         assert_eq!(a.available(), 236);
-        a.put_objs(&mut objs, 100);
+        b.put_objs(&mut objs, 100);
         assert!(objs.is_empty());
         assert_eq!((a.available(), b.available()), (256, 256));
+        // Empty, the burst takes another pool's objects.
+        b.get_objs(&mut objs, 5).unwrap();
+        assert_eq!(b.available(), 251);
+        drop(objs);
+        assert_eq!(b.available(), 256, "dropping the burst returns them");
         // A raw object becomes a fresh mbuf; dropping either returns it.
+        let mut objs: PoolObjs<4> = PoolObjs::new();
         a.get_objs(&mut objs, 2).unwrap();
         let m = objs.pop().unwrap().into_mbuf();
         assert_eq!((m.data_len(), m.headroom()), (0, 128));

@@ -21,7 +21,10 @@ use std::ops::{Deref, DerefMut};
 /// ```
 pub struct Burst<T, const N: usize> {
     buf: [MaybeUninit<T>; N],
-    /// Live values are `buf[start..end]`.
+    /// Live values are `buf[start..end]`; always `start <= end <= N`
+    /// (every safe method keeps it, and the unsafe ones and the ring's
+    /// `advance_back` require it of their callers), which the unchecked
+    /// slicing in `deref` and `spare_capacity_mut` relies on.
     start: usize,
     end: usize,
 }
@@ -136,7 +139,9 @@ impl<T, const N: usize> Burst<T, N> {
     pub fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>] {
         self.compact();
         let end = self.end;
-        &mut self.buf[end..]
+        // SAFETY: `end <= N` (the burst's invariant), so the range is in
+        // bounds; unchecked, as this is on every refill's path.
+        unsafe { self.buf.get_unchecked_mut(end..) }
     }
 
     /// Makes the first `n` slots of [`spare_capacity_mut`](Self::spare_capacity_mut)
@@ -205,18 +210,23 @@ impl<T, const N: usize> Default for Burst<T, N> {
 impl<T, const N: usize> Deref for Burst<T, N> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        let live = &self.buf[self.start..self.end];
-        // SAFETY: `buf[start..end]` are initialised; `MaybeUninit<T>` has
-        // the layout of `T`.
-        unsafe { std::slice::from_raw_parts(live.as_ptr().cast(), live.len()) }
+        // SAFETY: `start <= end <= N` (the burst's invariant), so the range
+        // is in bounds; `buf[start..end]` are initialised, and
+        // `MaybeUninit<T>` has the layout of `T`.
+        unsafe {
+            let live = self.buf.get_unchecked(self.start..self.end);
+            std::slice::from_raw_parts(live.as_ptr().cast(), live.len())
+        }
     }
 }
 
 impl<T, const N: usize> DerefMut for Burst<T, N> {
     fn deref_mut(&mut self) -> &mut [T] {
-        let live = &mut self.buf[self.start..self.end];
         // SAFETY: as in `deref`.
-        unsafe { std::slice::from_raw_parts_mut(live.as_mut_ptr().cast(), live.len()) }
+        unsafe {
+            let live = self.buf.get_unchecked_mut(self.start..self.end);
+            std::slice::from_raw_parts_mut(live.as_mut_ptr().cast(), live.len())
+        }
     }
 }
 

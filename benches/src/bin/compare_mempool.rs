@@ -7,7 +7,7 @@
 //! default cache, on a pool made as the autotest makes it. (`dpdk-test`
 //! itself runs all cases in a fixed order for 5 s each, about an hour, and
 //! cannot interleave.) rpmd side: `mempool_perf` on raw objects
-//! (`PoolObj`), the same level; with `--mbuf`, also on `Mbuf` handles, for
+//! (`PoolObjs`), the same level; with `--mbuf`, also on `Mbuf` handles, for
 //! information.
 //!
 //! Runs are interleaved, DPDK then rpmd, `--runs` times per case; the table

@@ -4,7 +4,7 @@
 //! (DPDK: 5); `rate_persec` is objects taken and returned per second,
 //! summed over lcores, printed in DPDK's format.
 //!
-//! Two levels: raw objects ([`PoolObj`], the default), which like DPDK's
+//! Two levels: raw objects ([`PoolObjs`], the default), which like DPDK's
 //! test (`rte_mempool_generic_get/put` on `void *`) never touch the
 //! objects; and `--mbuf`, owning [`Mbuf`] handles, whose return reads and
 //! resets each header (like `rte_pktmbuf_free`).
@@ -17,7 +17,7 @@
 //!
 //! Usage: `mempool_perf [--quick] [--mbuf] [--list] [--seconds S] [--case "cache=C cores=K n_get_bulk=G n_put_bulk=P n_keep=N constant_n=X"]...`
 use rpmd_benches::tsc::pin;
-use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, PoolObj};
+use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, PoolObjs};
 use rpmd_ring::Burst;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -135,7 +135,7 @@ fn die(e: rpmd_pmd::Error) -> ! {
 fn lcore_loop_raw(pool: &Mempool, c: Case, stop: &AtomicBool) -> u64 {
     // The lcore's view, taken once, as DPDK's test takes its cache.
     let pool = pool.local();
-    let mut kept: Burst<PoolObj, MAX_KEEP> = Burst::new();
+    let mut kept: PoolObjs<MAX_KEEP> = PoolObjs::new();
     let mut done = 0u64;
     let mut blocks = max_blocks();
     while !stop.load(Ordering::Relaxed) && blocks > 0 {

@@ -1,7 +1,7 @@
 //! [`Local`]: one thread's view of a mempool, holding its lcore cache.
 #![allow(unsafe_code)]
 
-use super::{new_mbuf, Cache, Obj, PoolInner, PoolObj};
+use super::{new_mbuf, Cache, Obj, PoolInner, PoolObj, PoolObjs};
 use crate::lcore;
 use crate::mbuf::Mbuf;
 use crate::Error;
@@ -23,10 +23,10 @@ unsafe impl FreeObject for Mbuf {}
 unsafe impl FreeObject for PoolObj {}
 
 /// A mempool as seen from one thread: the pool plus this thread's lcore
-/// cache, looked up once ([`Mempool::local`](super::Mempool::local)).
-/// Every get and put then checks only that the thread still holds that
-/// lcore id (one thread-local load) before touching the cache; a thread
-/// that has lost its id (during exit) falls back to the shared ring.
+/// cache, looked up once ([`Mempool::local`](super::Mempool::local)). The
+/// view pins the thread's lcore id ([`lcore::Pin`]), so the id stays this
+/// thread's, and the cache with it, for as long as the view lives, even
+/// through thread exit: gets and puts use the cache with no check.
 ///
 /// Not `Send` or `Sync`: the cache belongs to this thread.
 ///
@@ -37,7 +37,9 @@ unsafe impl FreeObject for PoolObj {}
 /// ```
 pub struct Local<'a> {
     inner: &'a PoolInner,
-    cache: Option<(&'a Cache, usize)>,
+    /// This thread's cache, used only while `_pin` holds its lcore id.
+    cache: Option<&'a Cache>,
+    _pin: Option<lcore::Pin>,
     _thread: PhantomData<*const ()>,
 }
 
@@ -45,28 +47,29 @@ impl std::fmt::Debug for Local<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Local")
             .field("pool", &self.inner.name)
-            .field("lcore", &self.cache.map(|c| c.1))
+            .field("lcore", &self._pin.as_ref().map(|p| p.id()))
             .finish()
     }
 }
 
 impl<'a> Local<'a> {
-    #[inline(always)]
+    #[inline]
     pub(super) fn new(inner: &'a PoolInner) -> Self {
-        let cache = lcore::current().and_then(|id| inner.cache_of(id).map(|c| (c, id)));
+        let pin = lcore::Pin::new();
+        let cache = pin.as_ref().and_then(|p| inner.cache_of(p.id()));
         Local {
             inner,
             cache,
+            // Without a cache (caching off) there is nothing to pin for.
+            _pin: pin.filter(|_| cache.is_some()),
             _thread: PhantomData,
         }
     }
 
-    /// The cache, while this thread still holds the lcore id it was taken
-    /// for (the id is only given up at thread exit).
+    /// The cache: this thread's, since the pin keeps its lcore id ours.
     #[inline(always)]
     fn cache(&self) -> Option<&'a Cache> {
-        let (c, id) = self.cache?;
-        lcore::is_current(id).then_some(c)
+        self.cache
     }
 
     /// Takes one mbuf (reset: no data, full headroom).
@@ -149,34 +152,46 @@ impl<'a> Local<'a> {
         unsafe { b.forget_front(n) };
     }
 
-    /// Takes `n` raw objects, all or none, like `rte_mempool_get_bulk`:
-    /// nothing is touched. See [`PoolObj`].
+    /// Takes `n` raw objects into `out`, all or none, like
+    /// `rte_mempool_get_bulk`: nothing is touched. `out` holds one pool's
+    /// objects at a time: asking another pool to fill it while it holds
+    /// objects is an error.
     #[inline]
-    pub fn get_objs<const N: usize>(
-        &self,
-        out: &mut Burst<PoolObj, N>,
-        n: usize,
-    ) -> Result<(), Error> {
-        self.take_into(out, n)
+    pub fn get_objs<const N: usize>(&self, out: &mut PoolObjs<N>, n: usize) -> Result<(), Error> {
+        let me = self.inner as *const PoolInner as usize;
+        if out.pool != me {
+            if !out.objs.is_empty() {
+                return Err(Error::Invalid {
+                    what: "object burst",
+                    detail: format!(
+                        "objects of pool {} asked into a burst holding another pool's",
+                        self.inner.name
+                    ),
+                });
+            }
+            out.pool = me;
+        }
+        self.take_into(&mut out.objs, n)
     }
 
     /// Returns the first `n` raw objects of `b` (all if fewer), like
-    /// `rte_mempool_put_bulk`. Objects of another pool are recognised by
-    /// address (without touching them) and go back to their own pool.
+    /// `rte_mempool_put_bulk`. The burst knows their pool, so when it is
+    /// this one nothing is checked per object; another pool's go back to
+    /// it one by one.
     #[inline]
-    pub fn put_objs<const N: usize>(&self, b: &mut Burst<PoolObj, N>, n: usize) {
-        let n = n.min(b.len());
-        let inner = self.inner;
-        if inner.owns_all(&b[..n]) {
-            // SAFETY: same layout; each object is handed back once and the
-            // burst forgets it.
-            let objs = unsafe { &*(&b[..n] as *const [PoolObj] as *const [Obj]) };
-            inner.put_raw(self.cache(), objs);
+    pub fn put_objs<const N: usize>(&self, b: &mut PoolObjs<N>, n: usize) {
+        let n = n.min(b.objs.len());
+        if b.pool == self.inner as *const PoolInner as usize {
+            // SAFETY: same layout; every object in `b` is this pool's (the
+            // burst is only filled by its pool's `get_objs`), each is
+            // handed back once, and the burst forgets it.
+            let objs = unsafe { &*(&b.objs[..n] as *const [PoolObj] as *const [Obj]) };
+            self.inner.put_raw(self.cache(), objs);
             // SAFETY: the first `n` were returned above.
-            unsafe { b.forget_front(n) };
+            unsafe { b.objs.forget_front(n) };
         } else {
             for _ in 0..n {
-                drop(b.pop());
+                drop(b.objs.pop());
             }
         }
     }
