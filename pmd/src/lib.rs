@@ -47,5 +47,5 @@ pub mod vfio;
 pub use dma::{DmaRegion, Iova, IovaMode, PageSize};
 pub use error::Error;
 pub use mbuf::Mbuf;
-pub use mempool::{Local, Mempool, MempoolConfig, PoolObj, PoolObjs};
+pub use mempool::{Local, LocalObjs, Mempool, MempoolConfig, PoolObj, PoolObjs};
 pub use port::{Pkts, Port, PortConfig, Queues, Registry};

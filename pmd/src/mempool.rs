@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 mod local;
-pub use local::Local;
+pub use local::{Local, LocalObjs};
 
 /// Largest per-lcore cache (DPDK's `RTE_MEMPOOL_CACHE_MAX_SIZE`).
 pub const CACHE_MAX_SIZE: u32 = 512;
@@ -130,6 +130,14 @@ struct Cache {
     objs: UnsafeCell<[MaybeUninit<Obj>; CACHE_SLOTS]>,
 }
 
+/// A cache as the hot path uses it: the cache plus its pool's flush
+/// threshold, copied out so that a thread's view keeps it in a register.
+#[derive(Clone, Copy)]
+struct CacheRef<'a> {
+    c: &'a Cache,
+    flush: u32,
+}
+
 /// All-zero bytes are a valid `Cache` (length 0, slots uninitialised), so
 /// the table can come from `alloc_zeroed`, which the kernel backs lazily.
 fn cache_table() -> Box<[CachePadded<Cache>]> {
@@ -167,25 +175,28 @@ unsafe impl Send for PoolInner {}
 impl PoolInner {
     /// This thread's cache, or `None` (no lcore id, or caching disabled).
     #[inline(always)]
-    fn cache(&self) -> Option<&Cache> {
+    fn cache(&self) -> Option<CacheRef<'_>> {
         self.cache_of(lcore::current()?)
     }
 
     /// The cache of lcore `id`, or `None` when caching is off.
     #[inline(always)]
-    fn cache_of(&self, id: usize) -> Option<&Cache> {
+    fn cache_of(&self, id: usize) -> Option<CacheRef<'_>> {
         if self.cache_size == 0 {
             return None;
         }
-        self.caches.get(id).map(|c| &**c)
+        self.caches.get(id).map(|c| CacheRef {
+            c,
+            flush: self.flush_threshold,
+        })
     }
 
     /// Fills all of `dst` with free objects, or nothing. The cache hit is
     /// inlined into the caller; everything else is out of line.
     #[inline(always)]
-    fn get_into(&self, cache: Option<&Cache>, dst: &mut [MaybeUninit<Obj>]) -> bool {
+    fn get_into(&self, cache: Option<CacheRef<'_>>, dst: &mut [MaybeUninit<Obj>]) -> bool {
         let n = dst.len();
-        if let Some(c) = cache {
+        if let Some(CacheRef { c, .. }) = cache {
             let len = c.len.load(Ordering::Relaxed) as usize;
             if n <= len {
                 // SAFETY: this thread holds the lcore id owning `c`, so
@@ -233,10 +244,10 @@ impl PoolInner {
     /// Returns free objects. Putting into the cache is inlined into the
     /// caller; flushing and the cacheless path are out of line.
     #[inline(always)]
-    fn put_raw(&self, cache: Option<&Cache>, objs_in: &[Obj]) {
+    fn put_raw(&self, cache: Option<CacheRef<'_>>, objs_in: &[Obj]) {
         let n = objs_in.len();
-        if let Some(c) = cache {
-            if n as u32 <= self.flush_threshold {
+        if let Some(CacheRef { c, flush }) = cache {
+            if n as u32 <= flush {
                 // SAFETY: as in `get_into`.
                 let objs = unsafe { &mut *c.objs.get() };
                 let len = c.len.load(Ordering::Relaxed) as usize;
@@ -248,7 +259,7 @@ impl PoolInner {
                 // <= CACHE_SLOTS` (asserted at compile time below).
                 let room = unsafe { objs.get_unchecked_mut(len..len + n) };
                 copy_objs(room, src);
-                if len + n >= self.flush_threshold as usize {
+                if len + n >= flush as usize {
                     self.flush(c, len + n);
                 } else {
                     c.len.store((len + n) as u32, Ordering::Relaxed);

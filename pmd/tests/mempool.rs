@@ -238,6 +238,30 @@ fn raw_objects_move_untouched_and_find_their_own_pool() {
 }
 
 #[test]
+fn objects_bound_to_a_view_go_back_to_its_pool() {
+    let mut c = MempoolConfig::new("bound", 256);
+    c.cache_size = 32;
+    let p = Mempool::new(&c).unwrap();
+    let view = p.local();
+    let mut objs = view.objs::<64>();
+    objs.get(40).unwrap();
+    assert!(objs.get(30).is_err(), "room for 24 only");
+    assert_eq!((objs.len(), p.available()), (40, 216));
+    objs.put(15);
+    assert_eq!((objs.len(), p.available()), (25, 231));
+    objs.put(100);
+    assert!(objs.is_empty());
+    assert_eq!(p.available(), 256);
+    // One taken out returns on its own; dropping the rest returns them.
+    objs.get(3).unwrap();
+    let m = objs.pop().unwrap().into_mbuf();
+    assert_eq!(m.headroom(), 128);
+    drop(m);
+    drop(objs);
+    assert_eq!(p.available(), 256);
+}
+
+#[test]
 fn a_local_view_uses_the_cache_of_its_thread() {
     let mut c = MempoolConfig::new("local", 1024);
     c.cache_size = 64;

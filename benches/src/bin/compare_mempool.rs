@@ -7,7 +7,7 @@
 //! default cache, on a pool made as the autotest makes it. (`dpdk-test`
 //! itself runs all cases in a fixed order for 5 s each, about an hour, and
 //! cannot interleave.) rpmd side: `mempool_perf` on raw objects
-//! (`PoolObjs`), the same level; with `--mbuf`, also on `Mbuf` handles, for
+//! bound to the lcore's view (`LocalObjs`), the same level; with `--mbuf`, also on `Mbuf` handles, for
 //! information.
 //!
 //! Runs are interleaved, DPDK then rpmd, `--runs` times per case; the table

@@ -4,7 +4,7 @@
 //! (DPDK: 5); `rate_persec` is objects taken and returned per second,
 //! summed over lcores, printed in DPDK's format.
 //!
-//! Two levels: raw objects ([`PoolObjs`], the default), which like DPDK's
+//! Two levels: raw objects ([`LocalObjs`](rpmd_pmd::LocalObjs), the default), which like DPDK's
 //! test (`rte_mempool_generic_get/put` on `void *`) never touch the
 //! objects; and `--mbuf`, owning [`Mbuf`] handles, whose return reads and
 //! resets each header (like `rte_pktmbuf_free`).
@@ -17,7 +17,7 @@
 //!
 //! Usage: `mempool_perf [--quick] [--mbuf] [--list] [--seconds S] [--case "cache=C cores=K n_get_bulk=G n_put_bulk=P n_keep=N constant_n=X"]...`
 use rpmd_benches::tsc::pin;
-use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, PoolObjs};
+use rpmd_pmd::{Mbuf, Mempool, MempoolConfig};
 use rpmd_ring::Burst;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -135,19 +135,21 @@ fn die(e: rpmd_pmd::Error) -> ! {
 fn lcore_loop_raw(pool: &Mempool, c: Case, stop: &AtomicBool) -> u64 {
     // The lcore's view, taken once, as DPDK's test takes its cache.
     let pool = pool.local();
-    let mut kept: PoolObjs<MAX_KEEP> = PoolObjs::new();
+    // The objects bound to that view, as the test's array is used with
+    // one pool and cache.
+    let mut kept = pool.objs::<MAX_KEEP>();
     let mut done = 0u64;
     let mut blocks = max_blocks();
     while !stop.load(Ordering::Relaxed) && blocks > 0 {
         blocks -= 1;
         for _ in 0..1024 {
             while kept.len() < c.keep {
-                if let Err(e) = pool.get_objs(&mut kept, c.get) {
+                if let Err(e) = kept.get(c.get) {
                     die(e);
                 }
             }
             while !kept.is_empty() {
-                pool.put_objs(&mut kept, c.put);
+                kept.put(c.put);
             }
             done += c.keep as u64;
         }
