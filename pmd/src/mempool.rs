@@ -43,7 +43,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 mod local;
-pub use local::{Local, LocalObjs};
+mod objs;
+pub use local::Local;
+pub use objs::LocalObjs;
 
 /// Largest per-lcore cache (DPDK's `RTE_MEMPOOL_CACHE_MAX_SIZE`).
 pub const CACHE_MAX_SIZE: u32 = 512;

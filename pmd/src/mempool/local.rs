@@ -1,7 +1,7 @@
 //! [`Local`]: one thread's view of a mempool, holding its lcore cache.
 #![allow(unsafe_code)]
 
-use super::{new_mbuf, CacheRef, Obj, PoolInner, PoolObj, PoolObjs};
+use super::{new_mbuf, CacheRef, LocalObjs, Obj, PoolInner, PoolObj, PoolObjs};
 use crate::lcore;
 use crate::mbuf::Mbuf;
 use crate::Error;
@@ -209,76 +209,9 @@ fn take_into<T: FreeObject, const N: usize>(
     Ok(())
 }
 
-/// Raw objects bound to one thread's view of a pool: the `void *` array,
-/// pool and cache that DPDK code passes to `rte_mempool_generic_get/put`,
-/// as one value ([`Local::objs`]). Only the view fills it, so its objects
-/// go back with no check of which pool they come from, not even the one
-/// per bulk a [`PoolObjs`] makes. Objects leave one by one with
-/// [`LocalObjs::pop`]; dropping it returns what it holds.
-pub struct LocalObjs<'v, 'a, const N: usize> {
-    // The view's pool and cache, copied (not reached through the view) so
-    // the hot loop keeps them in registers; the borrow of the view keeps
-    // its lcore pin, and with it the cache, alive.
-    inner: &'a PoolInner,
-    cache: Option<CacheRef<'a>>,
-    _view: PhantomData<&'v Local<'a>>,
-    objs: Burst<PoolObj, N>,
-}
-
 impl<'a> Local<'a> {
     /// An empty [`LocalObjs`] of up to `N` objects bound to this view.
     pub fn objs<const N: usize>(&self) -> LocalObjs<'_, 'a, N> {
-        LocalObjs {
-            inner: self.inner,
-            cache: self.cache,
-            _view: PhantomData,
-            objs: Burst::new(),
-        }
-    }
-}
-
-impl<const N: usize> LocalObjs<'_, '_, N> {
-    /// Takes `n` more objects from the pool, all or none (pool short of
-    /// `n`, or room for fewer): nothing is touched.
-    #[inline]
-    pub fn get(&mut self, n: usize) -> Result<(), Error> {
-        take_into(self.inner, self.cache, &mut self.objs, n)
-    }
-
-    /// Returns the first `n` objects (all if fewer) to the pool.
-    #[inline]
-    pub fn put(&mut self, n: usize) {
-        let n = n.min(self.objs.len());
-        // SAFETY: same layout; every object here came from this view's
-        // pool (only `get` adds them); each is handed back once and the
-        // burst forgets it.
-        let objs = unsafe { &*(&self.objs[..n] as *const [PoolObj] as *const [Obj]) };
-        self.inner.put_raw(self.cache, objs);
-        // SAFETY: the first `n` were returned above.
-        unsafe { self.objs.forget_front(n) };
-    }
-
-    /// Objects held.
-    pub fn len(&self) -> usize {
-        self.objs.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.objs.is_empty()
-    }
-
-    /// Takes out the first object (it returns to its pool when dropped).
-    pub fn pop(&mut self) -> Option<PoolObj> {
-        self.objs.pop()
-    }
-}
-
-impl<const N: usize> std::fmt::Debug for LocalObjs<'_, '_, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalObjs")
-            .field("pool", &self.inner.name)
-            .field("len", &self.len())
-            .finish()
+        LocalObjs::new(self.inner, self.cache)
     }
 }
