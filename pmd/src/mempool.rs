@@ -443,7 +443,7 @@ impl Mempool {
     /// Takes one mbuf (reset: no data, full headroom).
     #[inline]
     pub fn get(&self) -> Result<Mbuf, Error> {
-        self.local().get()
+        Local::for_call(self.inner()).get()
     }
 
     /// Appends exactly `n` mbufs to `out`, or none (pool short of `n`, or
@@ -455,7 +455,7 @@ impl Mempool {
         out: &mut Burst<Mbuf, N>,
         n: usize,
     ) -> Result<(), Error> {
-        self.local().get_bulk(out, n)
+        Local::for_call(self.inner()).get_bulk(out, n)
     }
 
     /// Returns every mbuf in `b` to its pool (any pool; chained mbufs
@@ -463,21 +463,21 @@ impl Mempool {
     /// single segments of this pool, one cache or ring operation for all.
     #[inline]
     pub fn put_bulk<const N: usize>(&self, b: &mut Burst<Mbuf, N>) {
-        self.local().put_bulk(b)
+        Local::for_call(self.inner()).put_bulk(b)
     }
 
     /// Takes `n` raw objects, all or none, like `rte_mempool_get_bulk`:
     /// nothing is touched. See [`Local::get_objs`].
     #[inline]
     pub fn get_objs<const N: usize>(&self, out: &mut PoolObjs<N>, n: usize) -> Result<(), Error> {
-        self.local().get_objs(out, n)
+        Local::for_call(self.inner()).get_objs(out, n)
     }
 
     /// Returns the first `n` raw objects of `b` (all if fewer), like
     /// `rte_mempool_put_bulk`. See [`Local::put_objs`].
     #[inline]
     pub fn put_objs<const N: usize>(&self, b: &mut PoolObjs<N>, n: usize) {
-        self.local().put_objs(b, n)
+        Local::for_call(self.inner()).put_objs(b, n)
     }
 
     /// The pool's name.

@@ -66,6 +66,20 @@ impl<'a> Local<'a> {
         }
     }
 
+    /// A view for the length of one [`Mempool`](super::Mempool) method
+    /// call: the cache of the thread's lcore id, without a pin. The id
+    /// cannot be given back during the call (only the thread's exit gives
+    /// it back, and from then on the thread has none, so no cache).
+    #[inline(always)]
+    pub(super) fn for_call(inner: &'a PoolInner) -> Self {
+        Local {
+            inner,
+            cache: inner.cache(),
+            _pin: None,
+            _thread: PhantomData,
+        }
+    }
+
     /// The cache: this thread's, since the pin keeps its lcore id ours.
     #[inline(always)]
     fn cache(&self) -> Option<CacheRef<'a>> {
