@@ -258,7 +258,7 @@ impl PoolInner {
                 // SAFETY: `len <= flush_threshold` between calls (a put that
                 // reaches it flushes down to `cache_size`) and
                 // `n <= flush_threshold`, so `len + n <= 2 * flush_threshold
-                // <= CACHE_SLOTS` (asserted at compile time below).
+                // <= CACHE_SLOTS` (asserted where `CACHE_SLOTS` is defined).
                 let room = unsafe { objs.get_unchecked_mut(len..len + n) };
                 copy_objs(room, src);
                 if len + n >= flush as usize {
@@ -544,9 +544,9 @@ impl std::fmt::Debug for PoolObj {
 /// Raw objects of one pool held together, as the `void *` array that
 /// DPDK's `rte_mempool_get_bulk` fills and `rte_mempool_put_bulk` empties.
 /// It remembers the pool that filled it (only [`Local::get_objs`] adds
-/// objects), so returning them there takes no check per object: the
-/// address check that keeps another pool's object out of a pool is done
-/// once per bulk, on the burst. Objects leave one by one with
+/// objects), so returning them there takes no check per object: keeping
+/// another pool's objects out of a pool is one comparison per bulk, of
+/// the burst's pool with the one it is returned to. Objects leave one by one with
 /// [`PoolObjs::pop`]; dropping the burst returns what it holds.
 pub struct PoolObjs<const N: usize> {
     /// Address of the `PoolInner` whose objects these are (0: none yet).

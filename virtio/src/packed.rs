@@ -25,9 +25,9 @@
 //! shortens a burst's round trip (io with 64-byte frames against DPDK's
 //! vhost, medians of 5: 6.8 -> 7.7 Mpps); not per descriptor, so the
 //! device never finds a line half written and takes whole lines (its
-//! batch path). It reads a used descriptor's flags with an Acquire load before its id and length
-//! (`P2`, pairing with the device's Release store of the flags after
-//! writing them). A SeqCst fence orders publication before reading the
+//! batch path). The driver reads a used descriptor's flags with an Acquire
+//! load before its id and length (`P2`, pairing with the device's Release
+//! store of the flags after writing them). A SeqCst fence orders publication before reading the
 //! device's event flags when deciding to notify (`P3`, pairing with the
 //! device's fence between writing its flags and re-reading the ring), and
 //! another orders our event flags before the next look at the ring (`P4`).

@@ -4,9 +4,9 @@
 //! (DPDK: 5); `rate_persec` is objects taken and returned per second,
 //! summed over lcores, printed in DPDK's format.
 //!
-//! Two levels: raw objects ([`LocalObjs`](rpmd_pmd::LocalObjs), the default), which like DPDK's
-//! test (`rte_mempool_generic_get/put` on `void *`) never touch the
-//! objects; and `--mbuf`, owning [`Mbuf`] handles, whose return reads and
+//! Two levels: raw objects ([`LocalObjs`](rpmd_pmd::LocalObjs), the
+//! default), which like DPDK's test (`rte_mempool_generic_get/put` on
+//! `void *`) never touch the objects; and `--mbuf`, owning [`Mbuf`] handles, whose return reads and
 //! resets each header (like `rte_pktmbuf_free`).
 //!
 //! Pool as DPDK's test: 2 × (512 + 512) − 1 objects, cache 0 or 512.

@@ -37,7 +37,9 @@ unsafe impl FreeObject for PoolObj {}
 /// ```
 pub struct Local<'a> {
     inner: &'a PoolInner,
-    /// This thread's cache, used only while `_pin` holds its lcore id.
+    /// This thread's cache: its lcore id is held by `_pin`, or, in a
+    /// view made for one `Mempool` call, cannot be given back before the
+    /// call returns.
     cache: Option<CacheRef<'a>>,
     _pin: Option<lcore::Pin>,
     _thread: PhantomData<*const ()>,
@@ -80,17 +82,11 @@ impl<'a> Local<'a> {
         }
     }
 
-    /// The cache: this thread's, since the pin keeps its lcore id ours.
-    #[inline(always)]
-    fn cache(&self) -> Option<CacheRef<'a>> {
-        self.cache
-    }
-
     /// Takes one mbuf (reset: no data, full headroom).
     #[inline]
     pub fn get(&self) -> Result<Mbuf, Error> {
         let mut o = [MaybeUninit::<Obj>::uninit()];
-        if self.inner.get_into(self.cache(), &mut o) {
+        if self.inner.get_into(self.cache, &mut o) {
             // SAFETY: `get_into` filled the slot with a free object.
             return Ok(new_mbuf(unsafe { o[0].assume_init() }));
         }
@@ -116,7 +112,20 @@ impl<'a> Local<'a> {
         out: &mut Burst<T, N>,
         n: usize,
     ) -> Result<(), Error> {
-        take_into(self.inner, self.cache, out, n)
+        let spare = out.spare_capacity_mut();
+        if n > spare.len() {
+            return Err(no_room(n, spare.len()));
+        }
+        // SAFETY: `T: FreeObject` has `Obj`'s layout, and a free object
+        // written there is a valid, owned `T`.
+        let dst =
+            unsafe { &mut *(&mut spare[..n] as *mut [MaybeUninit<T>] as *mut [MaybeUninit<Obj>]) };
+        if !self.inner.get_into(self.cache, dst) {
+            return Err(self.inner.exhausted(n));
+        }
+        // SAFETY: `get_into` initialised all `n` slots.
+        unsafe { out.assume_init_back(n) };
+        Ok(())
     }
 
     /// Returns every mbuf in `b` to its pool (any pool; chained mbufs
@@ -144,7 +153,7 @@ impl<'a> Local<'a> {
         // SAFETY: same layout as above; the objects go back to the pool and
         // the burst forgets them, so each is returned exactly once.
         let objs = unsafe { &*(&b[..] as *const [Mbuf] as *const [Obj]) };
-        self.inner.put_raw(self.cache(), objs);
+        self.inner.put_raw(self.cache, objs);
         let n = b.len();
         // SAFETY: all `n` values were handed to the pool above.
         unsafe { b.forget_front(n) };
@@ -184,7 +193,7 @@ impl<'a> Local<'a> {
             // burst is only filled by its pool's `get_objs`), each is
             // handed back once, and the burst forgets it.
             let objs = unsafe { &*(&b.objs[..n] as *const [PoolObj] as *const [Obj]) };
-            self.inner.put_raw(self.cache(), objs);
+            self.inner.put_raw(self.cache, objs);
             // SAFETY: the first `n` were returned above.
             unsafe { b.objs.forget_front(n) };
         } else {
@@ -195,37 +204,18 @@ impl<'a> Local<'a> {
     }
 }
 
-/// Fills `n` of `out`'s free slots with free objects of `inner`, as `T`,
-/// through `cache` (this thread's, pinned by the caller's view).
-#[inline(always)]
-fn take_into<T: FreeObject, const N: usize>(
-    inner: &PoolInner,
-    cache: Option<CacheRef<'_>>,
-    out: &mut Burst<T, N>,
-    n: usize,
-) -> Result<(), Error> {
-    let spare = out.spare_capacity_mut();
-    if n > spare.len() {
-        return Err(Error::Invalid {
-            what: "bulk size",
-            detail: format!("{n} objects into a burst with room for {}", spare.len()),
-        });
-    }
-    // SAFETY: `T: FreeObject` has `Obj`'s layout, and a free object
-    // written there is a valid, owned `T`.
-    let dst =
-        unsafe { &mut *(&mut spare[..n] as *mut [MaybeUninit<T>] as *mut [MaybeUninit<Obj>]) };
-    if !inner.get_into(cache, dst) {
-        return Err(inner.exhausted(n));
-    }
-    // SAFETY: `get_into` initialised all `n` slots.
-    unsafe { out.assume_init_back(n) };
-    Ok(())
-}
-
 impl<'a> Local<'a> {
     /// An empty [`LocalObjs`] of up to `N` objects bound to this view.
     pub fn objs<const N: usize>(&self) -> LocalObjs<'_, 'a, N> {
         LocalObjs::new(self.inner, self.cache)
+    }
+}
+
+/// A bulk of `n` asked into a burst with room for `room`.
+#[cold]
+pub(super) fn no_room(n: usize, room: usize) -> Error {
+    Error::Invalid {
+        what: "bulk size",
+        detail: format!("{n} objects into a burst with room for {room}"),
     }
 }

@@ -51,10 +51,7 @@ impl<'a, const N: usize> LocalObjs<'_, 'a, N> {
         if n > N - self.end {
             self.compact();
             if n > N - self.end {
-                return Err(Error::Invalid {
-                    what: "bulk size",
-                    detail: format!("{n} objects into a burst with room for {}", N - self.end),
-                });
+                return Err(super::local::no_room(n, N - self.end));
             }
         }
         // SAFETY: `end + n <= N`, checked above.
