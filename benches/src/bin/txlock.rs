@@ -177,13 +177,25 @@ fn histogram() -> Histogram<u64> {
 /// The drainer: whenever the queue holds packets, takes up to 32 under
 /// the lock, then sends them to the sink (a fixed cost per packet,
 /// outside the lock) and counts them delivered.
-fn drainer(
-    lock: Arc<dyn Lock>,
+/// The state the drainer shares with the enqueuers and the main thread.
+struct Shared {
     stop: Arc<AtomicBool>,
+    /// Packets in the queue, readable without the lock: the drainer takes
+    /// the lock only when there is something to send, as a qdisc runs only
+    /// after an enqueue.
     queued: Arc<AtomicU64>,
     delivered: Arc<AtomicU64>,
-) -> std::thread::JoinHandle<DrainStats> {
-    std::thread::spawn(move || {
+}
+
+/// Starts the drainer on `lock`; the shared counters and its handle.
+fn start_drainer(lock: Arc<dyn Lock>) -> (Shared, std::thread::JoinHandle<DrainStats>) {
+    let sh = Shared {
+        stop: Arc::new(AtomicBool::new(false)),
+        queued: Arc::new(AtomicU64::new(0)),
+        delivered: Arc::new(AtomicU64::new(0)),
+    };
+    let (stop, queued, delivered) = (sh.stop.clone(), sh.queued.clone(), sh.delivered.clone());
+    let handle = std::thread::spawn(move || {
         pin(0);
         let mut batch = [0u64; 32];
         let mut st = DrainStats::default();
@@ -223,29 +235,25 @@ fn drainer(
         }
         st.total = rdtsc() - t0;
         st
-    })
+    });
+    (sh, handle)
 }
 
 fn run(lock: Arc<dyn Lock>, enqueuers: usize, secs: f64) -> Outcome {
-    let stop = Arc::new(AtomicBool::new(false));
-    // Packets in the queue, readable without the lock: the drainer takes
-    // the lock only when there is something to send, as a qdisc runs only
-    // after an enqueue.
-    let queued = Arc::new(AtomicU64::new(0));
+    let (
+        Shared {
+            stop,
+            queued,
+            delivered,
+        },
+        drainer,
+    ) = start_drainer(lock.clone());
     let drops = Arc::new(AtomicU64::new(0));
-    let delivered = Arc::new(AtomicU64::new(0));
-    let drainer = drainer(
-        lock.clone(),
-        stop.clone(),
-        queued.clone(),
-        delivered.clone(),
-    );
     let hists: Vec<_> = (0..enqueuers)
-        .map(|i| {
+        .map(|_| {
             let (lock, stop, drops, queued) =
                 (lock.clone(), stop.clone(), drops.clone(), queued.clone());
             std::thread::spawn(move || {
-                let _ = i;
                 pin(1);
                 let mut h = histogram();
                 let mut seq = 0u64;
@@ -291,15 +299,14 @@ fn run(lock: Arc<dyn Lock>, enqueuers: usize, secs: f64) -> Outcome {
 /// Request/response: one enqueuer on CPU 1 sends one packet, then waits
 /// until the drainer on CPU 0 has delivered it; transactions per second.
 fn request_response(lock: Arc<dyn Lock>, secs: f64) -> f64 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let queued = Arc::new(AtomicU64::new(0));
-    let delivered = Arc::new(AtomicU64::new(0));
-    let d = drainer(
-        lock.clone(),
-        stop.clone(),
-        queued.clone(),
-        delivered.clone(),
-    );
+    let (
+        Shared {
+            stop,
+            queued,
+            delivered,
+        },
+        d,
+    ) = start_drainer(lock.clone());
     let client = {
         let stop = stop.clone();
         std::thread::spawn(move || {
