@@ -291,7 +291,7 @@ impl L2fwd {
             });
         }
         for (l, t) in tasks.into_iter().enumerate() {
-            rt.add(l, Box::new(t)).map_err(|e| e.to_string())?;
+            rt.add(l, t).map_err(|e| e.to_string())?;
         }
         let mut gen = None;
         if embedded {
@@ -317,8 +317,7 @@ impl L2fwd {
                 inp: Pkts::new(),
                 counts: counts.clone(),
             };
-            rt.add(lcores - 1, Box::new(gs))
-                .map_err(|e| e.to_string())?;
+            rt.add(lcores - 1, gs).map_err(|e| e.to_string())?;
             gen = Some(counts);
         }
         Ok(L2fwd {

@@ -147,7 +147,7 @@ impl Runtime {
     }
 
     /// Adds `task` to lcore `i` (index in the core list); returns its id.
-    pub fn add(&mut self, i: usize, task: Box<dyn Task>) -> Result<TaskId, Error> {
+    pub fn add<T: Task + 'static>(&mut self, i: usize, task: T) -> Result<TaskId, Error> {
         let l = self.lcores.get(i).ok_or_else(|| {
             Error::Setup(format!(
                 "no lcore {i}: the runtime has {}",

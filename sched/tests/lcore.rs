@@ -102,7 +102,7 @@ fn tasks_run_sleep_wake_and_finish() {
     )
     .unwrap();
     let (feed, t) = task(1024);
-    l.add(TaskId(1), Box::new(t));
+    l.add(TaskId(1), t);
     // Idle: it spins briefly, then sleeps.
     wait_for("a sleep", || l.stats().sleeps.get() > 0);
     // Work sent with an interrupt-style wake-up while it sleeps: each item
@@ -157,14 +157,8 @@ fn quota_shares_the_lcore_and_tasks_come_and_go() {
     let rounds_a = Arc::new(AtomicU64::new(0));
     let rounds_b = Arc::new(AtomicU64::new(0));
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    l.add(
-        TaskId(1),
-        Box::new(Endless(rounds_a.clone(), b'a', log.clone())),
-    );
-    l.add(
-        TaskId(2),
-        Box::new(Endless(rounds_b.clone(), b'b', log.clone())),
-    );
+    l.add(TaskId(1), Endless(rounds_a.clone(), b'a', log.clone()));
+    l.add(TaskId(2), Endless(rounds_b.clone(), b'b', log.clone()));
     wait_for("both ran", || {
         rounds_a.load(Relaxed) > 1000 && rounds_b.load(Relaxed) > 1000
     });
@@ -238,31 +232,28 @@ fn a_runtime_forwards_between_ports_and_runs_timers() {
     // Echo B's traffic back, marking each frame.
     rt.add(
         0,
-        Box::new(Forward::new(rx, tx, 32).with(Box::new(move |p: &mut Pkts| {
+        Forward::new(rx, tx, 32).with(Box::new(move |p: &mut Pkts| {
             for m in p.iter_mut() {
                 m.data_mut()[0] = 0xee;
             }
             s2.fetch_add(p.len() as u64, Relaxed);
-        }))),
+        })),
     )
     .unwrap();
     let ticks = Arc::new(AtomicU64::new(0));
     let t2 = ticks.clone();
     rt.add(
         1,
-        Box::new(Timer::new(
+        Timer::new(
             Duration::from_millis(1),
             Box::new(move || {
                 t2.fetch_add(1, Relaxed);
             }),
-        )),
+        ),
     )
     .unwrap();
     assert!(rt
-        .add(
-            7,
-            Box::new(Timer::new(Duration::from_secs(1), Box::new(|| {})))
-        )
+        .add(7, Timer::new(Duration::from_secs(1), Box::new(|| {})))
         .is_err());
     let mut back = 0;
     let mut out = Pkts::new();
@@ -303,7 +294,7 @@ fn a_panicking_task_does_not_hang_the_control_side() {
         }
     }
     let l = Lcore::spawn(0, LcoreConfig::default()).unwrap();
-    l.add(TaskId(1), Box::new(Boom));
+    l.add(TaskId(1), Boom);
     // The lcore thread dies; hundreds of commands must not block on its
     // full queue, and stop must return.
     let t = Instant::now();

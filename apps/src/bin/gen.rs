@@ -122,11 +122,11 @@ fn run(a: &Args) -> Result<(), String> {
                 a.burst as usize,
                 a.rate,
             );
-            rt.add(lcore, Box::new(t)).map_err(|e| e.to_string())?;
+            rt.add(lcore, t).map_err(|e| e.to_string())?;
             tx_counts = Some(c);
         } else {
             let (t, c) = RxOnly::new(q.rx.remove(0), a.burst as usize);
-            rt.add(lcore, Box::new(t)).map_err(|e| e.to_string())?;
+            rt.add(lcore, t).map_err(|e| e.to_string())?;
             rx_counts = Some(c);
         }
         tracing::info!(

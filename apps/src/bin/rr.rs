@@ -194,7 +194,7 @@ fn run(a: &Args) -> Result<ExitCode, String> {
         tracing::info!("server on {d} ({}), lcore {}", p.mac_addr(), list[0]);
         let s = Server::new(q.rx.remove(0), q.tx.remove(0), a.resp_size as usize);
         server_counts = Some(s.counts.clone());
-        rt.add(0, Box::new(s)).map_err(|e| e.to_string())?;
+        rt.add(0, s).map_err(|e| e.to_string())?;
         ports.push(p);
     }
     if let Some(d) = &client_dev {
@@ -221,7 +221,7 @@ fn run(a: &Args) -> Result<ExitCode, String> {
             Duration::from_millis(a.timeout_ms),
         );
         client_shared = Some(shared);
-        rt.add(last, Box::new(c)).map_err(|e| e.to_string())?;
+        rt.add(last, c).map_err(|e| e.to_string())?;
         ports.push(p);
     }
     if !a.json {

@@ -89,10 +89,10 @@ fn run_rr(sessions: usize, yield_on: bool, secs: f64, wire: Duration) -> f64 {
         .expect("lcore on CPU 0");
         l.add(
             TaskId(s as u64),
-            Box::new(Echo {
+            Echo {
                 q: qb,
                 pkts: Pkts::new(),
-            }),
+            },
         );
         lcores.push(l);
         mine.push((a, b, qa));
@@ -200,10 +200,10 @@ fn run_spin(spin: SpinPolicy, secs: f64, wire: Duration) -> (f64, f64, f64, f64)
     .expect("lcore on CPU 0");
     l.add(
         TaskId(0),
-        Box::new(Echo {
+        Echo {
             q: qb,
             pkts: Pkts::new(),
-        }),
+        },
     );
     std::thread::sleep(Duration::from_millis(20));
     let asleep0 = l.stats().sleep_ns.get();
@@ -323,14 +323,14 @@ fn run_backlog(flows: usize, until_empty: bool, secs: f64) -> (f64, f64, f64) {
     .expect("lcore on CPU 0");
     l.add(
         TaskId(0),
-        Box::new(Backlog {
+        Backlog {
             input: in_rx,
             done: done_tx,
             until_empty,
             work: Duration::from_nanos(300),
             wake: wake.clone(),
             armed: armed.clone(),
-        }),
+        },
     );
     std::thread::sleep(Duration::from_millis(20));
     let (sleeps0, rounds0, work0) = (
