@@ -66,6 +66,39 @@ fn check(m: &Mbuf, tag: u32, len: usize) {
 }
 
 #[test]
+fn small_frames_of_every_length_cross_whole_and_in_two_segments() {
+    // Every length around the slot's first line (60 bytes beside the ctrl
+    // word), each copy size class of the inline copy, split at every
+    // offset the halves give.
+    let n = name("small");
+    let p = pool("shm-small", 1024);
+    let r = Registry::new();
+    let mut a = r.open(&format!("shm:{n},slots=64")).unwrap();
+    let mut b = r.open(&format!("shm:{n}")).unwrap();
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    let cases: Vec<(usize, bool)> = (4..=70)
+        .map(|l| (l, false))
+        .chain((8..=70).map(|l| (l, true)))
+        .collect();
+    for (c, chunk) in cases.chunks(32).enumerate() {
+        let mut burst = Pkts::new();
+        for (k, &(len, split)) in chunk.iter().enumerate() {
+            let tag = (c * 100 + k) as u32;
+            burst.push(frame(&p, tag, len, split)).unwrap();
+        }
+        assert_eq!(qa.tx_burst(0, &mut burst), chunk.len());
+        let mut out = Pkts::new();
+        assert_eq!(qb.rx_burst(0, &mut out, 32), chunk.len());
+        for (k, m) in out.iter().enumerate() {
+            check(m, (c * 100 + k) as u32, chunk[k].0);
+        }
+    }
+}
+
+#[test]
 fn pair_in_one_process_carries_frames_byte_for_byte() {
     let n = name("pair");
     let p = pool("shm-pair", 4096);

@@ -122,17 +122,11 @@ pub fn parse(f: &[u8]) -> Option<Parsed> {
     })
 }
 
-/// The IPv4 header checksum of `h` (20 bytes, checksum field zeroed).
+/// Ones'-complement sum of `a` and `b` (RFC 1071).
 #[inline]
-fn ip_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks_exact(2)
-        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+fn ones_add(a: u16, b: u16) -> u16 {
+    let (s, carry) = a.overflowing_add(b);
+    s + u16::from(carry)
 }
 
 /// Turns a request (`f`, `len` bytes valid) into the response in place:
@@ -155,12 +149,19 @@ pub fn make_response(f: &mut [u8], resp: usize) -> usize {
     f[36..38].copy_from_slice(&port);
     f[PAYLOAD + 2] = RESPONSE;
     let payload = payload_len(resp);
-    f[16..18].copy_from_slice(&((20 + 8 + payload) as u16).to_be_bytes());
+    // Swapping the addresses leaves the IPv4 checksum as it is; only the
+    // total length changes it, updated incrementally (RFC 1624, eqn. 3:
+    // HC' = ~(~HC + ~m + m')).
+    let old_len = u16::from_be_bytes([f[16], f[17]]);
+    let new_len = (20 + 8 + payload) as u16;
+    if old_len != new_len {
+        let hc = u16::from_be_bytes([f[24], f[25]]);
+        let c = !ones_add(ones_add(!hc, !old_len), new_len);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f[16..18].copy_from_slice(&new_len.to_be_bytes());
+    }
     f[38..40].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
     f[40..42].copy_from_slice(&[0, 0]);
-    f[24..26].copy_from_slice(&[0, 0]);
-    let c = ip_checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
     frame_len(resp)
 }
 

@@ -458,16 +458,24 @@ pub trait Port: Send {
     fn reset_stats(&mut self);
 }
 
+/// The flag a software port's queue handles check on every burst. On
+/// lines of its own: a small allocation read per burst must not share a
+/// line with something another core writes (the heap packs small
+/// allocations together).
+pub(crate) type LiveFlag = Arc<crossbeam_utils::CachePadded<std::sync::atomic::AtomicBool>>;
+
 /// State shared by software ports: the start generation that queue handles
 /// check, so a stop disables the handles it handed out.
 #[derive(Debug, Default)]
-pub(crate) struct Generation(Arc<std::sync::atomic::AtomicBool>);
+pub(crate) struct Generation(LiveFlag);
 
 impl Generation {
     /// A new live flag for a start; the previous one is cleared.
-    pub(crate) fn next(&mut self) -> Arc<std::sync::atomic::AtomicBool> {
+    pub(crate) fn next(&mut self) -> LiveFlag {
         self.0.store(false, std::sync::atomic::Ordering::Relaxed);
-        self.0 = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        self.0 = Arc::new(crossbeam_utils::CachePadded::new(
+            std::sync::atomic::AtomicBool::new(true),
+        ));
         self.0.clone()
     }
 

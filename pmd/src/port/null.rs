@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{Error, Mbuf, Mempool};
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// The `null` driver.
@@ -65,12 +65,12 @@ pub struct NullPort {
 struct NullRx {
     pool: Arc<Mempool>,
     size: usize,
-    live: Arc<AtomicBool>,
+    live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
 }
 
 struct NullTx {
-    live: Arc<AtomicBool>,
+    live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
 }
 

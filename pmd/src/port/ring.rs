@@ -21,7 +21,7 @@ use crate::{Error, Mbuf};
 use crossbeam_utils::CachePadded;
 use rpmd_ring::{Consumer, Producer, Single};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
 
 type Prod = Producer<Mbuf, Single, Single>;
@@ -241,13 +241,13 @@ fn take<E>(slot: &Slot<E>, port: &str) -> Result<Held<E>, Error> {
 
 struct RingRx {
     cons: Held<Cons>,
-    live: Arc<AtomicBool>,
+    live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
 }
 
 struct RingTx {
     prod: Held<Prod>,
-    live: Arc<AtomicBool>,
+    live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
 }
 

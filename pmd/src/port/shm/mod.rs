@@ -379,7 +379,7 @@ struct ShmTx {
     head: u32,
     /// The consumer's tail as last read.
     tail: u32,
-    live: Arc<AtomicBool>,
+    live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
     _claim: Claim,
 }
@@ -391,7 +391,7 @@ struct ShmRx {
     /// The next index to read (we are the only consumer).
     tail: u32,
     pool: Arc<Mempool>,
-    live: Arc<AtomicBool>,
+    live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
     _claim: Claim,
 }

@@ -195,6 +195,39 @@ pub(super) struct RingView {
 // bounds-checked copies; the owner keeps the mapping alive.
 unsafe impl Send for RingView {}
 
+/// Copies `n <= INLINE` bytes, inline: two overlapping fixed-size copies
+/// of the largest power of two not above `n` (a `memcpy` call costs more
+/// than the copy for a small frame), touching only `dst[..n]`.
+///
+/// # Safety
+/// As `copy_nonoverlapping(src, dst, n)`.
+#[inline(always)]
+unsafe fn copy_line(src: *const u8, dst: *mut u8, n: usize) {
+    use std::ptr::copy_nonoverlapping as copy;
+    debug_assert!(n <= INLINE);
+    // SAFETY: in every arm both copies lie inside `[0, n)` of `src` and
+    // `dst`, which the caller guarantees valid and disjoint.
+    unsafe {
+        if n >= 32 {
+            copy(src, dst, 32);
+            copy(src.add(n - 32), dst.add(n - 32), 32);
+        } else if n >= 16 {
+            copy(src, dst, 16);
+            copy(src.add(n - 16), dst.add(n - 16), 16);
+        } else if n >= 8 {
+            copy(src, dst, 8);
+            copy(src.add(n - 8), dst.add(n - 8), 8);
+        } else if n >= 4 {
+            copy(src, dst, 4);
+            copy(src.add(n - 4), dst.add(n - 4), 4);
+        } else {
+            for i in 0..n {
+                *dst.add(i) = *src.add(i);
+            }
+        }
+    }
+}
+
 /// The seq a slot of index `idx` carries when it holds a frame.
 #[inline(always)]
 pub(super) fn seq_of(idx: u32) -> u32 {
@@ -281,9 +314,11 @@ impl RingView {
         // 60.. at 64..stride; the assert keeps both inside the slot. `src`
         // is our own memory, so it cannot overlap the shared slot.
         unsafe {
-            std::ptr::copy_nonoverlapping(first.as_ptr(), slot.add(at), first.len());
-            let at2 = (at + split).max(INLINE) + 4;
-            std::ptr::copy_nonoverlapping(rest.as_ptr(), slot.add(at2), rest.len());
+            copy_line(first.as_ptr(), slot.add(at), first.len());
+            if !rest.is_empty() {
+                let at2 = (at + split).max(INLINE) + 4;
+                std::ptr::copy_nonoverlapping(rest.as_ptr(), slot.add(at2), rest.len());
+            }
         }
     }
 
@@ -302,9 +337,11 @@ impl RingView {
         // same time can only make the copied bytes garbage: they are plain
         // bytes with no invariants, and no reference into the slot exists.
         unsafe {
-            std::ptr::copy_nonoverlapping(slot.add(at), first.as_mut_ptr(), first.len());
-            let at2 = (at + split).max(INLINE) + 4;
-            std::ptr::copy_nonoverlapping(slot.add(at2), rest.as_mut_ptr(), rest.len());
+            copy_line(slot.add(at), first.as_mut_ptr(), first.len());
+            if !rest.is_empty() {
+                let at2 = (at + split).max(INLINE) + 4;
+                std::ptr::copy_nonoverlapping(slot.add(at2), rest.as_mut_ptr(), rest.len());
+            }
         }
     }
 }
