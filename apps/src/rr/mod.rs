@@ -13,13 +13,13 @@
 //! timeout is sent again with the same sequence number and counted lost.
 pub mod frame;
 
+use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 use rpmd_pmd::clock;
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
 use rpmd_pmd::Mempool;
 use rpmd_sched::Task;
-use crossbeam_utils::CachePadded;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
