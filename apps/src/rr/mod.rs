@@ -39,8 +39,8 @@ pub struct SessionResult {
     pub latency: Histogram<u64>,
 }
 
-/// What the client shares with the control thread. Aligned like
-/// [`Session`]: the client writes it every transaction.
+/// What the client shares with the control thread. On cache lines of its
+/// own: the client writes it every transaction.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub struct ClientShared {
