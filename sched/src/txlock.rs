@@ -243,8 +243,14 @@ mod tests {
         let enq = std::thread::spawn(move || l2.lock_enqueue().push("enqueue"));
         std::thread::sleep(std::time::Duration::from_millis(20));
         let drain = std::thread::spawn(move || l3.lock_drain().push("drain"));
-        // Wait until the drainer has announced itself.
+        // Wait until the drainer has announced itself (bounded, so a
+        // broken lock fails the test instead of hanging it).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !l.f.flags.drain.load(Relaxed) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the drainer never announced itself"
+            );
             std::thread::yield_now();
         }
         drop(g);

@@ -304,3 +304,29 @@ fn a_panicking_task_does_not_hang_the_control_side() {
     l.stop();
     assert!(t.elapsed() < Duration::from_secs(10));
 }
+
+/// Records where it lives each time it runs.
+struct WhereAmI(Arc<AtomicU64>);
+
+impl Task for WhereAmI {
+    fn run(&mut self, _quota: usize) -> usize {
+        self.0.store(self as *const Self as u64, Relaxed);
+        0
+    }
+}
+
+#[test]
+fn tasks_live_on_cache_lines_of_their_own() {
+    // Two small tasks added one after the other: the lcore keeps each on
+    // 128-byte blocks of its own (a pair of lines, what the adjacent-line
+    // prefetcher moves), so no other allocation shares their lines.
+    let l = Lcore::spawn(0, LcoreConfig::default()).unwrap();
+    let (a, b) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    l.add(TaskId(1), WhereAmI(a.clone()));
+    l.add(TaskId(2), WhereAmI(b.clone()));
+    wait_for("both ran", || a.load(Relaxed) != 0 && b.load(Relaxed) != 0);
+    let (a, b) = (a.load(Relaxed), b.load(Relaxed));
+    assert_eq!((a % 128, b % 128), (0, 0), "{a:#x} {b:#x}");
+    assert!(a.abs_diff(b) >= 128, "{a:#x} {b:#x}");
+    l.stop();
+}
