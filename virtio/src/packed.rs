@@ -27,10 +27,11 @@
 //! device never finds a line half written and takes whole lines (its
 //! batch path). The driver reads a used descriptor's flags with an Acquire
 //! load before its id and length (`P2`, pairing with the device's Release
-//! store of the flags after writing them). A SeqCst fence orders publication before reading the
-//! device's event flags when deciding to notify (`P3`, pairing with the
-//! device's fence between writing its flags and re-reading the ring), and
-//! another orders our event flags before the next look at the ring (`P4`).
+//! store of the flags after writing them). A SeqCst fence orders
+//! publication before reading the device's event flags when deciding to
+//! notify (`P3`, pairing with the device's fence between writing its flags
+//! and re-reading the ring), and another orders our event flags before the
+//! next look at the ring (`P4`).
 #![allow(unsafe_code)]
 
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};

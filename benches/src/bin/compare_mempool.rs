@@ -6,9 +6,9 @@
 //! `rte_mempool_generic_get/put` of `void *` objects through the lcore's
 //! default cache, on a pool made as the autotest makes it. (`dpdk-test`
 //! itself runs all cases in a fixed order for 5 s each, about an hour, and
-//! cannot interleave.) rpmd side: `mempool_perf` on raw objects
-//! bound to the lcore's view (`LocalObjs`), the same level; with `--mbuf`, also on `Mbuf` handles, for
-//! information.
+//! cannot interleave.) rpmd side: `mempool_perf` on raw objects bound to
+//! the lcore's view (`LocalObjs`), the same level; with `--mbuf`, also on
+//! `Mbuf` handles, for information.
 //!
 //! Runs are interleaved, DPDK then rpmd, `--runs` times per case; the table
 //! shows medians and the ratio DPDK ÷ rpmd (≤ 1.0: we are at least as

@@ -6,8 +6,9 @@
 //!
 //! Two levels: raw objects ([`LocalObjs`](rpmd_pmd::LocalObjs), the
 //! default), which like DPDK's test (`rte_mempool_generic_get/put` on
-//! `void *`) never touch the objects; and `--mbuf`, owning [`Mbuf`] handles, whose return reads and
-//! resets each header (like `rte_pktmbuf_free`).
+//! `void *`) never touch the objects; and `--mbuf`, owning [`Mbuf`]
+//! handles, whose return reads and resets each header (like
+//! `rte_pktmbuf_free`).
 //!
 //! Pool as DPDK's test: 2 × (512 + 512) − 1 objects, cache 0 or 512.
 //! `constant_n` is printed for format parity; the bulk size is a run-time

@@ -174,9 +174,6 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 10_000_000_000, 2).expect("histogram bounds are valid")
 }
 
-/// The drainer: whenever the queue holds packets, takes up to 32 under
-/// the lock, then sends them to the sink (a fixed cost per packet,
-/// outside the lock) and counts them delivered.
 /// The state the drainer shares with the enqueuers and the main thread.
 struct Shared {
     stop: Arc<AtomicBool>,
@@ -187,7 +184,10 @@ struct Shared {
     delivered: Arc<AtomicU64>,
 }
 
-/// Starts the drainer on `lock`; the shared counters and its handle.
+/// Starts the drainer on `lock`: whenever the queue holds packets, it
+/// takes up to 32 under the lock, then sends them to the sink (a fixed
+/// cost per packet, outside the lock) and counts them delivered. Returns
+/// the shared counters and its handle.
 fn start_drainer(lock: Arc<dyn Lock>) -> (Shared, std::thread::JoinHandle<DrainStats>) {
     let sh = Shared {
         stop: Arc::new(AtomicBool::new(false)),

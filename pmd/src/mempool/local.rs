@@ -202,9 +202,7 @@ impl<'a> Local<'a> {
             }
         }
     }
-}
 
-impl<'a> Local<'a> {
     /// An empty [`LocalObjs`] of up to `N` objects bound to this view.
     pub fn objs<const N: usize>(&self) -> LocalObjs<'_, 'a, N> {
         LocalObjs::new(self.inner, self.cache)
