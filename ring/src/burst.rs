@@ -78,7 +78,9 @@ impl<T, const N: usize> Burst<T, N> {
         // SAFETY: `start < end`, so `buf[start]` is live; advancing `start`
         // makes it ours.
         let v = unsafe { self.buf[self.start].assume_init_read() };
-        self.start += 1;
+        // Back to the front once empty, so the next refill need not move
+        // anything (as every other way of taking values out).
+        self.advance_front(1);
         Some(v)
     }
 
