@@ -445,19 +445,41 @@ impl Mbuf {
 }
 
 impl Drop for Mbuf {
+    /// Returns every segment to its pool. Inlined: a single segment, the
+    /// common case, is a reset and a push onto this lcore's cache.
+    #[inline(always)]
     fn drop(&mut self) {
-        let mut cur = self.0.as_ptr();
-        while !cur.is_null() {
-            // SAFETY: we own the chain; each segment's pool outlives it
-            // (pools with objects out are never freed, see `Mempool`).
-            unsafe {
-                let next = (*cur).next;
-                let pool = &*(*cur).pool;
+        let p = self.0.as_ptr();
+        // SAFETY: we own the chain; each segment's pool outlives it (pools
+        // with objects out are never freed, see `Mempool`).
+        unsafe {
+            if (*p).next.is_null() {
+                let pool = &*(*p).pool;
                 // Free objects are kept reset (see `Mempool::get`).
-                (*cur).reset();
-                pool.put_one(NonNull::new_unchecked(cur));
-                cur = next;
+                (*p).reset();
+                pool.put_one(self.0);
+            } else {
+                free_chain(p);
             }
+        }
+    }
+}
+
+/// Returns the segments of the chain starting at `cur` to their pools.
+///
+/// # Safety
+/// The caller owns the chain and gives it up.
+#[cold]
+#[inline(never)]
+unsafe fn free_chain(mut cur: *mut MbufHdr) {
+    while !cur.is_null() {
+        // SAFETY: as in `Mbuf::drop`.
+        unsafe {
+            let next = (*cur).next;
+            let pool = &*(*cur).pool;
+            (*cur).reset();
+            pool.put_one(NonNull::new_unchecked(cur));
+            cur = next;
         }
     }
 }

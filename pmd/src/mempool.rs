@@ -449,7 +449,7 @@ impl Mempool {
     /// Appends exactly `n` mbufs to `out`, or none (pool short of `n`, or
     /// `out` short of room). The objects are copied straight into `out`'s
     /// free slots; none is touched.
-    #[inline]
+    #[inline(always)]
     pub fn get_bulk<const N: usize>(
         &self,
         out: &mut Burst<Mbuf, N>,
