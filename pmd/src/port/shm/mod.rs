@@ -427,10 +427,14 @@ impl TxQueue for ShmTx {
                 continue;
             }
             let idx = self.head.wrapping_add(written);
-            let mut at = 0;
-            for seg in m.segments() {
-                self.ring.write(idx, at, seg);
-                at += seg.len();
+            if m.nb_segs() == 1 {
+                self.ring.write(idx, 0, m.data());
+            } else {
+                let mut at = 0;
+                for seg in m.segments() {
+                    self.ring.write(idx, at, seg);
+                    at += seg.len();
+                }
             }
             // Release: the frame bytes written above are visible before
             // the ctrl word that announces them; pairs with the consumer's
@@ -460,13 +464,29 @@ impl TxQueue for ShmTx {
 
 impl ShmRx {
     /// Copies the frame of `len` bytes in slot `idx` into `m` (fresh from
-    /// the pool), chaining more mbufs for frames longer than one; false
-    /// when the frame is dropped.
+    /// the pool); false when the frame is dropped. A frame that fits one
+    /// mbuf, the common case, is copied inline; longer ones go to
+    /// [`copy_chain`](Self::copy_chain).
+    #[inline(always)]
     fn copy_out(&self, idx: u32, len: usize, m: &mut Mbuf) -> bool {
         if len == 0 || len > self.ring.slot_size() {
             self.stats.errors.add(1);
             return false;
         }
+        match m.append(len) {
+            Some(buf) => {
+                self.ring.read(idx, 0, buf);
+                true
+            }
+            None => self.copy_chain(idx, len, m),
+        }
+    }
+
+    /// [`copy_out`](Self::copy_out) for a frame longer than `m`'s room:
+    /// fills `m` and chains more mbufs for the rest.
+    #[cold]
+    #[inline(never)]
+    fn copy_chain(&self, idx: u32, len: usize, m: &mut Mbuf) -> bool {
         let first = len.min(m.tailroom());
         match m.append(first) {
             Some(buf) => self.ring.read(idx, 0, buf),
@@ -496,6 +516,22 @@ impl ShmRx {
 impl RxQueue for ShmRx {
     #[inline]
     fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        // An empty poll, most polls of an idle port, is this one look at
+        // the next slot, with no set-up for the copying below.
+        // Relaxed: only a hint; `receive` orders the slot with an Acquire
+        // load before reading it.
+        let c = self.ring.ctrl(self.tail).load(Ordering::Relaxed);
+        if c >> 16 != seq_of(self.tail) || max == 0 {
+            return 0;
+        }
+        self.receive(out, max)
+    }
+}
+
+impl ShmRx {
+    /// `rx_burst` once a frame is ready.
+    #[inline(never)]
+    fn receive(&mut self, out: &mut Pkts, max: usize) -> usize {
         if !self.live.load(Ordering::Relaxed) {
             return 0;
         }
@@ -524,15 +560,16 @@ impl RxQueue for ShmRx {
         }
         // out[kept..fresh] are untouched buffers, out[fresh..end] buffers
         // of dropped frames; before slot k there are n - k untouched ones.
-        let (mut kept, mut fresh) = (before, before + n);
+        let (mut kept, mut fresh, mut bytes) = (before, before + n, 0);
         for k in 0..n {
             let idx = self.tail.wrapping_add(k as u32);
             // Relaxed: the Acquire load above already ordered this slot's
             // bytes; the producer does not touch the slot again until we
             // hand it back.
-            let len = self.ring.ctrl(idx).load(Ordering::Relaxed) & 0xffff;
-            if self.copy_out(idx, len as usize, &mut out[kept]) {
+            let len = (self.ring.ctrl(idx).load(Ordering::Relaxed) & 0xffff) as usize;
+            if self.copy_out(idx, len, &mut out[kept]) {
                 kept += 1;
+                bytes += len;
             } else {
                 fresh -= 1;
                 out.swap(kept, fresh);
@@ -544,7 +581,6 @@ impl RxQueue for ShmRx {
         // reuse them; pairs with its Acquire load of the tail.
         self.ring.tail().store(self.tail, Ordering::Release);
         let got = kept - before;
-        let bytes: usize = out[before..].iter().map(Mbuf::pkt_len).sum();
         self.stats.packets.add(got as u64);
         self.stats.bytes.add(bytes as u64);
         got
