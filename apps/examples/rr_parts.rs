@@ -9,8 +9,9 @@
 //!   as `rr` runs them.
 //!
 //! Followed by the one-line and two-line cache-line bounds of
-//! `rpmd_apps::bound`. Usage: `rr_parts [--seconds S]` (default 2 per
-//! mode); needs hugepages or falls back to normal pages.
+//! `rpmd_apps::bound`. Usage: `rr_parts [--seconds S] [--only MODE]`
+//! (default 2 s per mode; MODE is single, bare, runloop or bound, to
+//! profile one); needs hugepages or falls back to normal pages.
 use rpmd_apps::rr::{Client, ClientShared, Server};
 use rpmd_pmd::{clock, Mempool, MempoolConfig, PortConfig, Queues, Registry};
 use rpmd_sched::{LcoreConfig, Runtime, Task};
@@ -69,14 +70,21 @@ fn p50(shared: &ClientShared) -> (u64, u64) {
 }
 
 fn main() {
-    let secs: f64 = match std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
-        [] => 2.0,
-        [f, v] if f == "--seconds" => v.parse().expect("--seconds takes a number"),
-        _ => {
-            eprintln!("usage: rr_parts [--seconds S]");
-            std::process::exit(2);
+    let (mut secs, mut only) = (2.0f64, None::<String>);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        match pair {
+            [f, v] if f == "--seconds" => secs = v.parse().expect("--seconds takes a number"),
+            [f, v] if f == "--only" && ["single", "bare", "runloop", "bound"].contains(&&**v) => {
+                only = Some(v.clone())
+            }
+            _ => {
+                eprintln!("usage: rr_parts [--seconds S] [--only single|bare|runloop|bound]");
+                std::process::exit(2);
+            }
         }
-    };
+    }
+    let run = |mode: &str| only.as_deref().is_none_or(|o| o == mode);
     clock::init();
     let reg = Registry::new();
     let mut c = MempoolConfig::new("rr-parts", 4096);
@@ -84,72 +92,80 @@ fn main() {
     let pool = Arc::new(Mempool::new(&c).expect("mempool"));
     let ticks = clock::ticks(Duration::from_secs_f64(secs));
 
-    // One thread, both tasks, pinned (a thread of its own: pinning this
-    // one would narrow the CPUs the runtime below can see).
-    let (mut client, _, mut server, _ports) = tasks(&reg, &pool, 0);
-    let single = std::thread::spawn(move || {
-        pin(1);
-        let (t, mut n) = (clock::now(), 0u64);
-        while clock::now() - t < ticks {
-            for _ in 0..1024 {
-                client.run(64);
+    if run("single") {
+        // One thread, both tasks, pinned (a thread of its own: pinning this
+        // one would narrow the CPUs the runtime below can see).
+        let (mut client, _, mut server, _ports) = tasks(&reg, &pool, 0);
+        let single = std::thread::spawn(move || {
+            pin(1);
+            let (t, mut n) = (clock::now(), 0u64);
+            while clock::now() - t < ticks {
+                for _ in 0..1024 {
+                    client.run(64);
+                    server.run(64);
+                }
+                n += 1024;
+            }
+            let dt = clock::now() - t;
+            client.finish();
+            (dt, n)
+        });
+        let (dt, n) = single.join().expect("single thread");
+        println!(
+            "single:  {:.1} ns per transaction (one thread, {n} rounds)",
+            clock::to_ns(dt) as f64 / n as f64
+        );
+    }
+
+    if run("bare") {
+        // Two pinned threads, tight loops.
+        let (mut client, shared, mut server, _ports) = tasks(&reg, &pool, 1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let srv = std::thread::spawn(move || {
+            pin(0);
+            while !s2.load(Relaxed) {
                 server.run(64);
             }
-            n += 1024;
-        }
-        let dt = clock::now() - t;
-        client.finish();
-        (dt, n)
-    });
-    let (dt, n) = single.join().expect("single thread");
-    println!(
-        "single:  {:.1} ns per transaction (one thread, {n} rounds)",
-        clock::to_ns(dt) as f64 / n as f64
-    );
-
-    // Two pinned threads, tight loops.
-    let (mut client, shared, mut server, _ports) = tasks(&reg, &pool, 1);
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let srv = std::thread::spawn(move || {
-        pin(0);
-        while !s2.load(Relaxed) {
-            server.run(64);
-        }
-    });
-    let cli = std::thread::spawn(move || {
-        pin(1);
-        let t = clock::now();
-        while clock::now() - t < ticks {
-            for _ in 0..64 {
-                client.run(64);
+        });
+        let cli = std::thread::spawn(move || {
+            pin(1);
+            let t = clock::now();
+            while clock::now() - t < ticks {
+                for _ in 0..64 {
+                    client.run(64);
+                }
             }
-        }
-        client.finish();
-    });
-    cli.join().expect("client thread");
-    let (p, n) = p50(&shared);
-    stop.store(true, Relaxed);
-    srv.join().expect("server thread");
-    println!("bare:    p50 {p} ns ({n} transactions)");
+            client.finish();
+        });
+        cli.join().expect("client thread");
+        let (p, n) = p50(&shared);
+        stop.store(true, Relaxed);
+        srv.join().expect("server thread");
+        println!("bare:    p50 {p} ns ({n} transactions)");
+    }
 
-    // The run loop.
-    let (client, shared, server, _ports) = tasks(&reg, &pool, 2);
-    let mut rt = Runtime::start("0-1", LcoreConfig::default()).expect("lcores on CPUs 0 and 1");
-    rt.add(0, server).expect("lcore 0");
-    rt.add(1, client).expect("lcore 1");
-    std::thread::sleep(Duration::from_secs_f64(secs));
-    rt.shutdown();
-    let (p, n) = p50(&shared);
-    println!("runloop: p50 {p} ns ({n} transactions)");
+    if run("runloop") {
+        // The run loop.
+        let (client, shared, server, _ports) = tasks(&reg, &pool, 2);
+        let mut rt = Runtime::start("0-1", LcoreConfig::default()).expect("lcores on CPUs 0 and 1");
+        rt.add(0, server).expect("lcore 0");
+        rt.add(1, client).expect("lcore 1");
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        rt.shutdown();
+        let (p, n) = p50(&shared);
+        println!("runloop: p50 {p} ns ({n} transactions)");
+    }
 
-    for two in [false, true] {
-        if let Some(b) = rpmd_apps::bound::measure(1, 0, Duration::from_millis(500), two) {
-            println!(
-                "bound:   {} p50 {:.0} ns",
-                if two { "two lines" } else { "one line " },
-                b.p50_ns
-            );
+    if run("bound") {
+        for two in [false, true] {
+            if let Some(b) = rpmd_apps::bound::measure(1, 0, Duration::from_millis(500), two) {
+                println!(
+                    "bound:   {} p50 {:.0} ns",
+                    if two { "two lines" } else { "one line " },
+                    b.p50_ns
+                );
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ use hdrhistogram::Histogram;
 use rpmd_pmd::clock;
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
-use rpmd_pmd::Mempool;
+use rpmd_pmd::{Mbuf, Mempool};
 use rpmd_sched::Task;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -130,12 +130,33 @@ impl Client {
     /// Queues session `s`'s current request; false when the pool is dry
     /// (the timeout check will retry it).
     fn queue_request(&mut self, s: usize, now: u64) -> bool {
-        let Ok(mut m) = self.pool.get() else {
-            return false;
-        };
-        let Some(d) = m.append(self.template.len()) else {
-            return false;
-        };
+        match self.pool.get() {
+            Ok(m) => self.fill_request(m, s, now),
+            Err(_) => false,
+        }
+    }
+
+    /// Turns `m` (a fresh mbuf or a response just read) into session `s`'s
+    /// current request and queues it; false when no buffer could hold it.
+    /// Reusing the response spares a pool get and a free per transaction.
+    #[inline]
+    fn fill_request(&mut self, mut m: Mbuf, s: usize, now: u64) -> bool {
+        let want = self.template.len();
+        let have = m.pkt_len();
+        let sized = m.nb_segs() == 1
+            && (want <= have && m.trim(have - want)
+                || want > have && m.append(want - have).is_some());
+        if !sized {
+            drop(m);
+            let Ok(fresh) = self.pool.get() else {
+                return false;
+            };
+            m = fresh;
+            if m.append(want).is_none() {
+                return false;
+            }
+        }
+        let d = m.data_mut();
         d.copy_from_slice(&self.template);
         let sess = &mut self.sessions[s];
         frame::patch_request(d, s as u16, sess.seq, now);
@@ -153,80 +174,106 @@ pub const MAX_SESSIONS: u16 = 256;
 /// while its lcore spins, about 6 ms when it sleeps 100 µs at a time.
 const TIMEOUT_POLLS: u32 = 64;
 
-impl Task for Client {
-    fn run(&mut self, quota: usize) -> usize {
-        let mut work = 0;
-        if !self.started {
-            self.started = true;
-            self.start = clock::now();
-            self.next_timeout_check = self.start;
-            let now = self.start;
-            for s in 0..self.sessions.len() {
-                self.queue_request(s, now);
-            }
+impl Client {
+    /// The first call: every session's first request.
+    #[cold]
+    fn begin(&mut self) {
+        self.started = true;
+        self.start = clock::now();
+        self.next_timeout_check = self.start;
+        let now = self.start;
+        for s in 0..self.sessions.len() {
+            self.queue_request(s, now);
         }
+    }
+
+    /// Answers the `n` responses in `inp`: sends each session's next
+    /// request, then records the transactions.
+    #[inline(never)]
+    fn answer(&mut self, n: usize) -> usize {
         // The critical path of a transaction runs from the response's
         // arrival to the next request's departure: check the response and
         // send the request first, and do the bookkeeping (histograms,
         // counters) once it is on its way.
-        let n = self.rx.rx_burst(&mut self.inp, quota.min(64));
-        let mut now = 0;
-        if n > 0 {
-            now = clock::now();
-            self.answered.clear();
-            for m in self.inp.iter() {
-                let ok = frame::parse(m.data()).and_then(|p| {
-                    let s = p.client_port.wrapping_sub(frame::BASE_PORT) as usize;
-                    let sess = self.sessions.get(s)?;
-                    (p.kind == frame::RESPONSE && p.seq == sess.seq).then_some((s, p.stamp))
-                });
-                match ok {
-                    // Sessions number at most MAX_SESSIONS, so u16 holds
-                    // them; `answered` has room for a whole rx burst.
-                    Some((s, stamp)) => self.answered.push((s as u16, stamp)),
-                    None => self.shared.stray.add(1),
-                }
-            }
-            self.inp.clear();
-            for k in 0..self.answered.len() {
-                let s = self.answered[k].0 as usize;
-                let sess = &mut self.sessions[s];
-                sess.seq = sess.seq.wrapping_add(1);
-                self.queue_request(s, now);
-            }
-            work += n;
+        let now = clock::now();
+        self.answered.clear();
+        while let Some(m) = self.inp.pop() {
+            let ok = frame::parse(m.data()).and_then(|p| {
+                let s = p.client_port.wrapping_sub(frame::BASE_PORT) as usize;
+                let sess = self.sessions.get(s)?;
+                (p.kind == frame::RESPONSE && p.seq == sess.seq).then_some((s, p.stamp))
+            });
+            let Some((s, stamp)) = ok else {
+                self.shared.stray.add(1);
+                continue;
+            };
+            // Sessions number at most MAX_SESSIONS, so u16 holds them;
+            // `answered` has room for a whole rx burst.
+            self.answered.push((s as u16, stamp));
+            let sess = &mut self.sessions[s];
+            sess.seq = sess.seq.wrapping_add(1);
+            self.fill_request(m, s, now);
         }
+        let mut work = n;
         if !self.out.is_empty() {
             work += self.tx.tx_burst(&mut self.out);
         }
-        if n > 0 {
-            let warm = now - self.start >= self.warmup;
-            for &(s, stamp) in &self.answered {
-                let r = &mut self.sessions[s as usize].result;
-                if warm {
-                    r.transactions += 1;
-                    let rtt = clock::to_ns(now.saturating_sub(stamp));
-                    let _ = r.latency.record(rtt.max(1));
+        let warm = now - self.start >= self.warmup;
+        for &(s, stamp) in &self.answered {
+            let r = &mut self.sessions[s as usize].result;
+            if warm {
+                r.transactions += 1;
+                let rtt = clock::to_ns(now.saturating_sub(stamp));
+                let _ = r.latency.record(rtt.max(1));
+            }
+        }
+        self.shared.transactions.add(self.answered.len() as u64);
+        work
+    }
+
+    /// Sends again the requests of sessions unanswered for the timeout,
+    /// at most once per 1 % of the timeout.
+    #[inline(never)]
+    fn check_timeouts(&mut self) {
+        let now = clock::now();
+        if now >= self.next_timeout_check {
+            self.next_timeout_check = now + self.timeout / 100;
+            for s in 0..self.sessions.len() {
+                if now.saturating_sub(self.sessions[s].sent) > self.timeout {
+                    self.sessions[s].result.lost += 1;
+                    self.queue_request(s, now);
                 }
             }
-            self.shared.transactions.add(self.answered.len() as u64);
+        }
+    }
+}
+
+impl Task for Client {
+    /// An empty poll (most calls) is the rx burst and two tests; the work
+    /// is out of line.
+    fn run(&mut self, quota: usize) -> usize {
+        if !self.started {
+            self.begin();
+        }
+        // At most one response per session is due: asking for more would
+        // only make the port look at the slot after the last one.
+        let n = self
+            .rx
+            .rx_burst(&mut self.inp, quota.min(self.sessions.len()).max(1));
+        let mut work = 0;
+        if n > 0 {
+            work = self.answer(n);
+        } else if !self.out.is_empty() {
+            // Requests a full ring turned back.
+            work = self.tx.tx_burst(&mut self.out);
         }
         // Lost requests: looked for every TIMEOUT_POLLS calls (the clock
-        // costs about 20 ns, a good share of an empty poll), at most once
-        // per 1 % of the timeout, and only when nothing waits to be sent (a request
-        // still queued here is late, not lost).
+        // costs about 20 ns, a good share of an empty poll), and only when
+        // nothing waits to be sent (a request still queued here is late,
+        // not lost).
         self.calls = self.calls.wrapping_add(1);
         if self.calls % TIMEOUT_POLLS == 0 && self.out.is_empty() {
-            let now = clock::now();
-            if now >= self.next_timeout_check {
-                self.next_timeout_check = now + self.timeout / 100;
-                for s in 0..self.sessions.len() {
-                    if now.saturating_sub(self.sessions[s].sent) > self.timeout {
-                        self.sessions[s].result.lost += 1;
-                        self.queue_request(s, now);
-                    }
-                }
-            }
+            self.check_timeouts();
         }
         work
     }
@@ -274,6 +321,15 @@ impl Task for Server {
         if n == 0 {
             return 0;
         }
+        self.answer(n)
+    }
+}
+
+impl Server {
+    /// Answers the `n` requests in `pkts` (out of line, so that an empty
+    /// poll stays short).
+    #[inline(never)]
+    fn answer(&mut self, n: usize) -> usize {
         let want = frame::frame_len(self.resp);
         let mut bad = 0;
         while let Some(mut m) = self.pkts.pop() {
