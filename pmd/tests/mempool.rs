@@ -70,6 +70,12 @@ fn data_bounds_and_addresses() {
     assert!(m.trim(4));
     assert_eq!(m.data(), b"12345");
     assert!(!m.adj(6) && !m.trim(6));
+    // A prefetch is a hint: any offset, even far outside the buffer, is
+    // harmless and changes nothing.
+    for at in [0, -12, 4096, isize::MIN, isize::MAX] {
+        m.prefetch(at);
+    }
+    assert_eq!(m.data(), b"12345");
     let max = m.buf_len() - m.headroom();
     assert!(m.set_data_len(max) && m.data_len() == max && m.tailroom() == 0);
     assert!(!m.set_data_len(max + 1));
