@@ -85,6 +85,13 @@ pub struct Client {
     shared: Arc<ClientShared>,
 }
 
+/// Most sessions per client (one queued request each fits one burst).
+pub const MAX_SESSIONS: u16 = 256;
+
+/// The client looks for lost requests every this many calls: a few µs
+/// while its lcore spins, about 6 ms when it sleeps 100 µs at a time.
+const TIMEOUT_POLLS: u32 = 64;
+
 impl Client {
     /// A client of `sessions` sessions sending `req`-byte requests.
     pub fn new(
@@ -142,17 +149,13 @@ impl Client {
     #[inline]
     fn fill_request(&mut self, mut m: Mbuf, s: usize, now: u64) -> bool {
         let want = self.template.len();
-        let have = m.pkt_len();
-        let sized = m.nb_segs() == 1
-            && (want <= have && m.trim(have - want)
-                || want > have && m.append(want - have).is_some());
-        if !sized {
+        if !(m.nb_segs() == 1 && m.set_data_len(want)) {
             drop(m);
             let Ok(fresh) = self.pool.get() else {
                 return false;
             };
             m = fresh;
-            if m.append(want).is_none() {
+            if !m.set_data_len(want) {
                 return false;
             }
         }
@@ -165,16 +168,7 @@ impl Client {
         // and sessions are capped at the burst size.
         self.out.push(m).is_ok()
     }
-}
 
-/// Most sessions per client (one queued request each fits one burst).
-pub const MAX_SESSIONS: u16 = 256;
-
-/// The client looks for lost requests every this many calls: a few µs
-/// while its lcore spins, about 6 ms when it sleeps 100 µs at a time.
-const TIMEOUT_POLLS: u32 = 64;
-
-impl Client {
     /// The first call: every session's first request.
     #[cold]
     fn begin(&mut self) {
@@ -313,19 +307,7 @@ impl Server {
             counts: Arc::default(),
         }
     }
-}
 
-impl Task for Server {
-    fn run(&mut self, quota: usize) -> usize {
-        let n = self.rx.rx_burst(&mut self.pkts, quota.min(64));
-        if n == 0 {
-            return 0;
-        }
-        self.answer(n)
-    }
-}
-
-impl Server {
     /// Answers the `n` requests in `pkts` (out of line, so that an empty
     /// poll stays short).
     #[inline(never)]
@@ -335,11 +317,8 @@ impl Server {
         while let Some(mut m) = self.pkts.pop() {
             let is_req = m.nb_segs() == 1
                 && frame::parse(m.data()).is_some_and(|p| p.kind == frame::REQUEST);
-            let have = m.pkt_len();
-            let sized = is_req
-                && (want <= have && m.trim(have - want)
-                    || want > have && m.append(want - have).is_some());
-            if !sized {
+            // One segment, so its data length is the frame's.
+            if !(is_req && m.set_data_len(want)) {
                 bad += 1;
                 continue;
             }
@@ -355,6 +334,16 @@ impl Server {
         self.counts.1.add(self.out.len() as u64);
         self.out.clear();
         n
+    }
+}
+
+impl Task for Server {
+    fn run(&mut self, quota: usize) -> usize {
+        let n = self.rx.rx_burst(&mut self.pkts, quota.min(64));
+        if n == 0 {
+            return 0;
+        }
+        self.answer(n)
     }
 }
 
