@@ -3,7 +3,7 @@
 //!
 //! The second process is this test binary run again on the ignored test
 //! `peer`, with the link name in `RPMD_SHM_PEER`.
-use rpmd_pmd::port::{Offloads, Pkts, PortConfig};
+use rpmd_pmd::port::{Offloads, Pkts, Port, PortConfig, Queues};
 use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, Registry};
 use std::os::unix::fs::FileExt;
 use std::process::{Child, Command};
@@ -22,6 +22,18 @@ fn conf(pool: &Arc<Mempool>) -> PortConfig {
         offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
         ..PortConfig::default()
     }
+}
+
+/// Both sides of link `n` in this process, side A opened with `opts`
+/// (e.g. `,slots=64`), configured with `conf(p)` and started.
+fn pair(r: &Registry, n: &str, opts: &str, p: &Arc<Mempool>) -> [(Box<dyn Port>, Queues); 2] {
+    let mut a = r.open(&format!("shm:{n}{opts}")).unwrap();
+    let mut b = r.open(&format!("shm:{n}")).unwrap();
+    a.configure(&conf(p)).unwrap();
+    b.configure(&conf(p)).unwrap();
+    let qa = a.start().unwrap();
+    let qb = b.start().unwrap();
+    [(a, qa), (b, qb)]
 }
 
 /// A unique link name per test and process.
@@ -73,12 +85,7 @@ fn small_frames_of_every_length_cross_whole_and_in_two_segments() {
     let n = name("small");
     let p = pool("shm-small", 1024);
     let r = Registry::new();
-    let mut a = r.open(&format!("shm:{n},slots=64")).unwrap();
-    let mut b = r.open(&format!("shm:{n}")).unwrap();
-    a.configure(&conf(&p)).unwrap();
-    b.configure(&conf(&p)).unwrap();
-    let mut qa = a.start().unwrap();
-    let mut qb = b.start().unwrap();
+    let [(_a, mut qa), (_b, mut qb)] = pair(&r, &n, ",slots=64", &p);
     let cases: Vec<(usize, bool)> = (4..=70)
         .map(|l| (l, false))
         .chain((8..=70).map(|l| (l, true)))
@@ -184,12 +191,7 @@ fn garbage_from_the_peer_is_counted_not_trusted() {
     let n = name("garbage");
     let p = pool("shm-garbage", 256);
     let r = Registry::new();
-    let mut a = r.open(&format!("shm:{n},slots=16")).unwrap();
-    let mut b = r.open(&format!("shm:{n}")).unwrap();
-    a.configure(&conf(&p)).unwrap();
-    b.configure(&conf(&p)).unwrap();
-    let _qa = a.start().unwrap();
-    let mut qb = b.start().unwrap();
+    let [(_a, _qa), (b, mut qb)] = pair(&r, &n, ",slots=16", &p);
     // Write the A->B ring of queue 0 as a broken peer would. Slots start
     // 128 bytes into the ring, 2112 bytes apart (slot_size 2048), the ctrl
     // word (seq << 16 | length) 60 bytes into each. Slot 0 claims 65535

@@ -279,10 +279,10 @@ fn pollin(fd: BorrowedFd<'_>) -> libc::pollfd {
     }
 }
 
-/// The lcore's loop.
 /// While spinning, the clock is read every this many empty rounds.
 const CLOCK_EVERY: u32 = 8;
 
+/// The lcore's loop.
 fn run(s: &Shared, cfg: LcoreConfig) {
     let st = &s.stats;
     let mut tasks: Vec<(TaskId, Box<dyn Task>)> = Vec::new();
