@@ -329,9 +329,16 @@ fn main() {
                     continue;
                 }
                 let (mut d, mut r) = (Vec::new(), Vec::new());
-                for _ in 0..runs {
+                for k in 1..=runs {
                     d.push(run_dpdk(role, size, packed, secs, &huge, &sock));
                     r.push(run_ours(role, size, packed, secs, &huge, &sock));
+                    // Each pair on stderr: the swings are the story on
+                    // these VMs, and a median hides them.
+                    eprintln!(
+                        "  {row} run {k}: DPDK {:.2} rpmd {:.2} Mpps",
+                        d[k - 1],
+                        r[k - 1]
+                    );
                 }
                 let (dm, rm) = (median(d), median(r));
                 let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
