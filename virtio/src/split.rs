@@ -93,6 +93,10 @@ pub struct SplitQueue {
     avail_idx: u16,
     /// Next used entry to read.
     last_used: u16,
+    /// `used.idx` as last read: entries before it are published, so
+    /// `pop_used` reads the index (a line the device keeps writing) only
+    /// once it has taken them all, as DPDK reads it once per burst.
+    seen_used: u16,
     free: Vec<u16>,
     tokens: Vec<Option<NonNull<u8>>>,
     /// Whether the buffer headed by a descriptor is a chain.
@@ -175,6 +179,7 @@ impl SplitQueue {
             mask: layout.size - 1,
             avail_idx: 0,
             last_used: 0,
+            seen_used: 0,
             free: (0..layout.size).rev().collect(),
             tokens: vec![None; n],
             chained: vec![false; n],
@@ -201,6 +206,7 @@ impl SplitQueue {
         let n = self.layout.size;
         self.avail_idx = 0;
         self.last_used = 0;
+        self.seen_used = 0;
         self.free.clear();
         self.free.extend((0..n).rev());
         self.chained.fill(false);
@@ -268,7 +274,8 @@ impl SplitQueue {
     #[inline]
     pub fn has_used(&self) -> bool {
         // V2 (Acquire), as in `pop_used`.
-        u16::from_le(self.used_idx_ptr().load(Ordering::Acquire)) != self.last_used
+        self.seen_used != self.last_used
+            || u16::from_le(self.used_idx_ptr().load(Ordering::Acquire)) != self.last_used
     }
 
     /// IOVAs of descriptor table, available ring and used ring.
@@ -460,6 +467,7 @@ impl SplitQueue {
     pub fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
         // V2 (Acquire), as in `pop_used`.
         let used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
+        self.seen_used = used;
         let mut bad = 0;
         if self.in_order {
             // Everything before `used` is done, in order: no entry to read.
@@ -562,10 +570,16 @@ impl SplitQueue {
     /// error (a misbehaving peer), counted by the caller; it is skipped.
     #[inline(always)]
     pub fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
-        // V2 (Acquire): pairs with the device's Release store of used.idx.
-        let used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
-        if used == self.last_used {
-            return None;
+        if self.seen_used == self.last_used {
+            // V2 (Acquire): pairs with the device's Release store of
+            // used.idx; the entries before the value read are complete.
+            // Read again only when those are all taken: within a burst
+            // the index line would otherwise move from the device's core
+            // for every frame.
+            self.seen_used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
+            if self.seen_used == self.last_used {
+                return None;
+            }
         }
         let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
         if self.in_order {
