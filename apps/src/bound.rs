@@ -53,6 +53,7 @@ const LINES: usize = 64;
 /// port's ring spreads its slots over as many lines.
 pub fn measure(a: usize, b: usize, time: Duration, two_lines: bool) -> Option<Bound> {
     const BATCH: u64 = 1000;
+    const GIVE_UP: Duration = Duration::from_secs(30);
     // Request lines first, then response lines (used with `two_lines`).
     let lines: Arc<Vec<CachePadded<AtomicU64>>> =
         Arc::new((0..2 * LINES).map(|_| CachePadded::default()).collect());
@@ -102,10 +103,12 @@ pub fn measure(a: usize, b: usize, time: Duration, two_lines: bool) -> Option<Bo
                 while lines[resp + k].load(Ordering::Acquire) != v + 2 {
                     spins = spins.wrapping_add(1);
                     // A ponger that stopped (or never pinned) ends the
-                    // wait; so does a second past the time, looked at
-                    // rarely so that the clock stays off the round trip.
+                    // wait; so does half a minute past the time (room for
+                    // a ponger starved by other threads on a busy
+                    // machine), looked at rarely so that the clock stays
+                    // off the round trip.
                     if stop.load(Ordering::Relaxed)
-                        || (spins % 65536 == 0 && t0.elapsed() > time + Duration::from_secs(1))
+                        || (spins % 65536 == 0 && t0.elapsed() > time + GIVE_UP)
                     {
                         stop.store(true, Ordering::Relaxed);
                         return (false, means);
