@@ -93,9 +93,12 @@ pub struct SplitQueue {
     avail_idx: u16,
     /// Next used entry to read.
     last_used: u16,
-    /// `used.idx` as last read: entries before it are published, so
-    /// `pop_used` reads the index (a line the device keeps writing) only
-    /// once it has taken them all, as DPDK reads it once per burst.
+    /// `used.idx` as last read: the entries from `last_used` up to it are
+    /// published, so `pop_used` reads the index (a line the device keeps
+    /// writing) only once it has taken them all, as DPDK reads it once per
+    /// burst. Every path that advances `last_used` stops at this value
+    /// (`reclaim_into` stores the index it read here for that reason),
+    /// and `restart` zeroes both.
     seen_used: u16,
     free: Vec<u16>,
     tokens: Vec<Option<NonNull<u8>>>,
