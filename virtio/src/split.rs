@@ -791,6 +791,54 @@ mod tests {
         assert_eq!(pool.available(), 64);
     }
 
+    /// The used index is read once per batch: entries published before a
+    /// read are all taken, none past it, whether `reclaim_into` or
+    /// `pop_used` read it last.
+    #[test]
+    fn used_entries_are_taken_up_to_the_index_read_and_no_further() {
+        let (region, pool) = test_memory("vqu", 16);
+        let l = Layout::new(8).unwrap();
+        let mut q = SplitQueue::new(&region, 0, l).unwrap();
+        for _ in 0..4 {
+            let m = pool.get().unwrap();
+            let a = m.data_iova().raw();
+            q.push(m, a, 100, false).unwrap();
+        }
+        q.publish();
+        let base = region.as_ptr();
+        // Plays the device: completes the first `n` buffers, in order.
+        let complete = |n: u16| {
+            for k in 0..n as usize {
+                // SAFETY: the test plays the device on its own memory.
+                unsafe {
+                    let id = base.add(l.avail + 4 + 2 * k).cast::<u16>().read();
+                    base.add(l.used + 4 + 8 * k).cast::<u32>().write(id as u32);
+                    base.add(l.used + 8 + 8 * k).cast::<u32>().write(0);
+                }
+            }
+            // SAFETY: as above.
+            let idx = unsafe { AtomicU16::from_ptr(base.add(l.used + 2).cast()) };
+            idx.store(n, Ordering::Release);
+        };
+        complete(2);
+        // A one-slot burst takes one of the two; the other is still due.
+        let mut one: Burst<Mbuf, 1> = Burst::new();
+        assert_eq!(q.reclaim_into(&mut one), 0);
+        assert_eq!(one.len(), 1);
+        assert!(q.has_used());
+        assert!(q.pop_used().unwrap().is_ok());
+        // Nothing past the index: the unpublished entry 2 is not read.
+        assert!(q.pop_used().is_none());
+        assert!(!q.has_used());
+        complete(4);
+        assert!(q.pop_used().unwrap().is_ok());
+        assert!(q.pop_used().unwrap().is_ok());
+        assert!(q.pop_used().is_none());
+        drop(one);
+        drop(q);
+        assert_eq!(pool.available(), 16);
+    }
+
     #[test]
     fn event_indices_decide_kicks_and_interrupts() {
         // §2.7.10's vring_need_event, including the wrap at 2^16.
