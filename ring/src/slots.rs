@@ -59,6 +59,14 @@ impl<T> Slots<T> {
     pub(crate) unsafe fn write(&self, idx: u32, src: *const T, n: usize) {
         #[cfg(not(loom))]
         {
+            if n == 1 {
+                // One value, the pool's and single calls' case: one slot
+                // never wraps, so skip the run arithmetic.
+                // SAFETY: per this function's contract the slot is ours
+                // and empty, and `src` holds one value.
+                unsafe { self.slot_ptr(idx).write(src.read()) };
+                return;
+            }
             let start = (idx & self.mask) as usize;
             let first = self.len() - start;
             // SAFETY: per this function's contract the destination slots
@@ -94,6 +102,13 @@ impl<T> Slots<T> {
     pub(crate) unsafe fn read(&self, idx: u32, dst: *mut T, n: usize) {
         #[cfg(not(loom))]
         {
+            if n == 1 {
+                // As in `write`.
+                // SAFETY: per this function's contract the slot is ours and
+                // full, and `dst` has room for one value.
+                unsafe { dst.write(self.slot_ptr(idx).read()) };
+                return;
+            }
             let start = (idx & self.mask) as usize;
             let first = self.len() - start;
             // SAFETY: per this function's contract; runs and overlap as in
