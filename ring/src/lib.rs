@@ -80,10 +80,14 @@
 //!    compare-and-swap the head from `h` to `h+k` and restart at step 2
 //!    with the new head when another producer got there first.
 //! 5. **Copy** the values into slots `(h..h+k) & mask`, as at most two
-//!    contiguous runs (before and after the end of the array).
+//!    contiguous runs (before and after the end of the array; one value is
+//!    one slot, with no run arithmetic).
 //! 6. **Publish**: `Multi` first waits until `prod.tail == h`, i.e. every
-//!    producer that claimed earlier slots has published (Acquire, `M1`);
-//!    then every mode stores `prod.tail = h+k` (Release, `T1`; `Hts` stores
+//!    producer that claimed earlier slots has published (Acquire, `M1`).
+//!    It skips the wait when it read `prod.tail == h` in step 2 (loaded
+//!    right after the head, before the CAS): a successful CAS from `h`
+//!    means no one claimed slots in between, and the tail stays at `h`
+//!    until we move it. Then every mode stores `prod.tail = h+k` (Release, `T1`; `Hts` stores
 //!    head = tail = `h+k` in one word). Consumers that load the new tail see
 //!    the values.
 //!

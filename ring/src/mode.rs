@@ -55,6 +55,12 @@ pub(crate) mod private {
         pub n: u32,
         /// Free (producer) or full (consumer) slots left after this one.
         pub left: u32,
+        /// Every earlier reservation on this side was already published
+        /// when this one was made, so `publish` need not wait ([`Multi`];
+        /// the other modes never wait and ignore it).
+        ///
+        /// [`Multi`]: super::Multi
+        pub ready: bool,
     }
 
     /// What a synchronisation mode implements; sealed.
@@ -79,10 +85,11 @@ pub(crate) mod private {
             n: u32,
             behavior: Behavior,
         ) -> Reservation;
-        /// Step 3: publish `n` slots starting at `start` (store `T1`). A
-        /// mode that supports zero-copy also accepts `n` smaller than the
-        /// reservation, which gives the rest back.
-        fn publish(s: &Self::State, start: u32, n: u32);
+        /// Step 3: publish `n` slots starting at `start` (store `T1`);
+        /// `ready` is the reservation's. A mode that supports zero-copy
+        /// also accepts `n` smaller than the reservation, which gives the
+        /// rest back.
+        fn publish(s: &Self::State, start: u32, n: u32, ready: bool);
     }
 }
 
@@ -227,11 +234,12 @@ impl private::Mode for Single {
             start: head,
             n,
             left: avail - n,
+            ready: true,
         }
     }
 
     #[inline(always)]
-    fn publish(s: &SingleState, start: u32, n: u32) {
+    fn publish(s: &SingleState, start: u32, n: u32, _ready: bool) {
         // T1: pairs with T2 in the other side's `available`.
         s.tail.store(start.wrapping_add(n), Ordering::Release);
     }
@@ -289,9 +297,18 @@ impl private::Mode for Multi {
         n: u32,
         behavior: Behavior,
     ) -> Reservation {
-        // H1: the other tail is read after this.
+        // H1: this side's tail and the other tail are read after this.
         let mut head = s.head.load(Ordering::Acquire);
         loop {
+            // M1: pairs with the T1 that stored this value. Equal to the
+            // head, it says no reservation on this side is unpublished; if
+            // the CAS below then succeeds, the head did not move meanwhile,
+            // so the tail is still `head` and stays so until we publish
+            // (only the owner of the slots at the tail moves it): the wait
+            // in `publish` can be skipped. The tail shares the head's line,
+            // so this costs no extra miss, and it is read before the CAS
+            // rather than after it.
+            let tail = s.tail.load(Ordering::Acquire);
             // T2 (inside `other_tail`), after H1.
             let avail = offset.wrapping_add(other_tail()).wrapping_sub(head);
             let got = clamp(avail, n, behavior);
@@ -300,6 +317,7 @@ impl private::Mode for Multi {
                     start: head,
                     n: 0,
                     left: avail.min(cap),
+                    ready: false,
                 };
             }
             // The CAS only claims slots; nothing is published through the
@@ -316,6 +334,7 @@ impl private::Mode for Multi {
                         start: head,
                         n: got,
                         left: avail - got,
+                        ready: tail == head,
                     }
                 }
                 Err(h) => head = h,
@@ -324,12 +343,14 @@ impl private::Mode for Multi {
     }
 
     #[inline(always)]
-    fn publish(s: &MultiState, start: u32, n: u32) {
-        // Threads that reserved before us publish first: wait for them.
-        // M1: pairs with their T1.
-        let mut spins = 0u32;
-        while s.tail.load(Ordering::Acquire) != start {
-            wait(&mut spins);
+    fn publish(s: &MultiState, start: u32, n: u32, ready: bool) {
+        if !ready {
+            // Threads that reserved before us publish first: wait for them.
+            // M1: pairs with their T1.
+            let mut spins = 0u32;
+            while s.tail.load(Ordering::Acquire) != start {
+                wait(&mut spins);
+            }
         }
         // T1: pairs with T2 on the other side (and M1 of our successors).
         s.tail.store(start.wrapping_add(n), Ordering::Release);
@@ -410,6 +431,7 @@ impl private::Mode for Hts {
                     start: head,
                     n: 0,
                     left: avail.min(cap),
+                    ready: true,
                 };
             }
             match s.ht.compare_exchange_weak(
@@ -423,6 +445,7 @@ impl private::Mode for Hts {
                         start: head,
                         n: got,
                         left: avail - got,
+                        ready: true,
                     }
                 }
                 Err(v) => cur = v,
@@ -431,7 +454,7 @@ impl private::Mode for Hts {
     }
 
     #[inline(always)]
-    fn publish(s: &HtsState, start: u32, n: u32) {
+    fn publish(s: &HtsState, start: u32, n: u32, _ready: bool) {
         let end = start.wrapping_add(n);
         // T1: pairs with T2 on the other side and H1 of the next owner.
         // Setting head = tail = end also gives back any reserved slots past

@@ -50,8 +50,8 @@ impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
     }
 
     #[inline(always)]
-    pub(crate) fn publish_enqueue(&self, start: u32, n: u32) {
-        P::publish(&self.prod, start, n)
+    pub(crate) fn publish_enqueue(&self, start: u32, n: u32, ready: bool) {
+        P::publish(&self.prod, start, n, ready)
     }
 
     #[inline(always)]
@@ -61,8 +61,8 @@ impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
     }
 
     #[inline(always)]
-    pub(crate) fn publish_dequeue(&self, start: u32, n: u32) {
-        C::publish(&self.cons, start, n)
+    pub(crate) fn publish_dequeue(&self, start: u32, n: u32, ready: bool) {
+        C::publish(&self.cons, start, n, ready)
     }
 
     pub(crate) fn slots_len(&self) -> usize {
@@ -90,7 +90,7 @@ impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
             // SAFETY: the reservation gave us slots `start..start + n`, which
             // are empty; `src` has at least `r.n <= n` values.
             unsafe { self.slots.write(r.start, src, r.n as usize) };
-            self.publish_enqueue(r.start, r.n);
+            self.publish_enqueue(r.start, r.n, r.ready);
         }
         Transfer {
             n: r.n as usize,
@@ -110,7 +110,7 @@ impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
             // SAFETY: the reservation gave us full slots `start..start + n`;
             // `dst` has room for `r.n <= n` values.
             unsafe { self.slots.read(r.start, dst, r.n as usize) };
-            self.publish_dequeue(r.start, r.n);
+            self.publish_dequeue(r.start, r.n, r.ready);
         }
         Transfer {
             n: r.n as usize,

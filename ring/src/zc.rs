@@ -128,7 +128,9 @@ impl<T, P: SyncMode, C: SyncMode> EnqueueZc<'_, T, P, C> {
 impl<T, P: SyncMode, C: SyncMode> Drop for EnqueueZc<'_, T, P, C> {
     fn drop(&mut self) {
         if self.reserved != 0 {
-            self.ring.publish_enqueue(self.start, self.written);
+            // `ready: false` is always correct (a mode that waits then
+            // checks); the zero-copy modes never wait anyway.
+            self.ring.publish_enqueue(self.start, self.written, false);
         }
     }
 }
@@ -214,7 +216,8 @@ impl<T, P: SyncMode, C: SyncMode> DequeueZc<'_, T, P, C> {
 impl<T, P: SyncMode, C: SyncMode> Drop for DequeueZc<'_, T, P, C> {
     fn drop(&mut self) {
         if self.reserved != 0 {
-            self.ring.publish_dequeue(self.start, self.taken);
+            // As in `EnqueueZc`'s drop.
+            self.ring.publish_dequeue(self.start, self.taken, false);
         }
     }
 }
