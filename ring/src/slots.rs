@@ -16,13 +16,53 @@ type Cell<T> = std::cell::UnsafeCell<MaybeUninit<T>>;
 #[cfg(loom)]
 type Cell<T> = loom::cell::UnsafeCell<MaybeUninit<T>>;
 
+/// Alignment of the slot array: two cache lines, the unit the adjacent-line
+/// prefetcher moves (as the ring's head/tail padding). Eight pointer-sized
+/// slots from an aligned index then share one line; with the allocator's
+/// default 16-byte alignment every burst of 8 crossing cores touched two.
+#[cfg(not(loom))]
+const SLOT_ALIGN: usize = 128;
+
 pub(crate) struct Slots<T> {
+    /// `mask + 1` cells, allocated with [`Slots::layout`].
+    #[cfg(not(loom))]
+    ptr: std::ptr::NonNull<Cell<T>>,
+    #[cfg(loom)]
     cells: Box<[Cell<T>]>,
     mask: u32,
+    _owns: std::marker::PhantomData<T>,
 }
 
 impl<T> Slots<T> {
+    /// The array's layout for `n` slots; `None` when it overflows.
+    #[cfg(not(loom))]
+    fn layout(n: usize) -> Option<std::alloc::Layout> {
+        let bytes = n.checked_mul(std::mem::size_of::<T>())?;
+        // Never zero-sized (zero-sized `T`), which `alloc` does not allow.
+        std::alloc::Layout::from_size_align(
+            bytes.max(SLOT_ALIGN),
+            SLOT_ALIGN.max(std::mem::align_of::<T>()),
+        )
+        .ok()
+    }
+
     /// Allocates `capacity` empty slots; `capacity` is a power of two.
+    /// `None` when the memory cannot be had.
+    #[cfg(not(loom))]
+    pub(crate) fn new(capacity: u32) -> Option<Self> {
+        let layout = Self::layout(capacity as usize)?;
+        // SAFETY: the layout's size is not zero (at least `SLOT_ALIGN`).
+        // The memory stays uninitialised: every cell is a `MaybeUninit`.
+        let p = unsafe { std::alloc::alloc(layout) };
+        Some(Slots {
+            ptr: std::ptr::NonNull::new(p.cast::<Cell<T>>())?,
+            mask: capacity - 1,
+            _owns: std::marker::PhantomData,
+        })
+    }
+
+    /// Allocates `capacity` empty slots; `capacity` is a power of two.
+    #[cfg(loom)]
     pub(crate) fn new(capacity: u32) -> Option<Self> {
         let n = capacity as usize;
         let mut v: Vec<Cell<T>> = Vec::new();
@@ -31,6 +71,7 @@ impl<T> Slots<T> {
         Some(Slots {
             cells: v.into_boxed_slice(),
             mask: capacity - 1,
+            _owns: std::marker::PhantomData,
         })
     }
 
@@ -44,9 +85,10 @@ impl<T> Slots<T> {
     #[inline(always)]
     pub(crate) fn slot_ptr(&self, idx: u32) -> *mut T {
         let i = (idx & self.mask) as usize;
-        // SAFETY: `i <= mask < cells.len()`, so the offset stays inside the
-        // boxed slice; `UnsafeCell<MaybeUninit<T>>` has the layout of `T`.
-        unsafe { self.cells.as_ptr().add(i) as *mut T }
+        // SAFETY: `i <= mask`, so the offset stays inside the `mask + 1`
+        // cells allocated; `UnsafeCell<MaybeUninit<T>>` has the layout of
+        // `T`.
+        unsafe { self.ptr.as_ptr().add(i) as *mut T }
     }
 
     /// Moves `n` values from `src` into slots `idx..idx + n` (modulo size).
@@ -174,8 +216,50 @@ unsafe fn copy_small<T>(src: *const T, dst: *mut T, n: usize) {
     }
 }
 
+#[cfg(not(loom))]
+impl<T> Drop for Slots<T> {
+    fn drop(&mut self) {
+        // Values still in slots were dropped by the ring (`drop_range`);
+        // this frees the memory only.
+        if let Some(layout) = Self::layout(self.len()) {
+            // SAFETY: `ptr` came from `alloc` with this same layout (same
+            // length, so `layout` succeeded then and does now).
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
+        }
+    }
+}
+
 // SAFETY: slots are only accessed under the head/tail protocol, which hands
 // each slot to one thread at a time; values cross threads, hence `T: Send`.
 unsafe impl<T: Send> Sync for Slots<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Send for Slots<T> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{Slots, SLOT_ALIGN};
+
+    #[repr(align(256))]
+    struct Wide(#[allow(dead_code)] u8);
+
+    fn aligned<T>(cap: u32, align: usize) {
+        let s = Slots::<T>::new(cap).expect("allocates");
+        assert_eq!(s.slot_ptr(0) as usize % align, 0);
+        assert_eq!(s.slot_ptr(cap) as usize, s.slot_ptr(0) as usize);
+    }
+
+    #[test]
+    fn the_array_starts_on_a_128_byte_boundary_whatever_the_element() {
+        aligned::<u64>(2048, SLOT_ALIGN);
+        aligned::<u8>(1, SLOT_ALIGN);
+        aligned::<[u64; 2]>(64, SLOT_ALIGN);
+        aligned::<()>(1024, SLOT_ALIGN);
+        aligned::<Wide>(4, 256);
+    }
+
+    #[test]
+    fn an_array_whose_size_overflows_is_refused() {
+        // 2^31 slots of 2^40 bytes: the byte count overflows `usize`.
+        assert!(Slots::<[u8; 1 << 40]>::new(1 << 31).is_none());
+    }
+}
