@@ -219,7 +219,15 @@ impl PoolInner {
                 return self.refill_and_get(c, dst);
             }
         }
-        self.rx.dequeue_bulk_uninit(dst).n == n
+        self.get_ring(dst)
+    }
+
+    /// A get the cache does not serve (no cache, or more than it holds):
+    /// straight from the ring. Out of line, as the put side's `put_ring`,
+    /// so the cache hit stays a short run of code in the caller's loop.
+    #[inline(never)]
+    fn get_ring(&self, dst: &mut [MaybeUninit<Obj>]) -> bool {
+        self.rx.dequeue_bulk_uninit(dst).n == dst.len()
     }
 
     /// Cache miss: refill the cache to `cache_size` plus what this request
