@@ -11,9 +11,7 @@
 //! `u32::MAX` harmlessly because only differences are used. The producer
 //! state and the consumer state sit on separate cache lines (128-byte
 //! [`CachePadded`](crossbeam_utils::CachePadded)), so the two sides do not
-//! false-share; a [`Multi`] side also keeps its head apart from its tail
-//! (see [`mode::Multi`]), and the slot array starts on a 128-byte
-//! boundary, as DPDK's does. The slots `cons.tail..prod.tail` hold values; the rest are
+//! false-share. The slots `cons.tail..prod.tail` hold values; the rest are
 //! free. A ring holds exactly `capacity` values.
 //!
 //! [`new`] returns the two ends, a [`Producer`] and a [`Consumer`]. Each

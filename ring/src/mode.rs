@@ -264,29 +264,11 @@ pub enum Multi {}
 /// the other side's tail: with several threads per side the cache would be
 /// one more shared store per operation, and measured it cost more in
 /// single-core cases than it saved across cores.
-///
-/// The head has a cache line (pair) of its own, apart from the tail. The
-/// other side reads the tail on every operation; sharing a line with the
-/// head, that read took the line away from this side, and the next CAS on
-/// the head, a locked instruction, stalled until the line came back. With
-/// the head alone, the CAS finds its line where it left it, and only the
-/// tail's store, which waits in the store buffer, has to fetch the line.
-/// (DPDK keeps both in one line.) `ring_perf`, same binary built both ways,
-/// interleaved runs: two-core bulk 8 MP/MC 90-111 cycles per element before,
-/// 37-62 after; single-core single MP/MC 43-49 before, 30-36 after; the
-/// cost is one more line to move when two threads of the same side contend.
 #[derive(Debug)]
 pub struct MultiState {
-    head: crossbeam_utils::CachePadded<AtomicU32>,
+    head: AtomicU32,
     tail: AtomicU32,
 }
-
-// The head's 128-byte block holds nothing else, whichever order the
-// compiler lays the fields out in.
-#[cfg(not(loom))]
-const _: () = assert!(
-    std::mem::offset_of!(MultiState, head).abs_diff(std::mem::offset_of!(MultiState, tail)) >= 128
-);
 
 impl private::Mode for Multi {
     type State = MultiState;
@@ -295,7 +277,7 @@ impl private::Mode for Multi {
 
     fn new_state(start: u32) -> MultiState {
         MultiState {
-            head: crossbeam_utils::CachePadded::new(AtomicU32::new(start)),
+            head: AtomicU32::new(start),
             tail: AtomicU32::new(start),
         }
     }
@@ -323,8 +305,9 @@ impl private::Mode for Multi {
             // the CAS below then succeeds, the head did not move meanwhile,
             // so the tail is still `head` and stays so until we publish
             // (only the owner of the slots at the tail moves it): the wait
-            // in `publish` can be skipped. Read before the CAS, the load
-            // does not wait for the locked instruction to finish.
+            // in `publish` can be skipped. The tail shares the head's line,
+            // so this costs no extra miss, and it is read before the CAS
+            // rather than after it.
             let tail = s.tail.load(Ordering::Acquire);
             // T2 (inside `other_tail`), after H1.
             let avail = offset.wrapping_add(other_tail()).wrapping_sub(head);
