@@ -66,8 +66,9 @@
 //!
 //! 1. **Read the head.** The producer loads its head `h` (`Single`: its own
 //!    tail, since no other thread moves it; `Multi`: `prod.head` with
-//!    Acquire, `H1`; `Hts`: the packed head/tail word, and if head ≠ tail
-//!    another enqueue is in progress, so it waits, spinning, then yielding).
+//!    Acquire, `H1`, then `prod.tail` for step 6; `Hts`: the packed
+//!    head/tail word, and if head ≠ tail another enqueue is in progress,
+//!    so it waits, spinning, then yielding).
 //! 2. **Count free slots**: `free = capacity + cons.tail - h` (wrapping).
 //!    `Single` and `Hts` producers first take the consumer tail from a cache
 //!    in their own cache line, and load the real `cons.tail` only when that
@@ -77,19 +78,19 @@
 //! 3. **Decide `k`**: bulk takes `n` or nothing, burst takes `min(n, free)`.
 //!    `k = 0` returns at once.
 //! 4. **Claim** slots `h..h+k`: `Single` needs nothing; `Multi` and `Hts`
-//!    compare-and-swap the head from `h` to `h+k` and restart at step 2
-//!    with the new head when another producer got there first.
+//!    compare-and-swap the head from `h` to `h+k` and restart with the new
+//!    head when another producer got there first (`Multi` reading
+//!    `prod.tail` again, then step 2).
 //! 5. **Copy** the values into slots `(h..h+k) & mask`, as at most two
 //!    contiguous runs (before and after the end of the array; one value is
 //!    one slot, with no run arithmetic).
 //! 6. **Publish**: `Multi` first waits until `prod.tail == h`, i.e. every
 //!    producer that claimed earlier slots has published (Acquire, `M1`).
-//!    It skips the wait when it read `prod.tail == h` in step 2 (loaded
-//!    right after the head, before the CAS): a successful CAS from `h`
-//!    means no one claimed slots in between, and the tail stays at `h`
-//!    until we move it. Then every mode stores `prod.tail = h+k` (Release, `T1`; `Hts` stores
-//!    head = tail = `h+k` in one word). Consumers that load the new tail see
-//!    the values.
+//!    It skips the wait when it read `prod.tail == h` in step 1 (before
+//!    the CAS): a successful CAS from `h` means no one claimed slots in
+//!    between, and the tail stays at `h` until we move it. Then every mode
+//!    stores `prod.tail = h+k` (Release, `T1`; `Hts` stores head = tail =
+//!    `h+k` in one word). Consumers that load the new tail see the values.
 //!
 //! A dequeue is the mirror image: the consumer counts full slots as
 //! `prod.tail - h` (step 2, `T2` pairs with the producer's `T1` of step 6),
