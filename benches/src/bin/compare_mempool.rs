@@ -12,7 +12,9 @@
 //!
 //! Runs are interleaved, DPDK then rpmd, `--runs` times per case; the table
 //! shows medians and the ratio DPDK ÷ rpmd (≤ 1.0: we are at least as
-//! fast), ending with `RESULT mempool worst_ratio=<x>`.
+//! fast), then `pairs`, the lowest and highest ratio of one run's DPDK
+//! figure to the rpmd run after it, and ends with
+//! `RESULT mempool worst_ratio=<x>`.
 //!
 //! Usage: `compare_mempool --peer PATH [--runs N] [--seconds S] [--all]
 //! [--mbuf] [--huge-dir DIR]`
@@ -138,7 +140,7 @@ fn main() {
     if o.mbuf {
         print!(" {:>13}", "rpmd Mbuf");
     }
-    println!();
+    println!(" {:>11}", "pairs");
     let mut worst = (0.0f64, String::new());
     for case in &cases {
         let (mut d, mut r, mut m) = (Vec::new(), Vec::new(), Vec::new());
@@ -159,16 +161,24 @@ fn main() {
             worst = (f64::INFINITY, case.clone());
             continue;
         }
+        // Each run's DPDK/rpmd, as interleaved: a row whose pairs fall on
+        // both sides of 1.0 is at parity, and its median could read either.
+        let pairs: Vec<f64> = d.iter().zip(&r).map(|(a, b)| a / b).collect();
+        let lo = pairs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = pairs.iter().copied().fold(0.0, f64::max);
         let (dm, rm) = (median(d), median(r));
         let ratio = dm / rm;
         if ratio > worst.0 {
             worst = (ratio, case.clone());
         }
         print!("{case:<74} {dm:>13.0} {rm:>13.0} {ratio:>9.3}");
-        if o.mbuf && !m.is_empty() {
-            print!(" {:>13.0}", median(m));
+        if o.mbuf {
+            match m.is_empty() {
+                true => print!(" {:>13}", "-"),
+                false => print!(" {:>13.0}", median(m)),
+            }
         }
-        println!();
+        println!(" {:>11}", format!("{lo:.2}-{hi:.2}"));
     }
     println!("worst case: {}", worst.1);
     println!("RESULT mempool worst_ratio={:.3}", worst.0);
