@@ -172,6 +172,24 @@ fn wait(spins: &mut u32) {
     }
 }
 
+/// [`Multi`]'s publish when earlier reservations are still unpublished:
+/// waits until `tail` reaches `start`, then moves it over our `n` slots.
+/// Out of line, cold, and last: with the yield's call inside the hot path
+/// the compiler kept values across it in registers it had to save on the
+/// stack on every operation, and the next locked instruction waited for
+/// those stores; a call with nothing to do after it needs none.
+#[cold]
+#[inline(never)]
+fn wait_then_publish(tail: &AtomicU32, start: u32, n: u32) {
+    let mut spins = 0u32;
+    // M1: pairs with the T1 of the thread publishing before us.
+    while tail.load(Ordering::Acquire) != start {
+        wait(&mut spins);
+    }
+    // T1: as in `publish`.
+    tail.store(start.wrapping_add(n), Ordering::Release);
+}
+
 #[inline(always)]
 fn clamp(avail: u32, n: u32, behavior: Behavior) -> u32 {
     // `avail` can exceed `cap` transiently in the multi-thread modes when
@@ -344,13 +362,10 @@ impl private::Mode for Multi {
 
     #[inline(always)]
     fn publish(s: &MultiState, start: u32, n: u32, ready: bool) {
-        if !ready {
-            // Threads that reserved before us publish first: wait for them.
-            // M1: pairs with their T1.
-            let mut spins = 0u32;
-            while s.tail.load(Ordering::Acquire) != start {
-                wait(&mut spins);
-            }
+        // Threads that reserved before us publish first: wait for them.
+        // M1: pairs with their T1.
+        if !ready && s.tail.load(Ordering::Acquire) != start {
+            return wait_then_publish(&s.tail, start, n);
         }
         // T1: pairs with T2 on the other side (and M1 of our successors).
         s.tail.store(start.wrapping_add(n), Ordering::Release);
