@@ -19,8 +19,9 @@
 # in front of a shared TX queue vs spin, mutex and busylock). No SUITE runs
 # all of them. --runs defaults to 3, and to 9 (of 2 s) for virtio, whose
 # rates vary most from one process to the next. Each suite ends with
-# `RESULT <suite> worst_ratio=<x>`; the run ends with one table of them. CSVs, the log and PNG plots (Mpps vs
-# burst size, rr latency CDF; gnuplot) go to target/compare/.
+# `RESULT <suite> worst_ratio=<x>`; the run ends with one table of them.
+# CSVs, the log and PNG plots (Mpps vs burst size, rr latency CDF; gnuplot)
+# go to target/compare/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh

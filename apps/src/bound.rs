@@ -45,7 +45,7 @@ const LINES: usize = 64;
 /// `two_lines`, a request line and a response line), in batches of 1000
 /// round trips; `None` when either core cannot be pinned to.
 ///
-/// Each batch uses the next of 64 lines (or line pairs), so the
+/// Each batch uses the next of `LINES` (64) lines (or line pairs), so the
 /// median is the machine's, not one address's: on a mesh the round trip
 /// depends on which LLC slice an address hashes to, and one process's
 /// single line read anywhere from 144 to 190 ns here while the median

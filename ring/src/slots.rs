@@ -3,10 +3,10 @@
 //! Slot ownership is decided entirely by the head/tail protocol in
 //! `ring.rs`: a thread only touches slots it reserved by moving a head, and
 //! the tail stores/loads named there order those accesses between threads.
-//! This module only does the copying, as two contiguous `memcpy`s per batch
-//! (before and after the end of the array). Under `--cfg loom` each slot is a
-//! loom `UnsafeCell`, so the model checker sees every access and reports any
-//! two that race.
+//! This module only does the copying, as at most two contiguous runs per
+//! batch (before and after the end of the array; one value is one slot
+//! move). Under `--cfg loom` each slot is a loom `UnsafeCell`, so the
+//! model checker sees every access and reports any two that race.
 #![allow(unsafe_code)]
 
 use std::mem::MaybeUninit;

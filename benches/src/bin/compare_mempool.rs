@@ -173,9 +173,10 @@ fn main() {
         }
         print!("{case:<74} {dm:>13.0} {rm:>13.0} {ratio:>9.3}");
         if o.mbuf {
-            match m.is_empty() {
-                true => print!(" {:>13}", "-"),
-                false => print!(" {:>13.0}", median(m)),
+            if m.is_empty() {
+                print!(" {:>13}", "-");
+            } else {
+                print!(" {:>13.0}", median(m));
             }
         }
         println!(" {:>11}", format!("{lo:.2}-{hi:.2}"));
