@@ -70,11 +70,14 @@
 //!    head/tail word, and if head ≠ tail another enqueue is in progress,
 //!    so it waits, spinning, then yielding).
 //! 2. **Count free slots**: `free = capacity + cons.tail - h` (wrapping).
-//!    `Single` and `Hts` producers first take the consumer tail from a cache
-//!    in their own cache line, and load the real `cons.tail` only when that
-//!    shows too little room (or is too old); `Multi` always loads it. The
+//!    The producer first takes the consumer tail from a cache on its own
+//!    side's line (Acquire, `C2`), and loads the real `cons.tail` only
+//!    when that shows too little room (or is too old), storing what it
+//!    loaded back into the cache (Release, `C1`) when it changed. That
 //!    load is Acquire (`T2`), which makes the consumer's reads of those
-//!    slots happen before our writes to them.
+//!    slots happen before our writes to them. (DPDK loads the other tail
+//!    on every operation: across cores that is a miss each time the other
+//!    side has moved.)
 //! 3. **Decide `k`**: bulk takes `n` or nothing, burst takes `min(n, free)`.
 //!    `k = 0` returns at once.
 //! 4. **Claim** slots `h..h+k`: `Single` needs nothing; `Multi` and `Hts`

@@ -24,7 +24,9 @@
 //!   the tail themselves.
 //! - `H1` (Acquire load of this side's head before the other tail is read)
 //!   keeps the other tail's load from being satisfied before the head's: the
-//!   free/used count is then never computed from a tail older than the head.
+//!   free/used count is then never computed from a loaded tail older than
+//!   the head. A *cached* tail can be that old; the range check in `claim`
+//!   catches it and loads the real one.
 //! - `M1` (Acquire load of this side's tail while waiting for earlier
 //!   threads, [`Multi`]) pairs with their `T1`, so that our `T1` carries
 //!   their slot accesses too (a plain store does not extend a release
@@ -76,7 +78,8 @@ pub(crate) mod private {
         fn new_state(start: u32) -> Self::State;
         /// The published tail, as the *other* side sees it (load `T2`).
         fn tail(s: &Self::State) -> u32;
-        /// Step 1: reserve up to `n` slots; see the module docs.
+        /// Step 1: reserve up to `n` slots; see the module docs. `n` is at
+        /// most `cap`.
         fn reserve<F: Fn() -> u32>(
             s: &Self::State,
             other_tail: F,
@@ -127,24 +130,39 @@ impl OtherTail {
         }
     }
 
-    /// Slots available to a side whose head is `head`: free slots for the
-    /// producer (`offset` = capacity), full ones for the consumer (`offset`
-    /// = 0). Uses the cached other tail when it shows at least `n`, else
-    /// loads the real one.
+    /// Slots available to a side whose head is `head` (free slots for the
+    /// producer, `offset` = capacity; full ones for the consumer, `offset`
+    /// = 0) and how many of the `n` wanted to take: `(avail, got)`. Uses
+    /// the cached other tail when it shows at least `n`, else loads the
+    /// real one. `n <= cap` (the ring turns larger requests away first).
     #[inline(always)]
-    fn available<F: Fn() -> u32>(&self, head: u32, offset: u32, cap: u32, n: u32, load: F) -> u32 {
+    fn claim<F: Fn() -> u32>(
+        &self,
+        head: u32,
+        offset: u32,
+        cap: u32,
+        n: u32,
+        behavior: Behavior,
+        load: F,
+    ) -> (u32, u32) {
         // C2: pairs with C1 below, in whichever thread of this side stored it.
         let c = self.cached.load(Ordering::Acquire);
         let avail = offset.wrapping_add(c).wrapping_sub(head);
-        // A cached value older than `head` by more than the capacity gives
-        // `avail > cap` (it wrapped): load the real tail then as well.
-        if avail >= n && avail <= cap {
-            return avail;
+        // `n <= avail <= cap` in one unsigned compare (below `n` wraps to
+        // above `cap - n`). A cached value older than `head` by more than
+        // the capacity (threads of a shared side can store an older value
+        // over a newer one) gives `avail > cap`: load the real tail then.
+        if avail.wrapping_sub(n) <= cap - n {
+            return (avail, n);
         }
         let t = load(); // T2 (inside `load`)
-                        // C1: pairs with C2 above.
-        self.cached.store(t, Ordering::Release);
-        offset.wrapping_add(t).wrapping_sub(head)
+        if t != c {
+            // C1: pairs with C2 above. Skipped when nothing changed, so
+            // that polling an empty (or full) ring does not write.
+            self.cached.store(t, Ordering::Release);
+        }
+        let avail = offset.wrapping_add(t).wrapping_sub(head);
+        (avail, clamp(avail, n, behavior))
     }
 }
 
@@ -246,8 +264,7 @@ impl private::Mode for Single {
         // Only this thread stores this side's tail: Relaxed reads our own
         // last store.
         let head = s.tail.load(Ordering::Relaxed);
-        let avail = s.other.available(head, offset, cap, n, other_tail);
-        let n = clamp(avail, n, behavior);
+        let (avail, n) = s.other.claim(head, offset, cap, n, behavior, other_tail);
         Reservation {
             start: head,
             n,
@@ -258,7 +275,7 @@ impl private::Mode for Single {
 
     #[inline(always)]
     fn publish(s: &SingleState, start: u32, n: u32, _ready: bool) {
-        // T1: pairs with T2 in the other side's `available`.
+        // T1: pairs with T2 in the other side's `claim`.
         s.tail.store(start.wrapping_add(n), Ordering::Release);
     }
 }
@@ -278,14 +295,17 @@ impl ZeroCopyMode for Single {}
 #[derive(Debug)]
 pub enum Multi {}
 
-/// State of a [`Multi`] side. Unlike the other modes it keeps no cache of
-/// the other side's tail: with several threads per side the cache would be
-/// one more shared store per operation, and measured it cost more in
-/// single-core cases than it saved across cores.
+/// State of a [`Multi`] side. Like the other modes it keeps a cache of the
+/// other side's tail, on the same line as the head it CASes anyway, so
+/// reading it costs no extra miss. Any thread of the side may refresh it,
+/// and racing refreshes may store an older value over a newer one; each
+/// value stored is a tail that was real once, so the space computed from
+/// it is a lower bound and never promises slots that are not there.
 #[derive(Debug)]
 pub struct MultiState {
     head: AtomicU32,
     tail: AtomicU32,
+    other: OtherTail,
 }
 
 impl private::Mode for Multi {
@@ -297,6 +317,7 @@ impl private::Mode for Multi {
         MultiState {
             head: AtomicU32::new(start),
             tail: AtomicU32::new(start),
+            other: OtherTail::new(start),
         }
     }
 
@@ -327,9 +348,8 @@ impl private::Mode for Multi {
             // so this costs no extra miss, and it is read before the CAS
             // rather than after it.
             let tail = s.tail.load(Ordering::Acquire);
-            // T2 (inside `other_tail`), after H1.
-            let avail = offset.wrapping_add(other_tail()).wrapping_sub(head);
-            let got = clamp(avail, n, behavior);
+            // From the cache (C2) or T2 (inside `other_tail`), after H1.
+            let (avail, got) = s.other.claim(head, offset, cap, n, behavior, &other_tail);
             if got == 0 {
                 return Reservation {
                     start: head,
@@ -439,8 +459,7 @@ impl private::Mode for Hts {
                 cur = s.ht.load(Ordering::Acquire);
                 continue;
             }
-            let avail = s.other.available(head, offset, cap, n, &other_tail);
-            let got = clamp(avail, n, behavior);
+            let (avail, got) = s.other.claim(head, offset, cap, n, behavior, &other_tail);
             if got == 0 {
                 return Reservation {
                     start: head,

@@ -39,14 +39,50 @@ pub(crate) struct Shared<T, P: SyncMode, C: SyncMode> {
     prod: CachePadded<P::State>,
     cons: CachePadded<C::State>,
     pub(crate) slots: Slots<T>,
-    cap: u32,
+    cap: std::num::NonZeroU32,
+}
+
+/// A request's size as the modes take it (`n <= cap`, which their
+/// cached-tail check relies on): a burst larger than the ring asks for the
+/// whole ring; a bulk larger than the ring can never succeed (`None`).
+#[inline(always)]
+fn fit(n: u32, cap: u32, b: Behavior) -> Option<u32> {
+    if n <= cap {
+        Some(n)
+    } else if b == Behavior::Variable {
+        Some(cap)
+    } else {
+        None
+    }
+}
+
+/// The reservation of a bulk larger than the ring: nothing, with `avail`
+/// free (producer) or full (consumer) slots reported.
+#[cold]
+fn refused(avail: u32) -> Reservation {
+    Reservation {
+        start: 0,
+        n: 0,
+        left: avail,
+        ready: false,
+    }
 }
 
 impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
     #[inline(always)]
+    fn cap(&self) -> u32 {
+        self.cap.get()
+    }
+
+    #[inline(always)]
     pub(crate) fn reserve_enqueue(&self, n: u32, b: Behavior) -> Reservation {
+        let cap = self.cap();
+        let n = match fit(n, cap, b) {
+            Some(n) => n,
+            None => return refused(cap - self.len() as u32),
+        };
         let cons = &self.cons;
-        P::reserve(&self.prod, || C::tail(cons), self.cap, self.cap, n, b)
+        P::reserve(&self.prod, || C::tail(cons), cap, cap, n, b)
     }
 
     #[inline(always)]
@@ -56,8 +92,13 @@ impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
 
     #[inline(always)]
     pub(crate) fn reserve_dequeue(&self, n: u32, b: Behavior) -> Reservation {
+        let cap = self.cap();
+        let n = match fit(n, cap, b) {
+            Some(n) => n,
+            None => return refused(self.len() as u32),
+        };
         let prod = &self.prod;
-        C::reserve(&self.cons, || P::tail(prod), 0, self.cap, n, b)
+        C::reserve(&self.cons, || P::tail(prod), 0, cap, n, b)
     }
 
     #[inline(always)]
@@ -66,7 +107,7 @@ impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
     }
 
     pub(crate) fn slots_len(&self) -> usize {
-        self.cap as usize
+        self.cap() as usize
     }
 
     fn len(&self) -> usize {
@@ -74,7 +115,7 @@ impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
         // at least as new, so the difference cannot go negative.
         let c = C::tail(&self.cons);
         let p = P::tail(&self.prod);
-        (p.wrapping_sub(c) as usize).min(self.cap as usize)
+        (p.wrapping_sub(c) as usize).min(self.cap() as usize)
     }
 
     /// Moves up to `n` values from `src` into the ring.
@@ -181,7 +222,7 @@ pub fn with_start_index<T, P: SyncMode, C: SyncMode>(
         prod: CachePadded::new(P::new_state(start)),
         cons: CachePadded::new(C::new_state(start)),
         slots,
-        cap,
+        cap: std::num::NonZeroU32::new(cap).ok_or(Error::ZeroCapacity)?,
     });
     Ok((
         Producer {
@@ -245,7 +286,7 @@ macro_rules! common_methods {
     () => {
         /// Number of slots (a power of two).
         pub fn capacity(&self) -> usize {
-            self.ring.cap as usize
+            self.ring.cap() as usize
         }
 
         /// Values in the ring now (a snapshot when other threads are active).

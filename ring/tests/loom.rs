@@ -123,3 +123,34 @@ fn mc_two_consumers() {
 fn hts_two_consumers() {
     two_consumers::<Single, Hts>();
 }
+
+/// Two consumers poll once each while the producer publishes two values.
+/// The consumer that loads the producer tail stores it in its side's cache;
+/// the other may then take a value through that cached tail without loading
+/// the tail itself, and must still see the value fully written.
+fn consumers_share_a_cached_tail<C: rpmd_ring::SharedMode>() {
+    model(|| {
+        let (p, c) = rpmd_ring::new::<u32, Single, C>(2).unwrap();
+        let c2 = c.clone();
+        let prod = thread::spawn(move || assert_eq!(p.enqueue_bulk(&[7, 8]).n, 2));
+        let other = thread::spawn(move || c2.dequeue());
+        let mut all: Vec<u32> = c.dequeue().into_iter().collect();
+        all.extend(other.join().unwrap());
+        prod.join().unwrap();
+        while let Some(v) = c.dequeue() {
+            all.push(v);
+        }
+        all.sort();
+        assert_eq!(all, [7, 8]);
+    });
+}
+
+#[test]
+fn mc_consumers_share_a_cached_tail() {
+    consumers_share_a_cached_tail::<Multi>();
+}
+
+#[test]
+fn hts_consumers_share_a_cached_tail() {
+    consumers_share_a_cached_tail::<Hts>();
+}
