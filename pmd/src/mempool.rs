@@ -225,11 +225,18 @@ impl PoolInner {
     /// A get the cache does not serve (no cache, or more than it holds):
     /// straight from the ring. Out of line, as the put side's `put_ring`,
     /// so the cache hit stays a short run of code in the caller's loop.
+    /// It only picks the path, and tail-calls it: the register saves of
+    /// the many-object path's prologue are then not paid by one object.
     #[inline(never)]
     fn get_ring(&self, dst: &mut [MaybeUninit<Obj>]) -> bool {
         if let [one] = dst {
             return self.get_ring_one(one);
         }
+        self.get_ring_many(dst)
+    }
+
+    #[inline(never)]
+    fn get_ring_many(&self, dst: &mut [MaybeUninit<Obj>]) -> bool {
         self.rx.dequeue_bulk_uninit(dst).n == dst.len()
     }
 
@@ -306,11 +313,17 @@ impl PoolInner {
         c.len.store(keep as u32, Ordering::Relaxed);
     }
 
+    /// A put the cache does not take; picks the path as `get_ring` does.
     #[inline(never)]
     fn put_ring(&self, objs_in: &[Obj]) {
         if let [one] = objs_in {
             return self.put_ring_one(one);
         }
+        self.put_ring_many(objs_in)
+    }
+
+    #[inline(never)]
+    fn put_ring_many(&self, objs_in: &[Obj]) {
         let t = self.tx.enqueue_bulk(objs_in);
         debug_assert_eq!(t.n, objs_in.len(), "pool ring holds every object");
     }
