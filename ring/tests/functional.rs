@@ -212,6 +212,42 @@ fn drop_remaining<P: SyncMode, C: SyncMode>(start: u32) {
     assert_eq!(drops.load(Ordering::SeqCst), 20);
 }
 
+/// Every batch length from 1 to 20 (one value, the copy loop's runs of
+/// four and their remainders, and past 16 pointers the `memcpy` path)
+/// starting at every slot of the array, so that each length is also split
+/// at every point by the end of the array.
+#[test]
+fn every_length_at_every_offset() {
+    for start in (0..32u32).chain([u32::MAX - 9]) {
+        for len in 1..=20usize {
+            let (p, c) = rpmd_ring::with_start_index::<u64, Single, Single>(32, start).unwrap();
+            let src: Vec<u64> = (0..len as u64).map(|v| v * 3 + 1).collect();
+            assert_eq!(p.enqueue_bulk(&src).n, len);
+            let mut dst = vec![0u64; len];
+            assert_eq!(c.dequeue_bulk(&mut dst).n, len, "start {start} len {len}");
+            assert_eq!(dst, src, "start {start} len {len}");
+            // Wide elements and owned values through the same paths.
+            let (p, c) =
+                rpmd_ring::with_start_index::<[u64; 2], Single, Single>(32, start).unwrap();
+            let src: Vec<[u64; 2]> = (0..len as u64).map(|v| [v, !v]).collect();
+            assert_eq!(p.enqueue_bulk(&src).n, len);
+            let mut dst = vec![[0u64; 2]; len];
+            assert_eq!(c.dequeue_bulk(&mut dst).n, len);
+            assert_eq!(dst, src, "start {start} len {len}");
+            let (p, c) = rpmd_ring::with_start_index::<String, Single, Single>(32, start).unwrap();
+            let mut b = Burst::<String, 32>::new();
+            for v in 0..len {
+                b.push(v.to_string()).unwrap();
+            }
+            assert_eq!(p.enqueue_bulk_from(&mut b).n, len);
+            assert_eq!(c.dequeue_bulk_into(&mut b, len).n, len);
+            let got: Vec<String> = std::iter::from_fn(|| b.pop()).collect();
+            let want: Vec<String> = (0..len).map(|v| v.to_string()).collect();
+            assert_eq!(got, want, "start {start} len {len}");
+        }
+    }
+}
+
 macro_rules! for_modes {
     ($($name:ident: $p:ty, $c:ty;)*) => {$(
         mod $name {
