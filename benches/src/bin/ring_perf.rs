@@ -41,20 +41,21 @@ fn mode_name<P: SyncMode>() -> (&'static str, &'static str) {
 fn single<E: Copy + Default + Send, M: SyncMode>(o: &Opts, api: &str, pfx: &str) {
     let (p, c) = rpmd_ring::new::<E, M, M>(RING_SIZE).unwrap();
     let iterations = 1u64 << (24 - o.shift_adj);
-    // Per round, as DPDK's loop: enqueue one value, dequeue it into a
-    // buffer in memory (one store). The value enqueued is opaque but stays
-    // in registers, and failures are counted and shown to `black_box` once
-    // after the loop; passing each value and result through `black_box`
-    // cost four more stack stores a round, each waited for by the next
-    // locked instruction.
+    // Per round, as DPDK's loop: enqueue one value, dequeue it into memory
+    // (`black_box` of the value: one store). The value enqueued is opaque
+    // but stays in registers, and failures are counted and shown to
+    // `black_box` once after the loop; passing each value and result
+    // through `black_box` cost four more stack stores a round, each waited
+    // for by the next locked instruction.
     let v = black_box(E::default());
-    let mut out = [E::default()];
     let mut failed = 0u64;
     let start = rdtsc();
     for _ in 0..iterations {
         failed += u64::from(p.enqueue(v).is_err());
         match c.dequeue() {
-            Some(x) => black_box(&mut out)[0] = x,
+            Some(x) => {
+                black_box(x);
+            }
             None => failed += 1,
         }
     }
