@@ -127,7 +127,10 @@ fn hts_two_consumers() {
 /// Two consumers poll once each while the producer publishes two values.
 /// The consumer that loads the producer tail stores it in its side's cache;
 /// the other may then take a value through that cached tail without loading
-/// the tail itself, and must still see the value fully written.
+/// the tail itself, and must still see the value fully written. (Made
+/// Relaxed, the cache's load or store did not fail this model within the
+/// preemption bound; the orderings are argued in `mode.rs`. The range
+/// check on the cached value is what `two_consumers` catches.)
 fn consumers_share_a_cached_tail<C: rpmd_ring::SharedMode>() {
     model(|| {
         let (p, c) = rpmd_ring::new::<u32, Single, C>(2).unwrap();
