@@ -23,10 +23,12 @@
 //!   `T1`/`T2` edge to threads that use the cached value instead of loading
 //!   the tail themselves.
 //! - `H1` (Acquire load of this side's head before the other tail is read)
-//!   keeps the other tail's load from being satisfied before the head's: the
-//!   free/used count is then never computed from a loaded tail older than
-//!   the head. A *cached* tail can be that old; the range check in `claim`
-//!   catches it and loads the real one.
+//!   keeps the other tail's load from being satisfied before the head's,
+//!   and pairs with `H2` (Release of the head's CAS in [`Multi`]): a thread
+//!   that sees another's head also sees the tail that head was claimed
+//!   against, so the free/used count is never computed from a loaded tail
+//!   older than the head. A *cached* tail can be that old; the range check
+//!   in `claim` catches it and loads the real one.
 //! - `M1` (Acquire load of this side's tail while waiting for earlier
 //!   threads, [`Multi`]) pairs with their `T1`, so that our `T1` carries
 //!   their slot accesses too (a plain store does not extend a release
@@ -358,13 +360,18 @@ impl private::Mode for Multi {
                     ready: false,
                 };
             }
-            // The CAS only claims slots; nothing is published through the
-            // head, so success can be Relaxed. Failure reloads the head and
-            // is H1 for the next round.
+            // H2 (Release on success) pairs with the H1 of the next thread
+            // of this side that reads our new head: it must then also see
+            // the other tail (or cached tail) our claim was based on, or it
+            // could pair our head with an older tail and count slots that
+            // are not there (found by loom's
+            // `*_consumers_share_a_cached_tail`). x86's locked instruction
+            // orders this anyway. Failure reloads the head and is H1 for
+            // the next round.
             match s.head.compare_exchange_weak(
                 head,
                 head.wrapping_add(got),
-                Ordering::Relaxed,
+                Ordering::Release,
                 Ordering::Acquire,
             ) {
                 Ok(_) => {

@@ -124,20 +124,29 @@ fn hts_two_consumers() {
     two_consumers::<Single, Hts>();
 }
 
-/// Two consumers poll once each while the producer publishes two values.
-/// The consumer that loads the producer tail stores it in its side's cache;
-/// the other may then take a value through that cached tail without loading
-/// the tail itself, and must still see the value fully written. (Made
-/// Relaxed, the cache's load or store did not fail this model within the
-/// preemption bound; the orderings are argued in `mode.rs`. The range
-/// check on the cached value is what `two_consumers` catches.)
+/// Two consumers poll (twice each, yielding between) while the producer
+/// publishes two values. The consumer that loads the producer tail stores
+/// it in its side's cache; the other may then take a value through that
+/// cached tail without loading the tail itself, and must still see the
+/// value fully written. Fails with the cache's load (C2) or store (C1)
+/// made Relaxed, and with `Multi`'s head CAS Relaxed on success (H2: a
+/// consumer then paired another's new head with an older producer tail
+/// and read a slot not yet written). With one poll each, as first
+/// written, neither consumer ever got a value while the other did, and
+/// none of these failed.
 fn consumers_share_a_cached_tail<C: rpmd_ring::SharedMode>() {
     model(|| {
         let (p, c) = rpmd_ring::new::<u32, Single, C>(2).unwrap();
         let c2 = c.clone();
+        let poll = |c: &rpmd_ring::Consumer<u32, Single, C>| {
+            c.dequeue().or_else(|| {
+                thread::yield_now();
+                c.dequeue()
+            })
+        };
         let prod = thread::spawn(move || assert_eq!(p.enqueue_bulk(&[7, 8]).n, 2));
-        let other = thread::spawn(move || c2.dequeue());
-        let mut all: Vec<u32> = c.dequeue().into_iter().collect();
+        let other = thread::spawn(move || poll(&c2));
+        let mut all: Vec<u32> = poll(&c).into_iter().collect();
         all.extend(other.join().unwrap());
         prod.join().unwrap();
         while let Some(v) = c.dequeue() {
