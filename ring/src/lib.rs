@@ -61,8 +61,8 @@
 //!
 //! # Walk-through: an enqueue of `n` values
 //!
-//! (the labels `T1`, `T2`, `H1`, `M1`, `C1`, `C2` name atomic orderings; each
-//! is explained, with its partner, in [`mode`])
+//! (the labels `T1`, `T2`, `H1`, `H2`, `M1`, `C1`, `C2` name atomic
+//! orderings; each is explained, with its partner, in [`mode`])
 //!
 //! 1. **Read the head.** The producer loads its head `h` (`Single`: its own
 //!    tail, since no other thread moves it; `Multi`: `prod.head` with
@@ -83,7 +83,9 @@
 //! 4. **Claim** slots `h..h+k`: `Single` needs nothing; `Multi` and `Hts`
 //!    compare-and-swap the head from `h` to `h+k` and restart with the new
 //!    head when another producer got there first (`Multi` reading
-//!    `prod.tail` again, then step 2).
+//!    `prod.tail` again, then step 2). `Multi`'s CAS is Release (`H2`):
+//!    a producer that later reads this head (`H1`) also sees the
+//!    consumer tail it was claimed against, never an older one.
 //! 5. **Copy** the values into slots `(h..h+k) & mask`, as at most two
 //!    contiguous runs (before and after the end of the array; one value is
 //!    one slot, with no run arithmetic).
