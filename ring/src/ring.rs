@@ -106,6 +106,8 @@ impl<T, P: SyncMode, C: SyncMode> Shared<T, P, C> {
         C::publish(&self.cons, start, n, ready)
     }
 
+    /// The slot count; for the zero-copy views (not built under loom).
+    #[cfg(not(loom))]
     pub(crate) fn slots_len(&self) -> usize {
         self.cap() as usize
     }

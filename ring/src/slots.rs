@@ -75,6 +75,7 @@ impl<T> Slots<T> {
         })
     }
 
+    #[cfg(not(loom))]
     #[inline(always)]
     fn len(&self) -> usize {
         self.mask as usize + 1
