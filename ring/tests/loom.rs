@@ -74,12 +74,21 @@ fn two_producers<P: rpmd_ring::SharedMode, C: SyncMode>() {
         got.extend_from_slice(&buf[..n]);
         a.join().unwrap();
         assert_eq!(b.join().unwrap(), 1);
-        while let Some(v) = c.dequeue() {
-            got.push(v);
-        }
-        got.sort();
-        assert_eq!(got, [1, 2]);
+        assert_eq!(drained_sorted(&c, got), [1, 2]);
     });
+}
+
+/// `got` plus whatever is left in the ring, sorted: the check that every
+/// value arrived exactly once, once the other threads have been joined.
+fn drained_sorted<P: SyncMode, C: SyncMode>(
+    c: &rpmd_ring::Consumer<u32, P, C>,
+    mut got: Vec<u32>,
+) -> Vec<u32> {
+    while let Some(v) = c.dequeue() {
+        got.push(v);
+    }
+    got.sort();
+    got
 }
 
 #[test]
@@ -149,11 +158,7 @@ fn consumers_share_a_cached_tail<C: rpmd_ring::SharedMode>() {
         let mut all: Vec<u32> = poll(&c).into_iter().collect();
         all.extend(other.join().unwrap());
         prod.join().unwrap();
-        while let Some(v) = c.dequeue() {
-            all.push(v);
-        }
-        all.sort();
-        assert_eq!(all, [7, 8]);
+        assert_eq!(drained_sorted(&c, all), [7, 8]);
     });
 }
 
