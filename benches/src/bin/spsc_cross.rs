@@ -3,12 +3,13 @@
 //! medians. Both sides spin with crossbeam's `Backoff` when the queue is
 //! full or empty.
 //!
-//! Cross-core single-element transfer is bimodal: when the consumer keeps
-//! up, it finds the queue empty after each element and every element costs
-//! a cache-line round trip; when the producer stays ahead, both sides work
-//! from cached views of the other's index and whole lines of elements move
-//! at once. Which regime a run lands in depends on small differences in
-//! the two loops (code layout included), so this program reports every run.
+//! Cross-core single-element transfer is sensitive to what else the two
+//! loops store: the ring's tail and slot stores wait in the store buffer
+//! for lines the other core has just read, and any extra store per element
+//! queues behind them. The first criterion harness called a non-inlined
+//! dispatcher per element, whose register saves stalled the producer that
+//! way (17-32 M/s instead of 100+); see benches/RESULTS.md. Both loops
+//! here are one queue call and a counter, and every run is reported.
 //!
 //! Usage: `spsc_cross [--runs N] [--items N]`
 use crossbeam_queue::ArrayQueue;
