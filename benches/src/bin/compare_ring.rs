@@ -1,8 +1,10 @@
 //! `compare_ring`: runs DPDK's `ring_perf_autotest` (from `dpdk-test`) and
 //! our `ring_perf` alternately (A B A B …) and prints, per case, the median
-//! cycles per element of each and the ratio ours / DPDK, ending with
-//! `RESULT ring worst_ratio=<x>` (the largest ratio; ≤ 1.0 means we are at
-//! least as fast on every row). Driven by `benches/compare.sh ring`, which
+//! cycles per element of each and the ratio ours / DPDK, then `pairs`, the
+//! lowest and highest ratio of one rpmd run to the DPDK run before it (a
+//! row whose pairs fall on both sides of 1.0 is at parity, and its median
+//! can read either), ending with `RESULT ring worst_ratio=<x>` (the largest
+//! median ratio; ≤ 1.0 means we are at least as fast on every row). Driven by `benches/compare.sh ring`, which
 //! installs DPDK and mounts hugepages first.
 //!
 //! Usage: `compare_ring [--runs N] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]`
@@ -182,8 +184,8 @@ fn main() {
     }
     println!("ring_perf_autotest vs rpmd ring_perf: cycles per element (TSC), median of {} interleaved runs", o.runs);
     println!(
-        "{:<24} {:>12} {:>12} {:>12}",
-        "case", "DPDK", "rpmd", "rpmd/DPDK"
+        "{:<24} {:>12} {:>12} {:>12} {:>13}",
+        "case", "DPDK", "rpmd", "rpmd/DPDK", "pairs"
     );
     let mut worst = (0.0f64, String::new());
     for name in dpdk_runs[0].keys() {
@@ -205,9 +207,16 @@ fn main() {
             worst = (f64::INFINITY, name.clone());
             continue;
         }
+        let pairs: Vec<f64> = dpdk_runs
+            .iter()
+            .zip(&our_runs)
+            .filter_map(|(d, r)| Some(r.get(name)? / d.get(name)?))
+            .collect();
+        let lo = pairs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = pairs.iter().copied().fold(0.0, f64::max);
         let (dm, om) = (median(d), median(ours));
         let ratio = om / dm;
-        println!("{name:<24} {dm:>12.3} {om:>12.3} {ratio:>12.3}");
+        println!("{name:<24} {dm:>12.3} {om:>12.3} {ratio:>12.3} {lo:>6.2}-{hi:<6.2}");
         if ratio > worst.0 {
             worst = (ratio, name.clone());
         }
