@@ -4,8 +4,11 @@
 //! lowest and highest ratio of one rpmd run to the DPDK run before it (a
 //! row whose pairs fall on both sides of 1.0 is at parity, and its median
 //! can read either), ending with `RESULT ring worst_ratio=<x>` (the largest
-//! median ratio; ≤ 1.0 means we are at least as fast on every row). Driven by `benches/compare.sh ring`, which
-//! installs DPDK and mounts hugepages first.
+//! median ratio; ≤ 1.0 means we are at least as fast on every row). Before
+//! that it prints the single-element MP/MC rows as multiples of the floor
+//! that `ring_perf` measures (`FLOOR two_cas_round`). Driven by
+//! `benches/compare.sh ring`, which installs DPDK and mounts hugepages
+//! first.
 //!
 //! Usage: `compare_ring [--runs N] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]`
 use rpmd_benches::median;
@@ -144,6 +147,7 @@ fn main() {
     let lcores = o.cores.clone();
     let mut dpdk_runs: Vec<Cases> = Vec::new();
     let mut our_runs: Vec<Cases> = Vec::new();
+    let mut floors: Vec<f64> = Vec::new();
     for i in 0..o.runs {
         eprintln!("run {}/{}: DPDK ring_perf_autotest", i + 1, o.runs);
         let d = run(
@@ -181,6 +185,12 @@ fn main() {
             std::process::exit(1)
         });
         our_runs.push(parse_ours(&r));
+        floors.extend(r.lines().find_map(|l| {
+            l.strip_prefix("FLOOR two_cas_round ")?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        }));
     }
     println!("ring_perf_autotest vs rpmd ring_perf: cycles per element (TSC), median of {} interleaved runs", o.runs);
     println!(
@@ -219,6 +229,22 @@ fn main() {
         println!("{name:<24} {dm:>12.3} {om:>12.3} {ratio:>12.3} {lo:>6.2}-{hi:<6.2}");
         if ratio > worst.0 {
             worst = (ratio, name.clone());
+        }
+    }
+    if !floors.is_empty() {
+        // The single-element MP/MC rows against the least any MP/MC ring of
+        // this design can spend on a round (see ring_perf's docs).
+        let f = median(floors);
+        println!("floor: two CAS and two tail stores on two lines, no slots: {f:.3} cycles");
+        for name in ["single_mpmc", "e16_single_mpmc"] {
+            let at = |runs: &[Cases]| {
+                median(runs.iter().filter_map(|r| r.get(name).copied()).collect()) / f
+            };
+            println!(
+                "  {name}: DPDK {:.2}x floor, rpmd {:.2}x floor",
+                at(&dpdk_runs),
+                at(&our_runs)
+            );
         }
     }
     println!("worst row: {}", worst.1);

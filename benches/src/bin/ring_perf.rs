@@ -9,6 +9,13 @@
 //! divides its figure by the size), per call for `empty`, and the sum of
 //! both threads' cycles per element for the two-core cases (as DPDK).
 //!
+//! It also prints `FLOOR two_cas_round <cycles>`: a loop doing only the
+//! locked and ordered work of one MP/MC enqueue and one dequeue of a
+//! single element (on each of two lines: load the head, CAS it, store the
+//! tail), with no slots and no checks. No MP/MC ring in DPDK's design can
+//! do a single round in less; `compare_ring` prints it next to the
+//! single-element MP/MC rows.
+//!
 //! Usage: `ring_perf [--quick] [--cores A,B]` (default cores 0,1).
 use rpmd_benches::tsc::{pin, rdtsc};
 use rpmd_ring::{Multi, Single, SyncMode};
@@ -171,6 +178,51 @@ fn two_cores<E: Copy + Default + Send + 'static, M: SyncMode>(
     );
 }
 
+/// One side's head and tail on a line of their own, as in a ring.
+#[repr(align(128))]
+struct Side {
+    head: AtomicU32,
+    tail: AtomicU32,
+}
+
+impl Side {
+    /// The atomic work of one single-element operation: load the head, CAS
+    /// it one further (Release on success, as `Multi`'s H2), store the tail.
+    #[inline(always)]
+    fn step(&self) {
+        let h = self.head.load(Ordering::Acquire);
+        if self
+            .head
+            .compare_exchange_weak(h, h.wrapping_add(1), Ordering::Release, Ordering::Acquire)
+            .is_ok()
+        {
+            self.tail.store(h.wrapping_add(1), Ordering::Release);
+        }
+    }
+}
+
+/// The floor of the single-element MP/MC rows; see the crate docs.
+fn floor(o: &Opts) {
+    let (prod, cons) = (Side::new(), Side::new());
+    let iterations = 1u64 << (24 - o.shift_adj);
+    let start = rdtsc();
+    for _ in 0..iterations {
+        prod.step();
+        cons.step();
+    }
+    let cyc = (rdtsc() - start) as f64 / iterations as f64;
+    println!("FLOOR two_cas_round {cyc:.4}");
+}
+
+impl Side {
+    fn new() -> Self {
+        Side {
+            head: AtomicU32::new(0),
+            tail: AtomicU32::new(0),
+        }
+    }
+}
+
 fn run_all<E: Copy + Default + Send + 'static>(o: &Opts, api: &str, pfx: &str) {
     println!("\n### Testing single element enq/deq ###");
     single::<E, Single>(o, api, pfx);
@@ -239,6 +291,7 @@ fn main() {
         eprintln!("ring_perf: warning: could not pin to CPU {}", o.cores.0);
     }
     println!("TSC_HZ {:.0}", rpmd_benches::tsc::tsc_hz());
+    floor(&o);
     run_all::<usize>(&o, "legacy APIs", "");
     run_all::<E16>(&o, "elem APIs: element size 16B", "e16_");
 }
