@@ -17,7 +17,8 @@
 # vhost-user ports), seeds (the run-loop experiments: yield to a runnable
 # sibling on the CPU, and what each yield signal costs), txlock (the lock
 # in front of a shared TX queue vs spin, mutex and busylock). No SUITE runs
-# all of them. --runs defaults to 3, and to 9 (of 2 s) for virtio, whose
+# all of them. ring-aa (not part of "all") runs DPDK's ring_perf_autotest
+# against itself, to show how far a row at parity reads from 1.0 by noise. --runs defaults to 3, and to 9 (of 2 s) for virtio, whose
 # rates vary most from one process to the next. Each suite ends with
 # `RESULT <suite> worst_ratio=<x>`; the run ends with one table of them.
 # CSVs, the log and PNG plots (Mpps vs burst size, rr latency CDF; gnuplot)
@@ -44,7 +45,7 @@ done
 vruns=${runs:-9}
 runs=${runs:-3}
 for s in $suite; do
-    case " $suites " in *" $s "*) ;; *) echo "compare.sh: unknown suite '$s' (accepted: $suites)" >&2; exit 2 ;; esac
+    case " $suites ring-aa " in *" $s "*) ;; *) echo "compare.sh: unknown suite '$s' (accepted: $suites ring-aa)" >&2; exit 2 ;; esac
 done
 
 # DPDK for every suite; gnuplot only for the suites that draw.
@@ -71,6 +72,10 @@ for s in $suite; do
         ring)
             echo "== ring: DPDK ring_perf_autotest vs rpmd ring_perf, $runs interleaved runs each"
             target/release/compare_ring --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
+            ;;
+        ring-aa)
+            echo "== ring-aa: DPDK ring_perf_autotest against itself (A/A), $runs interleaved runs each"
+            target/release/compare_ring --aa --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
             ;;
         mempool)
             echo "== mempool: DPDK rte_mempool (mempool_perf_autotest's loop) vs rpmd mempool_perf, $runs interleaved runs each"

@@ -10,7 +10,11 @@
 //! `benches/compare.sh ring`, which installs DPDK and mounts hugepages
 //! first.
 //!
-//! Usage: `compare_ring [--runs N] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]`
+//! With `--aa`, DPDK runs against itself (A/A): the same table with two
+//! DPDK runs per round, ending `RESULT ring_aa worst_ratio=<x>`. It shows
+//! how far a row at parity reads from 1.0 on this machine by noise alone.
+//!
+//! Usage: `compare_ring [--runs N] [--aa] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]`
 use rpmd_benches::median;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -89,6 +93,7 @@ fn parse_ours(out: &str) -> Cases {
 
 struct Opts {
     runs: usize,
+    aa: bool,
     huge_dir: String,
     dpdk_test: String,
     cores: String,
@@ -97,6 +102,7 @@ struct Opts {
 fn parse_args() -> Result<Opts, String> {
     let mut o = Opts {
         runs: 3,
+        aa: false,
         huge_dir: "/mnt/rpmd-huge".into(),
         dpdk_test: "dpdk-test".into(),
         cores: "0,1".into(),
@@ -106,10 +112,11 @@ fn parse_args() -> Result<Opts, String> {
         let mut val = || a.next().ok_or(format!("{k} needs a value"));
         match k.as_str() {
             "--runs" => o.runs = val()?.parse().map_err(|e| format!("--runs: {e}"))?,
+            "--aa" => o.aa = true,
             "--huge-dir" => o.huge_dir = val()?,
             "--dpdk-test" => o.dpdk_test = val()?,
             "--cores" => o.cores = val()?,
-            _ => return Err(format!("unknown argument {k:?}; usage: compare_ring [--runs N] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]")),
+            _ => return Err(format!("unknown argument {k:?}; usage: compare_ring [--runs N] [--aa] [--huge-dir DIR] [--dpdk-test PATH] [--cores A,B]")),
         }
     }
     if o.runs == 0 {
@@ -148,8 +155,7 @@ fn main() {
     let mut dpdk_runs: Vec<Cases> = Vec::new();
     let mut our_runs: Vec<Cases> = Vec::new();
     let mut floors: Vec<f64> = Vec::new();
-    for i in 0..o.runs {
-        eprintln!("run {}/{}: DPDK ring_perf_autotest", i + 1, o.runs);
+    let dpdk_once = || {
         let d = run(
             Command::new(&o.dpdk_test)
                 .env("DPDK_TEST", "ring_perf_autotest")
@@ -174,7 +180,20 @@ fn main() {
             eprintln!("compare_ring: no ring_perf_autotest results in dpdk-test output");
             std::process::exit(1);
         }
-        dpdk_runs.push(d);
+        d
+    };
+    for i in 0..o.runs {
+        eprintln!("run {}/{}: DPDK ring_perf_autotest", i + 1, o.runs);
+        dpdk_runs.push(dpdk_once());
+        if o.aa {
+            eprintln!(
+                "run {}/{}: DPDK ring_perf_autotest again (A/A)",
+                i + 1,
+                o.runs
+            );
+            our_runs.push(dpdk_once());
+            continue;
+        }
         eprintln!("run {}/{}: rpmd ring_perf", i + 1, o.runs);
         let r = run(
             Command::new(&ours_bin).args(["--cores", &o.cores]),
@@ -192,10 +211,25 @@ fn main() {
                 .ok()
         }));
     }
-    println!("ring_perf_autotest vs rpmd ring_perf: cycles per element (TSC), median of {} interleaved runs", o.runs);
+    let (a, b, tag) = if o.aa {
+        ("DPDK (A)", "DPDK (B)", "ring_aa")
+    } else {
+        ("DPDK", "rpmd", "ring")
+    };
     println!(
-        "{:<24} {:>12} {:>12} {:>12} {:>13}",
-        "case", "DPDK", "rpmd", "rpmd/DPDK", "pairs"
+        "ring_perf_autotest vs {}: cycles per element (TSC), median of {} interleaved runs",
+        if o.aa {
+            "itself (A/A)"
+        } else {
+            "rpmd ring_perf"
+        },
+        o.runs
+    );
+    println!(
+        "{:<24} {a:>12} {b:>12} {:>12} {:>13}",
+        "case",
+        format!("{b}/{a}").replace("DPDK ", ""),
+        "pairs"
     );
     let mut worst = (0.0f64, String::new());
     for name in dpdk_runs[0].keys() {
@@ -248,5 +282,5 @@ fn main() {
         }
     }
     println!("worst row: {}", worst.1);
-    println!("RESULT ring worst_ratio={:.3}", worst.0);
+    println!("RESULT {tag} worst_ratio={:.3}", worst.0);
 }
