@@ -17,8 +17,8 @@
 # vhost-user ports), seeds (the run-loop experiments: yield to a runnable
 # sibling on the CPU, and what each yield signal costs), txlock (the lock
 # in front of a shared TX queue vs spin, mutex and busylock). No SUITE runs
-# all of them. ring-aa (not part of "all") runs DPDK's ring_perf_autotest
-# against itself, to show how far a row at parity reads from 1.0 by noise. --runs defaults to 3, and to 9 (of 2 s) for virtio, whose
+# all of them. ring-aa and mempool-aa (not part of "all") run DPDK against
+# itself, to show how far a row at parity reads from 1.0 by noise alone. --runs defaults to 3, and to 9 (of 2 s) for virtio, whose
 # rates vary most from one process to the next. Each suite ends with
 # `RESULT <suite> worst_ratio=<x>`; the run ends with one table of them.
 # CSVs, the log and PNG plots (Mpps vs burst size, rr latency CDF; gnuplot)
@@ -45,7 +45,7 @@ done
 vruns=${runs:-9}
 runs=${runs:-3}
 for s in $suite; do
-    case " $suites ring-aa " in *" $s "*) ;; *) echo "compare.sh: unknown suite '$s' (accepted: $suites ring-aa)" >&2; exit 2 ;; esac
+    case " $suites ring-aa mempool-aa " in *" $s "*) ;; *) echo "compare.sh: unknown suite '$s' (accepted: $suites ring-aa mempool-aa)" >&2; exit 2 ;; esac
 done
 
 # DPDK for every suite; gnuplot only for the suites that draw.
@@ -77,13 +77,19 @@ for s in $suite; do
             echo "== ring-aa: DPDK ring_perf_autotest against itself (A/A), $runs interleaved runs each"
             target/release/compare_ring --aa --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
             ;;
-        mempool)
-            echo "== mempool: DPDK rte_mempool (mempool_perf_autotest's loop) vs rpmd mempool_perf, $runs interleaved runs each"
+        mempool|mempool-aa)
+            if [ "$s" = mempool ]; then
+                echo "== mempool: DPDK rte_mempool (mempool_perf_autotest's loop) vs rpmd mempool_perf, $runs interleaved runs each"
+                mode=--mbuf
+            else
+                echo "== mempool-aa: DPDK rte_mempool against itself (A/A), $runs interleaved runs each"
+                mode=--aa
+            fi
             command -v pkg-config >/dev/null || apt-get install -y -q pkg-config
             gcc -O3 -march=native -o target/release/mempool_peer benches/dpdk/mempool_peer.c \
                 $(pkg-config --cflags --libs libdpdk)
             target/release/compare_mempool --peer target/release/mempool_peer --runs "$runs" \
-                --seconds "${MEMPOOL_SECONDS:-1}" --huge-dir "$HUGE_DIR" --mbuf \
+                --seconds "${MEMPOOL_SECONDS:-1}" --huge-dir "$HUGE_DIR" $mode \
                 $([ "${MEMPOOL_ALL:-0}" = 1 ] && echo --all)
             ;;
         virtio)

@@ -12,8 +12,8 @@
 //! state and the consumer state sit on separate cache lines (128-byte
 //! [`CachePadded`](crossbeam_utils::CachePadded)), so the two sides do not
 //! false-share; a [`Single`] side's private copy of the other side's tail
-//! has a line of its own as well. The slots `cons.tail..prod.tail` hold values; the rest are
-//! free. A ring holds exactly `capacity` values.
+//! has a line of its own as well. The slots `cons.tail..prod.tail` hold
+//! values; the rest are free. A ring holds exactly `capacity` values.
 //!
 //! [`new`] returns the two ends, a [`Producer`] and a [`Consumer`]. Each
 //! side picks its synchronisation mode as a type parameter:

@@ -16,8 +16,11 @@
 //! figure to the rpmd run after it, and ends with
 //! `RESULT mempool worst_ratio=<x>`.
 //!
+//! With `--aa`, DPDK runs on both sides (A/A), ending `RESULT mempool_aa
+//! worst_ratio=<x>`: how far a row at parity reads from 1.0 by noise.
+//!
 //! Usage: `compare_mempool --peer PATH [--runs N] [--seconds S] [--all]
-//! [--mbuf] [--huge-dir DIR]`
+//! [--mbuf] [--aa] [--huge-dir DIR]`
 use rpmd_benches::median;
 use std::process::{Command, Stdio};
 
@@ -35,10 +38,11 @@ struct Opts {
     all: bool,
     mbuf: bool,
     huge: String,
+    aa: bool,
 }
 
 fn usage() -> ! {
-    eprintln!("usage: compare_mempool --peer PATH [--runs N] [--seconds S] [--all] [--mbuf] [--huge-dir DIR]");
+    eprintln!("usage: compare_mempool --peer PATH [--runs N] [--seconds S] [--all] [--mbuf] [--aa] [--huge-dir DIR]");
     std::process::exit(2)
 }
 
@@ -50,12 +54,14 @@ fn opts() -> Opts {
         all: false,
         mbuf: false,
         huge: "/mnt/rpmd-huge".into(),
+        aa: false,
     };
     let mut a = std::env::args().skip(1);
     while let Some(k) = a.next() {
         match k.as_str() {
             "--all" => o.all = true,
             "--mbuf" => o.mbuf = true,
+            "--aa" => o.aa = true,
             "--peer" => o.peer = a.next().unwrap_or_else(|| usage()),
             "--huge-dir" => o.huge = a.next().unwrap_or_else(|| usage()),
             "--runs" => match a.next().and_then(|v| v.parse().ok()) {
@@ -76,7 +82,9 @@ fn opts() -> Opts {
 }
 
 fn main() {
-    let o = opts();
+    let mut o = opts();
+    // A/A: DPDK on both sides; there is no rpmd Mbuf column then.
+    o.mbuf &= !o.aa;
     let ours = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("mempool_perf")))
@@ -133,9 +141,15 @@ fn main() {
         o.runs,
         o.secs
     );
+    let (a, b, tag) = if o.aa {
+        ("DPDK (A)", "DPDK (B)", "mempool_aa")
+    } else {
+        ("DPDK", "rpmd", "mempool")
+    };
     print!(
-        "{:<74} {:>13} {:>13} {:>9}",
-        "case", "DPDK", "rpmd", "DPDK/rpmd"
+        "{:<74} {a:>13} {b:>13} {:>9}",
+        "case",
+        if o.aa { "A/B" } else { "DPDK/rpmd" }
     );
     if o.mbuf {
         print!(" {:>13}", "rpmd Mbuf");
@@ -146,7 +160,11 @@ fn main() {
         let (mut d, mut r, mut m) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..o.runs {
             d.extend(dpdk_run(case));
-            r.extend(ours_run(case, false));
+            r.extend(if o.aa {
+                dpdk_run(case)
+            } else {
+                ours_run(case, false)
+            });
             if o.mbuf {
                 m.extend(ours_run(case, true));
             }
@@ -182,5 +200,5 @@ fn main() {
         println!(" {:>11}", format!("{lo:.2}-{hi:.2}"));
     }
     println!("worst case: {}", worst.1);
-    println!("RESULT mempool worst_ratio={:.3}", worst.0);
+    println!("RESULT {tag} worst_ratio={:.3}", worst.0);
 }

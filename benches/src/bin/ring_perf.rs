@@ -12,8 +12,8 @@
 //! It also prints `FLOOR two_cas_round <cycles>`: a loop doing only the
 //! locked and ordered work of one MP/MC enqueue and one dequeue of a
 //! single element (on each of two lines: load the head, CAS it, store the
-//! tail), with no slots and no checks. No MP/MC ring in DPDK's design can
-//! do a single round in less; `compare_ring` prints it next to the
+//! tail), with no slots and no checks. An MP/MC ring of DPDK's design does
+//! at least this much per round; `compare_ring` prints it next to the
 //! single-element MP/MC rows.
 //!
 //! Usage: `ring_perf [--quick] [--cores A,B]` (default cores 0,1).
@@ -186,6 +186,13 @@ struct Side {
 }
 
 impl Side {
+    fn new() -> Self {
+        Side {
+            head: AtomicU32::new(0),
+            tail: AtomicU32::new(0),
+        }
+    }
+
     /// The atomic work of one single-element operation: load the head, CAS
     /// it one further (Release on success, as `Multi`'s H2), store the tail.
     #[inline(always)]
@@ -201,7 +208,7 @@ impl Side {
     }
 }
 
-/// The floor of the single-element MP/MC rows; see the crate docs.
+/// The floor of the single-element MP/MC rows; see the file's docs.
 fn floor(o: &Opts) {
     let (prod, cons) = (Side::new(), Side::new());
     let iterations = 1u64 << (24 - o.shift_adj);
@@ -212,15 +219,6 @@ fn floor(o: &Opts) {
     }
     let cyc = (rdtsc() - start) as f64 / iterations as f64;
     println!("FLOOR two_cas_round {cyc:.4}");
-}
-
-impl Side {
-    fn new() -> Self {
-        Side {
-            head: AtomicU32::new(0),
-            tail: AtomicU32::new(0),
-        }
-    }
 }
 
 fn run_all<E: Copy + Default + Send + 'static>(o: &Opts, api: &str, pfx: &str) {
