@@ -18,8 +18,9 @@
 # sibling on the CPU, and what each yield signal costs), txlock (the lock
 # in front of a shared TX queue vs spin, mutex and busylock). No SUITE runs
 # all of them. ring-aa and mempool-aa (not part of "all") run DPDK against
-# itself, to show how far a row at parity reads from 1.0 by noise alone. --runs defaults to 3, and to 9 (of 2 s) for virtio, whose
-# rates vary most from one process to the next. Each suite ends with
+# itself, to show how far a row at parity reads from 1.0 by noise alone.
+# --runs defaults to 3, and to 9 (of 2 s) for virtio, whose rates vary
+# most from one process to the next. Each suite ends with
 # `RESULT <suite> worst_ratio=<x>`; the run ends with one table of them.
 # CSVs, the log and PNG plots (Mpps vs burst size, rr latency CDF; gnuplot)
 # go to target/compare/.
@@ -33,7 +34,7 @@ runs=
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
