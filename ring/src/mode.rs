@@ -34,6 +34,7 @@
 //!   their slot accesses too (a plain store does not extend a release
 //!   sequence).
 use crate::primitive::{spin_hint, yield_cpu, AtomicU32, AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::marker::PhantomData;
 
@@ -243,8 +244,16 @@ pub enum Single {}
 #[derive(Debug)]
 pub struct SingleState {
     tail: AtomicU32,
-    other: crossbeam_utils::CachePadded<OtherTail>,
+    other: CachePadded<OtherTail>,
 }
+
+// The cache and the tail are never on one line, whichever order the
+// compiler lays the fields out in.
+#[cfg(not(loom))]
+const _: () = assert!(
+    std::mem::offset_of!(SingleState, other).abs_diff(std::mem::offset_of!(SingleState, tail))
+        >= 64
+);
 
 impl private::Mode for Single {
     type State = SingleState;
@@ -254,7 +263,7 @@ impl private::Mode for Single {
     fn new_state(start: u32) -> SingleState {
         SingleState {
             tail: AtomicU32::new(start),
-            other: crossbeam_utils::CachePadded::new(OtherTail::new(start)),
+            other: CachePadded::new(OtherTail::new(start)),
         }
     }
 
