@@ -24,6 +24,27 @@ const SINGLE: u8 = 0;
 const BURST: u8 = 1;
 const BULK: u8 = 2;
 
+/// Evaluates `$body` with the const `$OP` set to the operation `$op`
+/// names: the one place a run-time operation becomes a const generic.
+macro_rules! with_op {
+    ($op:expr, $OP:ident => $body:expr) => {
+        match $op {
+            SINGLE => {
+                const $OP: u8 = SINGLE;
+                $body
+            }
+            BURST => {
+                const $OP: u8 = BURST;
+                $body
+            }
+            _ => {
+                const $OP: u8 = BULK;
+                $body
+            }
+        }
+    };
+}
+
 /// The enqueue end of a queue under test: one transfer of up to `src.len()`
 /// elements with operation `OP`; returns how many moved.
 trait Tx: Send + 'static {
@@ -107,15 +128,9 @@ fn one_thread(c: &mut Criterion, name: &str, (mut tx, mut rx): (impl Tx, impl Rx
         g.throughput(Throughput::Elements(n as u64));
         let id = BenchmarkId::new(name, label);
         let (src, dst) = (&vec![7u64; n][..], &mut vec![0u64; n][..]);
-        match op {
-            SINGLE => g.bench_function(id, |b| {
-                b.iter(|| round::<SINGLE>(&mut tx, &mut rx, src, dst))
-            }),
-            BURST => g.bench_function(id, |b| {
-                b.iter(|| round::<BURST>(&mut tx, &mut rx, src, dst))
-            }),
-            _ => g.bench_function(id, |b| b.iter(|| round::<BULK>(&mut tx, &mut rx, src, dst))),
-        };
+        with_op!(op, OP => g.bench_function(id, |b| {
+            b.iter(|| round::<OP>(&mut tx, &mut rx, src, dst))
+        }));
     }
     g.finish();
 }
@@ -143,11 +158,7 @@ impl Drainer {
         let thread = std::thread::spawn(move || {
             pin(1);
             while let Ok((op, n, total)) = cmd_rx.recv() {
-                match op {
-                    SINGLE => drain::<SINGLE>(&mut rx, n, total),
-                    BURST => drain::<BURST>(&mut rx, n, total),
-                    _ => drain::<BULK>(&mut rx, n, total),
-                }
+                with_op!(op, OP => drain::<OP>(&mut rx, n, total));
                 done_tx.send(()).unwrap();
             }
         });
@@ -211,17 +222,9 @@ fn two_threads(c: &mut Criterion, name: &str, (mut tx, rx): (impl Tx, impl Rx)) 
     for (label, op, n) in OPS {
         g.throughput(Throughput::Elements(n as u64));
         let id = BenchmarkId::new(name, label);
-        match op {
-            SINGLE => g.bench_function(id, |b| {
-                b.iter_custom(|iters| cross::<SINGLE>(&mut tx, &d, n, iters))
-            }),
-            BURST => g.bench_function(id, |b| {
-                b.iter_custom(|iters| cross::<BURST>(&mut tx, &d, n, iters))
-            }),
-            _ => g.bench_function(id, |b| {
-                b.iter_custom(|iters| cross::<BULK>(&mut tx, &d, n, iters))
-            }),
-        };
+        with_op!(op, OP => g.bench_function(id, |b| {
+            b.iter_custom(|iters| cross::<OP>(&mut tx, &d, n, iters))
+        }));
     }
     g.finish();
     d.stop();
