@@ -84,6 +84,27 @@ impl<T, const N: usize> Burst<T, N> {
         Some(v)
     }
 
+    /// Puts a value back at the front (undoes a [`pop`](Self::pop)), e.g.
+    /// an mbuf a transmit path could not queue after all, so that it
+    /// stays with the caller in order; a full burst gives it back.
+    pub fn push_front(&mut self, value: T) -> Result<(), T> {
+        if self.is_full() {
+            return Err(value);
+        }
+        if self.start == 0 {
+            let len = self.len();
+            let p = self.buf.as_mut_ptr();
+            // SAFETY: `len < N`, so both ranges are inside `buf`;
+            // `ptr::copy` allows the overlap. Slot 0 is then free.
+            unsafe { std::ptr::copy(p, p.add(1), len) };
+            self.end += 1;
+        } else {
+            self.start -= 1;
+        }
+        self.buf[self.start].write(value);
+        Ok(())
+    }
+
     /// Drops every value.
     pub fn clear(&mut self) {
         let live: *mut [T] = &mut **self;

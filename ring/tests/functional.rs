@@ -437,3 +437,21 @@ fn drop_front_drops_exactly_the_first_n() {
     b.truncate(1);
     assert_eq!((b.len(), Rc::strong_count(&token)), (1, 2));
 }
+
+/// `push_front` undoes a `pop`, keeps the order whether or not the front
+/// slot is free, and refuses a full burst; nothing is dropped twice.
+#[test]
+fn push_front_puts_a_popped_value_back_in_order() {
+    let mut b: Burst<String, 3> = Burst::new();
+    assert!(b.push_front("c".into()).is_ok(), "empty: front slot 0");
+    b.push("d".into()).unwrap();
+    let c = b.pop().unwrap();
+    b.push_front(c).unwrap();
+    assert_eq!(&b[..], &["c".to_string(), "d".to_string()]);
+    // start == 0: the values move back one slot.
+    b.push_front("b".into()).unwrap();
+    assert_eq!(&b[..], &["b", "c", "d"].map(String::from));
+    assert_eq!(b.push_front("a".into()), Err("a".to_string()), "full");
+    assert_eq!(b.pop().as_deref(), Some("b"));
+    assert_eq!(b.len(), 2);
+}
