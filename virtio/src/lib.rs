@@ -59,6 +59,8 @@ mod net;
 pub mod packed;
 pub mod pci;
 pub mod split;
+#[cfg(test)]
+mod testdev;
 pub mod user;
 
 /// Errors of the virtio driver's own layers (ports report them as

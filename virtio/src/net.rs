@@ -40,6 +40,9 @@ pub(crate) trait Ring: Send + 'static {
     fn free(&self) -> usize;
     fn has_used(&self) -> bool;
     fn set_interrupts(&mut self, on: bool);
+    /// Whether the device broke the ring's protocol (the ring then refuses
+    /// everything until `restart`).
+    fn is_broken(&self) -> bool;
     /// IOVAs of the three areas (descriptors; avail or driver events;
     /// used or device events).
     fn addresses(&self) -> (u64, u64, u64);
@@ -82,6 +85,10 @@ macro_rules! ring_impl {
             #[inline(always)]
             fn set_interrupts(&mut self, on: bool) {
                 <$t>::set_interrupts(self, on)
+            }
+            #[inline(always)]
+            fn is_broken(&self) -> bool {
+                <$t>::is_broken(self)
             }
             fn addresses(&self) -> (u64, u64, u64) {
                 <$t>::addresses(self)
@@ -164,13 +171,14 @@ impl Restart {
 
     /// Restarts `q` if asked; returns how many buffers were dropped.
     #[cold]
-    fn serve<Q: Ring>(&self, q: &mut Q) -> usize {
+    fn serve<Q: Ring>(&self, q: &mut Q, stats: &QueueStats) -> usize {
         // Acquire: pairs with `ask`, made after the old backend hung up.
         if self.0.load(Acquire) != Self::ASKED {
             return 0;
         }
         let n = q.restart();
         q.set_interrupts(false);
+        stats.stopped.store(false, Relaxed);
         // Release: the ring's new state before the watch programs a
         // backend that reads it.
         self.0.store(Self::DONE, Release);
@@ -237,7 +245,7 @@ impl<Q: Ring> RxQueue for VirtioRx<Q> {
         if let Some(r) = self.restart.as_deref().filter(|r| r.asked()) {
             // The posted buffers go back to the pool; the refill below
             // posts new ones.
-            r.serve(&mut self.q);
+            r.serve(&mut self.q, &self.stats);
         }
         // Refill what the last call took first: received frames then go
         // to the caller without waiting for it, and on an idle poll the
@@ -314,7 +322,7 @@ impl<Q: Ring> RxQueue for VirtioRx<Q> {
                     let _ = out.push(m);
                     n += 1;
                 }
-                Err(_) => self.stats.errors.add(1),
+                Err(_) => device_error(&self.stats, &self.q, 1),
             }
         }
         self.stats.packets.add(n as u64);
@@ -382,7 +390,9 @@ impl<Q: Ring> VirtioTx<Q> {
     fn reclaim(&mut self) {
         loop {
             let bad = self.q.reclaim_into(&mut self.done);
-            self.stats.errors.add(bad as u64);
+            if bad > 0 {
+                device_error(&self.stats, &self.q, bad);
+            }
             if self.done.is_empty() {
                 break;
             }
@@ -410,7 +420,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         }
         if let Some(r) = self.restart.as_deref().filter(|r| r.asked()) {
             // Frames the old backend never finished are lost: errors.
-            let n = r.serve(&mut self.q);
+            let n = r.serve(&mut self.q, &self.stats);
             self.stats.errors.add(n as u64);
         }
         self.reclaim();
@@ -443,7 +453,9 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                 }
                 let (addr, dl) = (m.data_iova().raw(), m.data_len() as u32);
                 if let Err(m) = self.q.push(m, addr, dl, false) {
-                    drop(m);
+                    // The ring took nothing (it broke): the frame stays
+                    // with the caller, as it was.
+                    give_back(pkts, m);
                     break;
                 }
                 room -= 1;
@@ -461,8 +473,9 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                     continue;
                 }
                 if let Err(m) = self.q.push_chain(m, &segs[..k], k) {
-                    // Not enough descriptors now: dropped, counted as full.
-                    drop(m);
+                    // Not enough descriptors now: the frame stays with the
+                    // caller, first in line, as it was.
+                    give_back(pkts, m);
                     self.stats.full.add(1);
                     break;
                 }
@@ -481,6 +494,26 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         self.stats.bytes.add(bytes as u64);
         n
     }
+}
+
+/// Counts `n` protocol violations of the device on a queue, and marks the
+/// queue stopped when its ring no longer trusts the device.
+#[cold]
+fn device_error<Q: Ring>(stats: &QueueStats, q: &Q, n: usize) {
+    stats.errors.add(n as u64);
+    stats.device_errors.add(n as u64);
+    if q.is_broken() {
+        stats.stopped.store(true, Relaxed);
+    }
+}
+
+/// Returns a frame `tx_burst` popped but could not queue to the front of
+/// `pkts`, as it was: without the virtio-net header it was given.
+#[cold]
+fn give_back(pkts: &mut Pkts, mut m: Mbuf) {
+    let _ = m.adj(NET_HDR_LEN);
+    // The slot it came from is free, so this cannot fail.
+    let _ = pkts.push_front(m);
 }
 
 /// Zeroes a TX header, writing only when it is not zero already (as
@@ -685,5 +718,87 @@ mod tests {
         assert_eq!(h, [0; NET_HDR_LEN]);
         clear_header(&mut h);
         assert_eq!(h, [0; NET_HDR_LEN]);
+    }
+
+    /// A TX queue on a split ring of `size` in test memory; the pool's
+    /// region is the shared one.
+    fn tx_queue(name: &str, size: u16) -> (VirtioTx, Arc<Mempool>, crate::testdev::SplitDevice) {
+        let (region, pool) = crate::split::test_memory(name, 64);
+        let l = crate::split::Layout::new(size).unwrap();
+        let q = SplitQueue::new(&region, 0, l).unwrap();
+        let dev = crate::testdev::SplitDevice::new(region.as_ptr(), l);
+        let pool = Arc::new(pool);
+        let pr = pool.region();
+        let shared = Shared {
+            start: pr.as_ptr() as u64,
+            end: pr.as_ptr() as u64 + pr.len() as u64,
+        };
+        let tx = VirtioTx {
+            q,
+            csum: false,
+            pool: pool.clone(),
+            done: Burst::new(),
+            kick: Kick::Event(EventFd::new(libc::EFD_NONBLOCK).unwrap()),
+            live: Arc::new(AtomicBool::new(true)),
+            stats: Arc::default(),
+            shared,
+            _rings: Arc::new(region),
+            restart: None,
+        };
+        (tx, pool, dev)
+    }
+
+    fn frame(pool: &Mempool, tag: u8, segs: usize) -> Mbuf {
+        let mut m = pool.get().unwrap();
+        m.append(60).unwrap()[0] = tag;
+        for _ in 1..segs {
+            let mut s = pool.get().unwrap();
+            s.append(100).unwrap();
+            m.chain(s).unwrap();
+        }
+        m
+    }
+
+    /// Issue 21: a chain that finds too few descriptors is neither sent
+    /// nor dropped: it stays first in the caller's burst, as it was, with
+    /// the frames behind it; counted sent + left = given.
+    #[test]
+    fn a_chain_that_does_not_fit_stays_with_the_caller() {
+        let (mut tx, pool, _dev) = tx_queue("nt1", 4);
+        let mut pkts = Pkts::new();
+        pkts.push(frame(&pool, 1, 1)).unwrap();
+        pkts.push(frame(&pool, 2, 4)).unwrap();
+        pkts.push(frame(&pool, 3, 1)).unwrap();
+        assert_eq!(tx.tx_burst(&mut pkts), 1, "3 descriptors left, 4 wanted");
+        assert_eq!(pkts.len(), 2);
+        assert_eq!((pkts[0].data()[0], pkts[0].nb_segs()), (2, 4));
+        assert_eq!(pkts[0].pkt_len(), 360, "no header left on it");
+        assert_eq!(pkts[1].data()[0], 3);
+        assert_eq!(tx.stats.errors.get(), 0);
+        assert_eq!(tx.stats.packets.get(), 1);
+        drop(pkts);
+        drop(tx);
+        assert_eq!(pool.available(), 64);
+    }
+
+    /// A device that moves the used index past what is in flight stops
+    /// the queue: counted as a device error, marked stopped, and the
+    /// frames offered afterwards stay with the caller.
+    #[test]
+    fn a_broken_ring_stops_the_queue_and_leaves_frames_with_the_caller() {
+        let (mut tx, pool, mut dev) = tx_queue("nt2", 8);
+        let mut pkts = Pkts::new();
+        pkts.push(frame(&pool, 1, 1)).unwrap();
+        assert_eq!(tx.tx_burst(&mut pkts), 1);
+        dev.set_used_idx(40);
+        pkts.push(frame(&pool, 2, 1)).unwrap();
+        assert_eq!(tx.tx_burst(&mut pkts), 0);
+        assert_eq!(pkts.len(), 1);
+        assert_eq!(tx.stats.device_errors.get(), 1);
+        assert!(tx.stats.stopped.load(Relaxed));
+        drop(pkts);
+        assert_eq!(pool.available(), 63, "the one in flight stays out");
+        drop(tx);
+        assert_eq!(pool.available(), 64);
     }
 }

@@ -111,6 +111,12 @@ pub struct PackedQueue {
     /// In order: the last buffer of a batch being handed back whose used
     /// descriptor was already read.
     batch_end: Option<u16>,
+    /// The device wrote a used descriptor the queue cannot account for
+    /// (naming no buffer in flight): its position in the ring is then
+    /// unknown, so every operation is refused until
+    /// [`restart`](Self::restart); the buffers in flight stay with the
+    /// queue, since the device may still own them.
+    broken: bool,
 }
 
 // SAFETY: the queue owns its slice of the region and the mbufs in flight;
@@ -143,6 +149,7 @@ impl PackedQueue {
             published: false,
             in_order: false,
             batch_end: None,
+            broken: false,
         })
     }
 
@@ -167,6 +174,7 @@ impl PackedQueue {
         self.pending = None;
         self.published = false;
         self.batch_end = None;
+        self.broken = false;
         dropped
     }
 
@@ -202,7 +210,9 @@ impl PackedQueue {
 
     /// Buffers that can be added now (one descriptor each).
     pub fn free(&self) -> usize {
-        if self.in_order {
+        if self.broken {
+            0
+        } else if self.in_order {
             self.free_slots
         } else {
             self.free_slots.min(self.free_ids.len())
@@ -244,8 +254,19 @@ impl PackedQueue {
         self.is_used(self.next_used)
     }
 
+    /// Whether the device broke the protocol (see the `broken` field).
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Whether descriptor `slot` (the next used one) holds a used buffer.
+    /// Never while no buffer is in flight, whatever its flags say: the
+    /// device has nothing to hand back then.
     #[inline]
     fn is_used(&self, slot: u16) -> bool {
+        if self.broken || self.free_slots == self.layout.size as usize {
+            return false;
+        }
         // P2 (Acquire): pairs with the device's Release store of the flags.
         let f = u16::from_le(self.flags(slot).load(Ordering::Acquire));
         let w = self.used_wrap;
@@ -310,7 +331,7 @@ impl PackedQueue {
     /// publishing; gives `m` back when the ring is full.
     #[inline(always)]
     pub fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
-        if self.free_slots == 0 {
+        if self.free_slots == 0 || self.broken {
             return Err(m);
         }
         let Some(id) = self.alloc_id() else {
@@ -334,7 +355,7 @@ impl PackedQueue {
         writable_from: usize,
     ) -> Result<(), Mbuf> {
         let n = segs.len();
-        if n == 0 || n > self.free_slots || n > crate::split::MAX_CHAIN {
+        if n == 0 || n > self.free() || n > crate::split::MAX_CHAIN {
             return Err(m);
         }
         let Some(id) = self.alloc_id() else {
@@ -461,17 +482,22 @@ impl PackedQueue {
         self.free_slots += count as usize;
     }
 
-    /// A used descriptor naming no buffer in flight: skipped (one slot).
+    /// A used descriptor naming no buffer in flight: the ring's position
+    /// is lost (how many slots the device meant it to cover is unknown),
+    /// so the queue breaks.
     #[cold]
     fn skip_bad(&mut self, id: u16) -> Result<(Mbuf, u32), Error> {
-        self.advance_used(1);
+        self.broken = true;
+        self.batch_end = None;
         Err(Error::Peer(format!(
-            "packed ring: used descriptor names buffer {id}, which is not in flight"
+            "packed ring: used descriptor at slot {} names buffer {id}, which is not in flight; queue stopped until restarted",
+            self.next_used
         )))
     }
 
     /// Takes every used buffer that fits in `out`; returns how many used
-    /// descriptors named no buffer in flight.
+    /// descriptors named no buffer in flight (at most one: the queue then
+    /// breaks).
     #[inline]
     pub fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
         if self.in_order {
@@ -515,18 +541,17 @@ impl PackedQueue {
                         self.desc(slot).add(12).cast::<u16>().read_volatile()
                     });
                     if id >= self.layout.size || self.tokens[id as usize].is_none() {
+                        let _ = self.skip_bad(id);
                         bad += 1;
-                        self.advance_used(1);
-                        continue;
+                        break;
                     }
                     id
                 }
             };
             let Some(p) = self.tokens[slot as usize].take() else {
+                let _ = self.skip_bad(slot);
                 bad += 1;
-                self.batch_end = None;
-                self.advance_used(1);
-                continue;
+                break;
             };
             // SAFETY: `p` came from `into_raw` in `push`; the device used
             // the buffer (in order, everything up to `end`).
@@ -754,11 +779,98 @@ mod tests {
         set_used(slot % 4, id, 30, w);
         assert!(q.pop_used().unwrap().is_ok());
         assert_eq!(q.free(), 4);
-        // A used descriptor naming a buffer not in flight is an error.
+        // With nothing in flight, a used descriptor is not even looked at
+        // (one naming a buffer not in flight while others are breaks the
+        // queue: `used_descriptors_naming_no_buffer_in_flight_...`).
         let slot = slot + 2;
         set_used(slot % 4, 3, 1, (slot / 4) % 2 == 0);
-        assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+        assert!(q.pop_used().is_none());
+        assert_eq!(q.free(), 4);
         drop(q);
         assert_eq!(pool.available(), 64);
+    }
+
+    /// Issue 21: a packed queue of `size` with `n` single RX buffers
+    /// (tagged 0..n) posted and published.
+    fn posted(
+        name: &str,
+        size: u16,
+        in_order: bool,
+        n: u8,
+    ) -> (
+        DmaRegion,
+        rpmd_pmd::Mempool,
+        PackedQueue,
+        crate::testdev::PackedDevice,
+    ) {
+        let (region, pool) = test_memory(name, 16);
+        let l = PackedLayout::new(size).unwrap();
+        let mut q = PackedQueue::new(&region, 0, l).unwrap();
+        q.set_in_order(in_order);
+        for i in 0..n {
+            let mut m = pool.get().unwrap();
+            m.append(1).unwrap()[0] = i;
+            let a = m.data_iova().raw();
+            q.push(m, a, 100, true).unwrap();
+        }
+        q.publish();
+        let dev = crate::testdev::PackedDevice::new(region.as_ptr(), l);
+        (region, pool, q, dev)
+    }
+
+    /// Used flags where nothing is in flight are not a completion: the
+    /// ring's free count never passes its size.
+    #[test]
+    fn used_flags_with_nothing_in_flight_are_ignored() {
+        for in_order in [false, true] {
+            let (_region, pool, mut q, dev) = posted("pqh1", 4, in_order, 0);
+            dev.write_used(0, 0, 64, true);
+            assert!(!q.has_used());
+            assert!(q.pop_used().is_none());
+            let mut out: Burst<Mbuf, 8> = Burst::new();
+            assert_eq!(q.reclaim_into(&mut out), 0);
+            assert_eq!(q.free(), 4);
+            assert!(!q.is_broken());
+            drop(q);
+            assert_eq!(pool.available(), 16);
+        }
+    }
+
+    /// A used descriptor naming a buffer not in flight (out of range, or
+    /// one already handed back) breaks the queue, on both completion
+    /// paths and in both modes: the buffers still in flight stay with the
+    /// queue until a restart returns them.
+    #[test]
+    fn used_descriptors_naming_no_buffer_in_flight_break_the_queue() {
+        for in_order in [false, true] {
+            for dup in [false, true] {
+                for reclaim in [false, true] {
+                    let (_region, pool, mut q, mut dev) = posted("pqh2", 8, in_order, 3);
+                    assert!((0..3).all(|s| dev.is_avail(s, true)));
+                    let id0 = dev.desc(0).id_or_next;
+                    dev.complete(id0, 60, 1);
+                    let bad = if dup { id0 } else { 200 };
+                    dev.complete(bad, 60, 1);
+                    let mut out: Burst<Mbuf, 8> = Burst::new();
+                    let case = format!("in_order {in_order} dup {dup} reclaim {reclaim}");
+                    if reclaim {
+                        assert_eq!(q.reclaim_into(&mut out), 1, "{case}");
+                        assert_eq!(out.len(), 1, "{case}: the good one");
+                    } else {
+                        assert!(q.pop_used().unwrap().is_ok(), "{case}");
+                        assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+                        assert!(q.pop_used().is_none(), "{case}");
+                    }
+                    drop(out);
+                    assert!(q.is_broken(), "{case}");
+                    assert_eq!(q.free(), 0);
+                    let m = pool.get().unwrap();
+                    assert!(q.push(m, 0, 64, true).is_err(), "{case}");
+                    assert_eq!(pool.available(), 14, "{case}: 2 still in flight");
+                    assert_eq!(q.restart(), 2);
+                    assert_eq!(pool.available(), 16);
+                }
+            }
+        }
     }
 }

@@ -102,8 +102,18 @@ pub struct SplitQueue {
     seen_used: u16,
     free: Vec<u16>,
     tokens: Vec<Option<NonNull<u8>>>,
-    /// Whether the buffer headed by a descriptor is a chain.
-    chained: Vec<bool>,
+    /// The `NEXT` link of each descriptor as we wrote it. The device can
+    /// write the descriptor table too, so freeing a chain follows these,
+    /// never the table (issue 21: a backend that rewrote links corrupted
+    /// the free stack).
+    next: Vec<u16>,
+    /// Buffers in flight: posted and not yet completed. A `used.idx` that
+    /// moves by more than this is a device error.
+    in_flight: u16,
+    /// The device broke the protocol in a way the queue cannot recover
+    /// from by itself (a used index past what is in flight): every
+    /// operation is refused until [`restart`](Self::restart).
+    broken: bool,
     /// VIRTIO_F_EVENT_IDX negotiated.
     event_idx: bool,
     /// VIRTIO_F_IN_ORDER negotiated: descriptors are handed out in table
@@ -113,9 +123,9 @@ pub struct SplitQueue {
     io_next: u16,
     io_free: usize,
     /// In order: the head descriptor of the oldest buffer in flight (the
-    /// next to complete; buffers take consecutive descriptors), and each
-    /// head's chain length.
+    /// next to complete; buffers take consecutive descriptors).
     io_oldest: u16,
+    /// Descriptors in the buffer each head starts (both modes; private).
     chain_len: Vec<u16>,
     /// `avail.idx` at the last publish (for the event-index test).
     published: u16,
@@ -185,7 +195,9 @@ impl SplitQueue {
             seen_used: 0,
             free: (0..layout.size).rev().collect(),
             tokens: vec![None; n],
-            chained: vec![false; n],
+            next: vec![0; n],
+            in_flight: 0,
+            broken: false,
             event_idx: false,
             in_order: false,
             io_next: 0,
@@ -212,7 +224,9 @@ impl SplitQueue {
         self.seen_used = 0;
         self.free.clear();
         self.free.extend((0..n).rev());
-        self.chained.fill(false);
+        self.next.fill(0);
+        self.in_flight = 0;
+        self.broken = false;
         self.chain_len.fill(0);
         self.io_next = 0;
         self.io_free = n as usize;
@@ -246,25 +260,46 @@ impl SplitQueue {
         }
     }
 
-    /// In order: the oldest buffer in flight, now completed; its
-    /// descriptors are free again.
+    /// In order: the oldest buffer in flight, now completed (the caller
+    /// checked that one is in flight); its descriptors are free again.
+    /// Returns its head and the mbuf.
     #[inline(always)]
-    fn complete_oldest(&mut self) -> Option<Result<Mbuf, Error>> {
-        if self.io_free == self.layout.size as usize {
-            return None;
-        }
+    fn complete_oldest(&mut self) -> (u16, Option<Mbuf>) {
         let id = self.io_oldest;
         let n = self.chain_len[id as usize].max(1);
         self.io_oldest = id.wrapping_add(n) & self.mask;
         self.io_free += n as usize;
-        Some(match self.tokens[id as usize].take() {
-            // SAFETY: `p` came from `into_raw` in `push`; the device used
-            // this buffer (in order, everything before the used index).
-            Some(p) => Ok(unsafe { Mbuf::from_raw(p) }),
-            None => Err(Error::Peer(format!(
-                "in-order completion of descriptor {id}, which is not in flight"
-            ))),
-        })
+        self.in_flight -= 1;
+        // SAFETY: the token came from `into_raw` in `push`; the device used
+        // this buffer (in order, everything before the used index).
+        let m = self.tokens[id as usize]
+            .take()
+            .map(|p| unsafe { Mbuf::from_raw(p) });
+        (id, m)
+    }
+
+    /// Reads `used.idx` (V2, Acquire: pairs with the device's Release
+    /// store of it; the entries before the value read are complete) and
+    /// checks its step: entries published and not yet taken can never
+    /// outnumber the buffers in flight. A larger step (an index that
+    /// jumped ahead or back) breaks the queue; `None` then.
+    #[inline(always)]
+    fn load_used(&mut self) -> Option<u16> {
+        let used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
+        if used.wrapping_sub(self.last_used) > self.in_flight {
+            self.broken = true;
+            return None;
+        }
+        self.seen_used = used;
+        Some(used)
+    }
+
+    /// Whether the device broke the protocol (a used index moved past the
+    /// buffers in flight): the queue then refuses everything until
+    /// [`restart`](Self::restart), and the buffers in flight stay with it,
+    /// since the device may still own them.
+    pub fn is_broken(&self) -> bool {
+        self.broken
     }
 
     /// Uses event indices for notifications (VIRTIO_F_EVENT_IDX was
@@ -276,9 +311,10 @@ impl SplitQueue {
     /// Whether completions wait in the used ring.
     #[inline]
     pub fn has_used(&self) -> bool {
-        // V2 (Acquire), as in `pop_used`.
-        self.seen_used != self.last_used
-            || u16::from_le(self.used_idx_ptr().load(Ordering::Acquire)) != self.last_used
+        // V2 (Acquire), as in `load_used`.
+        !self.broken
+            && (self.seen_used != self.last_used
+                || u16::from_le(self.used_idx_ptr().load(Ordering::Acquire)) != self.last_used)
     }
 
     /// IOVAs of descriptor table, available ring and used ring.
@@ -297,7 +333,9 @@ impl SplitQueue {
 
     /// Free descriptors.
     pub fn free(&self) -> usize {
-        if self.in_order {
+        if self.broken {
+            0
+        } else if self.in_order {
             self.io_free
         } else {
             self.free.len()
@@ -351,12 +389,13 @@ impl SplitQueue {
     /// free.
     #[inline(always)]
     pub fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
+        if self.broken {
+            return Err(m);
+        }
         let Some(id) = self.alloc() else {
             return Err(m);
         };
-        if self.in_order {
-            self.chain_len[id as usize] = 1;
-        }
+        self.chain_len[id as usize] = 1;
         let d = self.layout.desc + 16 * id as usize;
         // SAFETY: descriptor `id` is free (ours until published) and inside
         // the table, and the avail slot at `avail_idx` is past the published
@@ -387,6 +426,7 @@ impl SplitQueue {
             }
         }
         self.tokens[id as usize] = Some(m.into_raw());
+        self.in_flight += 1;
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Ok(())
     }
@@ -403,15 +443,14 @@ impl SplitQueue {
     ) -> Result<(), Mbuf> {
         let n = segs.len();
         if n == 0 || n > self.free() || n > MAX_CHAIN {
+            // `free()` is 0 on a broken queue.
             return Err(m);
         }
         let mut ids = [0u16; MAX_CHAIN];
         for id in ids.iter_mut().take(n) {
             *id = self.alloc().unwrap_or(0);
         }
-        if self.in_order {
-            self.chain_len[ids[0] as usize] = n as u16;
-        }
+        self.chain_len[ids[0] as usize] = n as u16;
         for (k, (&(addr, len), &id)) in segs.iter().zip(&ids[..n]).enumerate() {
             let d = self.layout.desc + 16 * id as usize;
             let mut flags: u16 = if k >= writable_from {
@@ -425,6 +464,7 @@ impl SplitQueue {
             } else {
                 0
             };
+            self.next[id as usize] = next;
             // SAFETY: descriptor `id` is free (ours until published) and in
             // the table.
             unsafe {
@@ -436,7 +476,6 @@ impl SplitQueue {
             }
         }
         let head = ids[0];
-        self.chained[head as usize] = n > 1 && !self.in_order;
         let slot = self.layout.avail + 4 + 2 * (self.avail_idx & self.mask) as usize;
         // SAFETY: the avail slot for the next index, ours until published.
         unsafe {
@@ -446,52 +485,42 @@ impl SplitQueue {
                 .write_volatile(head.to_le())
         };
         self.tokens[head as usize] = Some(m.into_raw());
+        self.in_flight += 1;
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Ok(())
     }
 
-    /// Returns the descriptors of the buffer headed by `head` to the free
-    /// stack (one push for a single descriptor).
+    /// Returns the descriptors of the buffer headed by `head` (in flight:
+    /// its token was just taken) to the free stack, following the links
+    /// we keep privately.
     #[inline(always)]
     fn release(&mut self, head: u16) {
-        if self.chained[head as usize] {
-            self.chained[head as usize] = false;
-            self.free_chain(head);
-        } else {
-            self.free.push(head);
+        self.in_flight -= 1;
+        let mut id = head;
+        for _ in 1..self.chain_len[head as usize] {
+            self.free.push(id);
+            id = self.next[id as usize];
         }
+        self.free.push(id);
     }
 
     /// Takes every completed buffer that fits in `out` (reading `used.idx`
-    /// once); returns how many used entries named no buffer in flight
-    /// (skipped, for the caller to count). The batch form of
-    /// [`pop_used`](Self::pop_used), for TX completions.
+    /// once); returns how many used entries were wrong (naming no buffer
+    /// in flight, or, in order, not the buffer due), for the caller to
+    /// count, plus one when this call found the queue broken. The batch
+    /// form of [`pop_used`](Self::pop_used), for TX completions.
     #[inline]
     pub fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
-        // V2 (Acquire), as in `pop_used`.
-        let used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
-        self.seen_used = used;
-        let mut bad = 0;
-        if self.in_order {
-            // Everything before `used` is done, in order: no entry to read.
-            // The mbufs go straight into the burst's free slots.
-            let spare = out.spare_capacity_mut();
-            let mut k = 0;
-            while self.last_used != used && k < spare.len() {
-                self.last_used = self.last_used.wrapping_add(1);
-                match self.complete_oldest() {
-                    Some(Ok(m)) => {
-                        spare[k].write(m);
-                        k += 1;
-                    }
-                    Some(Err(_)) | None => bad += 1,
-                }
-            }
-            // SAFETY: the first `k` spare slots were written just above,
-            // and `k` is at most the spare capacity.
-            unsafe { out.assume_init_back(k) };
-            return bad;
+        if self.broken {
+            return 0;
         }
+        let Some(used) = self.load_used() else {
+            return 1;
+        };
+        if self.in_order {
+            return self.reclaim_in_order(out, used);
+        }
+        let mut bad = 0;
         while self.last_used != used && !out.is_full() {
             let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
             // SAFETY: a used entry inside the queue's memory, published by
@@ -513,27 +542,39 @@ impl SplitQueue {
         bad
     }
 
-    /// Returns descriptor `head` and the rest of its chain to the free
-    /// stack, following the `NEXT` links we wrote (the device does not
-    /// change descriptors). A loop or an out-of-range link ends the walk.
-    fn free_chain(&mut self, head: u16) {
-        let mut id = head;
-        for _ in 0..self.layout.size {
-            self.free.push(id);
-            let d = self.layout.desc + 16 * id as usize;
-            // SAFETY: descriptor `id` is in the table; only we write it.
-            let (flags, next) = unsafe {
-                let p = self.base.add(d);
-                (
-                    u16::from_le(p.add(12).cast::<u16>().read_volatile()),
-                    u16::from_le(p.add(14).cast::<u16>().read_volatile()),
-                )
-            };
-            if flags & VRING_DESC_F_NEXT == 0 || next >= self.layout.size {
-                break;
+    /// `reclaim_into` in order: everything before `used` is done, in
+    /// order, so no entry is read but the last, whose id must be the head
+    /// of the last buffer it completes (a device may write one entry for
+    /// a batch). The mbufs go straight into the burst's free slots.
+    #[inline(always)]
+    fn reclaim_in_order<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>, used: u16) -> usize {
+        let spare = out.spare_capacity_mut();
+        let mut k = 0;
+        let mut last = None;
+        // `load_used` checked that `used` is at most `in_flight` ahead.
+        while self.last_used != used && k < spare.len() {
+            self.last_used = self.last_used.wrapping_add(1);
+            let (head, m) = self.complete_oldest();
+            last = Some(head);
+            if let Some(m) = m {
+                spare[k].write(m);
+                k += 1;
             }
-            id = next;
         }
+        // SAFETY: the first `k` spare slots were written just above, and
+        // `k` is at most the spare capacity.
+        unsafe { out.assume_init_back(k) };
+        let mut bad = 0;
+        if let (Some(head), true) = (last, self.last_used == used) {
+            let e = self.layout.used + 4 + 8 * (used.wrapping_sub(1) & self.mask) as usize;
+            // SAFETY: the used entry before `used`, inside the queue's
+            // memory, published by the device.
+            let id = u32::from_le(unsafe { self.base.add(e).cast::<u32>().read_volatile() });
+            if id != head as u32 {
+                bad += 1;
+            }
+        }
+        bad
     }
 
     /// Publishes what `push` added; returns whether the other side wants a
@@ -569,35 +610,28 @@ impl SplitQueue {
     }
 
     /// Takes the next completed buffer: the mbuf and the length the device
-    /// wrote. A used entry naming a descriptor that is not in flight is an
-    /// error (a misbehaving peer), counted by the caller; it is skipped.
+    /// wrote. A used entry naming a descriptor that is not in flight (in
+    /// order: not the buffer due) is an error (a misbehaving peer),
+    /// counted by the caller and skipped; in order, the buffer due is
+    /// then returned to its pool, not delivered. A used index that moved
+    /// past the buffers in flight breaks the queue: one error, then
+    /// `None` until [`restart`](Self::restart).
     #[inline(always)]
     pub fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
         if self.seen_used == self.last_used {
-            // V2 (Acquire): pairs with the device's Release store of
-            // used.idx; the entries before the value read are complete.
-            // Read again only when those are all taken: within a burst
-            // the index line would otherwise move from the device's core
-            // for every frame.
-            self.seen_used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
-            if self.seen_used == self.last_used {
+            // Read the index again only when the entries before the last
+            // value read are all taken: within a burst the index line
+            // would otherwise move from the device's core for every frame.
+            if self.broken {
                 return None;
+            }
+            match self.load_used() {
+                None => return Some(Err(self.broken_error())),
+                Some(u) if u == self.last_used => return None,
+                Some(_) => {}
             }
         }
         let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
-        if self.in_order {
-            // SAFETY: as below; only the length is read (the id may be that
-            // of a later buffer of the batch).
-            let len = u32::from_le(unsafe { self.base.add(e + 4).cast::<u32>().read_volatile() });
-            self.last_used = self.last_used.wrapping_add(1);
-            return Some(match self.complete_oldest() {
-                Some(Ok(m)) => Ok((m, len)),
-                Some(Err(e)) => Err(e),
-                None => Err(Error::Peer(
-                    "used index ahead of every buffer in flight (in order)".into(),
-                )),
-            });
-        }
         // SAFETY: a used entry inside the queue's memory, written by the
         // device before it published `used`.
         let (id, len) = unsafe {
@@ -607,6 +641,16 @@ impl SplitQueue {
             )
         };
         self.last_used = self.last_used.wrapping_add(1);
+        if self.in_order {
+            // The index step was checked: a buffer is in flight.
+            let (head, m) = self.complete_oldest();
+            return Some(match m {
+                Some(m) if id == head as u32 => Ok((m, len)),
+                _ => Err(Error::Peer(format!(
+                    "in-order used entry names descriptor {id} where descriptor {head} was due"
+                ))),
+            });
+        }
         let tok = (id < self.layout.size as u32)
             .then(|| self.tokens[id as usize].take())
             .flatten();
@@ -622,6 +666,14 @@ impl SplitQueue {
                 self.layout.size
             )))),
         }
+    }
+
+    #[cold]
+    fn broken_error(&self) -> Error {
+        Error::Peer(format!(
+            "used index moved past the {} buffers in flight; queue stopped until restarted",
+            self.in_flight
+        ))
     }
 }
 
@@ -754,14 +806,9 @@ mod tests {
             (0..8).map(|k| (7 - k as u8, 10 + k)).collect::<Vec<_>>()
         );
         assert_eq!(q.free(), 8);
-        // SAFETY: as above.
-        unsafe {
-            base.add(l.used + 4).cast::<u32>().write(99);
-            AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(9, Ordering::Release);
-        }
-        assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
         // A chain of three descriptors comes back as one used entry and
-        // frees all three.
+        // frees all three; before it, an entry naming a descriptor not in
+        // flight is an error and skipped.
         let m = pool.get().unwrap();
         q.push_chain(m, &[(0x1000, 10), (0x2000, 20), (0x3000, 30)], 3)
             .unwrap();
@@ -780,7 +827,10 @@ mod tests {
                 base.add(d + 12).cast::<u16>().read(),
                 crate::consts::VRING_DESC_F_NEXT
             );
-            // Used index 9 sits in ring slot 9 % 8 = 1, 8 bytes in.
+            // Used index 8 sits in ring slot 0: a bad id; 9 in slot 1.
+            base.add(l.used + 4).cast::<u32>().write(99);
+            AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(9, Ordering::Release);
+            assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
             base.add(l.used + 4 + 8).cast::<u32>().write(head as u32);
             AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(10, Ordering::Release);
         }
@@ -932,5 +982,142 @@ mod tests {
         }
         drop(q);
         assert_eq!(pool.available(), 64);
+    }
+
+    /// Issue 21: posts `n` single RX buffers (tagged 0..n) and one chain of
+    /// `chain` descriptors, published; the pool has `objs` mbufs.
+    fn posted(
+        name: &str,
+        objs: u32,
+        size: u16,
+        in_order: bool,
+        n: u8,
+    ) -> (
+        DmaRegion,
+        rpmd_pmd::Mempool,
+        SplitQueue,
+        crate::testdev::SplitDevice,
+    ) {
+        let (region, pool) = test_memory(name, objs);
+        let l = Layout::new(size).unwrap();
+        let mut q = SplitQueue::new(&region, 0, l).unwrap();
+        q.set_in_order(in_order);
+        for i in 0..n {
+            let mut m = pool.get().unwrap();
+            m.append(1).unwrap()[0] = i;
+            let a = m.data_iova().raw();
+            q.push(m, a, 100, true).unwrap();
+        }
+        q.publish();
+        let dev = crate::testdev::SplitDevice::new(region.as_ptr(), l);
+        (region, pool, q, dev)
+    }
+
+    /// A device that rewrites the NEXT links of a posted chain (the table
+    /// is shared memory) into a loop cannot grow the free stack: freeing
+    /// follows the links the driver keeps for itself.
+    #[test]
+    fn rewritten_chain_links_leave_the_free_stack_intact() {
+        let (_region, pool, mut q, mut dev) = posted("vqh1", 16, 8, false, 0);
+        for _ in 0..2 {
+            let m = pool.get().unwrap();
+            q.push_chain(m, &[(0x1000, 10), (0x2000, 20), (0x3000, 30)], 3)
+                .unwrap();
+        }
+        q.publish();
+        assert_eq!(q.free(), 2);
+        for _ in 0..2 {
+            let head = dev.take().unwrap();
+            let d = dev.desc(head);
+            assert_ne!(d.flags & VRING_DESC_F_NEXT, 0);
+            // A self-loop on the head, and the second link out of range.
+            dev.set_desc_link(head, VRING_DESC_F_NEXT, head);
+            dev.set_desc_link(d.id_or_next, VRING_DESC_F_NEXT, 999);
+            dev.complete(head, 0);
+        }
+        let mut out: Burst<Mbuf, 8> = Burst::new();
+        assert_eq!(q.reclaim_into(&mut out), 0);
+        assert_eq!(out.len(), 2);
+        assert_eq!(q.free(), 8, "exactly the table, no id twice");
+        let mut ids = q.free.clone();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..8).collect::<Vec<_>>());
+        drop(out);
+        drop(q);
+        assert_eq!(pool.available(), 16);
+    }
+
+    /// A used index that moves ahead by more than is in flight, or back,
+    /// breaks the queue: one error, then nothing, on both completion
+    /// paths and in both modes; the buffers in flight are neither
+    /// delivered nor returned (the device may still own them) until a
+    /// restart, which returns them all.
+    #[test]
+    fn a_used_index_past_the_buffers_in_flight_breaks_the_queue() {
+        for in_order in [false, true] {
+            for step in [5u16, 0xffff, 200] {
+                let (_region, pool, mut q, mut dev) = posted("vqh2", 16, 8, in_order, 4);
+                dev.set_used_idx(step);
+                let via_reclaim = step == 200;
+                if via_reclaim {
+                    let mut out: Burst<Mbuf, 8> = Burst::new();
+                    assert_eq!(q.reclaim_into(&mut out), 1, "one error");
+                    assert!(out.is_empty());
+                    assert_eq!(q.reclaim_into(&mut out), 0, "then nothing");
+                } else {
+                    assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+                    assert!(q.pop_used().is_none());
+                }
+                assert!(q.is_broken() && !q.has_used(), "{in_order} {step}");
+                assert_eq!(q.free(), 0);
+                let m = pool.get().unwrap();
+                assert!(q.push(m, 0, 64, true).is_err(), "no new buffers");
+                assert_eq!(pool.available(), 12, "the 4 in flight stay out");
+                assert_eq!(q.restart(), 4);
+                assert!(!q.is_broken());
+                assert_eq!(pool.available(), 16);
+            }
+        }
+        // A step equal to what is in flight is fine.
+        let (_region, _pool, mut q, mut dev) = posted("vqh3", 16, 8, false, 4);
+        for k in 0..4 {
+            let id = dev.take().unwrap();
+            dev.write_used(k, id as u32, 1);
+        }
+        dev.set_used_idx(4);
+        assert_eq!((0..4).filter_map(|_| q.pop_used()).count(), 4);
+        assert!(!q.is_broken());
+    }
+
+    /// In order, a used entry must name the buffer due: an out-of-range or
+    /// duplicate id is an error and that buffer goes back to its pool
+    /// instead of being delivered as a good frame.
+    #[test]
+    fn in_order_entries_naming_another_buffer_are_not_delivered() {
+        let (_region, pool, mut q, mut dev) = posted("vqh4", 16, 8, true, 4);
+        let ids: Vec<u16> = (0..4).map(|_| dev.take().unwrap()).collect();
+        dev.write_used(0, ids[0] as u32, 60);
+        dev.write_used(1, 99, 60);
+        dev.write_used(2, ids[0] as u32, 60);
+        dev.write_used(3, ids[3] as u32, 61);
+        dev.set_used_idx(4);
+        let got: Vec<_> = std::iter::from_fn(|| q.pop_used()).collect();
+        assert_eq!(got.len(), 4);
+        assert!(matches!(&got[0], Ok((m, 60)) if m.data()[0] == 0));
+        assert!(matches!(got[1], Err(Error::Peer(_))));
+        assert!(matches!(got[2], Err(Error::Peer(_))));
+        assert!(matches!(&got[3], Ok((m, 61)) if m.data()[0] == 3));
+        drop(got);
+        assert!(!q.is_broken());
+        assert_eq!(q.free(), 8);
+        assert_eq!(pool.available(), 16, "the two bad ones are back");
+        // TX in order: a batch's last entry must name its last buffer.
+        let (_region, _pool, mut q, mut dev) = posted("vqh5", 16, 8, true, 3);
+        let ids: Vec<u16> = (0..3).map(|_| dev.take().unwrap()).collect();
+        dev.write_used(2, ids[1] as u32, 0);
+        dev.set_used_idx(3);
+        let mut out: Burst<Mbuf, 8> = Burst::new();
+        assert_eq!(q.reclaim_into(&mut out), 1, "wrong id in the last entry");
+        assert_eq!(out.len(), 3, "the index completes them all the same");
     }
 }

@@ -8,7 +8,7 @@
 //! counters (that would race with the owner): it records a baseline that
 //! later reads subtract.
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 /// The basic counters of DPDK's `rte_eth_stats`.
@@ -92,6 +92,13 @@ pub struct QueueStats {
     pub nombuf: Counter,
     /// TX: bursts that found the queue full.
     pub full: Counter,
+    /// What the device wrote that broke its protocol (a used entry naming
+    /// no buffer in flight, an index that jumped): each is also an error.
+    pub device_errors: Counter,
+    /// The queue stopped trusting its device (set by the owner, cleared
+    /// when the queue starts over); the port reports its link down
+    /// meanwhile ([`StatsBlock::any_stopped`]).
+    pub stopped: AtomicBool,
 }
 
 /// The counters of a port: one [`QueueStats`] per queue plus the reset
@@ -151,6 +158,7 @@ impl StatsBlock {
                 ("errors", &q.errors),
                 ("missed", &q.missed),
                 ("nombuf", &q.nombuf),
+                ("device_errors", &q.device_errors),
             ] {
                 v.push(Xstat {
                     name: format!("rx_q{i}_{n}"),
@@ -164,6 +172,7 @@ impl StatsBlock {
                 ("bytes", &q.bytes),
                 ("errors", &q.errors),
                 ("full", &q.full),
+                ("device_errors", &q.device_errors),
             ] {
                 v.push(Xstat {
                     name: format!("tx_q{i}_{n}"),
@@ -172,6 +181,15 @@ impl StatsBlock {
             }
         }
         v
+    }
+
+    /// Whether any queue stopped trusting its device (see
+    /// [`QueueStats::stopped`]).
+    pub fn any_stopped(&self) -> bool {
+        self.rx
+            .iter()
+            .chain(&self.tx)
+            .any(|q| q.stopped.load(Relaxed))
     }
 
     /// Sums since the last reset.

@@ -357,7 +357,10 @@ impl Port for VirtioPciPort {
     }
     fn link(&self) -> Link {
         let (r, o) = self.t.device_cfg();
+        // A queue that stopped trusting the device takes the link down
+        // until the port is started again.
         let up = self.started
+            && !self.stats.any_stopped()
             && (self.features & F_STATUS == 0
                 || r.read16(o + 6).is_ok_and(|s| s & NET_S_LINK_UP != 0));
         Link {

@@ -450,7 +450,11 @@ impl Port for VirtioUserPort {
     }
     fn link(&self) -> Link {
         Link {
-            up: self.started && self.watched.connected.load(Ordering::Acquire),
+            // A queue that stopped trusting the backend takes the link
+            // down until the queues start over.
+            up: self.started
+                && self.watched.connected.load(Ordering::Acquire)
+                && !self.stats.any_stopped(),
             speed_mbps: 10_000,
             full_duplex: true,
         }
