@@ -74,7 +74,14 @@ fn testpmd(mode: &str) -> Option<Testpmd> {
             .output()
             .is_err()
     {
-        eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("apps gen")
+            .to_string();
+        rpmd_pmd::testing::missing_peer(
+            &format!("apps gen {test}"),
+            "needs root and dpdk-testpmd (apt-get install dpdk-dev)",
+        );
         return None;
     }
     let id = format!("{}{mode}", std::process::id());

@@ -140,7 +140,14 @@ fn two_processes_through_testpmd() {
             .output()
             .is_err()
     {
-        eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("apps rr")
+            .to_string();
+        rpmd_pmd::testing::missing_peer(
+            &format!("apps rr {test}"),
+            "needs root and dpdk-testpmd (apt-get install dpdk-dev)",
+        );
         return;
     }
     let id = std::process::id();

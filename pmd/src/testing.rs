@@ -8,6 +8,8 @@
 //!   fails `configure` or `start`, reports the link down, accepts only part
 //!   of each tx burst, or drops every k-th received packet (counted in
 //!   `ierrors`, the mbuf returned to its pool).
+//! - [`missing_peer`] and [`missing_capability`]: how a test that cannot
+//!   run here says so, in a form the test command counts.
 use crate::port::ring::RingPort;
 use crate::port::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Pkts, Port, PortConfig, PortStats, Queues,
@@ -249,5 +251,47 @@ impl Port for Faulty {
     fn reset_stats(&mut self) {
         self.inner.reset_stats();
         self.faults.rx_dropped.store(0, Relaxed);
+    }
+}
+
+/// Whether a missing peer fails a test instead of skipping it: under CI
+/// (`CI=true`) or when asked (`RPMD_REQUIRE_PEERS=1`).
+pub fn peers_required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("RPMD_REQUIRE_PEERS").is_ok_and(|v| v == "1")
+}
+
+/// Reports that `test` cannot run because its peer is missing (`why`
+/// names it and how to get it: root, dpdk-testpmd, QEMU): under
+/// [`peers_required`] this panics, failing the test; otherwise the test
+/// is recorded as skipped (on stderr, and as a line in the file named by
+/// `RPMD_SKIP_LOG`, which the test command counts) and should return.
+pub fn missing_peer(test: &str, why: &str) {
+    if peers_required() {
+        panic!("{test}: its peer is missing: {why} (CI=true or RPMD_REQUIRE_PEERS=1: a missing peer is a failure)");
+    }
+    record_skip(test, why);
+}
+
+/// Reports that `test` cannot run on this machine for a reason no install
+/// fixes (`why`: no 1 GiB hugepages, memory too fragmented): recorded as
+/// skipped as by [`missing_peer`], even under CI.
+pub fn missing_capability(test: &str, why: &str) {
+    record_skip(test, why);
+}
+
+fn record_skip(test: &str, why: &str) {
+    use std::io::Write;
+    eprintln!("SKIPPED {test}: {why}");
+    if let Some(path) = std::env::var_os("RPMD_SKIP_LOG") {
+        // One short line per write, appended: lines of tests running in
+        // parallel do not interleave.
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(format!("{test}: {why}\n").as_bytes());
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Hugepage-backed DMA memory, when the test runs as root: reserves the
 //! pages it needs through sysfs, checks page size, sharing and physical
 //! contiguity within a page, and gives the pages back.
+use rpmd_pmd::testing::{missing_capability, missing_peer};
 use rpmd_pmd::{hugepages, DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
 
 const TWO_MB: u64 = 2 << 20;
@@ -16,13 +17,14 @@ impl Drop for Reservation {
 
 #[test]
 fn hugepage_regions_and_pools() {
+    const TEST: &str = "pmd hugepage_regions_and_pools";
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: reserving hugepages needs root");
+        missing_peer(TEST, "reserving hugepages needs root");
         return;
     }
     let Some(before) = hugepages::pool(TWO_MB).unwrap() else {
-        eprintln!("skipped: no 2 MiB hugepage support");
+        missing_peer(TEST, "no 2 MiB hugepage support in this kernel");
         return;
     };
     let _restore = Reservation(before.total);
@@ -57,14 +59,15 @@ fn hugepage_regions_and_pools() {
 
 #[test]
 fn gigabyte_pages_for_large_regions_when_reserved() {
+    const TEST: &str = "pmd gigabyte_pages_for_large_regions_when_reserved";
     const GIG: u64 = 1 << 30;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: reserving hugepages needs root");
+        missing_peer(TEST, "reserving hugepages needs root");
         return;
     }
     let Some(before) = hugepages::pool(GIG).unwrap() else {
-        eprintln!("skipped: no 1 GiB hugepage support");
+        missing_capability(TEST, "no 1 GiB hugepage support in this kernel");
         return;
     };
     struct Restore(u64);
@@ -75,11 +78,11 @@ fn gigabyte_pages_for_large_regions_when_reserved() {
     }
     let _restore = Restore(before.total);
     let Ok(after) = hugepages::reserve(GIG, before.total + 1) else {
-        eprintln!("skipped: could not reserve a 1 GiB page");
+        missing_capability(TEST, "could not reserve a 1 GiB page");
         return;
     };
     if after.free < 1 {
-        eprintln!("skipped: no 1 GiB page free (memory too fragmented)");
+        missing_capability(TEST, "no 1 GiB page free (memory too fragmented)");
         return;
     }
     // `new` picks 1 GiB pages for a region of 1 GiB when one is free.

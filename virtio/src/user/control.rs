@@ -40,9 +40,12 @@ impl Control {
         let (done, wait) = std::sync::mpsc::channel::<()>();
         let (sock, timeout) = (&self.sock, self.timeout);
         let fe = &mut self.fe;
+        let timed_out = AtomicBool::new(false);
+        let flag = &timed_out;
         let r = std::thread::scope(|s| {
             s.spawn(move || {
                 if let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
+                    flag.store(true, Ordering::Relaxed);
                     let _ = sock.shutdown(Shutdown::Both);
                 }
             });
@@ -51,13 +54,18 @@ impl Control {
             r
         });
         r.map_err(|e| {
-            perr(
-                &self.port,
+            // Only a request the watchdog cut short timed out; any other
+            // failure (a refused message, a closed socket) is named as it
+            // is.
+            let detail = if timed_out.load(Ordering::Relaxed) {
                 format!(
-                    "vhost-user {what}: {e} (no reply within {:?}?)",
+                    "vhost-user {what}: no reply within {:?}; the connection was closed",
                     self.timeout
-                ),
-            )
+                )
+            } else {
+                format!("vhost-user {what}: {e}")
+            };
+            perr(&self.port, detail)
         })
     }
 }
@@ -153,12 +161,40 @@ impl Endpoint {
     }
 }
 
-/// Listens on `path` for a backend (server mode); a stale socket file is
-/// replaced.
+/// Listens on `path` for a backend (server mode). A stale socket file
+/// (nothing accepts on it) is replaced; a socket something listens on is
+/// never removed, and anything else at the path is an error.
 pub(super) fn listen(path: &str, port: &str) -> Result<Endpoint, PmdError> {
     use std::os::unix::fs::FileTypeExt;
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
-        let _ = std::fs::remove_file(path);
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => match UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(perr(
+                    port,
+                    format!("server=1: another program is listening on {path}; refusing to replace its socket (stop it, or connect to it with server=0)"),
+                ))
+            }
+            // Nobody accepts: a socket file left by a program that died.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                let _ = std::fs::remove_file(path);
+            }
+            Err(e) => {
+                return Err(perr(
+                    port,
+                    format!("server=1: cannot tell whether a program listens on {path}: {e}"),
+                ))
+            }
+        },
+        Ok(m) => {
+            return Err(perr(
+                port,
+                format!(
+                    "server=1: {path} exists and is not a socket ({}); choose another path",
+                    if m.is_dir() { "a directory" } else { "a file" }
+                ),
+            ))
+        }
+        Err(_) => {}
     }
     let l = UnixListener::bind(path)
         .map_err(|e| perr(port, format!("cannot listen on {path}: {e}")))?;

@@ -85,7 +85,14 @@ pub fn can_run_testpmd() -> bool {
             .output()
             .is_ok();
     if !ok {
-        eprintln!("skipping: needs root and dpdk-testpmd (apt-get install dpdk-dev)");
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("virtio")
+            .to_string();
+        rpmd_pmd::testing::missing_peer(
+            &format!("virtio {test}"),
+            "needs root and dpdk-testpmd (apt-get install dpdk-dev)",
+        );
     }
     ok
 }
