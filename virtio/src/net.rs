@@ -8,7 +8,7 @@ use crate::consts::{
 };
 use crate::fd::CallFd;
 use crate::packed::PackedQueue;
-use crate::split::{SplitQueue, MAX_CHAIN};
+use crate::split::{SplitQueue, Tokens, MAX_CHAIN};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
@@ -20,7 +20,7 @@ use std::sync::atomic::{
     AtomicBool, AtomicU8,
     Ordering::{Acquire, Relaxed, Release},
 };
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use vmm_sys_util::eventfd::EventFd;
 
 /// A virtqueue as the data path uses it: split (§2.7) or packed (§2.8).
@@ -49,6 +49,8 @@ pub(crate) trait Ring: Send + 'static {
     fn size(&self) -> u16;
     /// Starts over at index 0, dropping what is in flight (their count).
     fn restart(&mut self) -> usize;
+    /// Takes the mbufs in flight out (the ring is not used afterwards).
+    fn take_tokens(&mut self) -> Tokens;
 }
 
 macro_rules! ring_impl {
@@ -99,6 +101,9 @@ macro_rules! ring_impl {
             fn restart(&mut self) -> usize {
                 <$t>::restart(self)
             }
+            fn take_tokens(&mut self) -> Tokens {
+                <$t>::take_tokens(self)
+            }
         }
     };
 }
@@ -143,37 +148,92 @@ impl Kick {
     }
 }
 
-/// A reconnection watch's request that a queue start its ring over before
-/// a new backend is programmed: packed rings, whose position a new
-/// vhost-user backend cannot be told (split rings resume from `used.idx`
-/// instead). The queue obliges at its next burst.
+/// What a queue handle shares with its port: a request to start its ring
+/// over, and, once the handle is dropped, the mbufs its ring still had in
+/// flight.
+///
+/// A restart is asked by virtio-user's reconnection watch before it
+/// programs a new backend (packed rings, whose position a new backend
+/// cannot be told, and every ring after a queue stopped trusting the
+/// backend); the queue obliges at its next burst. A handle dropped while
+/// the port runs parks its mbufs here instead of freeing them, since the
+/// device may still write them: they go back to their pool when the port
+/// stops (after the device stopped its rings), or when the watch restarts
+/// the ring itself after the old backend is gone.
 #[derive(Default)]
-pub(crate) struct Restart(AtomicU8);
+pub(crate) struct QueueHome {
+    restart: AtomicU8,
+    parked: Mutex<Parked>,
+}
 
-impl Restart {
+#[derive(Default)]
+struct Parked {
+    /// The handle was dropped.
+    dropped: bool,
+    /// Its ring's mbufs, until released.
+    tokens: Option<Tokens>,
+    /// The port stopped: a handle dropped now frees its mbufs at once.
+    closed: bool,
+}
+
+impl QueueHome {
     const ASKED: u8 = 1;
     const DONE: u8 = 2;
 
     /// Asks for a restart (the watch, once the old backend is gone).
     pub(crate) fn ask(&self) {
-        self.0.store(Self::ASKED, Release);
+        self.restart.store(Self::ASKED, Release);
     }
 
-    /// Whether the queue has started over since it was asked.
-    pub(crate) fn done(&self) -> bool {
-        self.0.load(Acquire) == Self::DONE
+    /// Whether the queue has started over since it was asked, or has no
+    /// handle to do it (the caller then restarts the ring itself).
+    pub(crate) fn settled(&self) -> bool {
+        self.restart.load(Acquire) == Self::DONE || self.handle_dropped()
+    }
+
+    /// Whether the queue's handle was dropped.
+    pub(crate) fn handle_dropped(&self) -> bool {
+        self.lock().dropped
+    }
+
+    /// The mbufs a dropped handle left, for the caller to release once no
+    /// device uses its ring.
+    pub(crate) fn take_parked(&self) -> Option<Tokens> {
+        self.lock().tokens.take()
+    }
+
+    /// The port stopped, and the device with it: what is parked is
+    /// returned for release, and a handle dropped from now on frees its
+    /// mbufs at once.
+    pub(crate) fn close(&self) -> Option<Tokens> {
+        let mut p = self.lock();
+        p.closed = true;
+        p.tokens.take()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Parked> {
+        self.parked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The handle's drop: parks `t`, or frees it if the port stopped.
+    fn park(&self, t: Tokens) {
+        let mut p = self.lock();
+        p.dropped = true;
+        if !p.closed {
+            p.tokens = Some(t);
+        }
     }
 
     #[inline(always)]
     fn asked(&self) -> bool {
-        self.0.load(Relaxed) == Self::ASKED
+        self.restart.load(Relaxed) == Self::ASKED
     }
 
     /// Restarts `q` if asked; returns how many buffers were dropped.
     #[cold]
     fn serve<Q: Ring>(&self, q: &mut Q, stats: &QueueStats) -> usize {
         // Acquire: pairs with `ask`, made after the old backend hung up.
-        if self.0.load(Acquire) != Self::ASKED {
+        if self.restart.load(Acquire) != Self::ASKED {
             return 0;
         }
         let n = q.restart();
@@ -181,7 +241,7 @@ impl Restart {
         stats.stopped.store(false, Relaxed);
         // Release: the ring's new state before the watch programs a
         // backend that reads it.
-        self.0.store(Self::DONE, Release);
+        self.restart.store(Self::DONE, Release);
         n
     }
 }
@@ -218,8 +278,10 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     pub(crate) stats: Arc<CachePadded<QueueStats>>,
     pub(crate) _rings: Arc<DmaRegion>,
     pub(crate) refill: Burst<rpmd_pmd::Mbuf, 64>,
-    /// Packed virtio-user rings: restarts asked by the reconnection watch.
-    pub(crate) restart: Option<Arc<Restart>>,
+    /// Shared with the port (virtio-user's reconnection watch asks for
+    /// restarts through it); the ring's mbufs wait there once the handle
+    /// is dropped.
+    pub(crate) home: Arc<QueueHome>,
 }
 
 pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
@@ -234,7 +296,7 @@ pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
     pub(crate) shared: Shared,
     pub(crate) _rings: Arc<DmaRegion>,
     /// As in [`VirtioRx`].
-    pub(crate) restart: Option<Arc<Restart>>,
+    pub(crate) home: Arc<QueueHome>,
 }
 
 impl<Q: Ring> RxQueue for VirtioRx<Q> {
@@ -242,10 +304,10 @@ impl<Q: Ring> RxQueue for VirtioRx<Q> {
         if !self.live.load(Relaxed) {
             return 0;
         }
-        if let Some(r) = self.restart.as_deref().filter(|r| r.asked()) {
+        if self.home.asked() {
             // The posted buffers go back to the pool; the refill below
             // posts new ones.
-            r.serve(&mut self.q, &self.stats);
+            self.home.serve(&mut self.q, &self.stats);
         }
         // Refill what the last call took first: received frames then go
         // to the caller without waiting for it, and on an idle poll the
@@ -383,6 +445,20 @@ impl<Q: Ring> VirtioRx<Q> {
     }
 }
 
+impl<Q: Ring> Drop for VirtioRx<Q> {
+    fn drop(&mut self) {
+        // The device may still write the posted buffers: they wait in the
+        // home until it has stopped.
+        self.home.park(self.q.take_tokens());
+    }
+}
+
+impl<Q: Ring> Drop for VirtioTx<Q> {
+    fn drop(&mut self) {
+        self.home.park(self.q.take_tokens());
+    }
+}
+
 impl<Q: Ring> VirtioTx<Q> {
     /// Takes back what the device has sent, returning it to the pool in
     /// bulk.
@@ -418,9 +494,9 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         if !self.live.load(Relaxed) {
             return 0;
         }
-        if let Some(r) = self.restart.as_deref().filter(|r| r.asked()) {
+        if self.home.asked() {
             // Frames the old backend never finished are lost: errors.
-            let n = r.serve(&mut self.q, &self.stats);
+            let n = self.home.serve(&mut self.q, &self.stats);
             self.stats.errors.add(n as u64);
         }
         self.reclaim();
@@ -743,7 +819,7 @@ mod tests {
             stats: Arc::default(),
             shared,
             _rings: Arc::new(region),
-            restart: None,
+            home: Arc::default(),
         };
         (tx, pool, dev)
     }
@@ -777,8 +853,9 @@ mod tests {
         assert_eq!(tx.stats.errors.get(), 0);
         assert_eq!(tx.stats.packets.get(), 1);
         drop(pkts);
+        tx.home.close();
         drop(tx);
-        assert_eq!(pool.available(), 64);
+        assert_eq!(pool.available(), 64, "closed first: freed at once");
     }
 
     /// A device that moves the used index past what is in flight stops
@@ -798,7 +875,10 @@ mod tests {
         assert!(tx.stats.stopped.load(Relaxed));
         drop(pkts);
         assert_eq!(pool.available(), 63, "the one in flight stays out");
+        let home = tx.home.clone();
         drop(tx);
+        assert_eq!(pool.available(), 63, "parked: the device may own it");
+        assert_eq!(home.close().map(|t| t.count()), Some(1));
         assert_eq!(pool.available(), 64);
     }
 }

@@ -254,6 +254,12 @@ impl PackedQueue {
         self.is_used(self.next_used)
     }
 
+    /// Takes the mbufs in flight out of the queue, which must not be used
+    /// afterwards (see [`Tokens`](crate::split::Tokens)).
+    pub(crate) fn take_tokens(&mut self) -> crate::split::Tokens {
+        crate::split::Tokens::take(&mut self.tokens)
+    }
+
     /// Whether the device broke the protocol (see the `broken` field).
     pub fn is_broken(&self) -> bool {
         self.broken

@@ -294,6 +294,12 @@ impl SplitQueue {
         Some(used)
     }
 
+    /// Takes the mbufs in flight out of the queue, which must not be used
+    /// afterwards (see [`Tokens`]).
+    pub(crate) fn take_tokens(&mut self) -> Tokens {
+        Tokens::take(&mut self.tokens)
+    }
+
     /// Whether the device broke the protocol (a used index moved past the
     /// buffers in flight): the queue then refuses everything until
     /// [`restart`](Self::restart), and the buffers in flight stay with it,
@@ -718,6 +724,53 @@ impl Drop for SplitQueue {
     fn drop(&mut self) {
         release_tokens(&mut self.tokens);
     }
+}
+
+/// The mbufs a ring had in flight, taken out of it ([`SplitQueue::take_tokens`],
+/// [`PackedQueue::take_tokens`](crate::packed::PackedQueue::take_tokens))
+/// when its queue handle is dropped while a device may still use them:
+/// kept until the device has stopped, then returned to their pools on
+/// drop.
+pub(crate) struct Tokens(Vec<Option<NonNull<u8>>>);
+
+// SAFETY: the tokens are owned mbuf handles (`Mbuf` is `Send`); moving
+// them to another thread moves that ownership.
+unsafe impl Send for Tokens {}
+
+impl Tokens {
+    /// Takes every token out of `tokens`, leaving it empty (the ring it
+    /// belongs to must not be used again).
+    pub(crate) fn take(tokens: &mut Vec<Option<NonNull<u8>>>) -> Tokens {
+        Tokens(std::mem::take(tokens))
+    }
+
+    /// How many mbufs it holds.
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> usize {
+        self.0.iter().filter(|t| t.is_some()).count()
+    }
+}
+
+impl Drop for Tokens {
+    fn drop(&mut self) {
+        release_tokens(&mut self.0);
+    }
+}
+
+/// Zeroes the `len` bytes of a ring at `offset` in `region` (bounds
+/// checked), for a ring that starts over without its queue handle. Only
+/// while no device uses the ring.
+pub(crate) fn zero_ring(region: &DmaRegion, offset: usize, len: usize) -> Result<(), Error> {
+    if offset.checked_add(len).is_none_or(|e| e > region.len()) {
+        return Err(Error::Config(format!(
+            "ring of {len} bytes at offset {offset} is outside the {}-byte ring region",
+            region.len()
+        )));
+    }
+    // SAFETY: inside the region (checked above), which no device accesses
+    // now (the caller's promise) and no queue handle owns any more.
+    unsafe { region.as_ptr().add(offset).write_bytes(0, len) };
+    Ok(())
 }
 
 /// Ring memory (64 KiB of 4 KiB pages) and an uncached pool of `objs`

@@ -145,6 +145,91 @@ fn packed_reconnection_with_an_unused_rx_ring() {
     killed_and_restarted("rcpu", ",queues=2,packed_vq=1", 1, 2);
 }
 
+/// Issue 21: an application that drops a queue handle it does not use
+/// (gen's txonly drops its RX queue) still gets the link back after the
+/// backend restarts, on packed rings (which never came back: the watch
+/// waited for the dropped queue to restart its ring) and split rings; the
+/// buffers the dropped RX ring had posted are not freed while a backend
+/// may still write them, and all are back in the pool at the end.
+#[test]
+fn reconnection_after_the_app_dropped_its_rx_handle_packed() {
+    dropped_rx_handle("drp", ",packed_vq=1");
+}
+
+/// The same on split rings.
+#[test]
+fn reconnection_after_the_app_dropped_its_rx_handle_split() {
+    dropped_rx_handle("drs", "");
+}
+
+fn dropped_rx_handle(tag: &str, opts: &str) {
+    let Some(mut t) = testpmd_mode(tag, "rxonly") else {
+        return;
+    };
+    let (p, mut q, pool) = port_config(&t, opts, PortConfig::default());
+    drop(q.rx.pop());
+    assert!(
+        pool.available() <= 4096 - 256,
+        "the posted RX buffers stay out of the pool: {}",
+        pool.available()
+    );
+    let send = |q: &mut rpmd_pmd::Queues| -> usize {
+        let mut out = Pkts::new();
+        for k in 0..8 {
+            let mut m = pool.get().unwrap();
+            m.append(64).unwrap().copy_from_slice(&frame(k, 64));
+            out.push(m).unwrap();
+        }
+        q.tx_burst(0, &mut out)
+    };
+    let sends = |q: &mut rpmd_pmd::Queues, what: &str| {
+        let t0 = Instant::now();
+        let mut sent = 0;
+        while sent < 1000 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "{what}: {sent} sent"
+            );
+            sent += send(q);
+        }
+    };
+    sends(&mut q, "before the kill");
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(t.child.id() as i32, libc::SIGKILL) };
+    let _ = t.child.wait();
+    let t0 = Instant::now();
+    while p.link().up {
+        assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
+        let _ = send(&mut q);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.child = spawn_testpmd(
+        &t.sock,
+        &t.log,
+        &format!("{tag}2{}", std::process::id()),
+        "rxonly",
+        1,
+    )
+    .expect("testpmd restarts");
+    let t0 = Instant::now();
+    while !p.link().up {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no reconnection with a dropped RX handle; log: {}",
+            t.log
+        );
+        let _ = send(&mut q);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sends(&mut q, "after the restart");
+    assert_eq!(xstat(p.as_ref(), "reconnects"), 1);
+    let mut p = p;
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+}
+
 /// Frames flow on queue 0; testpmd (with as many queue pairs as the port
 /// has TX queues) is SIGKILLed and started again while the application
 /// keeps polling every queue; the link goes down, comes back, frames flow.

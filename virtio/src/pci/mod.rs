@@ -201,6 +201,7 @@ impl PciDriver for VirtioPciDriver {
             conf: None,
             started: false,
             live: Arc::new(AtomicBool::new(false)),
+            homes: Vec::new(),
             stats: StatsBlock::new(0, 0),
             pool_map: None,
             ring_map: None,
@@ -298,6 +299,9 @@ pub struct VirtioPciPort {
     started: bool,
     live: Arc<AtomicBool>,
     stats: StatsBlock,
+    /// The homes of the queue handles handed out by the last start: what
+    /// dropped handles left there is released after the device reset.
+    homes: Vec<Arc<crate::net::QueueHome>>,
     /// The mempool region mapped for the device, by region address.
     pool_map: Option<(usize, DmaMapping)>,
     /// The rings' region and its IOMMU mapping (modern transport).
@@ -347,6 +351,9 @@ impl Port for VirtioPciPort {
             // After the reset the device no longer reads or writes our
             // memory, so the queues' mbufs may go back to the pool.
             self.t.reset(&self.name)?;
+            for h in self.homes.drain(..) {
+                drop(h.close());
+            }
             self.ctrl = None;
             if self.msix > 0 && !self.t.is_legacy() {
                 let _ = self.dev.disable_msix();

@@ -26,6 +26,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 impl VirtioPciPort {
+    /// A new queue handle's home, kept by the port until it stops.
+    fn home(&mut self) -> Arc<crate::net::QueueHome> {
+        let h: Arc<crate::net::QueueHome> = Arc::default();
+        self.homes.push(h.clone());
+        h
+    }
+
     /// Resets the device and negotiates features (§3.1.1); returns the
     /// status bits to keep.
     fn negotiate(&mut self, conf: &PortConfig, pairs: u16) -> Result<u8, PmdError> {
@@ -294,7 +301,7 @@ impl VirtioPciPort {
                     stats: self.stats.rx(pair),
                     _rings: rings.clone(),
                     refill: Burst::new(),
-                    restart: None,
+                    home: self.home(),
                 }) as Box<dyn RxQueue>);
             } else if pair < conf.tx_queues as usize {
                 tx.push(Box::new(VirtioTx {
@@ -307,7 +314,7 @@ impl VirtioPciPort {
                     stats: self.stats.tx(pair),
                     shared,
                     _rings: rings.clone(),
-                    restart: None,
+                    home: self.home(),
                 }) as Box<dyn TxQueue>);
             }
         }

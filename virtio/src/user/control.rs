@@ -4,8 +4,10 @@
 use super::{perr, PmdError, MAX_PAIRS};
 use crate::consts::{VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ};
 use crate::fd::hung_up;
-use crate::net::Restart;
-use crate::split::{used_idx, Layout};
+use crate::net::QueueHome;
+use crate::split::{used_idx, zero_ring, Layout};
+use crossbeam_utils::CachePadded;
+use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::{DmaRegion, Mempool};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd};
@@ -246,8 +248,10 @@ pub(super) struct Vring {
     pub(super) desc: u64,
     pub(super) avail: u64,
     pub(super) used: u64,
-    /// Byte offset of the queue in the ring region (to read `used.idx`).
+    /// Byte offset of the queue in the ring region (to read `used.idx`),
+    /// and its length.
     pub(super) offset: usize,
+    pub(super) len: usize,
     pub(super) layout: Layout,
     pub(super) kick: EventFd,
     pub(super) call: EventFd,
@@ -257,11 +261,14 @@ pub(super) struct Vring {
 /// reconnection: negotiated features, the two shared regions, the vrings.
 pub(super) struct Session {
     /// Packed rings: after a reconnection they start over (every queue
-    /// restarts its ring through `restarts`, one per vring that has a
-    /// queue handle, and the new backend begins at slot 0), where split
-    /// rings resume.
+    /// restarts its ring through its home, and the new backend begins at
+    /// slot 0), where split rings resume.
     pub(super) packed: bool,
-    pub(super) restarts: Vec<Option<Arc<Restart>>>,
+    /// One per vring that has a queue handle.
+    pub(super) homes: Vec<Option<Arc<QueueHome>>>,
+    /// The queues' counters: a queue that stopped trusting the backend
+    /// says so there, and the watch then replaces the backend.
+    pub(super) stats: Vec<Arc<CachePadded<QueueStats>>>,
     pub(super) features: u64,
     pub(super) proto: bool,
     pub(super) pool: Arc<Mempool>,
@@ -272,11 +279,15 @@ pub(super) struct Session {
 /// Programs the backend: features, memory table, then each vring (size,
 /// base, addresses, call and kick eventfds), enabling the rings when
 /// protocol features were negotiated. A vring's base is the backend's
-/// next avail index: 0 on a fresh start; after a reconnection, the
-/// `used.idx` the previous backend left, so buffers it took but never
-/// returned are taken again (TX frames may go out twice; RX buffers are
-/// reused).
-pub(super) fn program(ctl: &mut Control, s: &Session, fresh: bool) -> Result<(), PmdError> {
+/// next avail index: 0 for a ring that starts over (`fresh(i)`);
+/// otherwise, after a reconnection, the `used.idx` the previous backend
+/// left, so buffers it took but never returned are taken again (TX frames
+/// may go out twice; RX buffers are reused).
+pub(super) fn program(
+    ctl: &mut Control,
+    s: &Session,
+    fresh: impl Fn(usize) -> bool,
+) -> Result<(), PmdError> {
     let features = s.features;
     ctl.call("SET_FEATURES", |fe| fe.set_features(features))?;
     let pr = s.pool.region();
@@ -298,7 +309,7 @@ pub(super) fn program(ctl: &mut Control, s: &Session, fresh: bool) -> Result<(),
     ];
     ctl.call("SET_MEM_TABLE", |fe| fe.set_mem_table(&mem))?;
     for (i, v) in s.vrings.iter().enumerate() {
-        let base = match (fresh, s.packed) {
+        let base = match (fresh(i), s.packed) {
             // vhost-user: a packed ring's base carries the avail wrap
             // counter in bit 15; it starts at 1.
             (true, true) => 1 << 15,
@@ -348,73 +359,128 @@ pub(super) struct Watched {
 }
 
 /// Watches the connection of a started port: when the backend hangs up,
-/// marks the link down and tries every 100 ms to connect again (a
-/// restarted backend listens on the same path); once connected, programs
-/// it with the same queues and marks the link up. The data path runs on
-/// meanwhile: TX fills its rings and RX finds nothing until the backend
-/// is back.
+/// or a queue stopped trusting it (its ring saw the backend break the
+/// protocol; the connection is then closed), marks the link down and
+/// tries every 100 ms to connect again (a restarted backend listens on
+/// the same path); once connected, programs it with the same queues and
+/// marks the link up. The data path runs on meanwhile: TX fills its
+/// rings and RX finds nothing until the backend is back.
+///
+/// Which rings start over: all of them after a fault and on packed rings
+/// (each queue restarts at its next burst, and the watch restarts those
+/// whose handle was dropped); on split rings otherwise only those whose
+/// handle was dropped, while the others resume where the old backend
+/// left them.
 pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) {
-    let (port, timeout) = {
-        let c = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
-        (c.port.clone(), c.timeout)
-    };
+    let port = w.ctl.lock().unwrap_or_else(|e| e.into_inner()).port.clone();
     while !w.quit.load(Ordering::Relaxed) {
+        let fault = s.stats.iter().any(|q| q.stopped.load(Ordering::Relaxed));
         let gone = {
             let c = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
-            hung_up(c.sock.as_fd(), 0)
+            if fault {
+                let _ = c.sock.shutdown(Shutdown::Both);
+            }
+            fault || hung_up(c.sock.as_fd(), 0)
         };
         if !gone {
             std::thread::sleep(Duration::from_millis(100));
             continue;
         }
         w.connected.store(false, Ordering::Release);
-        note(&port, "backend hung up; link down, reconnecting");
-        if s.packed {
+        note(
+            &port,
+            if fault {
+                "a queue stopped trusting the backend (see device_errors); connection closed, link down, reconnecting"
+            } else {
+                "backend hung up; link down, reconnecting"
+            },
+        );
+        let all_fresh = fault || s.packed;
+        if all_fresh {
             // The old backend is gone, so the rings may start over; each
             // queue does so at its next burst. Sleepers on rx interrupts
             // are woken to make that burst.
-            for r in s.restarts.iter().flatten() {
-                r.ask();
+            for h in s.homes.iter().flatten() {
+                h.ask();
             }
             for v in s.vrings.iter().step_by(2) {
                 let _ = v.call.write(1);
             }
         }
-        while !w.quit.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(100));
-            let max = 2 * MAX_PAIRS as u64;
-            // A server only looks for a waiting client; the loop polls.
-            let wait = Duration::ZERO;
-            let Ok((mut c, offered)) = handshake(&ep, &port, wait, timeout, pairs, max) else {
-                continue;
-            };
-            let need = s.features & !VHOST_USER_F_PROTOCOL_FEATURES;
-            if offered & need != need {
-                note(
-                    &port,
-                    &format!("the new backend lacks features {:#x}", need & !offered),
-                );
-                continue;
-            }
-            if s.packed {
-                // A queue restarts at its next burst; the link stays down
-                // until every one has.
-                while !s.restarts.iter().flatten().all(|r| r.done()) {
-                    if w.quit.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-            if program(&mut c, &s, s.packed).is_ok() {
-                *w.ctl.lock().unwrap_or_else(|e| e.into_inner()) = c;
-                w.reconnects.fetch_add(1, Ordering::Relaxed);
-                w.connected.store(true, Ordering::Release);
-                note(&port, "backend back; link up");
-                break;
-            }
+        if reconnect(&w, &s, &ep, pairs, all_fresh) {
+            w.reconnects.fetch_add(1, Ordering::Relaxed);
+            w.connected.store(true, Ordering::Release);
+            note(&port, "backend back; link up");
         }
     }
+}
+
+/// Connects to a new backend and programs it (see [`watch`]); false when
+/// the port stops first.
+fn reconnect(w: &Watched, s: &Session, ep: &Endpoint, pairs: u16, all_fresh: bool) -> bool {
+    let (port, timeout) = {
+        let c = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        (c.port.clone(), c.timeout)
+    };
+    while !w.quit.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let max = 2 * MAX_PAIRS as u64;
+        // A server only looks for a waiting client; the loop polls.
+        let wait = Duration::ZERO;
+        let Ok((mut c, offered)) = handshake(ep, &port, wait, timeout, pairs, max) else {
+            continue;
+        };
+        let need = s.features & !VHOST_USER_F_PROTOCOL_FEATURES;
+        if offered & need != need {
+            note(
+                &port,
+                &format!("the new backend lacks features {:#x}", need & !offered),
+            );
+            continue;
+        }
+        if all_fresh {
+            // A queue restarts at its next burst; the link stays down
+            // until every one has, or its handle is gone.
+            while !s.homes.iter().flatten().all(|h| h.settled()) {
+                if w.quit.load(Ordering::Relaxed) {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let fresh = restart_dropped(s, all_fresh, &port);
+        if program(&mut c, s, |i| fresh[i]).is_ok() {
+            *w.ctl.lock().unwrap_or_else(|e| e.into_inner()) = c;
+            if all_fresh {
+                for q in &s.stats {
+                    q.stopped.store(false, Ordering::Relaxed);
+                }
+            }
+            return true;
+        }
+    }
+    false
+}
+
+/// Starts over the rings whose queue handle was dropped (no old backend
+/// uses them now): their parked mbufs go back to the pool and their memory
+/// is zeroed. Returns, per vring, whether it starts over (those, and every
+/// ring when `all_fresh`).
+fn restart_dropped(s: &Session, all_fresh: bool, port: &str) -> Vec<bool> {
+    s.vrings
+        .iter()
+        .zip(&s.homes)
+        .map(|(v, h)| {
+            let Some(h) = h.as_ref().filter(|h| h.handle_dropped()) else {
+                return all_fresh;
+            };
+            if let Err(e) = zero_ring(&s.rings, v.offset, v.len) {
+                note(port, &e.to_string());
+            }
+            drop(h.take_parked());
+            true
+        })
+        .collect()
 }
 
 /// One line on stderr (the pmd crates do not log through a framework).

@@ -51,7 +51,7 @@ use crate::consts::{
 use crate::fd::CallFd;
 use crate::net::{
     feature_xstats, max_mtu, net_port_common, offload_features, offloads, packed_feature,
-    start_config, Kick, Restart, Ring, Shared, VirtioRx, VirtioTx,
+    start_config, Kick, QueueHome, Ring, Shared, VirtioRx, VirtioTx,
 };
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
@@ -167,6 +167,7 @@ impl Driver for VirtioUserDriver {
             mtu: 1500,
             rings: None,
             active: 0,
+            homes: Vec::new(),
         }))
     }
 }
@@ -205,6 +206,9 @@ pub struct VirtioUserPort {
     rings: Option<Arc<DmaRegion>>,
     /// Vrings set up by the last start.
     active: usize,
+    /// The homes of the queue handles handed out by the last start: what
+    /// dropped handles left there is released once the backend stopped.
+    homes: Vec<Arc<QueueHome>>,
 }
 
 impl VirtioUserPort {
@@ -244,7 +248,7 @@ impl VirtioUserPort {
                 q.set_interrupts(false);
                 queues.push(q);
             }
-            return self.connect_queues(queues, rings, &conf, pool);
+            return self.connect_queues(queues, pl.len, rings, &conf, pool);
         }
         let rings = Arc::new(DmaRegion::new(
             "virtio-user rings",
@@ -261,7 +265,7 @@ impl VirtioUserPort {
             q.set_interrupts(false);
             queues.push(q);
         }
-        self.connect_queues(queues, rings, &conf, pool)
+        self.connect_queues(queues, l.len, rings, &conf, pool)
     }
 
     /// Programs the backend with `queues` (RX, TX per pair) and hands out
@@ -269,6 +273,7 @@ impl VirtioUserPort {
     fn connect_queues<Q: Ring>(
         &mut self,
         queues: Vec<Q>,
+        ring_len: usize,
         rings: Arc<DmaRegion>,
         conf: &PortConfig,
         pool: Arc<rpmd_pmd::Mempool>,
@@ -290,7 +295,8 @@ impl VirtioUserPort {
                 desc,
                 avail,
                 used,
-                offset: i * l.len,
+                offset: i * ring_len,
+                len: ring_len,
                 layout: l,
                 kick: kick.try_clone().map_err(ev)?,
                 call: call.try_clone().map_err(ev)?,
@@ -298,22 +304,28 @@ impl VirtioUserPort {
             kicks.push(kick);
             calls.push(CallFd::Vhost(call));
         }
-        // Packed rings start over when a backend comes back (see
-        // `control::watch`): a request per vring that gets a queue handle
-        // (RX of pairs below rx_queues, TX below tx_queues).
-        let restarts: Vec<Option<Arc<Restart>>> = (0..vrings.len())
+        // A home per vring that gets a queue handle (RX of pairs below
+        // rx_queues, TX below tx_queues), shared with the watch (see
+        // `control::watch`); the others stay empty.
+        let homes: Vec<Option<Arc<QueueHome>>> = (0..vrings.len())
             .map(|i| {
                 let n = if i % 2 == 0 {
                     conf.rx_queues
                 } else {
                     conf.tx_queues
                 };
-                (self.want_packed && i / 2 < n as usize).then(Arc::default)
+                (i / 2 < n as usize).then(Arc::default)
             })
+            .collect();
+        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
+        let queue_stats = (0..conf.rx_queues as usize)
+            .map(|q| self.stats.rx(q))
+            .chain((0..conf.tx_queues as usize).map(|q| self.stats.tx(q)))
             .collect();
         let session = Session {
             packed: self.want_packed,
-            restarts: restarts.clone(),
+            homes: homes.clone(),
+            stats: queue_stats,
             features: self.features,
             proto: self.proto,
             pool: pool.clone(),
@@ -322,7 +334,7 @@ impl VirtioUserPort {
         };
         {
             let mut ctl = self.watched.ctl.lock().unwrap_or_else(|e| e.into_inner());
-            program(&mut ctl, &session, true)?;
+            program(&mut ctl, &session, |_| true)?;
         }
         self.watched.connected.store(true, Ordering::Release);
         self.watched.quit.store(false, Ordering::Relaxed);
@@ -336,7 +348,7 @@ impl VirtioUserPort {
                 .map_err(|e| perr(&name, format!("watch thread: {e}")))?,
         );
         let pr = pool.region();
-        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
+        self.homes = homes.iter().flatten().cloned().collect();
         self.live = Arc::new(AtomicBool::new(true));
         self.rings = Some(rings.clone());
         self.active = 2 * pairs;
@@ -381,7 +393,7 @@ impl VirtioUserPort {
                     stats: self.stats.rx(pair),
                     _rings: rings.clone(),
                     refill: Burst::new(),
-                    restart: restarts.get(i).cloned().flatten(),
+                    home: homes[i].clone().unwrap_or_default(),
                 }) as Box<dyn RxQueue>);
             } else if pair < conf.tx_queues as usize {
                 let kick = Kick::Event(kick);
@@ -395,7 +407,7 @@ impl VirtioUserPort {
                     stats: self.stats.tx(pair),
                     shared,
                     _rings: rings.clone(),
-                    restart: restarts.get(i).cloned().flatten(),
+                    home: homes[i].clone().unwrap_or_default(),
                 }) as Box<dyn TxQueue>);
             }
         }
@@ -444,6 +456,12 @@ impl Port for VirtioUserPort {
                 // GET_VRING_BASE stops the ring in the backend.
                 let _ = ctl.call("GET_VRING_BASE", |fe| fe.get_vring_base(i));
             }
+        }
+        // The backend stopped every ring (or is gone): what dropped
+        // handles parked goes back to the pool, and handles dropped from
+        // now on free their mbufs at once.
+        for h in self.homes.drain(..) {
+            drop(h.close());
         }
         self.started = false;
         Ok(())
