@@ -486,6 +486,10 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         if !self.live.load(Relaxed) {
             return 0;
         }
+        if self.home.asked() {
+            let n = self.home.serve(&mut self.q, &self.stats);
+            self.stats.errors.add(n as u64);
+        }
         self.reclaim();
         self.q.size() as usize - self.q.free()
     }

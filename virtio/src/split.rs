@@ -551,18 +551,35 @@ impl SplitQueue {
     /// `reclaim_into` in order: everything before `used` is done, in
     /// order, so no entry is read but the last, whose id must be the head
     /// of the last buffer it completes (a device may write one entry for
-    /// a batch). The mbufs go straight into the burst's free slots.
+    /// a batch); checked before anything is completed, since a wrong one
+    /// means the device's order and ours have parted (the queue breaks).
+    /// The mbufs go straight into the burst's free slots.
     #[inline(always)]
     fn reclaim_in_order<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>, used: u16) -> usize {
         let spare = out.spare_capacity_mut();
-        let mut k = 0;
-        let mut last = None;
         // `load_used` checked that `used` is at most `in_flight` ahead.
+        let due = used.wrapping_sub(self.last_used) as usize;
+        if due == 0 {
+            return 0;
+        }
+        if due <= spare.len() {
+            let mut last = self.io_oldest;
+            for _ in 1..due {
+                last = last.wrapping_add(self.chain_len[last as usize].max(1)) & self.mask;
+            }
+            let e = self.layout.used + 4 + 8 * (used.wrapping_sub(1) & self.mask) as usize;
+            // SAFETY: the used entry before `used`, inside the queue's
+            // memory, published by the device.
+            let id = u32::from_le(unsafe { self.base.add(e).cast::<u32>().read_volatile() });
+            if id != last as u32 {
+                self.broken = true;
+                return 1;
+            }
+        }
+        let mut k = 0;
         while self.last_used != used && k < spare.len() {
             self.last_used = self.last_used.wrapping_add(1);
-            let (head, m) = self.complete_oldest();
-            last = Some(head);
-            if let Some(m) = m {
+            if let (_, Some(m)) = self.complete_oldest() {
                 spare[k].write(m);
                 k += 1;
             }
@@ -570,17 +587,7 @@ impl SplitQueue {
         // SAFETY: the first `k` spare slots were written just above, and
         // `k` is at most the spare capacity.
         unsafe { out.assume_init_back(k) };
-        let mut bad = 0;
-        if let (Some(head), true) = (last, self.last_used == used) {
-            let e = self.layout.used + 4 + 8 * (used.wrapping_sub(1) & self.mask) as usize;
-            // SAFETY: the used entry before `used`, inside the queue's
-            // memory, published by the device.
-            let id = u32::from_le(unsafe { self.base.add(e).cast::<u32>().read_volatile() });
-            if id != head as u32 {
-                bad += 1;
-            }
-        }
-        bad
+        0
     }
 
     /// Publishes what `push` added; returns whether the other side wants a
@@ -624,13 +631,13 @@ impl SplitQueue {
     /// `None` until [`restart`](Self::restart).
     #[inline(always)]
     pub fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
+        if self.broken {
+            return None;
+        }
         if self.seen_used == self.last_used {
             // Read the index again only when the entries before the last
             // value read are all taken: within a burst the index line
             // would otherwise move from the device's core for every frame.
-            if self.broken {
-                return None;
-            }
             match self.load_used() {
                 None => return Some(Err(self.broken_error())),
                 Some(u) if u == self.last_used => return None,
@@ -648,14 +655,18 @@ impl SplitQueue {
         };
         self.last_used = self.last_used.wrapping_add(1);
         if self.in_order {
-            // The index step was checked: a buffer is in flight.
-            let (head, m) = self.complete_oldest();
-            return Some(match m {
-                Some(m) if id == head as u32 => Ok((m, len)),
-                _ => Err(Error::Peer(format!(
-                    "in-order used entry names descriptor {id} where descriptor {head} was due"
-                ))),
-            });
+            // The index step was checked: a buffer is in flight. An entry
+            // naming another one means the device's order and ours have
+            // parted, and the buffer due may still be the device's.
+            let due = self.io_oldest;
+            if id != due as u32 {
+                self.broken = true;
+                return Some(Err(Error::Peer(format!(
+                    "in-order used entry names descriptor {id} where descriptor {due} was due; queue stopped until restarted"
+                ))));
+            }
+            let (_, m) = self.complete_oldest();
+            return m.map(|m| Ok((m, len)));
         }
         let tok = (id < self.layout.size as u32)
             .then(|| self.tokens[id as usize].take())
@@ -1143,34 +1154,43 @@ mod tests {
     }
 
     /// In order, a used entry must name the buffer due: an out-of-range or
-    /// duplicate id is an error and that buffer goes back to its pool
-    /// instead of being delivered as a good frame.
+    /// duplicate id is not delivered as a good frame, and it breaks the
+    /// queue (the device's order and ours have parted, so the buffers in
+    /// flight stay out of the pool until a restart).
     #[test]
-    fn in_order_entries_naming_another_buffer_are_not_delivered() {
-        let (_region, pool, mut q, mut dev) = posted("vqh4", 16, 8, true, 4);
-        let ids: Vec<u16> = (0..4).map(|_| dev.take().unwrap()).collect();
-        dev.write_used(0, ids[0] as u32, 60);
-        dev.write_used(1, 99, 60);
-        dev.write_used(2, ids[0] as u32, 60);
-        dev.write_used(3, ids[3] as u32, 61);
-        dev.set_used_idx(4);
-        let got: Vec<_> = std::iter::from_fn(|| q.pop_used()).collect();
-        assert_eq!(got.len(), 4);
-        assert!(matches!(&got[0], Ok((m, 60)) if m.data()[0] == 0));
-        assert!(matches!(got[1], Err(Error::Peer(_))));
-        assert!(matches!(got[2], Err(Error::Peer(_))));
-        assert!(matches!(&got[3], Ok((m, 61)) if m.data()[0] == 3));
-        drop(got);
-        assert!(!q.is_broken());
-        assert_eq!(q.free(), 8);
-        assert_eq!(pool.available(), 16, "the two bad ones are back");
-        // TX in order: a batch's last entry must name its last buffer.
+    fn in_order_entries_naming_another_buffer_break_the_queue() {
+        for bad in [99u32, 0] {
+            let (_region, pool, mut q, mut dev) = posted("vqh4", 16, 8, true, 4);
+            let ids: Vec<u16> = (0..4).map(|_| dev.take().unwrap()).collect();
+            dev.write_used(0, ids[0] as u32, 60);
+            dev.write_used(1, bad, 60);
+            dev.write_used(2, ids[2] as u32, 60);
+            dev.set_used_idx(3);
+            let got: Vec<_> = std::iter::from_fn(|| q.pop_used()).collect();
+            assert_eq!(got.len(), 2, "bad id {bad}");
+            assert!(matches!(&got[0], Ok((m, 60)) if m.data()[0] == 0));
+            assert!(matches!(got[1], Err(Error::Peer(_))));
+            drop(got);
+            assert!(q.is_broken());
+            assert_eq!(pool.available(), 13, "3 stay out while broken");
+            assert_eq!(q.restart(), 3);
+            assert_eq!(pool.available(), 16);
+        }
+        // TX in order: a batch's last entry must name its last buffer,
+        // checked before any is completed.
         let (_region, _pool, mut q, mut dev) = posted("vqh5", 16, 8, true, 3);
         let ids: Vec<u16> = (0..3).map(|_| dev.take().unwrap()).collect();
+        let mut out: Burst<Mbuf, 8> = Burst::new();
         dev.write_used(2, ids[1] as u32, 0);
         dev.set_used_idx(3);
-        let mut out: Burst<Mbuf, 8> = Burst::new();
         assert_eq!(q.reclaim_into(&mut out), 1, "wrong id in the last entry");
-        assert_eq!(out.len(), 3, "the index completes them all the same");
+        assert!(out.is_empty() && q.is_broken());
+        // The right one completes the batch.
+        let (_region, _pool, mut q, mut dev) = posted("vqh6", 16, 8, true, 3);
+        let ids: Vec<u16> = (0..3).map(|_| dev.take().unwrap()).collect();
+        dev.write_used(2, ids[2] as u32, 0);
+        dev.set_used_idx(3);
+        assert_eq!(q.reclaim_into(&mut out), 0);
+        assert_eq!(out.len(), 3);
     }
 }

@@ -58,8 +58,14 @@ fn io_round_trip(t: &Testpmd, opts: &str) {
     while got.len() < N as usize {
         assert!(
             start.elapsed() < Duration::from_secs(20),
-            "only {} of {N} frames came back (sent {sent}); testpmd log: {}",
+            "only {} of {N} frames came back (sent {sent}); link {}; xstats {:?}; testpmd log: {}",
             got.len(),
+            p.link().up,
+            p.xstats()
+                .iter()
+                .filter(|x| x.value != 0)
+                .map(|x| format!("{}={}", x.name, x.value))
+                .collect::<Vec<_>>(),
             t.log
         );
         // At most 128 in flight, so the returns always fit our 256-slot

@@ -395,6 +395,11 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
                 "backend hung up; link down, reconnecting"
             },
         );
+        if fault {
+            // A backend we hung up on may still be in the middle of its
+            // rings: give it time to stop before any ring starts over.
+            std::thread::sleep(DROP_GRACE);
+        }
         let all_fresh = fault || s.packed;
         if all_fresh {
             // The old backend is gone, so the rings may start over; each
@@ -414,6 +419,10 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
         }
     }
 }
+
+/// How long a backend the port hung up on gets to stop using its rings
+/// before they start over.
+const DROP_GRACE: Duration = Duration::from_millis(100);
 
 /// Connects to a new backend and programs it (see [`watch`]); false when
 /// the port stops first.

@@ -1,0 +1,632 @@
+//! A hostile vhost-user backend of the project's own, for regression tests
+//! of the virtio-user port (issue 21): the message layer is rust-vmm's
+//! `vhost` crate (its backend side), and a device thread plays the rings
+//! in the memory the port shares, well for a while and then as a
+//! [`Misbehave`] says. It listens on a socket and serves one connection
+//! at a time; only the first connection misbehaves, so a port that drops
+//! a backend it stopped trusting finds a well-behaved one when it
+//! reconnects.
+//!
+//! RX (vring 0): every posted buffer gets a frame: the 12-byte net
+//! header, then 60 bytes whose first 8 are a sequence number, so a test
+//! can tell frames the device wrote from stale buffers. TX (vring 1):
+//! buffers are taken and completed.
+#![allow(dead_code, unsafe_code)]
+
+use std::fs::File;
+use std::os::unix::net::UnixListener;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use vhost::vhost_user::message::*;
+use vhost::vhost_user::{Backend, BackendReqHandler, Error, GpuBackend};
+use vhost::vhost_user::{VhostUserBackendReqHandlerMut, VhostUserProtocolFeatures};
+use vhost::VhostUserMemoryRegionBase;
+
+type Result<T> = std::result::Result<T, Error>;
+
+/// What the device does wrong, once `after` good RX frames were written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Misbehave {
+    /// Nothing.
+    Nothing,
+    /// TX: rewrites the NEXT links of each posted chain into a self-loop
+    /// before completing it (split rings).
+    RewriteLinks,
+    /// RX: moves the used index 1000 ahead of what it completed.
+    JumpUsedIndex,
+    /// RX: completes a buffer naming an out-of-range id.
+    OutOfRangeId,
+    /// RX: completes the same buffer twice in a row.
+    DuplicateId,
+}
+
+/// The backend's setup.
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    pub packed: bool,
+    pub in_order: bool,
+    pub act: Misbehave,
+    pub after: u64,
+}
+
+/// Counts the device keeps, for the test to compare with the port's.
+#[derive(Default)]
+pub struct Counts {
+    pub connections: AtomicU64,
+    /// Good RX frames written (sequence numbers 0..this).
+    pub rx_written: AtomicU64,
+    /// Misbehaviours carried out.
+    pub misbehaved: AtomicU64,
+    /// TX buffers completed.
+    pub tx_done: AtomicU64,
+}
+
+/// A running hostile backend; stops on drop.
+pub struct Hostile {
+    pub counts: Arc<Counts>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    path: String,
+}
+
+impl Hostile {
+    /// Listens on `path` and serves connections as `setup` says.
+    pub fn start(path: &str, setup: Setup) -> Hostile {
+        let _ = std::fs::remove_file(path);
+        let l = UnixListener::bind(path).expect("hostile backend socket");
+        l.set_nonblocking(true).unwrap();
+        let counts = Arc::new(Counts::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, s) = (counts.clone(), stop.clone());
+        let thread = std::thread::spawn(move || serve(l, setup, c, s));
+        Hostile {
+            counts,
+            stop,
+            thread: Some(thread),
+            path: path.to_string(),
+        }
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(l: UnixListener, setup: Setup, counts: Arc<Counts>, stop: Arc<AtomicBool>) {
+    let mut first = true;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok((sock, _)) = l.accept() else {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        };
+        sock.set_nonblocking(false).unwrap();
+        counts.connections.fetch_add(1, Ordering::Relaxed);
+        let setup = Setup {
+            act: if first { setup.act } else { Misbehave::Nothing },
+            ..setup
+        };
+        first = false;
+        let state = Arc::new(Mutex::new(State::new(setup)));
+        let mut h = BackendReqHandler::from_stream(sock, state.clone());
+        let closer = h.try_clone_connection().unwrap();
+        let gone = Arc::new(AtomicBool::new(false));
+        let g = gone.clone();
+        let msgs = std::thread::spawn(move || {
+            while h.handle_request().is_ok() {}
+            g.store(true, Ordering::Relaxed);
+        });
+        // Sequence numbers go on across connections.
+        let mut dev = Device {
+            seq: counts.rx_written.load(Ordering::Relaxed),
+            ..Device::default()
+        };
+        while !gone.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+            let busy = dev.step(&state, &setup, &counts);
+            if !busy {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        let _ = closer.shutdown(std::net::Shutdown::Both);
+        let _ = msgs.join();
+    }
+}
+
+/// A region of the frontend's memory, mapped here from its fd.
+struct Region {
+    user: u64,
+    len: u64,
+    map: memmap2::MmapRaw,
+}
+
+#[derive(Clone, Copy, Default)]
+struct VringCfg {
+    num: u16,
+    desc: u64,
+    avail: u64,
+    used: u64,
+    base: u16,
+    running: bool,
+}
+
+/// What the messages set up.
+struct State {
+    setup: Setup,
+    regions: Vec<Region>,
+    vrings: [VringCfg; 2],
+    /// Bumped when the rings are (re)programmed, so the device starts over.
+    generation: u64,
+}
+
+impl State {
+    fn new(setup: Setup) -> State {
+        State {
+            setup,
+            regions: Vec::new(),
+            vrings: [VringCfg::default(); 2],
+            generation: 0,
+        }
+    }
+
+    /// A pointer to `len` bytes at the frontend's user address `a`, if a
+    /// mapped region holds them.
+    fn at(&self, a: u64, len: u64) -> Option<*mut u8> {
+        self.regions.iter().find_map(|r| {
+            (a >= r.user && a.checked_add(len)? <= r.user + r.len)
+                // SAFETY: inside the mapping (checked just above).
+                .then(|| unsafe { r.map.as_mut_ptr().add((a - r.user) as usize) })
+        })
+    }
+}
+
+/// The device's own position in each ring.
+#[derive(Default)]
+struct Device {
+    generation: u64,
+    next_avail: [u16; 2],
+    used_idx: [u16; 2],
+    wrap: [bool; 2],
+    seq: u64,
+    done_misbehaving: bool,
+}
+
+const F_AVAIL: u16 = 1 << 7;
+const F_USED: u16 = 1 << 15;
+const F_NEXT: u16 = 1;
+
+impl Device {
+    /// One pass over both rings; whether anything was done.
+    fn step(&mut self, state: &Mutex<State>, setup: &Setup, counts: &Counts) -> bool {
+        let st = state.lock().unwrap();
+        if st.generation != self.generation {
+            self.generation = st.generation;
+            for i in 0..2 {
+                self.next_avail[i] = st.vrings[i].base & 0x7fff;
+                self.used_idx[i] = st.vrings[i].base & 0x7fff;
+                self.wrap[i] = setup.packed;
+                if setup.packed {
+                    self.wrap[i] = st.vrings[i].base & 0x8000 != 0;
+                }
+            }
+        }
+        if !st.vrings.iter().all(|v| v.running) {
+            return false;
+        }
+        let (rx, tx) = if setup.packed {
+            (
+                self.packed_rx(&st, setup, counts),
+                self.packed_tx(&st, 1, counts),
+            )
+        } else {
+            (
+                self.split_rx(&st, setup, counts),
+                self.split_tx(&st, setup, counts),
+            )
+        };
+        rx || tx
+    }
+
+    fn misbehave_now(&self, setup: &Setup, counts: &Counts, act: Misbehave) -> bool {
+        setup.act == act
+            && !self.done_misbehaving
+            && counts.rx_written.load(Ordering::Relaxed) >= setup.after
+    }
+
+    /// Writes frame `seq` into the buffer at `addr` (`room` bytes).
+    fn write_frame(st: &State, addr: u64, room: u32, seq: u64) -> Option<u32> {
+        let len = 12 + 60;
+        if room < len {
+            return None;
+        }
+        let p = st.at(addr, len as u64)?;
+        let mut f = [0u8; 72];
+        f[12..20].copy_from_slice(&seq.to_le_bytes());
+        // SAFETY: `len` bytes of a mapped region (checked by `at`).
+        unsafe { std::ptr::copy_nonoverlapping(f.as_ptr(), p, f.len()) };
+        Some(len)
+    }
+
+    fn split_rx(&mut self, st: &State, setup: &Setup, counts: &Counts) -> bool {
+        if self.done_misbehaving && setup.act == Misbehave::JumpUsedIndex {
+            // A broken device: it stopped after the jump.
+            return false;
+        }
+        let v = st.vrings[0];
+        let n = v.num;
+        let Some(avail) = st.at(v.avail, 4 + 2 * n as u64) else {
+            return false;
+        };
+        let Some(used) = st.at(v.used, 4 + 8 * n as u64) else {
+            return false;
+        };
+        let Some(desc) = st.at(v.desc, 16 * n as u64) else {
+            return false;
+        };
+        // SAFETY: the rings' memory, mapped (checked above); indices
+        // through atomics, entries volatile, as a device does.
+        unsafe {
+            let avail_idx = AtomicU16::from_ptr(avail.add(2).cast()).load(Ordering::Acquire);
+            let used_idx = AtomicU16::from_ptr(used.add(2).cast());
+            let mut did = false;
+            while self.next_avail[0] != avail_idx {
+                let head = avail
+                    .add(4 + 2 * (self.next_avail[0] % n) as usize)
+                    .cast::<u16>()
+                    .read_volatile();
+                self.next_avail[0] = self.next_avail[0].wrapping_add(1);
+                let d = desc.add(16 * (head % n) as usize);
+                let (addr, room) = (
+                    d.cast::<u64>().read_volatile(),
+                    d.add(8).cast::<u32>().read_volatile(),
+                );
+                let Some(len) = Self::write_frame(st, addr, room, self.seq) else {
+                    continue;
+                };
+                let mut entries = vec![(head as u32, len)];
+                if self.misbehave_now(setup, counts, Misbehave::OutOfRangeId) {
+                    entries[0].0 = 9999;
+                    self.done_misbehaving = true;
+                    counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+                } else if self.misbehave_now(setup, counts, Misbehave::DuplicateId) {
+                    // A good completion, then the same buffer again.
+                    entries.push((head as u32, len));
+                    self.done_misbehaving = true;
+                    counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+                    self.seq += 1;
+                    counts.rx_written.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.seq += 1;
+                    counts.rx_written.fetch_add(1, Ordering::Relaxed);
+                }
+                for (id, len) in entries {
+                    let e = used.add(4 + 8 * (self.used_idx[0] % n) as usize);
+                    e.cast::<u32>().write_volatile(id);
+                    e.add(4).cast::<u32>().write_volatile(len);
+                    self.used_idx[0] = self.used_idx[0].wrapping_add(1);
+                }
+                used_idx.store(self.used_idx[0], Ordering::Release);
+                did = true;
+                if self.misbehave_now(setup, counts, Misbehave::JumpUsedIndex) {
+                    self.done_misbehaving = true;
+                    counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+                    used_idx.store(self.used_idx[0].wrapping_add(1000), Ordering::Release);
+                    return true;
+                }
+            }
+            did
+        }
+    }
+
+    fn split_tx(&mut self, st: &State, setup: &Setup, counts: &Counts) -> bool {
+        let v = st.vrings[1];
+        let n = v.num;
+        let Some(avail) = st.at(v.avail, 4 + 2 * n as u64) else {
+            return false;
+        };
+        let Some(used) = st.at(v.used, 4 + 8 * n as u64) else {
+            return false;
+        };
+        let Some(desc) = st.at(v.desc, 16 * n as u64) else {
+            return false;
+        };
+        // SAFETY: as in `split_rx`.
+        unsafe {
+            let avail_idx = AtomicU16::from_ptr(avail.add(2).cast()).load(Ordering::Acquire);
+            let mut did = false;
+            while self.next_avail[1] != avail_idx {
+                let head = avail
+                    .add(4 + 2 * (self.next_avail[1] % n) as usize)
+                    .cast::<u16>()
+                    .read_volatile();
+                self.next_avail[1] = self.next_avail[1].wrapping_add(1);
+                if setup.act == Misbehave::RewriteLinks {
+                    // Every descriptor of the chain now links to the head.
+                    let mut id = head;
+                    for _ in 0..n {
+                        let d = desc.add(16 * (id % n) as usize);
+                        let (flags, next) = (
+                            d.add(12).cast::<u16>().read_volatile(),
+                            d.add(14).cast::<u16>().read_volatile(),
+                        );
+                        if flags & F_NEXT == 0 {
+                            break;
+                        }
+                        d.add(14).cast::<u16>().write_volatile(head);
+                        counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+                        id = next;
+                    }
+                }
+                let e = used.add(4 + 8 * (self.used_idx[1] % n) as usize);
+                e.cast::<u32>().write_volatile(head as u32);
+                e.add(4).cast::<u32>().write_volatile(0);
+                self.used_idx[1] = self.used_idx[1].wrapping_add(1);
+                counts.tx_done.fetch_add(1, Ordering::Relaxed);
+                did = true;
+            }
+            AtomicU16::from_ptr(used.add(2).cast()).store(self.used_idx[1], Ordering::Release);
+            did
+        }
+    }
+
+    /// The packed descriptor at `slot` of ring `v`, if mapped.
+    fn packed_desc(st: &State, v: &VringCfg, slot: u16) -> Option<*mut u8> {
+        let ring = st.at(v.desc, 16 * v.num as u64)?;
+        // SAFETY: inside the mapped ring (`slot < num`).
+        Some(unsafe { ring.add(16 * slot as usize) })
+    }
+
+    /// Takes the available descriptor at ring `q`'s position, if any:
+    /// its pointer, address, length and id (single descriptors only).
+    fn packed_take(&mut self, st: &State, q: usize) -> Option<(*mut u8, u64, u32, u16)> {
+        let v = st.vrings[q];
+        let d = Self::packed_desc(st, &v, self.next_avail[q])?;
+        // SAFETY: a mapped descriptor; flags atomically, the rest after.
+        unsafe {
+            let f = AtomicU16::from_ptr(d.add(14).cast()).load(Ordering::Acquire);
+            let w = self.wrap[q];
+            if (f & F_AVAIL != 0) != w || (f & F_USED != 0) == w {
+                return None;
+            }
+            let r = (
+                d,
+                d.cast::<u64>().read_volatile(),
+                d.add(8).cast::<u32>().read_volatile(),
+                d.add(12).cast::<u16>().read_volatile(),
+            );
+            self.next_avail[q] += 1;
+            if self.next_avail[q] == v.num {
+                self.next_avail[q] = 0;
+                self.wrap[q] = !self.wrap[q];
+            }
+            Some(r)
+        }
+    }
+
+    /// Writes a used descriptor naming `id` at the slot just taken (in
+    /// order of taking, so at the same position).
+    fn packed_use(d: *mut u8, id: u16, len: u32, wrap: bool) {
+        // SAFETY: a mapped descriptor; the flags last, Release.
+        unsafe {
+            d.add(8).cast::<u32>().write_volatile(len);
+            d.add(12).cast::<u16>().write_volatile(id);
+            let f = if wrap { F_AVAIL | F_USED } else { 0 };
+            AtomicU16::from_ptr(d.add(14).cast()).store(f, Ordering::Release);
+        }
+    }
+
+    fn packed_rx(&mut self, st: &State, setup: &Setup, counts: &Counts) -> bool {
+        let mut did = false;
+        loop {
+            let wrap = self.wrap[0];
+            let Some((d, addr, room, id)) = self.packed_take(st, 0) else {
+                return did;
+            };
+            did = true;
+            let Some(len) = Self::write_frame(st, addr, room, self.seq) else {
+                continue;
+            };
+            let mut id = id;
+            if self.misbehave_now(setup, counts, Misbehave::OutOfRangeId) {
+                id = 9999;
+                self.done_misbehaving = true;
+                counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.seq += 1;
+                counts.rx_written.fetch_add(1, Ordering::Relaxed);
+            }
+            Self::packed_use(d, id, len, wrap);
+        }
+    }
+
+    fn packed_tx(&mut self, st: &State, q: usize, counts: &Counts) -> bool {
+        let mut did = false;
+        loop {
+            let wrap = self.wrap[q];
+            let Some((d, _, _, id)) = self.packed_take(st, q) else {
+                return did;
+            };
+            Self::packed_use(d, id, 0, wrap);
+            counts.tx_done.fetch_add(1, Ordering::Relaxed);
+            did = true;
+        }
+    }
+}
+
+const VERSION_1: u64 = 1 << 32;
+const RING_PACKED: u64 = 1 << 34;
+const IN_ORDER: u64 = 1 << 35;
+
+fn refuse<T>() -> Result<T> {
+    Err(Error::InvalidOperation(
+        "not supported by the hostile backend",
+    ))
+}
+
+impl VhostUserBackendReqHandlerMut for State {
+    fn set_owner(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn reset_owner(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn reset_device(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn get_features(&mut self) -> Result<u64> {
+        let mut f = VERSION_1;
+        if self.setup.packed {
+            f |= RING_PACKED;
+        }
+        if self.setup.in_order {
+            f |= IN_ORDER;
+        }
+        Ok(f)
+    }
+    fn set_features(&mut self, _features: u64) -> Result<()> {
+        Ok(())
+    }
+    fn set_mem_table(
+        &mut self,
+        ctx: &[VhostUserMemoryRegion],
+        files: Vec<File>,
+        _postcopy_listening: Option<bool>,
+    ) -> Result<Option<Vec<VhostUserMemoryRegionBase>>> {
+        self.regions.clear();
+        for (r, f) in ctx.iter().zip(files) {
+            let map = memmap2::MmapOptions::new()
+                .offset(r.mmap_offset)
+                .len(r.memory_size as usize)
+                .map_raw(&f)
+                .map_err(|_| Error::InvalidParam)?;
+            self.regions.push(Region {
+                user: r.user_addr,
+                len: r.memory_size,
+                map,
+            });
+        }
+        Ok(None)
+    }
+    fn set_vring_num(&mut self, index: u32, num: u32) -> Result<()> {
+        let v = self
+            .vrings
+            .get_mut(index as usize)
+            .ok_or(Error::InvalidParam)?;
+        v.num = num as u16;
+        Ok(())
+    }
+    fn set_vring_addr(
+        &mut self,
+        index: u32,
+        _flags: VhostUserVringAddrFlags,
+        descriptor: u64,
+        used: u64,
+        available: u64,
+        _log: u64,
+    ) -> Result<()> {
+        let v = self
+            .vrings
+            .get_mut(index as usize)
+            .ok_or(Error::InvalidParam)?;
+        (v.desc, v.used, v.avail) = (descriptor, used, available);
+        Ok(())
+    }
+    fn set_vring_base(&mut self, index: u32, base: u32) -> Result<()> {
+        let v = self
+            .vrings
+            .get_mut(index as usize)
+            .ok_or(Error::InvalidParam)?;
+        v.base = base as u16;
+        Ok(())
+    }
+    fn get_vring_base(&mut self, index: u32) -> Result<VhostUserVringState> {
+        let v = self
+            .vrings
+            .get_mut(index as usize)
+            .ok_or(Error::InvalidParam)?;
+        v.running = false;
+        Ok(VhostUserVringState::new(index, 0))
+    }
+    fn set_vring_kick(&mut self, index: u8, _fd: Option<File>) -> Result<()> {
+        let v = self
+            .vrings
+            .get_mut(index as usize)
+            .ok_or(Error::InvalidParam)?;
+        v.running = true;
+        self.generation += 1;
+        Ok(())
+    }
+    fn set_vring_call(&mut self, _index: u8, _fd: Option<File>) -> Result<()> {
+        Ok(())
+    }
+    fn set_vring_err(&mut self, _index: u8, _fd: Option<File>) -> Result<()> {
+        Ok(())
+    }
+    fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
+        Ok(VhostUserProtocolFeatures::empty())
+    }
+    fn set_protocol_features(&mut self, _features: u64) -> Result<()> {
+        Ok(())
+    }
+    fn get_queue_num(&mut self) -> Result<u64> {
+        Ok(1)
+    }
+    fn set_vring_enable(&mut self, _index: u32, _enable: bool) -> Result<()> {
+        Ok(())
+    }
+    fn get_config(&mut self, _: u32, _: u32, _: VhostUserConfigFlags) -> Result<Vec<u8>> {
+        refuse()
+    }
+    fn set_config(&mut self, _: u32, _: &[u8], _: VhostUserConfigFlags) -> Result<()> {
+        refuse()
+    }
+    fn set_backend_req_fd(&mut self, _backend: Backend) {}
+    fn set_gpu_socket(&mut self, _gpu_backend: GpuBackend) -> Result<()> {
+        refuse()
+    }
+    fn get_shared_object(&mut self, _uuid: VhostUserSharedMsg) -> Result<File> {
+        refuse()
+    }
+    fn get_inflight_fd(&mut self, _: &VhostUserInflight) -> Result<(VhostUserInflight, File)> {
+        refuse()
+    }
+    fn set_inflight_fd(&mut self, _: &VhostUserInflight, _file: File) -> Result<()> {
+        refuse()
+    }
+    fn get_max_mem_slots(&mut self) -> Result<u64> {
+        Ok(8)
+    }
+    fn add_mem_region(
+        &mut self,
+        _: &VhostUserSingleMemoryRegion,
+        _fd: File,
+        _: Option<bool>,
+    ) -> Result<Option<VhostUserMemoryRegionBase>> {
+        refuse()
+    }
+    fn remove_mem_region(&mut self, _: &VhostUserSingleMemoryRegion) -> Result<()> {
+        refuse()
+    }
+    fn set_device_state_fd(
+        &mut self,
+        _: VhostTransferStateDirection,
+        _: VhostTransferStatePhase,
+        _fd: File,
+    ) -> Result<Option<File>> {
+        refuse()
+    }
+    fn check_device_state(&mut self) -> Result<()> {
+        refuse()
+    }
+    fn get_shmem_config(&mut self) -> Result<VhostUserShMemConfig> {
+        refuse()
+    }
+    fn set_log_base(&mut self, _: &VhostUserLog, _file: File) -> Result<()> {
+        refuse()
+    }
+}
