@@ -9,7 +9,7 @@
 use rpmd_pmd::clock;
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
-use rpmd_pmd::Mempool;
+use rpmd_pmd::{Mbuf, Mempool};
 use rpmd_sched::Task;
 use std::sync::Arc;
 
@@ -111,6 +111,33 @@ impl TxOnly {
 /// Most bursts one round sends to catch up after a sleep.
 const CATCH_UP_BURSTS: u64 = 8;
 
+/// Copies `frame` into `m` (empty), chaining segments from `pool` for
+/// what does not fit its data room (frames above about 2 KiB); false when
+/// the pool has no segment left (the frame is then incomplete).
+fn fill(m: &mut Mbuf, frame: &[u8], pool: &Mempool) -> bool {
+    let first = frame.len().min(m.tailroom());
+    let Some(d) = m.append(first) else {
+        return false;
+    };
+    d.copy_from_slice(&frame[..first]);
+    let mut rest = &frame[first..];
+    while !rest.is_empty() {
+        let Ok(mut seg) = pool.get() else {
+            return false;
+        };
+        let k = rest.len().min(seg.tailroom());
+        match seg.append(k) {
+            Some(d) => d.copy_from_slice(&rest[..k]),
+            None => return false,
+        }
+        if m.chain(seg).is_err() {
+            return false;
+        }
+        rest = &rest[k..];
+    }
+    true
+}
+
 impl TxOnly {
     /// Sends one burst of `n` frames; returns how many the port took.
     fn send(&mut self, n: usize) -> usize {
@@ -118,15 +145,22 @@ impl TxOnly {
             return 0;
         }
         let len = self.frame.len();
+        let mut built = 0;
         for m in self.pkts.iter_mut() {
-            if let Some(d) = m.append(len) {
-                d.copy_from_slice(&self.frame);
-                if self.flows > 1 {
-                    set_flow(d, self.flow);
-                    self.flow = (self.flow + 1) % self.flows;
-                }
+            if !fill(m, &self.frame, &self.pool) {
+                break;
             }
+            if self.flows > 1 {
+                // The headers sit in the first segment.
+                set_flow(m.data_mut(), self.flow);
+                self.flow = (self.flow + 1) % self.flows;
+            }
+            built += 1;
         }
+        // Frames the pool could not complete are not sent (counted as
+        // dropped, as frames the port did not take).
+        self.counters.dropped.add((self.pkts.len() - built) as u64);
+        self.pkts.truncate(built);
         let sent = self.tx.tx_burst(&mut self.pkts);
         self.counters.packets.add(sent as u64);
         self.counters.bytes.add((sent * len) as u64);
@@ -225,6 +259,25 @@ impl Task for RxOnly {
 mod tests {
     use super::*;
     use etherparse::{NetSlice, SlicedPacket};
+
+    /// A 9000-byte frame becomes a chain holding exactly its bytes; a pool
+    /// that runs dry mid-chain is reported, and nothing leaks.
+    #[test]
+    fn large_frames_become_chains() {
+        let mut pc = rpmd_pmd::MempoolConfig::new("gen-fill", 8);
+        pc.cache_size = 0;
+        let pool = Mempool::new(&pc).unwrap();
+        let frame = template(9000);
+        let mut m = pool.get().unwrap();
+        assert!(fill(&mut m, &frame, &pool));
+        assert_eq!((m.pkt_len(), m.nb_segs()), (9000, 5));
+        let bytes: Vec<u8> = m.segments().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(bytes, frame);
+        let mut short = pool.get().unwrap();
+        assert!(!fill(&mut short, &frame, &pool), "3 mbufs left, 5 needed");
+        drop((m, short));
+        assert_eq!(pool.available(), 8);
+    }
 
     #[test]
     fn flows_keep_the_ipv4_checksum_valid() {

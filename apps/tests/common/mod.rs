@@ -1,0 +1,105 @@
+//! DPDK testpmd as the peer of the apps' tests: its `net_vhost` ports
+//! (vhost-user backends the apps' virtio-user ports connect to), started
+//! one at a time, and its final counters.
+#![allow(dead_code)]
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One testpmd at a time: they pin the same CPUs.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub struct Testpmd {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    pub child: std::process::Child,
+    /// One vhost-user socket per port.
+    pub socks: Vec<String>,
+    pub log: String,
+}
+
+/// testpmd in forwarding mode `mode` with `ports` vhost-user ports (each
+/// on its own socket; `--port-topology=loop` for one, paired for more),
+/// `extra` options after `--`. `None` (a recorded skip, or a failure
+/// under CI) without root or dpdk-testpmd.
+pub fn testpmd(tag: &str, mode: &str, ports: usize, extra: &[&str]) -> Option<Testpmd> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0
+        || Command::new("dpdk-testpmd")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        let test = std::thread::current().name().unwrap_or(tag).to_string();
+        rpmd_pmd::testing::missing_peer(
+            &format!("apps {tag} {test}"),
+            "needs root and dpdk-testpmd (apt-get install dpdk-dev)",
+        );
+        return None;
+    }
+    let id = format!("{}{tag}{mode}", std::process::id());
+    let socks: Vec<String> = (0..ports)
+        .map(|i| format!("/tmp/rpmd-{id}-{i}.sock"))
+        .collect();
+    let log = format!("/tmp/rpmd-{id}.log");
+    let mut cmd = Command::new("dpdk-testpmd");
+    cmd.args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
+        .arg(format!("--file-prefix=rpmd{id}"))
+        .args(["--log-level=lib.eal:error"]);
+    for (i, s) in socks.iter().enumerate() {
+        cmd.args(["--vdev", &format!("net_vhost{i},iface={s},queues=1")]);
+    }
+    let topology = if ports == 1 { "loop" } else { "paired" };
+    let child = cmd
+        .args([
+            "--",
+            &format!("--forward-mode={mode}"),
+            &format!("--port-topology={topology}"),
+        ])
+        .args(["--total-num-mbufs=8192", "-a"])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(&log).ok()?)
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let t = Instant::now();
+    while !socks.iter().all(|s| std::path::Path::new(s).exists()) {
+        assert!(t.elapsed() < Duration::from_secs(30), "no socket: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(Testpmd {
+        _serial: serial,
+        child,
+        socks,
+        log,
+    })
+}
+
+/// Stops testpmd; returns port 0's final RX-packets, the last RX-bytes
+/// its periodic port stats printed (with `--stats-period`; `u64::MAX`
+/// without), and the log.
+pub fn finish(t: Testpmd) -> (u64, u64, String) {
+    let mut t = t;
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(t.child.id() as i32, libc::SIGINT) };
+    let _ = t.child.wait();
+    for s in &t.socks {
+        let _ = std::fs::remove_file(s);
+    }
+    let log = std::fs::read_to_string(&t.log).unwrap_or_default();
+    let tail = log
+        .rfind("Forward statistics for port 0")
+        .map(|i| log[i..].to_string())
+        .unwrap_or_default();
+    let after = |text: &str, key: &str| -> u64 {
+        text.find(key)
+            .and_then(|i| text[i + key.len()..].split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    let bytes = log
+        .rfind("RX-bytes:")
+        .map(|i| after(&log[i..], "RX-bytes:"))
+        .unwrap_or(u64::MAX);
+    (after(&tail, "RX-packets:"), bytes, log)
+}
