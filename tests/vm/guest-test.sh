@@ -15,19 +15,20 @@ dmesg | grep -E 'DMAR: (IOMMU enabled|Intel\(R\) Virtualization)' | sed 's/^/dme
 
 $B --hugepages 64 && ok "rpmd-bind --hugepages" || bad "rpmd-bind --hugepages" "rc=$?"
 
-MODERN=""; TRANS=""; E1000E=""; BRIDGED=""; MQ=""
+MODERN=""; TRANS=""; E1000E=""; BRIDGED=""; MQ=""; NOCTRL=""
 for d in /sys/bus/pci/devices/*; do
     case $(cat $d/class) in 0x02*) ;; *) continue ;; esac
     bdf=${d##*/}
     case $(cat $d/vendor):$(cat $d/device):$bdf in
         0x1af4:0x1041:0000:00:10.0) MQ="$MQ $bdf" ;;
+        0x1af4:0x1041:0000:00:11.0) NOCTRL="$NOCTRL $bdf" ;;
         0x1af4:0x1041:0000:00:*) MODERN="$MODERN $bdf" ;;
         0x1af4:0x1041:*) BRIDGED="$BRIDGED $bdf" ;;
         0x1af4:0x1000:*) TRANS="$TRANS $bdf" ;;
         0x8086:0x10d3:*) E1000E="$E1000E $bdf" ;;
     esac
 done
-echo "modern:$MODERN transitional:$TRANS e1000e:$E1000E bridged:$BRIDGED multiqueue:$MQ"
+echo "modern:$MODERN transitional:$TRANS e1000e:$E1000E bridged:$BRIDGED multiqueue:$MQ no-ctrl:$NOCTRL"
 $B --status
 
 # A NIC still on its kernel driver: preflight and the VFIO layer say so.
@@ -43,7 +44,7 @@ for b in $MODERN; do
     /rpmd/vfio_guest --kernel-bound $b && ok "vfio refuses kernel-bound $b" || bad "vfio refuses kernel-bound $b" "rc=$?"
 done
 
-for b in $MODERN $TRANS $E1000E $MQ; do
+for b in $MODERN $TRANS $E1000E $MQ $NOCTRL; do
     $B --bind vfio-pci $b && ok "bind $b" || bad "bind $b" "rc=$?"
 done
 for b in $MODERN; do
@@ -91,6 +92,9 @@ vargs="$MODERN"
 for b in $TRANS; do vargs="$vargs --legacy $b"; done
 # The two-pair NIC whose backend is DPDK testpmd on the host.
 for b in $MQ; do vargs="$vargs --mq $b"; done
+# The function without a control queue.
+for b in $NOCTRL; do vargs="$vargs --no-ctrl $b"; done
+[ -n "$NOCTRL" ] || bad "NIC discovery" "no function at 00:11.0 (ctrl_vq=off)"
 out=$(/rpmd/virtio_guest $vargs); rc=$?
 echo "$out"
 p=$(echo "$out" | sed -n 's/^virtio_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')

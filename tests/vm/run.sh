@@ -85,6 +85,12 @@ if command -v dpdk-testpmd >/dev/null; then
            -netdev "vhost-user,id=n5,chardev=vhu,queues=2"
            -device "virtio-net-pci,netdev=n5,mq=on,vectors=0,disable-legacy=on,iommu_platform=on,ats=on,addr=0x10,mac=52:54:00:00:00:06")
 fi
+# NIC 6 (00:11.0): no control queue (ctrl_vq=off; QEMU still offers
+# CTRL_RX): the port must not negotiate CTRL_RX nor accept receive
+# filters it cannot program.
+args+=(-netdev "dgram,id=n6,local.type=inet,local.host=127.0.0.1,local.port=$((PORT_BASE + 6)),remote.type=inet,remote.host=127.0.0.1,remote.port=$((PORT_BASE + 26))"
+       -device "virtio-net-pci,netdev=n6,ctrl_vq=off,disable-legacy=on,iommu_platform=on,addr=0x11,mac=52:54:00:00:00:07")
+ports+=($((PORT_BASE + 26)))
 kernel=$(ls "$VM_DIR"/kernel/boot/vmlinuz-* | head -1)
 args+=(-kernel "$kernel" -initrd "$RUN/initrd.cpio.gz"
        -append "console=ttyS0 quiet intel_iommu=on iommu=pt panic=-1")

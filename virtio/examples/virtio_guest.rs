@@ -31,6 +31,12 @@
 //! through the control queue); 300 frames per pair, each checked byte for
 //! byte and on its pair; an rx interrupt on pair 1.
 //!
+//! `--no-ctrl BDF`: a modern function without a control queue (QEMU's
+//! `ctrl_vq=off`, which still offers CTRL_RX): CTRL_RX is not negotiated,
+//! turning promiscuous or all-multicast off and setting a MAC filter are
+//! errors (the device delivers every frame), and pings still go and come
+//! back.
+//!
 //! Prints `case ...: ok|FAIL` lines and `virtio_guest: N passed, M failed`.
 #![allow(unsafe_code)]
 use rpmd_pmd::port::Pkts;
@@ -465,6 +471,40 @@ fn run(bdf: &str, opts: &str, pool: &Arc<Mempool>) -> R<String> {
     ))
 }
 
+/// A function without a control queue: no CTRL_RX negotiated, receive
+/// filters refused with an error, frames still exchanged.
+fn no_ctrl(bdf: &str, pool: &Arc<Mempool>) -> R<String> {
+    let (mut p, mut q) = open_started(&format!("pci:{bdf}"), pool, 1)?;
+    let feats = p
+        .xstats()
+        .iter()
+        .find(|x| x.name == "negotiated_features")
+        .map(|x| x.value)
+        .unwrap_or(u64::MAX);
+    let (ctrl_vq, ctrl_rx) = (1u64 << 17, 1u64 << 18);
+    if feats & (ctrl_vq | ctrl_rx) != 0 {
+        return Err(format!("negotiated {feats:#x}: CTRL_VQ or CTRL_RX"));
+    }
+    for (what, r) in [
+        ("promiscuous off", p.set_promiscuous(false)),
+        ("all-multicast off", p.set_allmulticast(false)),
+        ("a MAC filter", p.set_mac_filter(&[p.mac_addr()], &[])),
+    ] {
+        if r.is_ok() {
+            return Err(format!("{what} accepted without a control queue"));
+        }
+    }
+    if p.set_promiscuous(true).is_err() || !p.promiscuous() {
+        return Err("promiscuous on refused".into());
+    }
+    let mac = p.mac_addr().0;
+    exchange(&mut q, pool, mac, 20_000, 200)?;
+    stop_all(p, q, pool)?;
+    Ok(format!(
+        "features {feats:#x} (no CTRL_VQ, no CTRL_RX); promiscuous and all-multicast off and a MAC filter refused; 200 pings and pongs"
+    ))
+}
+
 /// Prints one case's outcome and counts it.
 fn report(name: &str, r: R<String>, pass: &mut u32, fail: &mut u32) {
     match r {
@@ -491,6 +531,16 @@ fn main() {
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        if a == "--no-ctrl" {
+            let bdf = args.next().unwrap_or_default();
+            report(
+                &format!("{bdf} no control queue"),
+                no_ctrl(&bdf, &pool),
+                &mut pass,
+                &mut fail,
+            );
+            continue;
+        }
         if a == "--mq" {
             let bdf = args.next().unwrap_or_default();
             report(

@@ -472,6 +472,7 @@ impl<Q: Ring> VirtioTx<Q> {
             if self.done.is_empty() {
                 break;
             }
+            self.stats.retired.add(self.done.len() as u64);
             let full = self.done.is_full();
             self.pool.put_bulk(&mut self.done);
             if !full {
@@ -489,6 +490,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         if self.home.asked() {
             let n = self.home.serve(&mut self.q, &self.stats);
             self.stats.errors.add(n as u64);
+            self.stats.retired.add(n as u64);
         }
         self.reclaim();
         self.q.size() as usize - self.q.free()
@@ -502,6 +504,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
             // Frames the old backend never finished are lost: errors.
             let n = self.home.serve(&mut self.q, &self.stats);
             self.stats.errors.add(n as u64);
+            self.stats.retired.add(n as u64);
         }
         self.reclaim();
         let mut n = 0;
@@ -722,13 +725,22 @@ pub(crate) fn offload_features(requested: rpmd_pmd::port::Offloads) -> u64 {
     f
 }
 
-/// The per-queue counters plus the features offered and negotiated.
+/// The per-queue counters plus, per tx queue, the frames the device has
+/// not finished (`tx_qN_unfinished`: a queue the backend never serves
+/// shows as frames posted and none completed), and the features offered
+/// and negotiated.
 pub(crate) fn feature_xstats(
     stats: &rpmd_pmd::port::stats::StatsBlock,
     offered: u64,
     features: u64,
 ) -> Vec<rpmd_pmd::port::Xstat> {
     let mut v = stats.xstats();
+    for (i, q) in stats.tx_queues().iter().enumerate() {
+        v.push(rpmd_pmd::port::Xstat {
+            name: format!("tx_q{i}_unfinished"),
+            value: q.packets.get().saturating_sub(q.retired.get()),
+        });
+    }
     for (name, value) in [
         ("offered_features", offered),
         ("negotiated_features", features),

@@ -136,7 +136,35 @@ fn setup(packed: bool, in_order: bool, act: Misbehave) -> Setup {
         in_order,
         act,
         after: 300,
+        max_pairs: None,
     }
+}
+
+/// Issue 21: where the backend offers CONFIG, its max_virtqueue_pairs is
+/// its real queue count (GET_QUEUE_NUM says 128, as DPDK's does): more
+/// pairs than it has is a clear error at open.
+#[test]
+fn more_queue_pairs_than_the_backend_config_allows_is_an_error() {
+    let path = format!("/tmp/rpmd-hostile-mq-{}.sock", std::process::id());
+    let b = Hostile::start(
+        &path,
+        Setup {
+            max_pairs: Some(1),
+            ..setup(false, false, Misbehave::Nothing)
+        },
+    );
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let e = reg
+        .open(&format!("virtio-user:{path},queues=2"))
+        .err()
+        .expect("queues=2 refused")
+        .to_string();
+    assert!(
+        e.contains("allows 1 queue pairs (max_virtqueue_pairs)"),
+        "{e}"
+    );
+    drop(b);
 }
 
 #[test]
@@ -251,4 +279,27 @@ fn rewritten_tx_chain_links_do_not_corrupt_the_port() {
         POOL as usize,
         "every mbuf back in its pool"
     );
+}
+
+/// Issue 21: a request the port cannot carry out is an error, never a
+/// silent Ok: a vhost-user backend delivers every frame, so promiscuous
+/// and all-multicast cannot be turned off and there is no MAC filter.
+#[test]
+fn receive_modes_the_backend_cannot_apply_are_errors() {
+    let path = format!("/tmp/rpmd-hostile-modes-{}.sock", std::process::id());
+    let b = Hostile::start(&path, setup(false, false, Misbehave::Nothing));
+    let (mut p, q, pool) = open(&path, "");
+    for (what, r) in [
+        ("promiscuous off", p.set_promiscuous(false)),
+        ("all-multicast off", p.set_allmulticast(false)),
+        ("MAC filter", p.set_mac_filter(&[], &[])),
+    ] {
+        let e = r.expect_err(what).to_string();
+        assert!(e.contains("filter"), "{what}: {e}");
+    }
+    assert!(p.set_promiscuous(true).is_ok() && p.set_allmulticast(true).is_ok());
+    assert!(p.promiscuous() && p.allmulticast());
+    p.stop().unwrap();
+    drop((q, p, b));
+    assert_eq!(pool.available(), POOL as usize);
 }

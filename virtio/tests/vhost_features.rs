@@ -145,6 +145,50 @@ fn packed_reconnection_with_an_unused_rx_ring() {
     killed_and_restarted("rcpu", ",queues=2,packed_vq=1", 1, 2);
 }
 
+/// Issue 21: testpmd serves one queue pair but answers GET_QUEUE_NUM with
+/// its maximum, so a port with two opens; what it sends on the pair
+/// testpmd never serves shows as unfinished in that queue's xstats, while
+/// pair 0 completes.
+#[test]
+fn a_pair_the_backend_never_serves_shows_as_unfinished() {
+    let Some(t) = testpmd_queues("stk", "rxonly", 1) else {
+        return;
+    };
+    let conf = PortConfig {
+        rx_queues: 2,
+        tx_queues: 2,
+        ..PortConfig::default()
+    };
+    let (p, mut q, pool) = port_config(&t, ",queues=2", conf);
+    let t0 = Instant::now();
+    let (mut sent, mut stuck) = ([0usize; 2], 0u64);
+    while t0.elapsed() < Duration::from_secs(2) && (sent[0] < 500 || stuck < 100) {
+        for (k, tx) in q.tx.iter_mut().enumerate() {
+            let mut out = Pkts::new();
+            for i in 0..8 {
+                let mut m = pool.get().unwrap();
+                m.append(64).unwrap().copy_from_slice(&frame(i, 64));
+                out.push(m).unwrap();
+            }
+            sent[k] += tx.tx_burst(&mut out);
+        }
+        stuck = xstat(p.as_ref(), "tx_q1_unfinished");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(sent[0] >= 500, "pair 0 sends: {sent:?}");
+    assert!(
+        xstat(p.as_ref(), "tx_q0_unfinished") < 256,
+        "pair 0 completes"
+    );
+    assert_eq!(stuck, sent[1] as u64, "every frame on pair 1 unfinished");
+    assert!(stuck >= 100, "{sent:?}");
+    let mut p = p;
+    p.stop().unwrap();
+    drop(q);
+    drop(p);
+    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+}
+
 /// Issue 21: an application that drops a queue handle it does not use
 /// (gen's txonly drops its RX queue) still gets the link back after the
 /// backend restarts, on packed rings (which never came back: the watch

@@ -92,6 +92,10 @@ pub struct QueueStats {
     pub nombuf: Counter,
     /// TX: bursts that found the queue full.
     pub full: Counter,
+    /// TX: frames no longer in flight, for drivers that learn it: sent by
+    /// the device, or given up when its ring started over (`packets`
+    /// minus this is what the device has not finished).
+    pub retired: Counter,
     /// What the device wrote that broke its protocol (a used entry naming
     /// no buffer in flight, an index that jumped): each is also an error.
     pub device_errors: Counter,
@@ -130,6 +134,11 @@ impl StatsBlock {
     /// The counters of tx queue `q`, for its handle.
     pub fn tx(&self, q: usize) -> Arc<CachePadded<QueueStats>> {
         self.tx[q].clone()
+    }
+
+    /// The tx queues' counters, in queue order.
+    pub fn tx_queues(&self) -> &[Arc<CachePadded<QueueStats>>] {
+        &self.tx
     }
 
     fn raw(&self) -> PortStats {

@@ -41,9 +41,7 @@ mod legacy;
 mod modern;
 mod start;
 
-use crate::consts::{
-    VIRTIO_F_VERSION_1, VIRTIO_NET_F_CTRL_RX, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MTU,
-};
+use crate::consts::{VIRTIO_F_VERSION_1, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MTU};
 use crate::ctrl::Control;
 use crate::net::{feature_xstats, max_mtu, net_port_common, offloads, Kick};
 use crate::split::Layout;
@@ -394,12 +392,6 @@ impl Port for VirtioPciPort {
         unicast: &[MacAddr],
         multicast: &[MacAddr],
     ) -> Result<(), PmdError> {
-        if self.offered & VIRTIO_NET_F_CTRL_RX == 0 {
-            return Err(perr(
-                &self.name,
-                "the device has no control queue with CTRL_RX, so no MAC filter; use promiscuous mode",
-            ));
-        }
         if let Some(m) = multicast.iter().find(|m| m.0[0] & 1 == 0) {
             return Err(perr(
                 &self.name,

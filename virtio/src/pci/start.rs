@@ -80,6 +80,12 @@ impl VirtioPciPort {
             )?;
         }
         self.features = self.offered & want & !self.drop_features;
+        if self.features & VIRTIO_NET_F_CTRL_VQ == 0 {
+            // §5.1.3.1: CTRL_RX and MQ require CTRL_VQ; a device offering
+            // them without a control queue (QEMU's ctrl_vq=off) gets
+            // neither.
+            self.features &= !(VIRTIO_NET_F_CTRL_RX | VIRTIO_NET_F_MQ);
+        }
         t.set_features(self.features)?;
         // §3.1.1: FEATURES_OK exists for modern devices only; a device
         // that does not keep it set refuses the features.
@@ -334,13 +340,33 @@ impl VirtioPciPort {
         mac_table(c, &self.name, &self.filter.0, &self.filter.1)
     }
 
-    /// Records a receive-mode change and, while started, programs it.
+    /// Whether the device has a receive filter we can program: a control
+    /// queue with CTRL_RX (negotiated once started; offered before).
+    pub(super) fn has_rx_filter(&self) -> bool {
+        let f = if self.started {
+            self.features
+        } else {
+            self.offered & !self.drop_features
+        };
+        let need = VIRTIO_NET_F_CTRL_VQ | VIRTIO_NET_F_CTRL_RX;
+        f & need == need
+    }
+
+    /// Records a receive-mode change and, while started, programs it. A
+    /// device without a receive filter delivers every frame: asking it to
+    /// filter is an error, never a silent Ok.
     pub(super) fn set_modes(
         &mut self,
         promisc: bool,
         allmulti: bool,
         filter: Option<(Vec<MacAddr>, Vec<MacAddr>)>,
     ) -> Result<(), PmdError> {
+        if !self.has_rx_filter() && (!promisc || !allmulti || filter.is_some()) {
+            return Err(perr(
+                &self.name,
+                "the device has no control queue with CTRL_RX (VIRTIO_NET_F_CTRL_VQ and VIRTIO_NET_F_CTRL_RX), so it delivers every frame: promiscuous and all-multicast stay on, and there is no MAC filter",
+            ));
+        }
         let old = (self.promisc, self.allmulti);
         let old_filter = filter.as_ref().map(|_| self.filter.clone());
         self.promisc = promisc;

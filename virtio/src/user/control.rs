@@ -93,9 +93,27 @@ pub(super) fn multiqueue(ctl: &mut Control, offered: u64, pairs: u16) -> Result<
             ),
         ));
     }
-    ctl.call("SET_PROTOCOL_FEATURES", |fe| {
-        fe.set_protocol_features(VhostUserProtocolFeatures::MQ)
-    })?;
+    let config = proto.contains(VhostUserProtocolFeatures::CONFIG);
+    let mut want = VhostUserProtocolFeatures::MQ;
+    if config {
+        want |= VhostUserProtocolFeatures::CONFIG;
+    }
+    ctl.call("SET_PROTOCOL_FEATURES", |fe| fe.set_protocol_features(want))?;
+    // The device config's max_virtqueue_pairs is the backend's real count
+    // where it offers CONFIG. Otherwise GET_QUEUE_NUM is all there is,
+    // and DPDK answers it with its maximum (128) whatever its `queues=`:
+    // a pair it never serves then shows as frames posted and never
+    // completed (`tx_qN_unfinished` in the xstats).
+    if config {
+        if let Some(max) = max_virtqueue_pairs(ctl)? {
+            if max < pairs {
+                return Err(perr(
+                    &port,
+                    format!("queues={pairs}: the backend's device config allows {max} queue pairs (max_virtqueue_pairs); start it with more queues"),
+                ));
+            }
+        }
+    }
     let n = ctl.call("GET_QUEUE_NUM", |fe| fe.get_queue_num())?;
     // DPDK answers with queue pairs, QEMU's backends with vrings; either
     // way fewer than we need is an error.
@@ -106,6 +124,17 @@ pub(super) fn multiqueue(ctl: &mut Control, offered: u64, pairs: u16) -> Result<
         ));
     }
     Ok(())
+}
+
+/// The backend's `max_virtqueue_pairs` (virtio 1.2 §5.1.4: bytes 8..10
+/// of the virtio-net config), read with GET_CONFIG; `None` when it sends
+/// a config too short to hold it.
+fn max_virtqueue_pairs(ctl: &mut Control) -> Result<Option<u16>, PmdError> {
+    use vhost::vhost_user::message::VhostUserConfigFlags;
+    let (_, cfg) = ctl.call("GET_CONFIG", |fe| {
+        fe.get_config(0, 10, VhostUserConfigFlags::empty(), &[0u8; 10])
+    })?;
+    Ok(cfg.get(8..10).map(|b| u16::from_le_bytes([b[0], b[1]])))
 }
 
 /// How we reach the backend: we connect to its socket (client, the

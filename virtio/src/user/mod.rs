@@ -478,19 +478,17 @@ impl Port for VirtioUserPort {
         }
     }
     net_port_common!();
-    // A vhost-user backend has no receive filter (DPDK's virtio-user
-    // answers the control queue itself, and its vhost does not filter):
-    // every frame is delivered, and the modes are recorded.
+    // A vhost-user backend has no receive filter (DPDK's vhost does not
+    // filter): every frame is delivered, so both modes stay on, and
+    // asking for less is an error rather than a silent Ok.
     fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-        self.promisc = on;
-        Ok(())
+        no_filter(&self.name, on, "promiscuous")
     }
     fn promiscuous(&self) -> bool {
         self.promisc
     }
     fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
-        self.allmulti = on;
-        Ok(())
+        no_filter(&self.name, on, "all-multicast")
     }
     fn allmulticast(&self) -> bool {
         self.allmulti
@@ -503,6 +501,18 @@ impl Port for VirtioUserPort {
         });
         v
     }
+}
+
+/// A receive mode on a port whose backend does not filter: on is what it
+/// already does; off cannot be carried out.
+fn no_filter(port: &str, on: bool, mode: &str) -> Result<(), PmdError> {
+    if on {
+        return Ok(());
+    }
+    Err(perr(
+        port,
+        format!("a vhost-user backend delivers every frame (no receive filter): {mode} mode cannot be turned off"),
+    ))
 }
 
 impl Drop for VirtioUserPort {

@@ -48,6 +48,9 @@ pub struct Setup {
     pub in_order: bool,
     pub act: Misbehave,
     pub after: u64,
+    /// Offer MQ with the CONFIG protocol feature, and this many queue
+    /// pairs in the device config's max_virtqueue_pairs.
+    pub max_pairs: Option<u16>,
 }
 
 /// Counts the device keeps, for the test to compare with the port's.
@@ -461,6 +464,8 @@ impl Device {
 const VERSION_1: u64 = 1 << 32;
 const RING_PACKED: u64 = 1 << 34;
 const IN_ORDER: u64 = 1 << 35;
+const MQ: u64 = 1 << 22;
+const PROTOCOL_FEATURES: u64 = 1 << 30;
 
 fn refuse<T>() -> Result<T> {
     Err(Error::InvalidOperation(
@@ -485,6 +490,9 @@ impl VhostUserBackendReqHandlerMut for State {
         }
         if self.setup.in_order {
             f |= IN_ORDER;
+        }
+        if self.setup.max_pairs.is_some() {
+            f |= MQ | PROTOCOL_FEATURES;
         }
         Ok(f)
     }
@@ -568,19 +576,32 @@ impl VhostUserBackendReqHandlerMut for State {
         Ok(())
     }
     fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
-        Ok(VhostUserProtocolFeatures::empty())
+        Ok(match self.setup.max_pairs {
+            Some(_) => VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::CONFIG,
+            None => VhostUserProtocolFeatures::empty(),
+        })
     }
     fn set_protocol_features(&mut self, _features: u64) -> Result<()> {
         Ok(())
     }
     fn get_queue_num(&mut self) -> Result<u64> {
-        Ok(1)
+        // As DPDK does: its maximum, whatever it serves.
+        Ok(128)
     }
     fn set_vring_enable(&mut self, _index: u32, _enable: bool) -> Result<()> {
         Ok(())
     }
-    fn get_config(&mut self, _: u32, _: u32, _: VhostUserConfigFlags) -> Result<Vec<u8>> {
-        refuse()
+    fn get_config(&mut self, offset: u32, size: u32, _: VhostUserConfigFlags) -> Result<Vec<u8>> {
+        let Some(pairs) = self.setup.max_pairs else {
+            return refuse();
+        };
+        // virtio-net config: mac, status, max_virtqueue_pairs, mtu.
+        let mut cfg = [0u8; 12];
+        cfg[8..10].copy_from_slice(&pairs.to_le_bytes());
+        let (o, n) = (offset as usize, size as usize);
+        cfg.get(o..o + n)
+            .map(<[u8]>::to_vec)
+            .ok_or(Error::InvalidParam)
     }
     fn set_config(&mut self, _: u32, _: &[u8], _: VhostUserConfigFlags) -> Result<()> {
         refuse()
