@@ -1,8 +1,9 @@
 //! l2fwd: forwards frames between port pairs (0↔1, 2↔3, …) like DPDK's
 //! l2fwd, on rpmd's run loop.
 //!
-//! Each forwarding lcore polls some rx ports (`rx_per_lcore` each) and
-//! sends what arrives on the paired port's tx queue, rewriting the MAC
+//! Each forwarding lcore polls some rx queues (`rx_per_lcore` each) and
+//! sends what arrives on rx queue q of a port to tx queue q of the paired
+//! port (`queues` pairs per port, 1 by default), rewriting the MAC
 //! addresses (source = the output port's MAC, destination =
 //! `02:00:00:00:00:<output port>`) unless told not to. Output is buffered
 //! per port up to a burst and flushed when full or after 100 µs.
@@ -29,8 +30,11 @@ pub struct Config {
     pub devices: Vec<String>,
     /// Ports to use (`-p`, a bit per port).
     pub portmask: u64,
-    /// Rx ports per forwarding lcore (`-q`).
+    /// Rx queues per forwarding lcore (`-q`).
     pub rx_per_lcore: usize,
+    /// Queue pairs per port (`--queues`): rx queue q of a port forwards to
+    /// tx queue q of its pair.
+    pub queues: u16,
     /// Rewrite MAC addresses.
     pub mac_updating: bool,
     /// Burst size.
@@ -41,9 +45,10 @@ pub struct Config {
     pub mbufs: u32,
 }
 
-/// Counters of one port, kept by the application. One lcore writes them
-/// (the one polling the port's rx queue also holds its pair's tx queue),
-/// so they are single-writer counters: no locked instruction per burst.
+/// Counters of one queue pair of a port, kept by the application. One
+/// lcore writes them (the one polling the port's rx queue q also holds
+/// its pair's tx queue q), so they are single-writer counters: no locked
+/// instruction per burst. [`L2fwd::port_totals`] sums a port's queues.
 #[derive(Debug, Default)]
 pub struct PortCounters {
     /// Frames received.
@@ -58,7 +63,9 @@ pub struct PortCounters {
 
 /// Output buffered for one port.
 struct TxBuffer {
+    /// The output port (for its MAC), and its counters' slot.
     port: usize,
+    slot: usize,
     q: Box<dyn TxQueue>,
     pkts: Pkts,
     /// When the oldest buffered frame arrived (clock ticks).
@@ -68,7 +75,7 @@ struct TxBuffer {
 /// One forwarding lcore's work: its rx ports and the tx queues of their
 /// pairs.
 struct Fwd {
-    /// Rx port, index of its pair's buffer in `tx`, queue.
+    /// Rx counters' slot, index of its pair's buffer in `tx`, queue.
     rx: Vec<(usize, usize, Box<dyn RxQueue>)>,
     tx: Vec<TxBuffer>,
     macs: Vec<MacAddr>,
@@ -101,15 +108,15 @@ impl Fwd {
 impl Task for Fwd {
     fn run(&mut self, quota: usize) -> usize {
         let mut done = 0;
-        for (port, txi, rxq) in self.rx.iter_mut() {
+        for (slot, txi, rxq) in self.rx.iter_mut() {
             let buf = &mut self.tx[*txi];
-            let dst = buf.port;
+            let (dst, dst_slot) = (buf.port, buf.slot);
             let n = rxq.rx_burst(&mut self.pkts, self.burst.min(quota));
             if n == 0 {
                 continue;
             }
             done += n;
-            self.counters[*port].rx.add(n as u64);
+            self.counters[*slot].rx.add(n as u64);
             // Destination 02:00:00:00:00:<dst>, source the output port's MAC.
             let mut macs = [0u8; 12];
             macs[..6].copy_from_slice(&MacAddr::local(dst as u16).0);
@@ -121,10 +128,10 @@ impl Task for Fwd {
                     }
                 }
                 if buf.pkts.push(m).is_err() {
-                    self.counters[dst].dropped.add(1);
+                    self.counters[dst_slot].dropped.add(1);
                 }
                 if buf.pkts.len() >= self.burst {
-                    Fwd::flush(buf, &self.counters[dst]);
+                    Fwd::flush(buf, &self.counters[dst_slot]);
                 }
             }
             if !buf.pkts.is_empty() {
@@ -139,7 +146,7 @@ impl Task for Fwd {
                 if b.pkts.is_empty() {
                     b.q.in_flight();
                 } else {
-                    Fwd::flush(b, &self.counters[b.port]);
+                    Fwd::flush(b, &self.counters[b.slot]);
                 }
             }
             return 0;
@@ -150,7 +157,7 @@ impl Task for Fwd {
             let now = clock::now();
             for b in self.tx.iter_mut() {
                 if b.since.is_some_and(|t| now.wrapping_sub(t) >= self.drain) {
-                    Fwd::flush(b, &self.counters[b.port]);
+                    Fwd::flush(b, &self.counters[b.slot]);
                 }
             }
         }
@@ -159,7 +166,7 @@ impl Task for Fwd {
 
     fn finish(&mut self) {
         for b in self.tx.iter_mut() {
-            Fwd::flush(b, &self.counters[b.port]);
+            Fwd::flush(b, &self.counters[b.slot]);
         }
     }
 }
@@ -179,23 +186,25 @@ impl Task for GenSink {
     fn run(&mut self, _quota: usize) -> usize {
         let mut work = 0;
         for q in self.peers.iter_mut() {
-            // Sink what l2fwd forwarded to us.
-            let n = q.rx_burst(0, &mut self.inp, 64);
-            self.counts.1.add(n as u64);
-            self.inp.clear();
-            work += n;
-            // Generate a burst.
-            if self.pool.get_bulk(&mut self.out, 32).is_ok() {
-                for m in self.out.iter_mut() {
-                    if let Some(d) = m.append(self.template.len()) {
-                        d.copy_from_slice(&self.template);
+            for qi in 0..q.rx.len().min(q.tx.len()) as u16 {
+                // Sink what l2fwd forwarded to us.
+                let n = q.rx_burst(qi, &mut self.inp, 64);
+                self.counts.1.add(n as u64);
+                self.inp.clear();
+                work += n;
+                // Generate a burst.
+                if self.pool.get_bulk(&mut self.out, 32).is_ok() {
+                    for m in self.out.iter_mut() {
+                        if let Some(d) = m.append(self.template.len()) {
+                            d.copy_from_slice(&self.template);
+                        }
                     }
                 }
+                let k = q.tx_burst(qi, &mut self.out);
+                self.counts.0.add(k as u64);
+                self.out.clear();
+                work += k;
             }
-            let k = q.tx_burst(0, &mut self.out);
-            self.counts.0.add(k as u64);
-            self.out.clear();
-            work += k;
         }
         work
     }
@@ -205,8 +214,10 @@ impl Task for GenSink {
 pub struct L2fwd {
     runtime: Option<Runtime>,
     ports: Vec<Box<dyn Port>>,
-    /// Per-port counters.
+    /// Counters per port and queue pair: slot `port * queues + q`.
     pub counters: Arc<Vec<PortCounters>>,
+    /// Queue pairs per port.
+    pub queues: usize,
     /// Embedded generator: frames generated, frames sunk.
     pub gen: Option<Arc<(Counter, Counter)>>,
     /// Device strings of the ports.
@@ -240,6 +251,8 @@ impl L2fwd {
             }
             let pc = PortConfig {
                 rx_pool: Some(pool.clone()),
+                rx_queues: cfg.queues.max(1),
+                tx_queues: cfg.queues.max(1),
                 ..PortConfig::default()
             };
             p.configure(&pc).map_err(|e| e.to_string())?;
@@ -252,8 +265,9 @@ impl L2fwd {
         if n < 2 || n % 2 != 0 {
             return Err(format!("l2fwd needs an even number of ports (pairs 0-1, 2-3, ...); the port mask selects {n}"));
         }
+        let nq = cfg.queues.max(1) as usize;
         let counters: Arc<Vec<PortCounters>> =
-            Arc::new((0..n).map(|_| PortCounters::default()).collect());
+            Arc::new((0..n * nq).map(|_| PortCounters::default()).collect());
         let mut rt = Runtime::start(&cfg.cores, cfg.lcore.clone()).map_err(|e| e.to_string())?;
         let lcores = rt.lcores().len();
         let fwd_lcores = if embedded && lcores > 1 {
@@ -261,8 +275,9 @@ impl L2fwd {
         } else {
             lcores
         };
-        // Rx port i goes to forwarding lcore (i / rx_per_lcore) mod fwd_lcores,
-        // together with the tx queue of its pair.
+        // Rx queue k of all (port i, queue q, k = i * queues + q) goes to
+        // forwarding lcore (k / rx_per_lcore) mod fwd_lcores, together
+        // with tx queue q of port i's pair.
         let mut tasks: Vec<Fwd> = (0..fwd_lcores)
             .map(|_| Fwd {
                 rx: Vec::new(),
@@ -275,17 +290,35 @@ impl L2fwd {
                 pkts: Pkts::new(),
             })
             .collect();
-        for i in 0..n {
-            let l = (i / cfg.rx_per_lcore.max(1)) % fwd_lcores;
-            let q = queues[i].as_mut().ok_or("queue taken twice")?;
-            let rxq = q.rx.remove(0);
+        let mut rx_queues: Vec<_> = queues
+            .iter_mut()
+            .map(|q| q.as_mut().map(|q| std::mem::take(&mut q.rx)))
+            .collect();
+        let mut tx_queues: Vec<_> = queues
+            .iter_mut()
+            .map(|q| q.as_mut().map(|q| std::mem::take(&mut q.tx)))
+            .collect();
+        for k in 0..n * nq {
+            let (i, qi) = (k / nq, k % nq);
+            let l = (k / cfg.rx_per_lcore.max(1)) % fwd_lcores;
             let dst = i ^ 1;
-            let dq = queues[dst].as_mut().ok_or("queue taken twice")?;
+            let taken = || format!("port {i} has no queue pair {qi}");
+            let rxq = rx_queues[i]
+                .as_mut()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(taken)?
+                .remove(0);
+            let txq = tx_queues[dst]
+                .as_mut()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(taken)?
+                .remove(0);
             let txi = tasks[l].tx.len();
-            tasks[l].rx.push((i, txi, rxq));
+            tasks[l].rx.push((k, txi, rxq));
             tasks[l].tx.push(TxBuffer {
                 port: dst,
-                q: dq.tx.remove(0),
+                slot: dst * nq + qi,
+                q: txq,
                 pkts: Pkts::new(),
                 since: None,
             });
@@ -299,8 +332,12 @@ impl L2fwd {
             let mut peers = Vec::new();
             for d in &devices {
                 let mut p = reg.open(d).map_err(|e| e.to_string())?;
-                p.configure(&PortConfig::default())
-                    .map_err(|e| e.to_string())?;
+                p.configure(&PortConfig {
+                    rx_queues: nq as u16,
+                    tx_queues: nq as u16,
+                    ..PortConfig::default()
+                })
+                .map_err(|e| e.to_string())?;
                 peers.push(p.start().map_err(|e| e.to_string())?);
                 ports.push(p);
             }
@@ -324,10 +361,29 @@ impl L2fwd {
             runtime: Some(rt),
             ports,
             counters,
+            queues: nq,
             gen,
             names: devices,
             _pool: pool,
         })
+    }
+
+    /// Per port: frames received, sent, dropped and bytes sent, summed
+    /// over its queue pairs.
+    pub fn port_totals(&self) -> Vec<(u64, u64, u64, u64)> {
+        self.counters
+            .chunks(self.queues)
+            .map(|qs| {
+                qs.iter().fold((0, 0, 0, 0), |t, c| {
+                    (
+                        t.0 + c.rx.get(),
+                        t.1 + c.tx.get(),
+                        t.2 + c.dropped.get(),
+                        t.3 + c.tx_bytes.get(),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// One line per lcore of its telemetry: rounds, share of busy time,

@@ -59,7 +59,7 @@ mod common;
 use common::{finish, Testpmd};
 
 fn testpmd(mode: &str) -> Option<Testpmd> {
-    common::testpmd("gen", mode, 1, &["--txpkts=64"])
+    common::testpmd("gen", mode, 1, 1, &["--txpkts=64"])
 }
 
 /// Issue 21: frames above an mbuf's data room go out as chains holding
@@ -67,7 +67,7 @@ fn testpmd(mode: &str) -> Option<Testpmd> {
 /// as sent): testpmd counts the same frames and bytes as gen.
 #[test]
 fn gen_jumbo_txonly_into_testpmd_rxonly_counts_match() {
-    let Some(t) = common::testpmd("gen", "rxonly", 1, &["--stats-period=1"]) else {
+    let Some(t) = common::testpmd("gen", "rxonly", 1, 1, &["--stats-period=1"]) else {
         return;
     };
     let dev = format!("virtio-user:{}", t.socks[0]);
@@ -149,5 +149,79 @@ fn testpmd_txonly_into_gen_rxonly() {
         s["rx_bytes"].as_u64(),
         Some(got * 64),
         "64-byte frames: {log}"
+    );
+}
+
+/// Issue 21: several queue pairs carry traffic on every pair: gen
+/// txonly on two tx queues into testpmd rxonly with two queues (testpmd's
+/// count matching ours), and testpmd txonly on two queues into gen rxonly
+/// on two rx queues.
+#[test]
+fn gen_on_two_queue_pairs_both_ways() {
+    let Some(t) = common::testpmd("gen", "rxonly", 1, 2, &["--txpkts=64"]) else {
+        return;
+    };
+    let dev = format!("virtio-user:{},queues=2", t.socks[0]);
+    let (rc, s, log) = gen(&[
+        "--mode",
+        "txonly",
+        "--dev",
+        &dev,
+        "-l",
+        "0",
+        "--duration",
+        "1.5",
+        "--rate",
+        "200000",
+        "--txq",
+        "2",
+        "--flows",
+        "8",
+    ]);
+    let (tp_rx, _, tp_log) = finish(t);
+    assert_eq!(rc, 0, "{log}");
+    let sent = s["tx_packets"].as_u64().unwrap();
+    let per: Vec<u64> = s["tx_queue_packets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(
+        per.len() == 2 && per.iter().all(|&n| n > 50_000),
+        "{per:?}: {log}"
+    );
+    assert_eq!(
+        tp_rx, sent,
+        "testpmd saw {tp_rx}, gen sent {sent}\n{tp_log}"
+    );
+
+    let Some(t) = common::testpmd("gen", "txonly", 1, 2, &["--txpkts=64"]) else {
+        return;
+    };
+    let dev = format!("virtio-user:{},queues=2", t.socks[0]);
+    let (rc, s, log) = gen(&[
+        "--mode",
+        "rxonly",
+        "--dev",
+        &dev,
+        "-l",
+        "0",
+        "--duration",
+        "1.5",
+        "--rxq",
+        "2",
+    ]);
+    let _ = finish(t);
+    assert_eq!(rc, 0, "{log}");
+    let per: Vec<u64> = s["rx_queue_packets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(
+        per.len() == 2 && per.iter().all(|&n| n > 10_000),
+        "{per:?}: {log}"
     );
 }

@@ -92,8 +92,13 @@ mod common;
 /// tx + dropped of the other (chains used to vanish from every count).
 #[test]
 fn jumbo_chains_that_do_not_fit_are_counted_as_dropped() {
-    let Some(t) = common::testpmd("l2fwd", "txonly", 2, &["--txpkts=2048,2048,2048,2048,808"])
-    else {
+    let Some(t) = common::testpmd(
+        "l2fwd",
+        "txonly",
+        2,
+        1,
+        &["--txpkts=2048,2048,2048,2048,808"],
+    ) else {
         return;
     };
     let devs: Vec<String> = t.socks.iter().map(|s| format!("virtio-user:{s}")).collect();
@@ -119,4 +124,46 @@ fn jumbo_chains_that_do_not_fit_are_counted_as_dropped() {
     assert_eq!(n(0, "rx"), n(1, "tx") + n(1, "dropped"), "{out}");
     assert_eq!(n(1, "rx"), n(0, "tx") + n(0, "dropped"), "{out}");
     assert_eq!(n(0, "tx_bytes") % 9000, 0, "{out}");
+}
+
+/// Issue 21: `--queues 2` forwards on both queue pairs of each port
+/// (testpmd txonly on two queues of both ports), every frame accounted
+/// per queue.
+#[test]
+fn two_queue_pairs_per_port_all_carry_traffic() {
+    let Some(t) = common::testpmd("l2fwdq", "txonly", 2, 2, &["--txpkts=64"]) else {
+        return;
+    };
+    let devs: Vec<String> = t
+        .socks
+        .iter()
+        .map(|s| format!("virtio-user:{s},queues=2"))
+        .collect();
+    let (rc, out, err) = l2fwd(&[
+        "--dev",
+        &devs[0],
+        "--dev",
+        &devs[1],
+        "-l",
+        "1",
+        "--queues",
+        "2",
+        "--duration",
+        "2",
+        "--json",
+    ]);
+    let _ = common::finish(t);
+    assert_eq!(rc, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("{}")).unwrap();
+    let ports = v["summary"]["ports"].as_array().unwrap().clone();
+    for (p, other) in [(0, 1), (1, 0)] {
+        let qs = ports[p]["queues"].as_array().unwrap();
+        let oq = ports[other]["queues"].as_array().unwrap();
+        assert_eq!(qs.len(), 2, "{out}");
+        for (q, o) in qs.iter().zip(oq) {
+            let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap();
+            assert!(n(q, "rx") > 1000, "port {p} queue idle: {out}");
+            assert_eq!(n(q, "rx"), n(o, "tx") + n(o, "dropped"), "{out}");
+        }
+    }
 }

@@ -49,6 +49,14 @@ struct Args {
     /// Burst size.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=256))]
     burst: u16,
+    /// Rx queues to receive on (rxonly), one task each, spread over the
+    /// lcores (testpmd's --rxq).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    rxq: u16,
+    /// Tx queues to send on (txonly), one task each sending at rate /
+    /// txq (testpmd's --txq).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    txq: u16,
     /// Seconds to run (default: until Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
@@ -93,8 +101,8 @@ fn run(a: &Args) -> Result<(), String> {
     let pool = Arc::new(Mempool::new(&pc).map_err(|e| format!("mempool: {e}"))?);
     let mut rt = Runtime::start(&cores, a.poll.lcore_config()).map_err(|e| e.to_string())?;
     let mut ports = Vec::new();
-    let mut tx_counts: Option<Arc<GenCounters>> = None;
-    let mut rx_counts: Option<Arc<GenCounters>> = None;
+    let mut tx_counts: Vec<Arc<GenCounters>> = Vec::new();
+    let mut rx_counts: Vec<Arc<GenCounters>> = Vec::new();
     let devs = match &a.dev {
         Some(d) => vec![d.clone()],
         None => vec!["ring:gen".to_string(), "ring:gen".to_string()],
@@ -103,35 +111,43 @@ fn run(a: &Args) -> Result<(), String> {
         let mut p = reg.open(d).map_err(|e| e.to_string())?;
         p.configure(&PortConfig {
             rx_pool: Some(pool.clone()),
+            rx_queues: a.rxq,
+            tx_queues: a.txq,
             ..PortConfig::default()
         })
         .map_err(|e| e.to_string())?;
-        let mut q = p.start().map_err(|e| e.to_string())?;
-        let lcore = i.min(rt.lcores().len() - 1);
+        let q = p.start().map_err(|e| e.to_string())?;
         let tx_here = if embedded {
             i == 0
         } else {
             mode == Mode::Txonly
         };
+        let n = rt.lcores().len();
+        // Queue k of port i runs on lcore (i + k) mod lcores.
         if tx_here {
-            let (t, c) = TxOnly::new(
-                q.tx.remove(0),
-                pool.clone(),
-                a.size as usize,
-                a.flows,
-                a.burst as usize,
-                a.rate,
-            );
-            rt.add(lcore, t).map_err(|e| e.to_string())?;
-            tx_counts = Some(c);
+            for (k, txq) in q.tx.into_iter().enumerate() {
+                let (t, c) = TxOnly::new(
+                    txq,
+                    pool.clone(),
+                    a.size as usize,
+                    a.flows,
+                    a.burst as usize,
+                    a.rate / a.txq as f64,
+                );
+                rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
+                tx_counts.push(c);
+            }
         } else {
-            let (t, c) = RxOnly::new(q.rx.remove(0), a.burst as usize);
-            rt.add(lcore, t).map_err(|e| e.to_string())?;
-            rx_counts = Some(c);
+            for (k, rxq) in q.rx.into_iter().enumerate() {
+                let (t, c) = RxOnly::new(rxq, a.burst as usize);
+                rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
+                rx_counts.push(c);
+            }
         }
         tracing::info!(
-            "{d}: {} on lcore {lcore}",
-            if tx_here { "txonly" } else { "rxonly" }
+            "{d}: {} on {} queue(s)",
+            if tx_here { "txonly" } else { "rxonly" },
+            if tx_here { a.txq } else { a.rxq }
         );
         ports.push(p);
     }
@@ -158,10 +174,14 @@ fn run(a: &Args) -> Result<(), String> {
     if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
         tracing::warn!("cannot catch Ctrl-C: {e}");
     }
-    let read = |c: &Option<Arc<GenCounters>>| {
-        c.as_ref()
-            .map(|c| (c.packets.get(), c.bytes.get(), c.dropped.get()))
-            .unwrap_or_default()
+    let read = |cs: &[Arc<GenCounters>]| {
+        cs.iter().fold((0, 0, 0), |t, c| {
+            (
+                t.0 + c.packets.get(),
+                t.1 + c.bytes.get(),
+                t.2 + c.dropped.get(),
+            )
+        })
     };
     let t0 = Instant::now();
     let end = a.duration.map(Duration::from_secs_f64);
@@ -194,6 +214,9 @@ fn run(a: &Args) -> Result<(), String> {
     let secs = t0.elapsed().as_secs_f64();
     rt.shutdown();
     let (tx, rx) = (read(&tx_counts), read(&rx_counts));
+    let per_queue =
+        |cs: &[Arc<GenCounters>]| -> Vec<u64> { cs.iter().map(|c| c.packets.get()).collect() };
+    let (txq_packets, rxq_packets) = (per_queue(&tx_counts), per_queue(&rx_counts));
     let stats: Vec<_> = ports
         .iter()
         .map(|p| (p.name().to_string(), p.stats()))
@@ -207,6 +230,7 @@ fn run(a: &Args) -> Result<(), String> {
             "{}",
             serde_json::json!({"summary": {"seconds": secs, "tx_packets": tx.0, "tx_bytes": tx.1, "tx_dropped": tx.2,
                 "rx_packets": rx.0, "rx_bytes": rx.1, "tx_mpps": tx.0 as f64 / secs / 1e6, "rx_mpps": rx.0 as f64 / secs / 1e6,
+                "tx_queue_packets": txq_packets, "rx_queue_packets": rxq_packets,
                 "ports": ports}})
         );
     } else {

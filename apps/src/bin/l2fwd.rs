@@ -23,9 +23,13 @@ struct Args {
     /// Port mask in hex (bit i = port i).
     #[arg(short = 'p', long = "portmask", default_value = "ffff", value_parser = parse_mask)]
     portmask: u64,
-    /// Rx ports per forwarding lcore.
+    /// Rx queues per forwarding lcore.
     #[arg(short = 'q', default_value_t = 1)]
     rx_per_lcore: usize,
+    /// Queue pairs per port (1..=8): rx queue q of a port forwards to tx
+    /// queue q of its pair (like testpmd's --rxq/--txq).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
+    queues: u16,
     /// A port, as a device string (pci:ADDR, virtio-user:PATH, ring:NAME, null); repeat for each.
     #[arg(long = "dev")]
     devices: Vec<String>,
@@ -54,10 +58,7 @@ fn parse_mask(s: &str) -> Result<u64, String> {
 }
 
 fn totals(l: &L2fwd) -> Vec<(u64, u64, u64, u64)> {
-    l.counters
-        .iter()
-        .map(|c| (c.rx.get(), c.tx.get(), c.dropped.get(), c.tx_bytes.get()))
-        .collect()
+    l.port_totals()
 }
 
 fn main() -> ExitCode {
@@ -71,6 +72,7 @@ fn main() -> ExitCode {
         devices: a.devices.clone(),
         portmask: a.portmask,
         rx_per_lcore: a.rx_per_lcore,
+        queues: a.queues,
         mac_updating: !a.no_mac_updating,
         burst: a.burst as usize,
         lcore: a.poll.lcore_config(),
@@ -142,7 +144,13 @@ fn main() -> ExitCode {
         let ports: Vec<_> = end
             .iter()
             .enumerate()
-            .map(|(i, e)| serde_json::json!({"port": i, "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3}))
+            .map(|(i, e)| {
+                let qs: Vec<_> = l.counters[i * l.queues..(i + 1) * l.queues]
+                    .iter()
+                    .map(|c| serde_json::json!({"rx": c.rx.get(), "tx": c.tx.get(), "dropped": c.dropped.get()}))
+                    .collect();
+                serde_json::json!({"port": i, "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs})
+            })
             .collect();
         println!(
             "{}",

@@ -17,10 +17,16 @@ pub struct Testpmd {
 }
 
 /// testpmd in forwarding mode `mode` with `ports` vhost-user ports (each
-/// on its own socket; `--port-topology=loop` for one, paired for more),
-/// `extra` options after `--`. `None` (a recorded skip, or a failure
-/// under CI) without root or dpdk-testpmd.
-pub fn testpmd(tag: &str, mode: &str, ports: usize, extra: &[&str]) -> Option<Testpmd> {
+/// on its own socket, with `queues` queue pairs; `--port-topology=loop`
+/// for one, paired for more), `extra` options after `--`. `None` (a
+/// recorded skip, or a failure under CI) without root or dpdk-testpmd.
+pub fn testpmd(
+    tag: &str,
+    mode: &str,
+    ports: usize,
+    queues: u16,
+    extra: &[&str],
+) -> Option<Testpmd> {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0
@@ -46,7 +52,7 @@ pub fn testpmd(tag: &str, mode: &str, ports: usize, extra: &[&str]) -> Option<Te
         .arg(format!("--file-prefix=rpmd{id}"))
         .args(["--log-level=lib.eal:error"]);
     for (i, s) in socks.iter().enumerate() {
-        cmd.args(["--vdev", &format!("net_vhost{i},iface={s},queues=1")]);
+        cmd.args(["--vdev", &format!("net_vhost{i},iface={s},queues={queues}")]);
     }
     let topology = if ports == 1 { "loop" } else { "paired" };
     let child = cmd
@@ -56,6 +62,7 @@ pub fn testpmd(tag: &str, mode: &str, ports: usize, extra: &[&str]) -> Option<Te
             &format!("--port-topology={topology}"),
         ])
         .args(["--total-num-mbufs=8192", "-a"])
+        .args([format!("--rxq={queues}"), format!("--txq={queues}")])
         .args(extra)
         .stdin(Stdio::piped())
         .stdout(std::fs::File::create(&log).ok()?)
