@@ -43,7 +43,16 @@
 //! `RX_L4_CKSUM_NONE`/`RX_L4_CKSUM_GOOD`), tested against testpmd.
 //!
 //! The split ring also does in-order use (VIRTIO_F_IN_ORDER): descriptors
-//! in table order, completions without reading used entries' ids.
+//! in table order, completions checked against the buffer due.
+//!
+//! Nothing the device writes is trusted for driver-private state: chain
+//! links and lengths and the buffers in flight are kept in the driver's
+//! own memory and only compared with the device's entries; a used index
+//! that moves past the buffers in flight, or (packed and in-order rings)
+//! an entry naming no buffer in flight, stops the queue until it starts
+//! over, holding the buffers the device may still own. Tested against a
+//! hostile vhost-user backend of the project's own
+//! (`tests/hostile_backend.rs`).
 //!
 //! Not done: MSI-X on the legacy interface (its rx queue has no interrupt
 //! eventfd), several queue pairs on the legacy interface.

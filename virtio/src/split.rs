@@ -10,6 +10,15 @@
 //! `id` through the used ring; then it becomes an `Mbuf` again. Free
 //! descriptors form a stack, so completions may come in any order.
 //!
+//! The device can write the whole region, so what freeing and accounting
+//! need is kept privately (chain links in `next`, lengths in `chain_len`,
+//! the count in flight) and the device's entries are only checked
+//! against it: an id not in flight is counted and skipped; a `used.idx`
+//! step larger than the buffers in flight, or in order an entry naming
+//! another buffer than the one due, breaks the queue (`is_broken`: it
+//! refuses everything and keeps its buffers, which the device may still
+//! own, until `restart`).
+//!
 //! Memory shared with the other side is only touched through raw pointers
 //! with volatile accesses (descriptors, ring entries) and atomics (the two
 //! indices): the driver publishes `avail.idx` with a Release store after

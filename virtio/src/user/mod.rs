@@ -37,11 +37,30 @@
 //! programmed with the same queues, each split ring resuming at the
 //! `used.idx` the old one left, and the link comes back. Packed rings
 //! cannot be resumed (a backend is told only where to start), so each
-//! queue starts its ring over at its next burst, dropping what was in
-//! flight (TX frames counted as errors), and the link comes back once all
-//! have; sleepers on rx interrupts are woken for that. The application
-//! keeps its queue handles throughout (`reconnects` in the xstats counts
-//! them).
+//! queue starts its ring over at its next burst (or `in_flight` call),
+//! dropping what was in flight (TX frames counted as errors), and the
+//! link comes back once all have; sleepers on rx interrupts are woken for
+//! that. A queue handle the application holds must therefore be polled
+//! for the link to come back (a run loop polls every queue); one it
+//! dropped needs nothing: its ring starts over without it. The
+//! application keeps its queue handles throughout (`reconnects` in the
+//! xstats counts them).
+//!
+//! A backend that breaks the ring protocol (a used index past what is in
+//! flight, a used entry naming no buffer in flight on a packed or
+//! in-order ring; see [`crate::split`]) stops the queue: the error is
+//! counted (`*_device_errors`), the link goes down, the port closes the
+//! connection, gives the backend 100 ms to stop, and reconnects with
+//! every ring started over. A dropped queue handle's posted buffers wait
+//! with the port (the backend may still write them) until it stops.
+//!
+//! Queue pairs: where the backend offers the CONFIG protocol feature, its
+//! `max_virtqueue_pairs` must cover `queues`; otherwise only GET_QUEUE_NUM
+//! can be asked, and DPDK answers it with its maximum (128) whatever its
+//! own `queues=`. A pair such a backend never serves shows as
+//! `tx_qN_unfinished` growing in the xstats (frames posted, none
+//! finished). Receive filters: a backend delivers every frame, so
+//! promiscuous and all-multicast stay on (turning them off is an error).
 mod control;
 
 use crate::consts::{
