@@ -92,6 +92,19 @@ pub enum Error {
         /// What went wrong.
         detail: String,
     },
+    /// A driver's operation failed because of another error, which is
+    /// kept as the source (a vhost-user request, a socket, an eventfd, a
+    /// ring layout the driver rejected).
+    #[error("port {port}: {what}: {source}")]
+    Driver {
+        /// The port's device string.
+        port: String,
+        /// What the driver was doing.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// A PCI device is missing or not usable.
     #[error("PCI device {addr}: {detail}{}", hint.as_ref().map(|h| format!(" (fix: {h})")).unwrap_or_default())]
     Pci {

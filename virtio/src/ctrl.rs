@@ -33,12 +33,7 @@ pub(crate) struct CtrlQueue<Q: Ring> {
     pub(crate) stuck: bool,
 }
 
-fn perr(port: &str, detail: String) -> PmdError {
-    PmdError::Port {
-        port: port.to_string(),
-        detail,
-    }
-}
+use crate::perr;
 
 impl<Q: Ring> Control for CtrlQueue<Q> {
     fn command(&mut self, port: &str, class: u8, cmd: u8, data: &[u8]) -> Result<(), PmdError> {
@@ -85,7 +80,7 @@ impl<Q: Ring> Control for CtrlQueue<Q> {
                         ))
                     };
                 }
-                Some(Err(e)) => return Err(perr(port, format!("{what}: {e}"))),
+                Some(Err(e)) => return Err(crate::psrc(port, what, e)),
                 None if t.elapsed() > TIMEOUT => {
                     self.stuck = true;
                     return Err(PmdError::Timeout {

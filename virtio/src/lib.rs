@@ -84,6 +84,28 @@ pub enum Error {
     Peer(String),
 }
 
+/// A port error without an underlying error: `detail` says what is wrong.
+pub(crate) fn perr(port: &str, detail: impl std::fmt::Display) -> rpmd_pmd::Error {
+    rpmd_pmd::Error::Port {
+        port: port.to_string(),
+        detail: detail.to_string(),
+    }
+}
+
+/// A port error caused by `source` while doing `what`, which keeps it as
+/// its source.
+pub(crate) fn psrc(
+    port: &str,
+    what: impl Into<String>,
+    source: impl std::error::Error + Send + Sync + 'static,
+) -> rpmd_pmd::Error {
+    rpmd_pmd::Error::Driver {
+        port: port.to_string(),
+        what: what.into(),
+        source: Box::new(source),
+    }
+}
+
 /// Registers `virtio-user:` and the PCI driver (for `pci:` strings naming
 /// a virtio-net function) in `reg`.
 pub fn register(reg: &mut rpmd_pmd::Registry) {

@@ -94,3 +94,31 @@ fn control_errors_name_their_cause() {
     assert!(e.contains("GET_FEATURES: no reply within 300ms"), "{e}");
     let _ = std::fs::remove_file(&p);
 }
+
+/// Issue 20: errors keep their source: a socket that is not there fails
+/// with the OS error behind it reachable through `source()`, not only
+/// flattened into the message.
+#[test]
+fn errors_keep_their_source() {
+    use std::error::Error as _;
+    let e = registry()
+        .open("virtio-user:/nonexistent/rpmd.sock")
+        .err()
+        .expect("no socket there");
+    let io = e
+        .source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .expect("the io::Error is the source");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    assert!(e.to_string().contains("/nonexistent/rpmd.sock"), "{e}");
+    // A queue size the ring rejects keeps the ring's error.
+    let e = registry()
+        .open("virtio-user:/x.sock,queue_size=100")
+        .err()
+        .expect("refused");
+    let ring = e
+        .source()
+        .and_then(|s| s.downcast_ref::<rpmd_virtio::Error>())
+        .expect("the ring's error is the source");
+    assert!(matches!(ring, rpmd_virtio::Error::Config(_)), "{ring:?}");
+}

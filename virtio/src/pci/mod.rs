@@ -75,12 +75,7 @@ const S_DRIVER: u8 = 2;
 const S_DRIVER_OK: u8 = 4;
 const S_FEATURES_OK: u8 = 8;
 
-pub(super) fn perr(port: &str, e: impl std::fmt::Display) -> PmdError {
-    PmdError::Port {
-        port: port.to_string(),
-        detail: e.to_string(),
-    }
-}
+pub(super) use crate::{perr, psrc};
 
 /// The virtio-net PCI driver (vendor 1af4, modern 1041 and transitional
 /// 1000).
@@ -113,7 +108,7 @@ impl PciDriver for VirtioPciDriver {
         let layout = u16::try_from(qs)
             .map_err(|_| crate::Error::Config(format!("queue_size={qs}: at most 32768")))
             .and_then(Layout::new)
-            .map_err(|e| perr(&name, e))?;
+            .map_err(|e| psrc(&name, "queue_size", e))?;
         let want_mrg = args.opt_bool("mrg_rxbuf", true)?;
         let want_packed = args.opt_bool("packed_vq", false)?;
         let drop_features = args.opt_u64("drop_features", 0)?;

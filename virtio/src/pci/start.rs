@@ -17,6 +17,7 @@ use crate::net::{
     offload_features, packed_feature, start_config, Ring, Shared, VirtioRx, VirtioTx,
 };
 use crate::packed::{PackedLayout, PackedQueue};
+use crate::psrc;
 use crate::split::{Layout, SplitQueue};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{MacAddr, PortConfig, Queues, RxQueue, TxQueue};
@@ -153,7 +154,7 @@ impl VirtioPciPort {
                 }
             })
             .collect::<Result<_, _>>()
-            .map_err(|e| perr(&name, e))?;
+            .map_err(|e| psrc(&name, "ring layout", e))?;
         let total: usize = lens.iter().sum();
         let pr = pool.region();
         let rings = if self.t.is_legacy() {
@@ -185,18 +186,23 @@ impl VirtioPciPort {
         let mut offset = 0;
         if packed {
             let mut qs = Vec::new();
-            for (&(_, size), len) in plan.iter().zip(&lens) {
-                let l = PackedLayout::new(size).map_err(|e| perr(&name, e))?;
-                qs.push(PackedQueue::new(&rings, offset, l).map_err(|e| perr(&name, e))?);
+            for (&(i, size), len) in plan.iter().zip(&lens) {
+                let l =
+                    PackedLayout::new(size).map_err(|e| psrc(&name, "packed ring layout", e))?;
+                qs.push(
+                    PackedQueue::new(&rings, offset, l)
+                        .map_err(|e| psrc(&name, format!("packed ring {i}"), e))?,
+                );
                 offset += len;
             }
             self.finish(qs, &plan, rings, pool, base, &conf)
         } else {
             let event_idx = self.features & VIRTIO_RING_F_EVENT_IDX != 0;
             let mut qs = Vec::new();
-            for (&(_, size), len) in plan.iter().zip(&lens) {
-                let l = Layout::new(size).map_err(|e| perr(&name, e))?;
-                let mut q = SplitQueue::new(&rings, offset, l).map_err(|e| perr(&name, e))?;
+            for (&(i, size), len) in plan.iter().zip(&lens) {
+                let l = Layout::new(size).map_err(|e| psrc(&name, "split ring layout", e))?;
+                let mut q = SplitQueue::new(&rings, offset, l)
+                    .map_err(|e| psrc(&name, format!("split ring {i}"), e))?;
                 q.set_event_idx(event_idx);
                 qs.push(q);
                 offset += len;

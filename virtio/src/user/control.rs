@@ -1,11 +1,12 @@
 //! The vhost-user control connection: requests with a deadline, the
 //! multiqueue negotiation, programming the backend with our rings, and
 //! the watch that reconnects to a backend that restarted.
-use super::{perr, PmdError, MAX_PAIRS};
+use super::{PmdError, MAX_PAIRS};
 use crate::consts::{VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ};
 use crate::fd::hung_up;
 use crate::net::QueueHome;
 use crate::split::{used_idx, zero_ring, Layout};
+use crate::{perr, psrc};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::{DmaRegion, Mempool};
@@ -59,15 +60,17 @@ impl Control {
             // Only a request the watchdog cut short timed out; any other
             // failure (a refused message, a closed socket) is named as it
             // is.
-            let detail = if timed_out.load(Ordering::Relaxed) {
-                format!(
-                    "vhost-user {what}: no reply within {:?}; the connection was closed",
-                    self.timeout
+            if timed_out.load(Ordering::Relaxed) {
+                perr(
+                    &self.port,
+                    format!(
+                        "vhost-user {what}: no reply within {:?}; the connection was closed",
+                        self.timeout
+                    ),
                 )
             } else {
-                format!("vhost-user {what}: {e}")
-            };
-            perr(&self.port, detail)
+                psrc(&self.port, format!("vhost-user {what}"), e)
+            }
         })
     }
 }
@@ -162,9 +165,10 @@ impl Endpoint {
     fn connect(&self, port: &str, wait: Duration) -> Result<UnixStream, PmdError> {
         match self {
             Endpoint::Client(path) => UnixStream::connect(path).map_err(|e| {
-                perr(
+                psrc(
                     port,
-                    format!("cannot connect to the vhost-user socket {path}: {e} (is the backend running and listening?)"),
+                    format!("cannot connect to the vhost-user socket {path} (is the backend running and listening?)"),
+                    e,
                 )
             }),
             Endpoint::Server(l, path) => {
@@ -173,11 +177,11 @@ impl Endpoint {
                     match l.accept() {
                         Ok((s, _)) => {
                             s.set_nonblocking(false)
-                                .map_err(|e| perr(port, format!("socket: {e}")))?;
+                                .map_err(|e| psrc(port, "socket", e))?;
                             return Ok(s);
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                        Err(e) => return Err(perr(port, format!("accept on {path}: {e}"))),
+                        Err(e) => return Err(psrc(port, format!("accept on {path}"), e)),
                     }
                     if std::time::Instant::now() >= deadline {
                         return Err(perr(
@@ -210,9 +214,10 @@ pub(super) fn listen(path: &str, port: &str) -> Result<Endpoint, PmdError> {
                 let _ = std::fs::remove_file(path);
             }
             Err(e) => {
-                return Err(perr(
+                return Err(psrc(
                     port,
-                    format!("server=1: cannot tell whether a program listens on {path}: {e}"),
+                    format!("server=1: cannot tell whether a program listens on {path}"),
+                    e,
                 ))
             }
         },
@@ -227,10 +232,10 @@ pub(super) fn listen(path: &str, port: &str) -> Result<Endpoint, PmdError> {
         }
         Err(_) => {}
     }
-    let l = UnixListener::bind(path)
-        .map_err(|e| perr(port, format!("cannot listen on {path}: {e}")))?;
+    let l =
+        UnixListener::bind(path).map_err(|e| psrc(port, format!("cannot listen on {path}"), e))?;
     l.set_nonblocking(true)
-        .map_err(|e| perr(port, format!("socket: {e}")))?;
+        .map_err(|e| psrc(port, "socket", e))?;
     Ok(Endpoint::Server(l, path.to_string()))
 }
 
@@ -248,9 +253,7 @@ pub(super) fn handshake(
     max_vrings: u64,
 ) -> Result<(Control, u64), PmdError> {
     let sock = ep.connect(port, accept_wait)?;
-    let watch = sock
-        .try_clone()
-        .map_err(|e| perr(port, format!("socket: {e}")))?;
+    let watch = sock.try_clone().map_err(|e| psrc(port, "socket", e))?;
     let mut ctl = Control {
         fe: Frontend::from_stream(sock, max_vrings),
         sock: watch,

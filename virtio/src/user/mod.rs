@@ -91,12 +91,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 type PmdError = rpmd_pmd::Error;
 
-fn perr(port: &str, e: impl std::fmt::Display) -> PmdError {
-    PmdError::Port {
-        port: port.to_string(),
-        detail: e.to_string(),
-    }
-}
+use crate::{perr, psrc};
 
 /// The `virtio-user` driver.
 pub struct VirtioUserDriver;
@@ -140,7 +135,7 @@ impl Driver for VirtioUserDriver {
         let layout = u16::try_from(qs)
             .map_err(|_| Error::Config(format!("queue_size={qs}: at most 32768")))
             .and_then(Layout::new)
-            .map_err(|e| perr(args.raw(), e))?;
+            .map_err(|e| psrc(args.raw(), "queue_size", e))?;
         let server = args.opt_bool("server", false)?;
         let ep = if server {
             listen(&path, args.raw())?
@@ -253,7 +248,7 @@ impl VirtioUserPort {
         }
         self.features = self.offered & want;
         if self.want_packed {
-            let pl = PackedLayout::new(l.size).map_err(|e| perr(&name, e))?;
+            let pl = PackedLayout::new(l.size).map_err(|e| psrc(&name, "packed ring layout", e))?;
             let rings = Arc::new(DmaRegion::new(
                 "virtio-user rings",
                 2 * pairs * pl.len,
@@ -262,7 +257,8 @@ impl VirtioUserPort {
             let mut queues = Vec::with_capacity(2 * pairs);
             let in_order = self.features & VIRTIO_F_IN_ORDER != 0;
             for i in 0..2 * pairs {
-                let mut q = PackedQueue::new(&rings, i * pl.len, pl).map_err(|e| perr(&name, e))?;
+                let mut q = PackedQueue::new(&rings, i * pl.len, pl)
+                    .map_err(|e| psrc(&name, format!("packed ring {i}"), e))?;
                 q.set_in_order(in_order);
                 q.set_interrupts(false);
                 queues.push(q);
@@ -278,7 +274,8 @@ impl VirtioUserPort {
         let in_order = self.features & VIRTIO_F_IN_ORDER != 0;
         let mut queues = Vec::with_capacity(2 * pairs);
         for i in 0..2 * pairs {
-            let mut q = SplitQueue::new(&rings, i * l.len, l).map_err(|e| perr(&name, e))?;
+            let mut q = SplitQueue::new(&rings, i * l.len, l)
+                .map_err(|e| psrc(&name, format!("split ring {i}"), e))?;
             q.set_event_idx(event_idx);
             q.set_in_order(in_order);
             q.set_interrupts(false);
@@ -300,7 +297,7 @@ impl VirtioUserPort {
         let name = self.name.clone();
         let l = self.layout;
         let pairs = queues.len() / 2;
-        let ev = |e: std::io::Error| perr(&name, format!("eventfd: {e}"));
+        let ev = |e: std::io::Error| psrc(&name, "eventfd", e);
         let mut vrings = Vec::with_capacity(queues.len());
         let (mut kicks, mut calls) = (Vec::new(), Vec::new());
         for (i, q) in queues.iter().enumerate() {
@@ -364,7 +361,7 @@ impl VirtioUserPort {
             std::thread::Builder::new()
                 .name("virtio-user watch".into())
                 .spawn(move || watch(w, session, ep, pairs_opt))
-                .map_err(|e| perr(&name, format!("watch thread: {e}")))?,
+                .map_err(|e| psrc(&name, "watch thread", e))?,
         );
         let pr = pool.region();
         self.homes = homes.iter().flatten().cloned().collect();
