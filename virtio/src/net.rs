@@ -11,7 +11,8 @@ use crate::packed::PackedQueue;
 use crate::split::{SplitQueue, Tokens, MAX_CHAIN};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::QueueStats;
-use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
+use rpmd_pmd::port::stats::StatsBlock;
+use rpmd_pmd::port::{Pkts, Queues, RxQueue, TxQueue};
 use rpmd_pmd::vfio::Regs;
 use rpmd_pmd::{mbuf, DmaRegion, Mbuf, Mempool};
 use rpmd_ring::Burst;
@@ -577,6 +578,84 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         self.stats.bytes.add(bytes as u64);
         n
     }
+}
+
+/// What a port's queue handles share; both transports build their
+/// handles through [`build_handles`].
+pub(crate) struct Handles<'a> {
+    pub(crate) pool: &'a Arc<Mempool>,
+    pub(crate) rings: &'a Arc<DmaRegion>,
+    pub(crate) live: &'a Arc<AtomicBool>,
+    pub(crate) stats: &'a StatsBlock,
+    /// Negotiated features (mergeable buffers, checksums).
+    pub(crate) features: u64,
+    /// Handles wanted: RX of pairs below `rx_queues`, TX below `tx_queues`.
+    pub(crate) rx_queues: usize,
+    pub(crate) tx_queues: usize,
+}
+
+/// One handle per wanted queue of `queues` (RX of pair p at 2p, TX at
+/// 2p + 1, each with its doorbell): RX rings are filled with fresh
+/// buffers and published first; an RX ring without a handle is left
+/// empty, so that dropping it frees nothing the device could still write.
+/// `call(p)` is pair p's rx interrupt, `home(k)` queue k's home.
+pub(crate) fn build_handles<Q: Ring>(
+    h: &Handles,
+    queues: Vec<(Q, Kick)>,
+    mut call: impl FnMut(usize) -> Option<CallFd>,
+    mut home: impl FnMut(usize) -> Arc<QueueHome>,
+) -> Result<Queues, PmdError> {
+    use crate::consts::{VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MRG_RXBUF};
+    let pr = h.pool.region();
+    let shared = Shared {
+        start: pr.as_ptr() as u64,
+        end: pr.as_ptr() as u64 + pr.len() as u64,
+    };
+    let (mut rx, mut tx) = (Vec::new(), Vec::new());
+    let mut b: Burst<Mbuf, 64> = Burst::new();
+    for (k, (mut q, kick)) in queues.into_iter().enumerate() {
+        let pair = k / 2;
+        q.set_interrupts(false);
+        if k % 2 == 0 && pair < h.rx_queues {
+            while q.free() > 0 {
+                h.pool.get_bulk(&mut b, q.free().min(64))?;
+                while let Some(m) = b.pop() {
+                    let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
+                    let _ = q.push(m, addr, room, true);
+                }
+            }
+            if q.publish() {
+                kick.kick();
+            }
+            rx.push(Box::new(VirtioRx {
+                q,
+                call: call(pair),
+                mrg: h.features & VIRTIO_NET_F_MRG_RXBUF != 0,
+                csum: h.features & VIRTIO_NET_F_GUEST_CSUM != 0,
+                pool: h.pool.clone(),
+                kick,
+                live: h.live.clone(),
+                stats: h.stats.rx(pair),
+                _rings: h.rings.clone(),
+                refill: Burst::new(),
+                home: home(k),
+            }) as Box<dyn RxQueue>);
+        } else if k % 2 == 1 && pair < h.tx_queues {
+            tx.push(Box::new(VirtioTx {
+                q,
+                csum: h.features & VIRTIO_NET_F_CSUM != 0,
+                pool: h.pool.clone(),
+                done: Burst::new(),
+                kick,
+                live: h.live.clone(),
+                stats: h.stats.tx(pair),
+                shared,
+                _rings: h.rings.clone(),
+                home: home(k),
+            }) as Box<dyn TxQueue>);
+        }
+    }
+    Ok(Queues { rx, tx })
 }
 
 /// Counts `n` protocol violations of the device on a queue, and marks the

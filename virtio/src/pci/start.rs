@@ -7,33 +7,25 @@ use super::{
     S_DRIVER, S_DRIVER_OK, S_FEATURES_OK,
 };
 use crate::consts::{
-    ctrl, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_CSUM, VIRTIO_NET_F_CTRL_RX,
-    VIRTIO_NET_F_CTRL_VQ, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ,
-    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU, VIRTIO_RING_F_EVENT_IDX,
+    ctrl, VIRTIO_F_RING_PACKED, VIRTIO_F_VERSION_1, VIRTIO_NET_F_CTRL_RX, VIRTIO_NET_F_CTRL_VQ,
+    VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU,
+    VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::ctrl::{mac_table, rx_mode, CtrlQueue};
 use crate::fd::CallFd;
 use crate::net::{
-    offload_features, packed_feature, start_config, Ring, Shared, VirtioRx, VirtioTx,
+    build_handles, offload_features, packed_feature, start_config, Handles, QueueHome, Ring,
 };
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::psrc;
 use crate::split::{Layout, SplitQueue};
 use rpmd_pmd::port::stats::StatsBlock;
-use rpmd_pmd::port::{MacAddr, PortConfig, Queues, RxQueue, TxQueue};
+use rpmd_pmd::port::{MacAddr, PortConfig, Queues};
 use rpmd_pmd::{DmaRegion, IovaMode};
-use rpmd_ring::Burst;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 impl VirtioPciPort {
-    /// A new queue handle's home, kept by the port until it stops.
-    fn home(&mut self) -> Arc<crate::net::QueueHome> {
-        let h: Arc<crate::net::QueueHome> = Arc::default();
-        self.homes.push(h.clone());
-        h
-    }
-
     /// Resets the device and negotiates features (§3.1.1); returns the
     /// status bits to keep.
     fn negotiate(&mut self, conf: &PortConfig, pairs: u16) -> Result<u8, PmdError> {
@@ -253,11 +245,6 @@ impl VirtioPciPort {
         self.t.set_status(base | S_DRIVER_OK)?;
         self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
         self.live = Arc::new(AtomicBool::new(true));
-        let pr = pool.region();
-        let shared = Shared {
-            start: pr.as_ptr() as u64,
-            end: pr.as_ptr() as u64 + pr.len() as u64,
-        };
         let mut queues: Vec<_> = queues.into_iter().zip(kicks).collect();
         if queues.len() > 2 * pairs {
             if let Some((mut q, kick)) = queues.pop() {
@@ -282,55 +269,23 @@ impl VirtioPciPort {
             }
         }
         self.apply_filters()?;
-        let (mut rx, mut tx) = (Vec::new(), Vec::new());
-        let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
-        for (k, (mut q, kick)) in queues.into_iter().enumerate() {
-            let pair = k / 2;
-            q.set_interrupts(false);
-            if k % 2 == 0 {
-                if pair >= conf.rx_queues as usize {
-                    // Not used: left empty, so nothing is lost when it goes.
-                    continue;
-                }
-                while q.free() > 0 {
-                    pool.get_bulk(&mut b, q.free().min(64))?;
-                    while let Some(m) = b.pop() {
-                        let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
-                        let _ = q.push(m, addr, room, true);
-                    }
-                }
-                if q.publish() {
-                    kick.kick();
-                }
-                rx.push(Box::new(VirtioRx {
-                    q,
-                    call: calls.get_mut(pair).and_then(Option::take),
-                    mrg: self.features & VIRTIO_NET_F_MRG_RXBUF != 0,
-                    csum: self.features & VIRTIO_NET_F_GUEST_CSUM != 0,
-                    pool: pool.clone(),
-                    kick,
-                    live: self.live.clone(),
-                    stats: self.stats.rx(pair),
-                    _rings: rings.clone(),
-                    refill: Burst::new(),
-                    home: self.home(),
-                }) as Box<dyn RxQueue>);
-            } else if pair < conf.tx_queues as usize {
-                tx.push(Box::new(VirtioTx {
-                    q,
-                    csum: self.features & VIRTIO_NET_F_CSUM != 0,
-                    pool: pool.clone(),
-                    done: Burst::new(),
-                    kick,
-                    live: self.live.clone(),
-                    stats: self.stats.tx(pair),
-                    shared,
-                    _rings: rings.clone(),
-                    home: self.home(),
-                }) as Box<dyn TxQueue>);
-            }
-        }
-        Ok(Queues { rx, tx })
+        let homes: Vec<Arc<QueueHome>> = (0..queues.len()).map(|_| Arc::default()).collect();
+        self.homes = homes.clone();
+        let h = Handles {
+            pool: &pool,
+            rings: &rings,
+            live: &self.live,
+            stats: &self.stats,
+            features: self.features,
+            rx_queues: conf.rx_queues as usize,
+            tx_queues: conf.tx_queues as usize,
+        };
+        build_handles(
+            &h,
+            queues,
+            |p| calls.get_mut(p).and_then(Option::take),
+            |k| homes[k].clone(),
+        )
     }
 
     /// Programs the receive modes and MAC filter through the control

@@ -64,13 +64,13 @@
 mod control;
 
 use crate::consts::{
-    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_VERSION_1, VIRTIO_NET_F_CSUM,
-    VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
+    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
+    VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::fd::CallFd;
 use crate::net::{
-    feature_xstats, max_mtu, net_port_common, offload_features, offloads, packed_feature,
-    start_config, Kick, QueueHome, Ring, Shared, VirtioRx, VirtioTx,
+    build_handles, feature_xstats, max_mtu, net_port_common, offload_features, offloads,
+    packed_feature, start_config, Handles, Kick, QueueHome, Ring,
 };
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
@@ -78,11 +78,9 @@ use crate::Error;
 use control::{handshake, listen, program, watch, Endpoint, Session, Vring, Watched};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, RxQueue,
-    TxQueue, Xstat,
+    Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, Xstat,
 };
 use rpmd_pmd::{DmaRegion, IovaMode};
-use rpmd_ring::Burst;
 use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -294,32 +292,7 @@ impl VirtioUserPort {
         conf: &PortConfig,
         pool: Arc<rpmd_pmd::Mempool>,
     ) -> Result<Queues, PmdError> {
-        let name = self.name.clone();
-        let l = self.layout;
-        let pairs = queues.len() / 2;
-        let ev = |e: std::io::Error| psrc(&name, "eventfd", e);
-        let mut vrings = Vec::with_capacity(queues.len());
-        let (mut kicks, mut calls) = (Vec::new(), Vec::new());
-        for (i, q) in queues.iter().enumerate() {
-            let kick = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
-            let call = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
-            let (desc, avail, used) = q.addresses();
-            // The session keeps its own handles on the eventfds, to hand
-            // them to a backend that replaces this one.
-            vrings.push(Vring {
-                size: q.size(),
-                desc,
-                avail,
-                used,
-                offset: i * ring_len,
-                len: ring_len,
-                layout: l,
-                kick: kick.try_clone().map_err(ev)?,
-                call: call.try_clone().map_err(ev)?,
-            });
-            kicks.push(kick);
-            calls.push(CallFd::Vhost(call));
-        }
+        let (vrings, kicks, mut calls) = self.vrings(&queues, ring_len)?;
         // A home per vring that gets a queue handle (RX of pairs below
         // rx_queues, TX below tx_queues), shared with the watch (see
         // `control::watch`); the others stay empty.
@@ -338,7 +311,7 @@ impl VirtioUserPort {
             .map(|q| self.stats.rx(q))
             .chain((0..conf.tx_queues as usize).map(|q| self.stats.tx(q)))
             .collect();
-        let session = Session {
+        self.program_and_watch(Session {
             packed: self.want_packed,
             homes: homes.clone(),
             stats: queue_stats,
@@ -347,7 +320,66 @@ impl VirtioUserPort {
             pool: pool.clone(),
             rings: rings.clone(),
             vrings,
+        })?;
+        self.homes = homes.iter().flatten().cloned().collect();
+        self.live = Arc::new(AtomicBool::new(true));
+        self.rings = Some(rings.clone());
+        self.active = queues.len();
+        let h = Handles {
+            pool: &pool,
+            rings: &rings,
+            live: &self.live,
+            stats: &self.stats,
+            features: self.features,
+            rx_queues: conf.rx_queues as usize,
+            tx_queues: conf.tx_queues as usize,
         };
+        let queues = queues.into_iter().zip(kicks.into_iter().map(Kick::Event));
+        build_handles(
+            &h,
+            queues.collect(),
+            |p| calls.get_mut(2 * p).and_then(Option::take),
+            |k| homes[k].clone().unwrap_or_default(),
+        )
+    }
+
+    /// The vrings as the backend is told about them, with a kick and a
+    /// call eventfd each (the kicks and calls for the queue handles, the
+    /// session keeping its own handles on them to give a backend that
+    /// replaces this one).
+    #[allow(clippy::type_complexity)]
+    fn vrings<Q: Ring>(
+        &self,
+        queues: &[Q],
+        ring_len: usize,
+    ) -> Result<(Vec<Vring>, Vec<EventFd>, Vec<Option<CallFd>>), PmdError> {
+        let ev = |e: std::io::Error| psrc(&self.name, "eventfd", e);
+        let mut vrings = Vec::with_capacity(queues.len());
+        let (mut kicks, mut calls) = (Vec::new(), Vec::new());
+        for (i, q) in queues.iter().enumerate() {
+            let kick = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
+            let call = EventFd::new(libc::EFD_NONBLOCK).map_err(ev)?;
+            let (desc, avail, used) = q.addresses();
+            vrings.push(Vring {
+                size: q.size(),
+                desc,
+                avail,
+                used,
+                offset: i * ring_len,
+                len: ring_len,
+                layout: self.layout,
+                kick: kick.try_clone().map_err(ev)?,
+                call: call.try_clone().map_err(ev)?,
+            });
+            kicks.push(kick);
+            calls.push(Some(CallFd::Vhost(call)));
+        }
+        Ok((vrings, kicks, calls))
+    }
+
+    /// Programs the backend with `session` and starts the watch that
+    /// reconnects it.
+    fn program_and_watch(&mut self, session: Session) -> Result<(), PmdError> {
         {
             let mut ctl = self.watched.ctl.lock().unwrap_or_else(|e| e.into_inner());
             program(&mut ctl, &session, |_| true)?;
@@ -356,78 +388,14 @@ impl VirtioUserPort {
         self.watched.quit.store(false, Ordering::Relaxed);
         let w = self.watched.clone();
         let ep = self.endpoint.clone();
-        let pairs_opt = self.pairs;
+        let pairs = self.pairs;
         self.watch = Some(
             std::thread::Builder::new()
                 .name("virtio-user watch".into())
-                .spawn(move || watch(w, session, ep, pairs_opt))
-                .map_err(|e| psrc(&name, "watch thread", e))?,
+                .spawn(move || watch(w, session, ep, pairs))
+                .map_err(|e| psrc(&self.name, "watch thread", e))?,
         );
-        let pr = pool.region();
-        self.homes = homes.iter().flatten().cloned().collect();
-        self.live = Arc::new(AtomicBool::new(true));
-        self.rings = Some(rings.clone());
-        self.active = 2 * pairs;
-        let shared = Shared {
-            start: pr.as_ptr() as u64,
-            end: pr.as_ptr() as u64 + pr.len() as u64,
-        };
-        let mrg = self.features & VIRTIO_NET_F_MRG_RXBUF != 0;
-        let rx_csum = self.features & VIRTIO_NET_F_GUEST_CSUM != 0;
-        let tx_csum = self.features & VIRTIO_NET_F_CSUM != 0;
-        let (mut rx, mut tx) = (Vec::new(), Vec::new());
-        let mut b: Burst<rpmd_pmd::Mbuf, 64> = Burst::new();
-        for (i, ((mut q, kick), call)) in queues.into_iter().zip(kicks).zip(calls).enumerate() {
-            let pair = i / 2;
-            if i % 2 == 0 {
-                if pair >= conf.rx_queues as usize {
-                    // Not used: left empty, so that dropping it frees
-                    // nothing the backend could still write.
-                    continue;
-                }
-                // Fill the RX ring.
-                while q.free() > 0 {
-                    let k = q.free().min(64);
-                    pool.get_bulk(&mut b, k)?;
-                    while let Some(m) = b.pop() {
-                        let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
-                        let _ = q.push(m, addr, room, true);
-                    }
-                }
-                if q.publish() {
-                    let _ = kick.write(1);
-                }
-                let kick = Kick::Event(kick);
-                rx.push(Box::new(VirtioRx {
-                    q,
-                    call: Some(call),
-                    mrg,
-                    csum: rx_csum,
-                    pool: pool.clone(),
-                    kick,
-                    live: self.live.clone(),
-                    stats: self.stats.rx(pair),
-                    _rings: rings.clone(),
-                    refill: Burst::new(),
-                    home: homes[i].clone().unwrap_or_default(),
-                }) as Box<dyn RxQueue>);
-            } else if pair < conf.tx_queues as usize {
-                let kick = Kick::Event(kick);
-                tx.push(Box::new(VirtioTx {
-                    q,
-                    csum: tx_csum,
-                    pool: pool.clone(),
-                    done: Burst::new(),
-                    kick,
-                    live: self.live.clone(),
-                    stats: self.stats.tx(pair),
-                    shared,
-                    _rings: rings.clone(),
-                    home: homes[i].clone().unwrap_or_default(),
-                }) as Box<dyn TxQueue>);
-            }
-        }
-        Ok(Queues { rx, tx })
+        Ok(())
     }
 }
 
