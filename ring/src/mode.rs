@@ -236,9 +236,8 @@ pub enum Single {}
 /// gets a line of its own, away from the tail that the other side polls.
 /// Sharing the tail's line, it stalled the producer across cores: perf
 /// put two thirds of the producer's samples on its load of the cache, the
-/// line having just been read by the consumer polling the tail (two-thread
-/// single elements 140-170 -> 340-490 M/s; ring_perf two-core SP/SC
-/// bulk 8 6.3 -> 3.8 cycles per element).
+/// line having just been read by the consumer polling the tail (the
+/// measurements: benches/RESULTS.md, findings, "the cached tail").
 /// [`Multi`] and [`Hts`] keep it on their head's line: their head CAS
 /// waits for that line anyway, and threads of the same side share it.
 #[derive(Debug)]

@@ -312,9 +312,8 @@ impl<Q: Ring> RxQueue for VirtioRx<Q> {
         }
         // Refill what the last call took first: received frames then go
         // to the caller without waiting for it, and on an idle poll the
-        // refill is off every frame's path (medians of 5 against DPDK's
-        // vhost, 64-byte frames, packed: rxonly 15.1 -> 23.9 Mpps, io 7.4
-        // -> 7.9).
+        // refill is off every frame's path (`compare.sh virtio`, rxonly
+        // and io rows; benches/RESULTS.md, findings).
         self.refill();
         let room = max.min(out.capacity() - out.len());
         let mut n = 0;
@@ -681,8 +680,8 @@ fn give_back(pkts: &mut Pkts, mut m: Mbuf) {
 /// Zeroes a TX header, writing only when it is not zero already (as
 /// DPDK's driver does): a recycled mbuf's header usually is, and then its
 /// cache line stays clean, so the device reads it without pulling it out
-/// of this core's cache (txonly, 64-byte frames, medians of 5: split
-/// 12.8 -> 15.2 Mpps, packed 11.1 -> 17.1).
+/// of this core's cache (`compare.sh virtio`, txonly rows;
+/// benches/RESULTS.md, findings).
 #[inline(always)]
 fn clear_header(h: &mut [u8]) {
     // Two word loads (8 + 4 bytes), not a loop over the bytes.

@@ -22,8 +22,8 @@
 //! descriptors in ring order, so it cannot see the later ones first), and
 //! the rest at `publish`. Per line rather than per batch, the device starts
 //! on the first frames while the driver still writes the last, which
-//! shortens a burst's round trip (io with 64-byte frames against DPDK's
-//! vhost, medians of 5: 6.8 -> 7.7 Mpps); not per descriptor, so the
+//! shortens a burst's round trip (`compare.sh virtio`, io rows; figures
+//! in benches/RESULTS.md, findings); not per descriptor, so the
 //! device never finds a line half written and takes whole lines (its
 //! batch path). The driver reads a used descriptor's flags with an Acquire
 //! load before its id and length (`P2`, pairing with the device's Release

@@ -182,11 +182,7 @@ fn a_pair_the_backend_never_serves_shows_as_unfinished() {
     );
     assert_eq!(stuck, sent[1] as u64, "every frame on pair 1 unfinished");
     assert!(stuck >= 100, "{sent:?}");
-    let mut p = p;
-    p.stop().unwrap();
-    drop(q);
-    drop(p);
-    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+    stop_and_count(p, q, &pool);
 }
 
 /// Issue 21: an application that drops a queue handle it does not use
@@ -238,40 +234,12 @@ fn dropped_rx_handle(tag: &str, opts: &str) {
         }
     };
     sends(&mut q, "before the kill");
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(t.child.id() as i32, libc::SIGKILL) };
-    let _ = t.child.wait();
-    let t0 = Instant::now();
-    while p.link().up {
-        assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
+    kill_and_restart(&mut t, p.as_ref(), tag, "rxonly", 1, || {
         let _ = send(&mut q);
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    t.child = spawn_testpmd(
-        &t.sock,
-        &t.log,
-        &format!("{tag}2{}", std::process::id()),
-        "rxonly",
-        1,
-    )
-    .expect("testpmd restarts");
-    let t0 = Instant::now();
-    while !p.link().up {
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "no reconnection with a dropped RX handle; log: {}",
-            t.log
-        );
-        let _ = send(&mut q);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
     sends(&mut q, "after the restart");
     assert_eq!(xstat(p.as_ref(), "reconnects"), 1);
-    let mut p = p;
-    p.stop().unwrap();
-    drop(q);
-    drop(p);
-    assert_eq!(pool.available(), 4096, "every mbuf back in the pool");
+    stop_and_count(p, q, &pool);
 }
 
 /// Frames flow on queue 0; testpmd (with as many queue pairs as the port
@@ -318,29 +286,47 @@ fn killed_and_restarted(tag: &str, opts: &str, rx_queues: u16, tx_queues: u16) {
         }
     };
     flows(&mut q, "before the kill");
-    // SIGKILL: no goodbye on the socket.
+    kill_and_restart(&mut t, p.as_ref(), tag, "io", tx_queues, || {
+        let _ = echo(&mut q, 1000);
+    });
+    flows(&mut q, "after the restart");
+    let rc = xstat(p.as_ref(), "reconnects");
+    assert_eq!(rc, 1);
+    stop_and_count(p, q, &pool);
+}
+/// SIGKILLs testpmd `t` (no goodbye on the socket), waits for the port's
+/// link to go down, starts a new testpmd (`mode`, `queues` pairs) on the
+/// same socket and waits for the link to come back; `poll` runs
+/// throughout, as the application's run loop would.
+fn kill_and_restart(
+    t: &mut Testpmd,
+    p: &dyn rpmd_pmd::Port,
+    tag: &str,
+    mode: &str,
+    queues: u16,
+    mut poll: impl FnMut(),
+) {
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(t.child.id() as i32, libc::SIGKILL) };
     let _ = t.child.wait();
     let t0 = Instant::now();
     while p.link().up {
         assert!(t0.elapsed() < Duration::from_secs(5), "link still up");
-        let _ = echo(&mut q, 1000);
+        poll();
         std::thread::sleep(Duration::from_millis(20));
     }
     // The data path keeps running while the backend is away.
     for _ in 0..20 {
-        let _ = echo(&mut q, 2000);
+        poll();
     }
     t.child = spawn_testpmd(
         &t.sock,
         &t.log,
         &format!("{tag}2{}", std::process::id()),
-        "io",
-        tx_queues,
+        mode,
+        queues,
     )
     .expect("testpmd restarts");
-    // The application keeps polling, as a run loop does.
     let t0 = Instant::now();
     while !p.link().up {
         assert!(
@@ -348,13 +334,13 @@ fn killed_and_restarted(tag: &str, opts: &str, rx_queues: u16, tx_queues: u16) {
             "no reconnection; log: {}",
             t.log
         );
-        let _ = echo(&mut q, 3000);
+        poll();
         std::thread::sleep(Duration::from_millis(20));
     }
-    flows(&mut q, "after the restart");
-    let rc = xstat(p.as_ref(), "reconnects");
-    assert_eq!(rc, 1);
-    let mut p = p;
+}
+
+/// Stops the port and checks that every mbuf is back in its pool.
+fn stop_and_count(mut p: Box<dyn rpmd_pmd::Port>, q: rpmd_pmd::Queues, pool: &Mempool) {
     p.stop().unwrap();
     drop(q);
     drop(p);

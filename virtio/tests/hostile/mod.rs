@@ -260,15 +260,7 @@ impl Device {
             // A broken device: it stopped after the jump.
             return false;
         }
-        let v = st.vrings[0];
-        let n = v.num;
-        let Some(avail) = st.at(v.avail, 4 + 2 * n as u64) else {
-            return false;
-        };
-        let Some(used) = st.at(v.used, 4 + 8 * n as u64) else {
-            return false;
-        };
-        let Some(desc) = st.at(v.desc, 16 * n as u64) else {
+        let Some((n, avail, used, desc)) = Self::split_parts(st, 0) else {
             return false;
         };
         // SAFETY: the rings' memory, mapped (checked above); indices
@@ -326,16 +318,21 @@ impl Device {
         }
     }
 
-    fn split_tx(&mut self, st: &State, setup: &Setup, counts: &Counts) -> bool {
-        let v = st.vrings[1];
+    /// Split vring `q`'s size and its avail ring, used ring and
+    /// descriptor table, if all three are mapped.
+    fn split_parts(st: &State, q: usize) -> Option<(u16, *mut u8, *mut u8, *mut u8)> {
+        let v = st.vrings[q];
         let n = v.num;
-        let Some(avail) = st.at(v.avail, 4 + 2 * n as u64) else {
-            return false;
-        };
-        let Some(used) = st.at(v.used, 4 + 8 * n as u64) else {
-            return false;
-        };
-        let Some(desc) = st.at(v.desc, 16 * n as u64) else {
+        Some((
+            n,
+            st.at(v.avail, 4 + 2 * n as u64)?,
+            st.at(v.used, 4 + 8 * n as u64)?,
+            st.at(v.desc, 16 * n as u64)?,
+        ))
+    }
+
+    fn split_tx(&mut self, st: &State, setup: &Setup, counts: &Counts) -> bool {
+        let Some((n, avail, used, desc)) = Self::split_parts(st, 1) else {
             return false;
         };
         // SAFETY: as in `split_rx`.
