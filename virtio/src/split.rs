@@ -136,6 +136,10 @@ pub struct SplitQueue {
     io_oldest: u16,
     /// Descriptors in the buffer each head starts (both modes; private).
     chain_len: Vec<u16>,
+    /// The head made available at each avail index (mod the size): our
+    /// own copy of the avail ring, which the device can write. In order,
+    /// the buffer made available at index k completes as used entry k.
+    heads: Vec<u16>,
     /// `avail.idx` at the last publish (for the event-index test).
     published: u16,
 }
@@ -213,6 +217,7 @@ impl SplitQueue {
             io_free: n,
             io_oldest: 0,
             chain_len: vec![0; n],
+            heads: vec![0; n],
             published: 0,
         })
     }
@@ -442,6 +447,7 @@ impl SplitQueue {
         }
         self.tokens[id as usize] = Some(m.into_raw());
         self.in_flight += 1;
+        self.heads[(self.avail_idx & self.mask) as usize] = id;
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Ok(())
     }
@@ -501,6 +507,7 @@ impl SplitQueue {
         };
         self.tokens[head as usize] = Some(m.into_raw());
         self.in_flight += 1;
+        self.heads[(self.avail_idx & self.mask) as usize] = head;
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Ok(())
     }
@@ -572,10 +579,8 @@ impl SplitQueue {
             return 0;
         }
         if due <= spare.len() {
-            let mut last = self.io_oldest;
-            for _ in 1..due {
-                last = last.wrapping_add(self.chain_len[last as usize].max(1)) & self.mask;
-            }
+            // The head of the buffer made available at index used - 1.
+            let last = self.heads[(used.wrapping_sub(1) & self.mask) as usize];
             let e = self.layout.used + 4 + 8 * (used.wrapping_sub(1) & self.mask) as usize;
             // SAFETY: the used entry before `used`, inside the queue's
             // memory, published by the device.
