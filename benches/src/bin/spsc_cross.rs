@@ -8,7 +8,7 @@
 //! for lines the other core has just read, and any extra store per element
 //! queues behind them. The first criterion harness called a non-inlined
 //! dispatcher per element, whose register saves stalled the producer that
-//! way (17-32 M/s instead of 100+); see benches/RESULTS.md. Both loops
+//! way (figures: benches/RESULTS.md, findings). Both loops
 //! here are one queue call and a counter, and every run is reported.
 //!
 //! Usage: `spsc_cross [--runs N] [--items N]`
