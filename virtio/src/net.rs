@@ -850,14 +850,7 @@ macro_rules! net_port_common {
             self.mac
         }
         fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
-            let c = self.capabilities();
-            if mtu < c.min_mtu || mtu > c.max_mtu {
-                return Err(PmdError::Config {
-                    port: self.name.clone(),
-                    what: "mtu",
-                    detail: format!("{mtu}; this port takes {}..={}", c.min_mtu, c.max_mtu),
-                });
-            }
+            self.capabilities().check_mtu(&self.name, mtu)?;
             self.mtu = mtu;
             Ok(())
         }

@@ -199,6 +199,21 @@ pub struct Capabilities {
     pub needs_rx_pool: bool,
 }
 
+impl Capabilities {
+    /// Checks an MTU against `min_mtu..=max_mtu`: the one MTU check every
+    /// port uses (configure and `set_mtu`).
+    pub fn check_mtu(&self, port: &str, mtu: u16) -> Result<(), Error> {
+        if mtu < self.min_mtu || mtu > self.max_mtu {
+            return Err(Error::Config {
+                port: port.to_string(),
+                what: "mtu",
+                detail: format!("{mtu}; this port takes {}..={}", self.min_mtu, self.max_mtu),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// How to configure a port (DPDK's `rte_eth_dev_configure` plus the queue
 /// set-ups).
 #[derive(Clone)]
@@ -289,12 +304,7 @@ impl PortConfig {
             ));
         }
         if let Some(mtu) = self.mtu {
-            if mtu < caps.min_mtu || mtu > caps.max_mtu {
-                return Err(bad(
-                    "mtu",
-                    format!("{mtu}; this port takes {}..={}", caps.min_mtu, caps.max_mtu),
-                ));
-            }
+            caps.check_mtu(port, mtu)?;
         }
         if caps.needs_rx_pool && self.rx_pool.is_none() {
             return Err(bad(
@@ -544,13 +554,7 @@ impl SoftState {
     }
 
     pub(crate) fn set_mtu(&mut self, mtu: u16, caps: &Capabilities) -> Result<(), Error> {
-        if mtu < caps.min_mtu || mtu > caps.max_mtu {
-            return Err(Error::Config {
-                port: self.name.clone(),
-                what: "mtu",
-                detail: format!("{mtu}; this port takes {}..={}", caps.min_mtu, caps.max_mtu),
-            });
-        }
+        caps.check_mtu(&self.name, mtu)?;
         self.mtu = mtu;
         Ok(())
     }
