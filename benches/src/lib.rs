@@ -1,6 +1,8 @@
 //! Shared helpers for rpmd's benchmark programs: TSC reads and thread
 //! pinning, so every program measures the same way DPDK's perf tests do.
 #![deny(missing_docs)]
+// `unsafe` only where re-allowed: tsc (rdtsc) and `Proc`'s SIGINT.
+#![deny(unsafe_code)]
 
 pub mod tsc;
 
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 /// 5 s if it has not.
 pub struct Proc(pub Child);
 
+#[allow(unsafe_code)]
 impl Drop for Proc {
     fn drop(&mut self) {
         // SAFETY: kill has no memory preconditions.

@@ -1,5 +1,6 @@
 //! [`Burst`]: a fixed-capacity, inline batch of owned values, the unit that
 //! moves between rings, queues and ports (32 mbufs, typically).
+#![allow(unsafe_code)]
 use std::fmt;
 use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};

@@ -121,6 +121,8 @@
 //! test shows the difference.
 #![warn(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
+// `unsafe` only in the modules that re-allow it: slots, ring, zc, burst.
+#![deny(unsafe_code)]
 
 mod burst;
 mod error;

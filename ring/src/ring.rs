@@ -1,4 +1,5 @@
 //! The shared ring and its producer and consumer handles.
+#![allow(unsafe_code)]
 use crate::burst::Burst;
 use crate::mode::{Behavior, Multi, Reservation, SharedMode, SyncMode};
 use crate::slots::Slots;

@@ -9,6 +9,7 @@
 //! Do not hold one across a blocking call, and do not enqueue through a
 //! clone of the same handle in the same thread while it is held: that
 //! thread would wait for itself.
+#![allow(unsafe_code)]
 use crate::mode::{Behavior, SyncMode, ZeroCopyMode};
 use crate::ring::{Consumer, Producer, Shared};
 use std::marker::PhantomData;
