@@ -210,6 +210,18 @@ impl Task for GenSink {
     }
 }
 
+/// Checks a port mask against `n` devices: every bit must name one (as
+/// DPDK's l2fwd says "invalid portmask"), and at least one must be set.
+pub fn check_portmask(mask: u64, n: usize) -> Result<(), String> {
+    let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+    if mask == 0 || mask & !all != 0 {
+        return Err(format!(
+            "invalid port mask {mask:#x}: {n} ports given, so bits within {all:#x}"
+        ));
+    }
+    Ok(())
+}
+
 /// A running l2fwd.
 pub struct L2fwd {
     runtime: Option<Runtime>,
@@ -220,8 +232,11 @@ pub struct L2fwd {
     pub queues: usize,
     /// Embedded generator: frames generated, frames sunk.
     pub gen: Option<Arc<(Counter, Counter)>>,
-    /// Device strings of the ports.
+    /// Device strings of the ports l2fwd uses (those the mask selects).
     pub names: Vec<String>,
+    /// Each used port's number among the devices given (its bit in the
+    /// mask): port k of the counters is device `port_ids[k]`.
+    pub port_ids: Vec<usize>,
     /// The pool, dropped after the ports (fields drop in order), so every
     /// mbuf still queued in a port is back before the pool goes.
     _pool: Arc<Mempool>,
@@ -241,14 +256,20 @@ impl L2fwd {
         let pool = Arc::new(Mempool::new(&pcfg).map_err(|e| e.to_string())?);
         let mut reg = Registry::new();
         rpmd_virtio::register(&mut reg);
+        check_portmask(cfg.portmask, devices.len())?;
         let mut ports = Vec::new();
         let mut queues = Vec::new();
         let mut macs = Vec::new();
+        let mut names = Vec::new();
+        let mut port_ids = Vec::new();
         for (i, d) in devices.iter().enumerate() {
-            let mut p = reg.open(d).map_err(|e| e.to_string())?;
+            // Masked-out devices are not opened.
             if cfg.portmask & (1 << i) == 0 {
                 continue;
             }
+            let mut p = reg.open(d).map_err(|e| e.to_string())?;
+            names.push(d.clone());
+            port_ids.push(i);
             let pc = PortConfig {
                 rx_pool: Some(pool.clone()),
                 rx_queues: cfg.queues.max(1),
@@ -363,7 +384,8 @@ impl L2fwd {
             counters,
             queues: nq,
             gen,
-            names: devices,
+            names,
+            port_ids,
             _pool: pool,
         })
     }
@@ -433,23 +455,28 @@ impl L2fwd {
     }
 
     /// Runs until `stop` is set or `duration` passes, calling `report`
-    /// every `period` with the counters.
+    /// every `period` with the counters; returns the time it ran.
     pub fn run_for(
         &mut self,
         duration: Option<Duration>,
         period: Duration,
         stop: &AtomicBool,
         mut report: impl FnMut(&L2fwd, Duration),
-    ) {
+    ) -> Duration {
         let t0 = Instant::now();
         let mut next = t0 + period;
         while !stop.load(Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
-            std::thread::sleep(Duration::from_millis(10));
+            let left = duration.map_or(Duration::from_millis(10), |d| {
+                d.saturating_sub(t0.elapsed())
+                    .min(Duration::from_millis(10))
+            });
+            std::thread::sleep(left);
             if Instant::now() >= next {
                 report(self, t0.elapsed());
                 next += period;
             }
         }
+        t0.elapsed()
     }
 }
 

@@ -167,3 +167,44 @@ fn two_queue_pairs_per_port_all_carry_traffic() {
         }
     }
 }
+
+/// Issue 26: rates come from the time l2fwd really ran (a run shorter
+/// than a period used to divide by 1 ms: thousands of Mpps), ports are
+/// labelled by their bit in the mask, and a mask bit with no port is bad
+/// usage (exit 2), as DPDK's "invalid portmask".
+#[test]
+fn summary_rates_labels_and_port_mask() {
+    let (rc, out, err) = l2fwd(&["--duration", "0.5", "--json"]);
+    assert_eq!(rc, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let s = &v["summary"];
+    let secs = s["seconds"].as_f64().unwrap();
+    assert!((0.45..1.0).contains(&secs), "{secs} s for 0.5: {out}");
+    let fwd = s["forwarded"].as_f64().unwrap();
+    let mpps = s["mpps"].as_f64().unwrap();
+    assert!(
+        (mpps - fwd / secs / 1e6).abs() < 0.01 * mpps + 1e-9,
+        "{out}"
+    );
+    assert!(mpps < 100.0, "{mpps} Mpps: {out}");
+
+    let nulls = [
+        "--dev", "null", "--dev", "null", "--dev", "null", "--dev", "null",
+    ];
+    let mut args = nulls.to_vec();
+    args.extend(["-p", "c", "--duration", "0.3", "--json"]);
+    let (rc, out, err) = l2fwd(&args);
+    assert_eq!(rc, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let ports: Vec<u64> = v["summary"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["port"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ports, vec![2, 3], "labels follow the mask: {out}");
+
+    let (rc, _, err) = l2fwd(&["-p", "0x7", "--duration", "0.3"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("invalid port mask 0x7"), "{err}");
+}

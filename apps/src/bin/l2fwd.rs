@@ -20,9 +20,9 @@ struct Args {
     /// Cores to run on, DPDK style (0-1, 0,2).
     #[arg(short = 'l', long = "lcores", default_value = "0-1")]
     cores: String,
-    /// Port mask in hex (bit i = port i).
-    #[arg(short = 'p', long = "portmask", default_value = "ffff", value_parser = parse_mask)]
-    portmask: u64,
+    /// Port mask in hex (bit i = port i, the i-th --dev; default: all).
+    #[arg(short = 'p', long = "portmask", value_parser = parse_mask)]
+    portmask: Option<u64>,
     /// Rx queues per forwarding lcore.
     #[arg(short = 'q', default_value_t = 1)]
     rx_per_lcore: usize,
@@ -67,10 +67,21 @@ fn main() -> ExitCode {
         eprintln!("l2fwd: --duration and --period must be positive");
         return ExitCode::from(2);
     }
+    // The embedded topology has two ports.
+    let n = if a.devices.is_empty() {
+        2
+    } else {
+        a.devices.len()
+    };
+    let portmask = a.portmask.unwrap_or(u64::MAX >> (64 - n.clamp(1, 64)));
+    if let Err(e) = rpmd_apps::l2fwd::check_portmask(portmask, n) {
+        eprintln!("l2fwd: {e}");
+        return ExitCode::from(2);
+    }
     let cfg = Config {
         cores: a.cores.clone(),
         devices: a.devices.clone(),
-        portmask: a.portmask,
+        portmask,
         rx_per_lcore: a.rx_per_lcore,
         queues: a.queues,
         mac_updating: !a.no_mac_updating,
@@ -100,7 +111,7 @@ fn main() -> ExitCode {
     let mut last = totals(&l);
     let mut last_t = Duration::ZERO;
     let json = a.json;
-    l.run_for(
+    let ran = l.run_for(
         a.duration.map(Duration::from_secs_f64),
         Duration::from_secs_f64(a.period),
         &stop,
@@ -112,7 +123,7 @@ fn main() -> ExitCode {
                 let rx = (n.0 - o.0) as f64 / dt;
                 let tx = (n.1 - o.1) as f64 / dt;
                 let gbps = (n.3 - o.3) as f64 * 8.0 / dt / 1e9;
-                rows.push((i, rx, tx, n.2 - o.2, gbps));
+                rows.push((l.port_ids[i], rx, tx, n.2 - o.2, gbps));
             }
             let total_tx: f64 = rows.iter().map(|r| r.2).sum();
             if json {
@@ -132,7 +143,9 @@ fn main() -> ExitCode {
             last_t = t;
         },
     );
-    let elapsed = last_t.max(Duration::from_millis(1));
+    // The time the forwarding really ran (a run shorter than a period has
+    // no report to go by).
+    let elapsed = ran.max(Duration::from_millis(1));
     let lcores = l.lcore_report();
     l.stop();
     let end = totals(&l);
@@ -149,7 +162,7 @@ fn main() -> ExitCode {
                     .iter()
                     .map(|c| serde_json::json!({"rx": c.rx.get(), "tx": c.tx.get(), "dropped": c.dropped.get()}))
                     .collect();
-                serde_json::json!({"port": i, "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs})
+                serde_json::json!({"port": l.port_ids[i], "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs})
             })
             .collect();
         println!(
@@ -163,7 +176,8 @@ fn main() -> ExitCode {
         );
         for (i, e) in end.iter().enumerate() {
             println!(
-                "  port {i} ({}): rx {} tx {} dropped {}",
+                "  port {} ({}): rx {} tx {} dropped {}",
+                l.port_ids[i],
                 l.names.get(i).map(String::as_str).unwrap_or("?"),
                 e.0,
                 e.1,
