@@ -152,7 +152,7 @@ fn main() {
         rt.add(0, server).expect("lcore 0");
         rt.add(1, client).expect("lcore 1");
         std::thread::sleep(Duration::from_secs_f64(secs));
-        rt.shutdown();
+        rt.shutdown().expect("no task panicked");
         let (p, n) = p50(&shared);
         println!("runloop: p50 {p} ns ({n} transactions)");
     }

@@ -444,14 +444,17 @@ impl L2fwd {
             .collect()
     }
 
-    /// Stops the lcores (flushing buffered output) and the ports.
-    pub fn stop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown();
-        }
+    /// Stops the lcores (flushing buffered output) and the ports; an
+    /// lcore that died (a task panicked) is the error.
+    pub fn stop(&mut self) -> Result<(), String> {
+        let down = match self.runtime.take() {
+            Some(rt) => rt.shutdown().map_err(|e| e.to_string()),
+            None => Ok(()),
+        };
         for p in self.ports.iter_mut() {
             let _ = p.stop();
         }
+        down
     }
 
     /// Runs until `stop` is set or `duration` passes, calling `report`
@@ -482,7 +485,7 @@ impl L2fwd {
 
 impl Drop for L2fwd {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.stop();
         // Frames still in the ports' rings go back to the pool now.
         self.ports.clear();
     }

@@ -204,8 +204,22 @@ impl Lcore {
 
     /// Adds a task; it runs from the lcore's next round. It is boxed on
     /// cache lines of its own (see the `Task` impl for `CachePadded`).
-    pub fn add<T: Task + 'static>(&self, id: TaskId, task: T) {
+    /// Fails when the lcore has died (a task panicked): the task would
+    /// never run.
+    pub fn add<T: Task + 'static>(&self, id: TaskId, task: T) -> Result<(), Error> {
+        if !self.is_alive() {
+            return Err(Error::LcoreDied {
+                cpu: self.cpu,
+                message: "its thread has ended (the panic's message comes with stop)".into(),
+            });
+        }
         self.send(Command::Add(id, Box::new(CachePadded::new(task))));
+        Ok(())
+    }
+
+    /// Whether the lcore's thread still runs (a task that panics ends it).
+    pub fn is_alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
     /// Removes a task; its `finish` runs on the lcore.
@@ -234,22 +248,31 @@ impl Lcore {
         &self.shared.stats
     }
 
-    /// Stops it after its tasks finish, and waits.
-    pub fn stop(mut self) {
-        self.stop_inner();
+    /// Stops it after its tasks finish, and waits; a task that panicked
+    /// comes back as [`Error::LcoreDied`] with the panic's message.
+    pub fn stop(mut self) -> Result<(), Error> {
+        self.stop_inner()
     }
 
-    fn stop_inner(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.send(Command::Stop);
-            let _ = t.join();
-        }
+    fn stop_inner(&mut self) -> Result<(), Error> {
+        let Some(t) = self.thread.take() else {
+            return Ok(());
+        };
+        self.send(Command::Stop);
+        t.join().map_err(|p| Error::LcoreDied {
+            cpu: self.cpu,
+            message: p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(not a string)".into()),
+        })
     }
 }
 
 impl Drop for Lcore {
     fn drop(&mut self) {
-        self.stop_inner();
+        let _ = self.stop_inner();
     }
 }
 

@@ -56,6 +56,14 @@ pub enum Error {
     /// An lcore could not be started.
     #[error("lcore setup: {0}")]
     Setup(String),
+    /// An lcore's thread has ended: one of its tasks panicked.
+    #[error("lcore on CPU {cpu} died: a task panicked: {message}")]
+    LcoreDied {
+        /// The CPU it was pinned to.
+        cpu: usize,
+        /// The panic's message (known once the thread is joined).
+        message: String,
+    },
 }
 
 /// Per-lcore counters (one writer: the lcore).

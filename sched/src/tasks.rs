@@ -156,7 +156,7 @@ impl Runtime {
         })?;
         let id = TaskId(self.next_id);
         self.next_id += 1;
-        l.add(id, task);
+        l.add(id, task)?;
         Ok(id)
     }
 
@@ -167,10 +167,17 @@ impl Runtime {
         }
     }
 
-    /// Stops every lcore after its tasks finish.
-    pub fn shutdown(self) {
+    /// Stops every lcore after its tasks finish; the first lcore that
+    /// died (a task panicked) is reported as [`Error::LcoreDied`], after
+    /// every lcore has stopped.
+    pub fn shutdown(self) -> Result<(), Error> {
+        let mut first = Ok(());
         for l in self.lcores {
-            l.stop();
+            let r = l.stop();
+            if first.is_ok() {
+                first = r;
+            }
         }
+        first
     }
 }

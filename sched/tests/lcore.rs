@@ -2,7 +2,7 @@
 //! and waking, adding and removing tasks, clean shutdown.
 use rpmd_pmd::vfio::EventFd;
 use rpmd_ring::{Consumer, Producer, Single};
-use rpmd_sched::{Lcore, LcoreConfig, SpinPolicy, Task, TaskId};
+use rpmd_sched::{Lcore, LcoreConfig, Runtime, SpinPolicy, Task, TaskId};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -102,7 +102,7 @@ fn tasks_run_sleep_wake_and_finish() {
     )
     .unwrap();
     let (feed, t) = task(1024);
-    l.add(TaskId(1), t);
+    l.add(TaskId(1), t).expect("the lcore runs");
     // Idle: it spins briefly, then sleeps.
     wait_for("a sleep", || l.stats().sleeps.get() > 0);
     // Work sent with an interrupt-style wake-up while it sleeps: each item
@@ -127,7 +127,7 @@ fn tasks_run_sleep_wake_and_finish() {
     for i in 0..500u64 {
         while feed.tx.enqueue(i).is_err() {}
     }
-    l.stop();
+    l.stop().expect("no task panicked");
     assert!(feed.finished.load(SeqCst));
     assert_eq!(feed.done.load(Relaxed), 600, "nothing accepted was lost");
 }
@@ -157,8 +157,10 @@ fn quota_shares_the_lcore_and_tasks_come_and_go() {
     let rounds_a = Arc::new(AtomicU64::new(0));
     let rounds_b = Arc::new(AtomicU64::new(0));
     let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    l.add(TaskId(1), Endless(rounds_a.clone(), b'a', log.clone()));
-    l.add(TaskId(2), Endless(rounds_b.clone(), b'b', log.clone()));
+    l.add(TaskId(1), Endless(rounds_a.clone(), b'a', log.clone()))
+        .expect("the lcore runs");
+    l.add(TaskId(2), Endless(rounds_b.clone(), b'b', log.clone()))
+        .expect("the lcore runs");
     wait_for("both ran", || {
         rounds_a.load(Relaxed) > 1000 && rounds_b.load(Relaxed) > 1000
     });
@@ -182,7 +184,7 @@ fn quota_shares_the_lcore_and_tasks_come_and_go() {
     let b1 = rounds_b.load(Relaxed);
     wait_for("b goes on", || rounds_b.load(Relaxed) > b1 + 1000);
     assert_eq!(l.stats().work.get() % 64, 0);
-    l.stop();
+    l.stop().expect("no task panicked");
 }
 
 #[test]
@@ -197,7 +199,7 @@ fn no_spin_budget_sleeps_at_once_and_bad_cpus_are_errors() {
     .unwrap();
     wait_for("sleeps", || l.stats().sleeps.get() > 3);
     assert_eq!(l.stats().spins.get(), 0);
-    l.stop();
+    l.stop().expect("no task panicked");
     let e = Lcore::spawn(4096, LcoreConfig::default())
         .unwrap_err()
         .to_string();
@@ -280,7 +282,7 @@ fn a_runtime_forwards_between_ports_and_runs_timers() {
     }
     assert_eq!(seen.load(Relaxed), 1000);
     wait_for("timer ticks", || ticks.load(Relaxed) >= 5);
-    rt.shutdown();
+    rt.shutdown().expect("no task panicked");
     drop((out, inb));
     assert_eq!(pool.available(), 2048);
 }
@@ -294,15 +296,54 @@ fn a_panicking_task_does_not_hang_the_control_side() {
         }
     }
     let l = Lcore::spawn(0, LcoreConfig::default()).unwrap();
-    l.add(TaskId(1), Boom);
-    // The lcore thread dies; hundreds of commands must not block on its
-    // full queue, and stop must return.
+    l.add(TaskId(1), Boom).expect("the lcore runs");
+    // The lcore thread dies at the task's first run. Issue 26: the death
+    // is visible: not alive, no task can be added, and stop returns the
+    // panic.
     let t = Instant::now();
+    while l.is_alive() {
+        assert!(t.elapsed() < Duration::from_secs(10), "still alive");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Hundreds of commands must not block on its full queue.
     for i in 0..1000 {
         l.remove(TaskId(i));
     }
-    l.stop();
+    assert!(matches!(
+        l.add(TaskId(2), Boom),
+        Err(rpmd_sched::Error::LcoreDied { cpu: 0, .. })
+    ));
+    match l.stop() {
+        Err(rpmd_sched::Error::LcoreDied { cpu, message }) => {
+            assert_eq!(cpu, 0);
+            assert!(message.contains("task failure (expected"), "{message}");
+        }
+        other => panic!("stop returned {other:?}"),
+    }
     assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+/// Issue 26: through the runtime, a dead lcore makes `add` fail and
+/// `shutdown` return the panic, while the other lcores stop normally.
+#[test]
+fn the_runtime_reports_a_dead_lcore() {
+    struct Boom;
+    impl Task for Boom {
+        fn run(&mut self, _quota: usize) -> usize {
+            panic!("runtime task failure (expected by the test)");
+        }
+    }
+    let mut rt = Runtime::start("0-1", LcoreConfig::default()).unwrap();
+    rt.add(1, Boom).unwrap();
+    let t = Instant::now();
+    while rt.lcores()[1].is_alive() {
+        assert!(t.elapsed() < Duration::from_secs(10), "still alive");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(rt.lcores()[0].is_alive());
+    assert!(rt.add(1, Boom).is_err(), "no task on a dead lcore");
+    let e = rt.shutdown().expect_err("the panic comes back").to_string();
+    assert!(e.contains("CPU 1") && e.contains("runtime task failure"), "{e}");
 }
 
 /// Records where it lives each time it runs.
@@ -322,11 +363,13 @@ fn tasks_live_on_cache_lines_of_their_own() {
     // prefetcher moves), so no other allocation shares their lines.
     let l = Lcore::spawn(0, LcoreConfig::default()).unwrap();
     let (a, b) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    l.add(TaskId(1), WhereAmI(a.clone()));
-    l.add(TaskId(2), WhereAmI(b.clone()));
+    l.add(TaskId(1), WhereAmI(a.clone()))
+        .expect("the lcore runs");
+    l.add(TaskId(2), WhereAmI(b.clone()))
+        .expect("the lcore runs");
     wait_for("both ran", || a.load(Relaxed) != 0 && b.load(Relaxed) != 0);
     let (a, b) = (a.load(Relaxed), b.load(Relaxed));
     assert_eq!((a % 128, b % 128), (0, 0), "{a:#x} {b:#x}");
     assert!(a.abs_diff(b) >= 128, "{a:#x} {b:#x}");
-    l.stop();
+    l.stop().expect("no task panicked");
 }

@@ -212,7 +212,7 @@ fn run(a: &Args) -> Result<(), String> {
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    rt.shutdown();
+    let down = rt.shutdown();
     let (tx, rx) = (read(&tx_counts), read(&rx_counts));
     let per_queue =
         |cs: &[Arc<GenCounters>]| -> Vec<u64> { cs.iter().map(|c| c.packets.get()).collect() };
@@ -249,5 +249,6 @@ fn run(a: &Args) -> Result<(), String> {
             );
         }
     }
-    Ok(())
+    // A task that panicked: after the summary, a failure.
+    down.map_err(|e| e.to_string())
 }

@@ -147,7 +147,7 @@ fn main() -> ExitCode {
     // no report to go by).
     let elapsed = ran.max(Duration::from_millis(1));
     let lcores = l.lcore_report();
-    l.stop();
+    let down = l.stop();
     let end = totals(&l);
     let fwd: u64 = end.iter().map(|e| e.1).sum();
     let dropped: u64 = end.iter().map(|e| e.2).sum();
@@ -190,6 +190,10 @@ fn main() -> ExitCode {
         for line in &lcores {
             println!("  {line}");
         }
+    }
+    if let Err(e) = down {
+        eprintln!("l2fwd: {e}");
+        return ExitCode::from(1);
     }
     ExitCode::SUCCESS
 }

@@ -268,7 +268,7 @@ fn run(a: &Args) -> Result<ExitCode, String> {
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    rt.shutdown();
+    let down = rt.shutdown();
     let answered = server_counts.as_ref().map(|c| (c.0.get(), c.1.get()));
     let Some(shared) = client_shared else {
         let (n, dropped) = answered.unwrap_or_default();
@@ -280,8 +280,11 @@ fn run(a: &Args) -> Result<ExitCode, String> {
         } else {
             println!("summary: answered {n} requests in {secs:.1} s, dropped {dropped}");
         }
+        down.map_err(|e| e.to_string())?;
         return Ok(ExitCode::SUCCESS);
     };
+    // A client task that panicked has no results: say why.
+    down.map_err(|e| e.to_string())?;
     let results: Vec<SessionResult> = shared
         .results
         .lock()

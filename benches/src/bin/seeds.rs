@@ -93,7 +93,8 @@ fn run_rr(sessions: usize, yield_on: bool, secs: f64, wire: Duration) -> f64 {
                 q: qb,
                 pkts: Pkts::new(),
             },
-        );
+        )
+        .expect("the lcore runs");
         lcores.push(l);
         mine.push((a, b, qa));
     }
@@ -170,7 +171,7 @@ fn run_rr(sessions: usize, yield_on: bool, secs: f64, wire: Duration) -> f64 {
         }
     }
     for l in lcores {
-        l.stop();
+        l.stop().expect("no task panicked");
     }
     done
 }
@@ -204,7 +205,8 @@ fn run_spin(spin: SpinPolicy, secs: f64, wire: Duration) -> (f64, f64, f64, f64)
             q: qb,
             pkts: Pkts::new(),
         },
-    );
+    )
+    .expect("the lcore runs");
     std::thread::sleep(Duration::from_millis(20));
     let asleep0 = l.stats().sleep_ns.get();
     let t0 = Instant::now();
@@ -239,7 +241,7 @@ fn run_spin(spin: SpinPolicy, secs: f64, wire: Duration) -> (f64, f64, f64, f64)
     });
     let wall = t0.elapsed();
     let asleep = l.stats().sleep_ns.get() - asleep0;
-    l.stop();
+    l.stop().expect("no task panicked");
     rtts.sort_unstable();
     let pct = |p: f64| {
         rtts.get(((rtts.len() as f64 * p) as usize).min(rtts.len().saturating_sub(1)))
@@ -331,7 +333,8 @@ fn run_backlog(flows: usize, until_empty: bool, secs: f64) -> (f64, f64, f64) {
             wake: wake.clone(),
             armed: armed.clone(),
         },
-    );
+    )
+    .expect("the lcore runs");
     std::thread::sleep(Duration::from_millis(20));
     let (sleeps0, rounds0, work0) = (
         l.stats().sleeps.get(),
@@ -384,7 +387,7 @@ fn run_backlog(flows: usize, until_empty: bool, secs: f64) -> (f64, f64, f64) {
         st.rounds.get() - rounds0,
         st.work.get() - work0,
     );
-    l.stop();
+    l.stop().expect("no task panicked");
     (
         n as f64 / el,
         sleeps as f64 / el,
