@@ -343,7 +343,10 @@ fn the_runtime_reports_a_dead_lcore() {
     assert!(rt.lcores()[0].is_alive());
     assert!(rt.add(1, Boom).is_err(), "no task on a dead lcore");
     let e = rt.shutdown().expect_err("the panic comes back").to_string();
-    assert!(e.contains("CPU 1") && e.contains("runtime task failure"), "{e}");
+    assert!(
+        e.contains("CPU 1") && e.contains("runtime task failure"),
+        "{e}"
+    );
 }
 
 /// Records where it lives each time it runs.
