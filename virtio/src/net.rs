@@ -460,6 +460,17 @@ impl<Q: Ring> Drop for VirtioTx<Q> {
 }
 
 impl<Q: Ring> VirtioTx<Q> {
+    /// Starts the ring over if the watch asked; frames the old backend
+    /// never finished are lost (errors, and no longer in flight).
+    #[inline(always)]
+    fn serve_restart(&mut self) {
+        if self.home.asked() {
+            let n = self.home.serve(&mut self.q, &self.stats);
+            self.stats.errors.add(n as u64);
+            self.stats.retired.add(n as u64);
+        }
+    }
+
     /// Takes back what the device has sent, returning it to the pool in
     /// bulk.
     #[inline]
@@ -487,11 +498,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         if !self.live.load(Relaxed) {
             return 0;
         }
-        if self.home.asked() {
-            let n = self.home.serve(&mut self.q, &self.stats);
-            self.stats.errors.add(n as u64);
-            self.stats.retired.add(n as u64);
-        }
+        self.serve_restart();
         self.reclaim();
         self.q.size() as usize - self.q.free()
     }
@@ -500,12 +507,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         if !self.live.load(Relaxed) {
             return 0;
         }
-        if self.home.asked() {
-            // Frames the old backend never finished are lost: errors.
-            let n = self.home.serve(&mut self.q, &self.stats);
-            self.stats.errors.add(n as u64);
-            self.stats.retired.add(n as u64);
-        }
+        self.serve_restart();
         self.reclaim();
         let mut n = 0;
         let mut bytes = 0;

@@ -298,9 +298,11 @@ pub(super) struct Session {
     pub(super) packed: bool,
     /// One per vring that has a queue handle.
     pub(super) homes: Vec<Option<Arc<QueueHome>>>,
-    /// The queues' counters: a queue that stopped trusting the backend
-    /// says so there, and the watch then replaces the backend.
-    pub(super) stats: Vec<Arc<CachePadded<QueueStats>>>,
+    /// Per vring, as `homes`: its queue's counters. A queue that stopped
+    /// trusting the backend says so there, and the watch then replaces the
+    /// backend. Only the queue clears its flag (when it starts over),
+    /// except for a ring the watch restarts because its handle is gone.
+    pub(super) stats: Vec<Option<Arc<CachePadded<QueueStats>>>>,
     pub(super) features: u64,
     pub(super) proto: bool,
     pub(super) pool: Arc<Mempool>,
@@ -406,7 +408,11 @@ pub(super) struct Watched {
 pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) {
     let port = w.ctl.lock().unwrap_or_else(|e| e.into_inner()).port.clone();
     while !w.quit.load(Ordering::Relaxed) {
-        let fault = s.stats.iter().any(|q| q.stopped.load(Ordering::Relaxed));
+        let fault = s
+            .stats
+            .iter()
+            .flatten()
+            .any(|q| q.stopped.load(Ordering::Relaxed));
         let gone = {
             let c = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
             if fault {
@@ -492,11 +498,6 @@ fn reconnect(w: &Watched, s: &Session, ep: &Endpoint, pairs: u16, all_fresh: boo
         let fresh = restart_dropped(s, all_fresh, &port);
         if program(&mut c, s, |i| fresh[i]).is_ok() {
             *w.ctl.lock().unwrap_or_else(|e| e.into_inner()) = c;
-            if all_fresh {
-                for q in &s.stats {
-                    q.stopped.store(false, Ordering::Relaxed);
-                }
-            }
             return true;
         }
     }
@@ -511,7 +512,8 @@ fn restart_dropped(s: &Session, all_fresh: bool, port: &str) -> Vec<bool> {
     s.vrings
         .iter()
         .zip(&s.homes)
-        .map(|(v, h)| {
+        .zip(&s.stats)
+        .map(|((v, h), st)| {
             let Some(h) = h.as_ref().filter(|h| h.handle_dropped()) else {
                 return all_fresh;
             };
@@ -519,6 +521,10 @@ fn restart_dropped(s: &Session, all_fresh: bool, port: &str) -> Vec<bool> {
                 note(port, &e.to_string());
             }
             drop(h.take_parked());
+            // Nobody else will clear it: the queue is gone.
+            if let Some(st) = st {
+                st.stopped.store(false, Ordering::Relaxed);
+            }
             true
         })
         .collect()

@@ -307,9 +307,16 @@ impl VirtioUserPort {
             })
             .collect();
         self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
-        let queue_stats = (0..conf.rx_queues as usize)
-            .map(|q| self.stats.rx(q))
-            .chain((0..conf.tx_queues as usize).map(|q| self.stats.tx(q)))
+        // Per vring, as the homes: the counters of its queue handle.
+        let queue_stats = homes
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                h.as_ref().map(|_| match i % 2 {
+                    0 => self.stats.rx(i / 2),
+                    _ => self.stats.tx(i / 2),
+                })
+            })
             .collect();
         self.program_and_watch(Session {
             packed: self.want_packed,
