@@ -210,10 +210,19 @@ impl Task for GenSink {
     }
 }
 
+/// The mask selecting all of `n` devices (the default).
+pub fn all_ports(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
 /// Checks a port mask against `n` devices: every bit must name one (as
 /// DPDK's l2fwd says "invalid portmask"), and at least one must be set.
 pub fn check_portmask(mask: u64, n: usize) -> Result<(), String> {
-    let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+    let all = all_ports(n);
     if mask == 0 || mask & !all != 0 {
         return Err(format!(
             "invalid port mask {mask:#x}: {n} ports given, so bits within {all:#x}"

@@ -14,6 +14,12 @@ fn l2fwd(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The last line of `out`, as JSON (l2fwd's `--json` summary).
+fn last_json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out.lines().last().unwrap_or("{}"))
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
 #[test]
 fn embedded_topology_forwards_and_accounts_for_every_frame() {
     let (rc, out, err) = l2fwd(&["--duration", "1.5", "--json", "--period", "0.5"]);
@@ -154,7 +160,7 @@ fn two_queue_pairs_per_port_all_carry_traffic() {
     ]);
     let _ = common::finish(t);
     assert_eq!(rc, 0, "{out}{err}");
-    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("{}")).unwrap();
+    let v: serde_json::Value = last_json(&out);
     let ports = v["summary"]["ports"].as_array().unwrap().clone();
     for (p, other) in [(0, 1), (1, 0)] {
         let qs = ports[p]["queues"].as_array().unwrap();
@@ -176,7 +182,7 @@ fn two_queue_pairs_per_port_all_carry_traffic() {
 fn summary_rates_labels_and_port_mask() {
     let (rc, out, err) = l2fwd(&["--duration", "0.5", "--json"]);
     assert_eq!(rc, 0, "{out}{err}");
-    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let v: serde_json::Value = last_json(&out);
     let s = &v["summary"];
     let secs = s["seconds"].as_f64().unwrap();
     assert!((0.45..1.0).contains(&secs), "{secs} s for 0.5: {out}");
@@ -195,7 +201,7 @@ fn summary_rates_labels_and_port_mask() {
     args.extend(["-p", "c", "--duration", "0.3", "--json"]);
     let (rc, out, err) = l2fwd(&args);
     assert_eq!(rc, 0, "{out}{err}");
-    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let v: serde_json::Value = last_json(&out);
     let ports: Vec<u64> = v["summary"]["ports"]
         .as_array()
         .unwrap()

@@ -43,6 +43,18 @@ fn open(path: &str, opts: &str) -> (Box<dyn Port>, Queues, Arc<Mempool>) {
     (p, q, pool)
 }
 
+/// Stops the port, then the backend, and checks that every mbuf is back
+/// in its pool.
+fn close(mut p: Box<dyn Port>, q: Queues, b: Hostile, pool: &Mempool) {
+    p.stop().unwrap();
+    drop((q, p, b));
+    assert_eq!(
+        pool.available(),
+        POOL as usize,
+        "every mbuf back in its pool"
+    );
+}
+
 fn xstat(p: &dyn Port, name: &str) -> u64 {
     p.xstats()
         .iter()
@@ -103,7 +115,7 @@ fn poll(p: &dyn Port, q: &mut Queues, b: &Hostile, seen: &mut Seen, done: impl F
 fn rx_case(tag: &str, setup: Setup, opts: &str, recovers: bool) {
     let path = format!("/tmp/rpmd-hostile-{tag}-{}.sock", std::process::id());
     let b = Hostile::start(&path, setup);
-    let (mut p, mut q, pool) = open(&path, opts);
+    let (p, mut q, pool) = open(&path, opts);
     let mut seen = Seen::default();
     let written = |b: &Hostile| b.counts.rx_written.load(Relaxed);
     poll(p.as_ref(), &mut q, &b, &mut seen, |_| {
@@ -130,15 +142,7 @@ fn rx_case(tag: &str, setup: Setup, opts: &str, recovers: bool) {
         xstat(p.as_ref(), "rx_q0_device_errors") >= 1,
         "the bad entry is counted"
     );
-    p.stop().unwrap();
-    drop(q);
-    drop(p);
-    drop(b);
-    assert_eq!(
-        pool.available(),
-        POOL as usize,
-        "every mbuf back in its pool"
-    );
+    close(p, q, b, &pool);
 }
 
 fn setup(packed: bool, in_order: bool, act: Misbehave) -> Setup {
@@ -256,7 +260,7 @@ fn packed_in_order_out_of_range_id_drops_the_backend_and_recovers() {
 fn rewritten_tx_chain_links_do_not_corrupt_the_port() {
     let path = format!("/tmp/rpmd-hostile-lnk-{}.sock", std::process::id());
     let b = Hostile::start(&path, setup(false, false, Misbehave::RewriteLinks));
-    let (mut p, mut q, pool) = open(&path, ",in_order=0");
+    let (p, mut q, pool) = open(&path, ",in_order=0");
     let t0 = Instant::now();
     let mut sent = 0;
     let mut rx = Pkts::new();
@@ -281,15 +285,7 @@ fn rewritten_tx_chain_links_do_not_corrupt_the_port() {
     }
     assert!(b.counts.misbehaved.load(Relaxed) > 0);
     assert!(p.link().up);
-    p.stop().unwrap();
-    drop(q);
-    drop(p);
-    drop(b);
-    assert_eq!(
-        pool.available(),
-        POOL as usize,
-        "every mbuf back in its pool"
-    );
+    close(p, q, b, &pool);
 }
 
 /// Issue 21: a request the port cannot carry out is an error, never a
@@ -310,7 +306,5 @@ fn receive_modes_the_backend_cannot_apply_are_errors() {
     }
     assert!(p.set_promiscuous(true).is_ok() && p.set_allmulticast(true).is_ok());
     assert!(p.promiscuous() && p.allmulticast());
-    p.stop().unwrap();
-    drop((q, p, b));
-    assert_eq!(pool.available(), POOL as usize);
+    close(p, q, b, &pool);
 }

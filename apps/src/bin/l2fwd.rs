@@ -73,7 +73,7 @@ fn main() -> ExitCode {
     } else {
         a.devices.len()
     };
-    let portmask = a.portmask.unwrap_or(u64::MAX >> (64 - n.clamp(1, 64)));
+    let portmask = a.portmask.unwrap_or(rpmd_apps::l2fwd::all_ports(n));
     if let Err(e) = rpmd_apps::l2fwd::check_portmask(portmask, n) {
         eprintln!("l2fwd: {e}");
         return ExitCode::from(2);
