@@ -41,8 +41,12 @@ pub struct Config {
     pub burst: usize,
     /// How the lcores poll: spin budget, yield signal, sleep.
     pub lcore: LcoreConfig,
-    /// Mbufs in the pool.
+    /// Mbufs in the pool (in each pool, with `per_port_pool`).
     pub mbufs: u32,
+    /// One mempool per port (DPDK's `--per-port-pool`): each port
+    /// receives into its own pool and transmits the other's mbufs, all
+    /// registered in the registry's DMA domain.
+    pub per_port_pool: bool,
 }
 
 /// Counters of one queue pair of a port, kept by the application. One
@@ -246,9 +250,9 @@ pub struct L2fwd {
     /// Each used port's number among the devices given (its bit in the
     /// mask): port k of the counters is device `port_ids[k]`.
     pub port_ids: Vec<usize>,
-    /// The pool, dropped after the ports (fields drop in order), so every
-    /// mbuf still queued in a port is back before the pool goes.
-    _pool: Arc<Mempool>,
+    /// The pools, dropped after the ports (fields drop in order), so
+    /// every mbuf still queued in a port is back before a pool goes.
+    _pools: Vec<Arc<Mempool>>,
 }
 
 impl L2fwd {
@@ -260,12 +264,24 @@ impl L2fwd {
         } else {
             cfg.devices.clone()
         };
-        let mut pcfg = MempoolConfig::new("l2fwd", cfg.mbufs);
-        pcfg.cache_size = 256.min(cfg.mbufs / 4);
-        let pool = Arc::new(Mempool::new(&pcfg).map_err(|e| e.to_string())?);
         let mut reg = Registry::new();
         rpmd_virtio::register(&mut reg);
         check_portmask(cfg.portmask, devices.len())?;
+        // Every pool is registered before any port starts: a port that
+        // shares memory by snapshot (virtio-user's memory table) then
+        // reaches them all.
+        let npools = if cfg.per_port_pool { devices.len() } else { 1 };
+        let mut pools = Vec::with_capacity(npools);
+        for k in 0..npools {
+            let mut pcfg = MempoolConfig::new(&format!("l2fwd{k}"), cfg.mbufs);
+            pcfg.cache_size = 256.min(cfg.mbufs / 4);
+            let pool = Arc::new(Mempool::new(&pcfg).map_err(|e| e.to_string())?);
+            reg.domain()
+                .register_pool(&pool)
+                .map_err(|e| e.to_string())?;
+            pools.push(pool);
+        }
+        let pool = pools[0].clone();
         let mut ports = Vec::new();
         let mut queues = Vec::new();
         let mut macs = Vec::new();
@@ -280,7 +296,7 @@ impl L2fwd {
             names.push(d.clone());
             port_ids.push(i);
             let pc = PortConfig {
-                rx_pool: Some(pool.clone()),
+                rx_pool: Some(pools[i % npools].clone()),
                 rx_queues: cfg.queues.max(1),
                 tx_queues: cfg.queues.max(1),
                 ..PortConfig::default()
@@ -395,7 +411,7 @@ impl L2fwd {
             gen,
             names,
             port_ids,
-            _pool: pool,
+            _pools: pools,
         })
     }
 

@@ -16,6 +16,11 @@
 //!   with `rx_burst`/`tx_burst`, stats, capabilities), device strings and
 //!   the driver [`Registry`], and the software ports `ring:NAME`
 //!   (in-process), `shm:NAME` (across processes) and `null`. [`testing`] adds a loopback port and a fault-injecting wrapper.
+//! - [`domain`]: one DMA domain per registry: every region and mempool
+//!   registered once and mapped into every IOMMU attached, so any port
+//!   can transmit any registered pool's mbufs.
+//! - [`function`]: the PCI function a driver probes ([`function::PciFunction`]),
+//!   behind VFIO or a device model, and the buses that supply them.
 //! - [`pci`]: PCI addresses, sysfs discovery, binding via `driver_override`.
 //! - [`vfio`]: containers, groups and devices; DMA mapping; bounds-checked
 //!   register windows; MSI-X to eventfds; reset. Tested in a QEMU guest
@@ -32,7 +37,10 @@
 
 pub mod clock;
 pub mod dma;
+pub mod domain;
+pub mod endian;
 mod error;
+pub mod function;
 pub mod hugepages;
 pub mod lcore;
 pub mod mbuf;
@@ -45,6 +53,7 @@ pub mod testing;
 pub mod vfio;
 
 pub use dma::{DmaRegion, Iova, IovaMode, PageSize};
+pub use domain::DmaDomain;
 pub use error::Error;
 pub use mbuf::Mbuf;
 pub use mempool::{Local, LocalObjs, Mempool, MempoolConfig, PoolObj, PoolObjs};

@@ -31,7 +31,7 @@ impl Driver for LoopbackDriver {
         "loopback[,queues=N][,size=N]  (tests) tx queue q comes back on rx queue q"
     }
 
-    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+    fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
         args.no_target()?;
         args.only_options(&["queues", "size"])?;
         let queues = args.opt_u64("queues", 1)?.clamp(1, 16) as usize;

@@ -71,6 +71,7 @@ pub mod split;
 #[cfg(test)]
 mod testdev;
 pub mod user;
+pub mod vring;
 
 /// Errors of the virtio driver's own layers (ports report them as
 /// `rpmd_pmd::Error::Port`).

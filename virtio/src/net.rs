@@ -10,6 +10,7 @@ use crate::fd::CallFd;
 use crate::packed::PackedQueue;
 use crate::split::{SplitQueue, Tokens, MAX_CHAIN};
 use crossbeam_utils::CachePadded;
+use rpmd_pmd::domain::Reach;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{Pkts, Queues, RxQueue, TxQueue};
@@ -247,24 +248,6 @@ impl QueueHome {
     }
 }
 
-/// Bounds of memory the backend can reach (the pool's region).
-#[derive(Clone, Copy)]
-pub(crate) struct Shared {
-    /// First and one-past-last virtual address of the region.
-    pub(crate) start: u64,
-    pub(crate) end: u64,
-}
-
-impl Shared {
-    /// Whether `bytes` lie in the region (by virtual address: IOVAs of
-    /// physically addressed memory are not contiguous).
-    #[inline(always)]
-    fn holds(&self, bytes: &[u8]) -> bool {
-        let a = bytes.as_ptr() as u64;
-        a >= self.start && a + bytes.len() as u64 <= self.end
-    }
-}
-
 pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     pub(crate) q: Q,
     /// The backend writes it on completions while interrupts are armed
@@ -294,7 +277,10 @@ pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
     pub(crate) kick: Kick,
     pub(crate) live: Arc<AtomicBool>,
     pub(crate) stats: Arc<CachePadded<QueueStats>>,
-    pub(crate) shared: Shared,
+    /// The memory the device can reach (registered in the port's DMA
+    /// domain, or sent in a vhost-user memory table): frames elsewhere
+    /// are dropped and counted.
+    pub(crate) reach: Reach,
     pub(crate) _rings: Arc<DmaRegion>,
     /// As in [`VirtioRx`].
     pub(crate) home: Arc<QueueHome>,
@@ -529,7 +515,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                 ok = checksum_request(&mut m);
             }
             if segs == 1 {
-                if !ok || !self.shared.holds(m.data()) {
+                if !ok || !self.reach.holds(m.data()) {
                     // Not reachable by the backend, no room for the
                     // header, or a checksum request it cannot carry: dropped
                     // (it returns to its pool) and counted.
@@ -549,7 +535,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                 let mut k = 0;
                 let mut reachable = ok;
                 for ((iova, l), seg) in m.segment_iovas().zip(m.segments()).take(MAX_CHAIN) {
-                    reachable &= self.shared.holds(seg);
+                    reachable &= self.reach.holds(seg);
                     segs[k] = (iova.raw(), l as u32);
                     k += 1;
                 }
@@ -588,6 +574,8 @@ pub(crate) struct Handles<'a> {
     pub(crate) rings: &'a Arc<DmaRegion>,
     pub(crate) live: &'a Arc<AtomicBool>,
     pub(crate) stats: &'a StatsBlock,
+    /// Makes each TX queue's view of the memory the device can reach.
+    pub(crate) reach: &'a dyn Fn() -> Reach,
     /// Negotiated features (mergeable buffers, checksums).
     pub(crate) features: u64,
     /// Handles wanted: RX of pairs below `rx_queues`, TX below `tx_queues`.
@@ -607,11 +595,6 @@ pub(crate) fn build_handles<Q: Ring>(
     mut home: impl FnMut(usize) -> Arc<QueueHome>,
 ) -> Result<Queues, PmdError> {
     use crate::consts::{VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MRG_RXBUF};
-    let pr = h.pool.region();
-    let shared = Shared {
-        start: pr.as_ptr() as u64,
-        end: pr.as_ptr() as u64 + pr.len() as u64,
-    };
     let (mut rx, mut tx) = (Vec::new(), Vec::new());
     let mut b: Burst<Mbuf, 64> = Burst::new();
     for (k, (mut q, kick)) in queues.into_iter().enumerate() {
@@ -650,7 +633,7 @@ pub(crate) fn build_handles<Q: Ring>(
                 kick,
                 live: h.live.clone(),
                 stats: h.stats.tx(pair),
-                shared,
+                reach: (h.reach)(),
                 _rings: h.rings.clone(),
                 home: home(k),
             }) as Box<dyn TxQueue>);
@@ -893,11 +876,8 @@ mod tests {
         let q = SplitQueue::new(&region, 0, l).unwrap();
         let dev = crate::testdev::SplitDevice::new(region.as_ptr(), l);
         let pool = Arc::new(pool);
-        let pr = pool.region();
-        let shared = Shared {
-            start: pr.as_ptr() as u64,
-            end: pr.as_ptr() as u64 + pr.len() as u64,
-        };
+        let d = rpmd_pmd::DmaDomain::new();
+        d.register_pool(&pool).unwrap();
         let tx = VirtioTx {
             q,
             csum: false,
@@ -906,7 +886,7 @@ mod tests {
             kick: Kick::Event(EventFd::new(libc::EFD_NONBLOCK).unwrap()),
             live: Arc::new(AtomicBool::new(true)),
             stats: Arc::default(),
-            shared,
+            reach: d.reach(None),
             _rings: Arc::new(region),
             home: Arc::default(),
         };

@@ -50,6 +50,9 @@ struct Args {
     /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     json: bool,
+    /// A mempool per port (each port transmits the other's mbufs).
+    #[arg(long)]
+    per_port_pool: bool,
 }
 
 fn parse_mask(s: &str) -> Result<u64, String> {
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         burst: a.burst as usize,
         lcore: a.poll.lcore_config(),
         mbufs: 8192,
+        per_port_pool: a.per_port_pool,
     };
     if !a.json {
         if a.devices.is_empty() {

@@ -29,7 +29,7 @@ impl Driver for NullDriver {
         "null[,size=N][,queues=N]  receives endless N-byte frames, frees what it sends"
     }
 
-    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+    fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
         args.no_target()?;
         args.only_options(&["size", "queues"])?;
         let size = args.opt_u64("size", 64)?;

@@ -4,12 +4,21 @@
 //! (it comes with the software drivers `ring`, `shm` and `null`), lets each driver
 //! crate it links register itself (`rpmd_virtio::register(&mut reg)`), and
 //! opens ports by string. Virtual-device drivers are found by the string's
-//! kind; `pci:ADDR` reads the function's IDs from sysfs and picks the PCI
-//! driver whose ID table contains them.
+//! kind; `pci:ADDR` asks the registry's [`PciBus`] (VFIO through sysfs,
+//! or device models) for the function's IDs, picks the PCI driver whose
+//! ID table contains them, and hands it the opened [`PciFunction`].
+//!
+//! The registry owns the [`DmaDomain`] its ports share: PCI functions
+//! attach their IOMMU to it and drivers register their pools there, so a
+//! port can transmit the mbufs of a pool another port received into.
 use super::devargs::DevArgs;
 use super::Port;
+use crate::domain::DmaDomain;
+use crate::function::{PciBus, PciFunction};
 use crate::pci::{PciAddr, PciDevice, PciId, Sysfs};
+use crate::vfio::VfioBus;
 use crate::Error;
+use std::sync::Arc;
 
 /// A driver for devices named by kind (`ring:NAME`, `null`, `virtio-user:PATH`).
 pub trait Driver: Send + Sync {
@@ -20,8 +29,8 @@ pub trait Driver: Send + Sync {
     /// `ring:NAME[,queues=N][,size=N]  in-process ring pair`.
     fn usage(&self) -> &'static str;
 
-    /// Opens a port.
-    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error>;
+    /// Opens a port whose DMA memory comes from `domain`.
+    fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, Error>;
 }
 
 /// A driver for PCI functions bound to vfio-pci.
@@ -32,15 +41,22 @@ pub trait PciDriver: Send + Sync {
     /// The vendor/device IDs it drives.
     fn ids(&self) -> &'static [PciId];
 
-    /// Opens the port for `dev` (its IDs are in [`ids`](Self::ids)).
-    fn probe(&self, dev: &PciDevice, args: &DevArgs) -> Result<Box<dyn Port>, Error>;
+    /// Opens the port for function `func`, which `dev` describes (its IDs
+    /// are in [`ids`](Self::ids)).
+    fn probe(
+        &self,
+        func: Arc<dyn PciFunction>,
+        dev: &PciDevice,
+        args: &DevArgs,
+    ) -> Result<Box<dyn Port>, Error>;
 }
 
 /// The registered drivers.
 pub struct Registry {
     vdevs: Vec<Box<dyn Driver>>,
     pci: Vec<Box<dyn PciDriver>>,
-    sysfs: Sysfs,
+    bus: Box<dyn PciBus>,
+    domain: DmaDomain,
 }
 
 impl Default for Registry {
@@ -65,14 +81,27 @@ impl Registry {
         Registry {
             vdevs: Vec::new(),
             pci: Vec::new(),
-            sysfs: Sysfs::default(),
+            bus: Box::new(VfioBus::default()),
+            domain: DmaDomain::new(),
         }
     }
 
     /// Uses another sysfs tree for `pci:` lookups (tests).
-    pub fn with_sysfs(mut self, sysfs: Sysfs) -> Self {
-        self.sysfs = sysfs;
+    pub fn with_sysfs(self, sysfs: Sysfs) -> Self {
+        self.with_bus(Box::new(VfioBus::new(sysfs, "/dev/vfio")))
+    }
+
+    /// Takes `pci:` functions from `bus` (device models) instead of VFIO.
+    pub fn with_bus(mut self, bus: Box<dyn PciBus>) -> Self {
+        self.bus = bus;
         self
+    }
+
+    /// The DMA domain every port of this registry shares: register pools
+    /// here (before starting ports that take snapshots, as virtio-user
+    /// does) so that any port can transmit their mbufs.
+    pub fn domain(&self) -> &DmaDomain {
+        &self.domain
     }
 
     /// Adds a virtual-device driver; a later one with the same kind
@@ -134,7 +163,7 @@ impl Registry {
             return self.open_pci(&args);
         }
         match self.vdevs.iter().find(|d| d.kind() == args.kind()) {
-            Some(d) => d.open(&args).map_err(|e| match e {
+            Some(d) => d.open(&args, &self.domain).map_err(|e| match e {
                 Error::DeviceString { input, reason, .. } => self.reject(&input, reason),
                 e => e,
             }),
@@ -153,9 +182,12 @@ impl Registry {
             )
         })?;
         let addr: PciAddr = target.parse()?;
-        let dev = self.sysfs.device(addr)?;
+        let dev = self.bus.describe(addr)?;
         match self.pci.iter().find(|d| d.ids().contains(&dev.id)) {
-            Some(d) => d.probe(&dev, args),
+            Some(d) => {
+                let func = self.bus.open(addr, &self.domain)?;
+                d.probe(func, &dev, args)
+            }
             None => Err(Error::Pci {
                 addr: addr.to_string(),
                 detail: format!(

@@ -62,7 +62,7 @@ impl Driver for RingDriver {
         "ring:NAME[,queues=N][,size=N]  in-process port; two ports of one NAME are joined back to back"
     }
 
-    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+    fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
         args.only_options(&["queues", "size"])?;
         let name = args.require_target("a ring name")?.to_string();
         let bad = |detail: String| Error::Config {

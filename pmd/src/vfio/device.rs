@@ -6,19 +6,6 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 use vfio_bindings::bindings::vfio as b;
 
-/// PCI config-space offsets used here (PCI Local Bus spec 3.0, §6.2).
-mod cfg {
-    pub const COMMAND: u64 = 0x04;
-    pub const STATUS: u64 = 0x06;
-    pub const CAP_PTR: u64 = 0x34;
-    /// Command: respond to memory-space accesses.
-    pub const CMD_MEMORY: u16 = 1 << 1;
-    /// Command: may master the bus (DMA).
-    pub const CMD_BUS_MASTER: u16 = 1 << 2;
-    /// Status: the capability list exists.
-    pub const STATUS_CAP_LIST: u16 = 1 << 4;
-}
-
 /// An opened VFIO device.
 pub struct Device {
     // Keeps the container, and so the group and IOMMU mappings, alive.
@@ -136,29 +123,15 @@ impl Device {
         }
     }
 
-    /// Walks the config-space capability list. Malformed lists (pointers
-    /// into the header, loops) end the walk instead of looping.
+    /// Walks the config-space capability list (malformed lists end the
+    /// walk).
     pub fn capabilities(&self) -> Result<Vec<PciCap>, Error> {
-        let c = self.config()?;
-        let mut caps = Vec::new();
-        if c.read16(cfg::STATUS)? & cfg::STATUS_CAP_LIST == 0 {
-            return Ok(caps);
-        }
-        let mut off = c.read8(cfg::CAP_PTR)? & 0xfc;
-        // At most 48 capabilities fit in the 192 bytes after the header.
-        while off >= 0x40 && caps.len() < 48 {
-            let id = c.read8(off as u64)?;
-            caps.push(PciCap { id, offset: off });
-            off = c.read8(off as u64 + 1)? & 0xfc;
-        }
-        Ok(caps)
+        crate::function::walk_capabilities(&self.config()?)
     }
 
     /// Turns on memory-space decoding and bus mastering (DMA).
     pub fn enable_bus_master(&self) -> Result<(), Error> {
-        let c = self.config()?;
-        let cmd = c.read16(cfg::COMMAND)?;
-        c.write16(cfg::COMMAND, cmd | cfg::CMD_MEMORY | cfg::CMD_BUS_MASTER)
+        crate::function::enable_bus_master(&self.config()?)
     }
 
     /// Number of MSI-X vectors the device has (0 if none).

@@ -30,7 +30,7 @@ use vfio_bindings::bindings::vfio as b;
 pub mod regs;
 mod sys;
 
-pub use regs::{Mmio32, Regs};
+pub use regs::{Mmio32, RegisterSpace, Regs};
 
 /// What the container's IOMMU offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -424,7 +424,9 @@ impl AsFd for EventFd {
 }
 
 mod device;
+mod function;
 pub use device::Device;
+pub use function::{VfioBus, VfioFunction};
 
 /// Polls `done` until it returns `true` or `timeout` passes; every wait on
 /// a device uses this, so none can hang.

@@ -14,6 +14,11 @@
 //! is the driver's business (x86 keeps stores in order; drivers put a
 //! fence before a doorbell where the architecture needs one).
 //!
+//! A third kind of window is answered by software: a device model
+//! ([`RegisterSpace`], made with [`Regs::emulated`]) sees every checked
+//! access, so it can act on a doorbell write as the hardware would. A
+//! driver cannot tell the kinds apart, and has no reason to.
+//!
 //! For hot paths, [`Regs::mmio32`] checks an offset once and returns a
 //! [`Mmio32`] handle whose accesses need no further checks.
 #![allow(unsafe_code)]
@@ -26,6 +31,19 @@ use std::sync::Arc;
 enum Window {
     Mmio { ptr: *mut u8, map_len: usize },
     Fd { fd: Arc<OwnedFd>, offset: u64 },
+    Model(Arc<dyn RegisterSpace>),
+}
+
+/// Registers answered by software: a device model behind a [`Regs`].
+///
+/// `Regs` checks every access (inside the window, aligned to its width)
+/// before the model sees it; `width` is 1, 2, 4 or 8 and `value` holds
+/// the host-order value in its low bytes.
+pub trait RegisterSpace: Send + Sync {
+    /// A read of `width` bytes at `off`.
+    fn read(&self, off: u64, width: u8) -> u64;
+    /// A write of `width` bytes at `off`.
+    fn write(&self, off: u64, width: u8, value: u64);
 }
 
 /// A bounds-checked window of device registers.
@@ -55,6 +73,7 @@ impl std::fmt::Debug for Regs {
         let kind = match self.window {
             Window::Mmio { .. } => "mmio",
             Window::Fd { .. } => "fd",
+            Window::Model(_) => "model",
         };
         write!(f, "Regs({} {kind}, {} bytes)", self.name, self.len)
     }
@@ -78,6 +97,7 @@ macro_rules! accessors {
                         .map_err(|e| self.io_err("read", off, e))?;
                     Ok(<$t>::from_le_bytes(b))
                 }
+                Window::Model(m) => Ok(m.read(off, size_of::<$t>() as u8) as $t),
             }
         }
 
@@ -93,6 +113,10 @@ macro_rules! accessors {
                 Window::Fd { fd, offset } => {
                     sys::pwrite_all(fd.as_fd(), &v.to_le_bytes(), offset + off)
                         .map_err(|e| self.io_err("write", off, e))
+                }
+                Window::Model(m) => {
+                    m.write(off, size_of::<$t>() as u8, v as u64);
+                    Ok(())
                 }
             }
         }
@@ -123,6 +147,15 @@ impl Regs {
     pub(crate) fn by_fd(dev: Arc<OwnedFd>, offset: u64, len: u64, name: String) -> Self {
         Regs {
             window: Window::Fd { fd: dev, offset },
+            len,
+            name,
+        }
+    }
+
+    /// A window of `len` bytes answered by `space` (a device model).
+    pub fn emulated(space: Arc<dyn RegisterSpace>, len: u64, name: String) -> Self {
+        Regs {
+            window: Window::Model(space),
             len,
             name,
         }
@@ -204,7 +237,7 @@ impl Regs {
                 ptr: unsafe { ptr.add(at) }.cast(),
                 _regs: std::marker::PhantomData,
             }),
-            Window::Fd { .. } => Err(Error::Vfio {
+            Window::Fd { .. } | Window::Model(_) => Err(Error::Vfio {
                 what: format!("register handle on {}", self.name),
                 detail: "the region is not memory-mapped".into(),
                 hint: None,
@@ -298,5 +331,34 @@ mod tests {
         let mut mac = [0u8; 6];
         r.read_bytes(8, &mut mac).unwrap();
         assert_eq!(mac, [8, 7, 6, 5, 7, 0]);
+    }
+
+    #[test]
+    fn a_model_window_sees_every_checked_access() {
+        use std::sync::Mutex;
+        #[derive(Default)]
+        struct Log(Mutex<Vec<(char, u64, u8, u64)>>);
+        impl RegisterSpace for Log {
+            fn read(&self, off: u64, width: u8) -> u64 {
+                self.0.lock().unwrap().push(('r', off, width, 0));
+                0x1122_3344_5566_7788
+            }
+            fn write(&self, off: u64, width: u8, v: u64) {
+                self.0.lock().unwrap().push(('w', off, width, v));
+            }
+        }
+        let log = Arc::new(Log::default());
+        let r = Regs::emulated(log.clone(), 0x100, "model BAR2".into());
+        assert!(!r.is_mmio());
+        r.write16(0x10, 0xbeef).unwrap();
+        assert_eq!(r.read8(0x20).unwrap(), 0x88, "truncated to the width");
+        assert_eq!(r.read64(0x8).unwrap(), 0x1122_3344_5566_7788);
+        assert!(r.write32(0xfe, 1).is_err() && r.read16(0x3).is_err());
+        assert!(r.mmio32(0).is_err());
+        assert_eq!(
+            *log.0.lock().unwrap(),
+            [('w', 0x10, 2, 0xbeef), ('r', 0x20, 1, 0), ('r', 0x8, 8, 0)],
+            "refused accesses never reach the model"
+        );
     }
 }

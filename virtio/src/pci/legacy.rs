@@ -5,7 +5,8 @@
 //! memory (hugepages, root).
 use super::{perr, PmdError};
 use crate::net::Kick;
-use rpmd_pmd::vfio::{wait_until, Device, Regs};
+use rpmd_pmd::function::PciFunction;
+use rpmd_pmd::vfio::{wait_until, Regs};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +30,7 @@ pub(super) struct Legacy {
 
 impl Legacy {
     /// BAR0 as the legacy interface; an MMIO BAR0 is not one.
-    pub(super) fn open(d: &Device, port: &str) -> Result<Legacy, PmdError> {
+    pub(super) fn open(d: &dyn PciFunction, port: &str) -> Result<Legacy, PmdError> {
         let bar = d.bar(0)?;
         if bar.is_mmio() || bar.len() < DEVICE_CFG + 8 {
             return Err(perr(

@@ -2,12 +2,14 @@
 //! strings: the modern transport (virtio 1.2 §4.1.4, `modern.rs`) and the
 //! legacy one of transitional devices (§4.1.4.8, `legacy.rs`).
 //!
-//! The function must be bound to vfio-pci (`rpmd-bind --bind vfio-pci`).
-//! Probing opens a VFIO container for it and picks the interface:
+//! The function comes from the registry's PCI bus (vfio-pci: `rpmd-bind
+//! --bind vfio-pci`; or a device model), already attached to the
+//! registry's DMA domain. Probing picks the interface:
 //!
 //! - modern, when the device offers VERSION_1 and ACCESS_PLATFORM: its DMA
-//!   goes through the IOMMU, so the mempool's region and the rings are
-//!   mapped into the container at IOVA = VA;
+//!   goes through the IOMMU at IOVA = VA: the mempool is registered in the
+//!   domain (so mapped, like every other registered pool, whose mbufs it
+//!   can then transmit) and the rings are mapped for this function;
 //! - legacy, on a transitional device without ACCESS_PLATFORM: it takes
 //!   physical addresses, so the port needs a mempool made with
 //!   `IovaMode::Pa` (hugepages, root) and puts its rings in a hugepage;
@@ -47,12 +49,14 @@ use crate::net::{feature_xstats, max_mtu, net_port_common, offloads, Kick};
 use crate::split::Layout;
 use legacy::Legacy;
 use modern::Modern;
-use rpmd_pmd::pci::{PciDevice, PciId, Sysfs};
+use rpmd_pmd::domain::DmaGuard;
+use rpmd_pmd::function::PciFunction;
+use rpmd_pmd::pci::{PciDevice, PciId};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Link, MacAddr, PciDriver, Port, PortConfig, PortStats, Queues, Xstat,
 };
-use rpmd_pmd::vfio::{Container, Device, DmaMapping, Regs};
+use rpmd_pmd::vfio::Regs;
 use rpmd_pmd::DmaRegion;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -101,7 +105,12 @@ impl PciDriver for VirtioPciDriver {
         &IDS
     }
 
-    fn probe(&self, dev: &PciDevice, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
+    fn probe(
+        &self,
+        func: Arc<dyn PciFunction>,
+        _: &PciDevice,
+        args: &DevArgs,
+    ) -> Result<Box<dyn Port>, PmdError> {
         args.only_options(&["queue_size", "mrg_rxbuf", "packed_vq", "drop_features"])?;
         let name = args.raw().to_string();
         let qs = args.opt_u64("queue_size", 256)?;
@@ -112,13 +121,12 @@ impl PciDriver for VirtioPciDriver {
         let want_mrg = args.opt_bool("mrg_rxbuf", true)?;
         let want_packed = args.opt_bool("packed_vq", false)?;
         let drop_features = args.opt_u64("drop_features", 0)?;
-        let c = Container::open()?;
-        let d = c.device(&Sysfs::default(), dev.addr)?;
+        let d = &*func;
         d.enable_bus_master()?;
         // The modern interface when the device offers it with
         // ACCESS_PLATFORM; else the legacy one of a transitional device,
         // with physical addresses.
-        let modern = Modern::open(&d, &name).and_then(|m| {
+        let modern = Modern::open(d, &name).and_then(|m| {
             m.reset(&name)?;
             let f = m.features()?;
             Ok((m, f))
@@ -127,7 +135,7 @@ impl PciDriver for VirtioPciDriver {
             Ok((m, f)) if f & VIRTIO_F_VERSION_1 != 0 && f & F_ACCESS_PLATFORM != 0 => {
                 (Transport::Modern(m), f)
             }
-            other => match Legacy::open(&d, &name) {
+            other => match Legacy::open(d, &name) {
                 Ok(l) => {
                     l.reset(&name)?;
                     let f = l.features()?;
@@ -169,15 +177,10 @@ impl PciDriver for VirtioPciDriver {
         } else {
             1
         };
-        let msix = if t.is_legacy() {
-            0
-        } else {
-            d.msix_vectors().unwrap_or(0)
-        };
+        let msix = if t.is_legacy() { 0 } else { d.msix_vectors() };
         Ok(Box::new(VirtioPciPort {
             name,
-            container: c,
-            dev: d,
+            func,
             t,
             offered,
             want_mrg,
@@ -196,7 +199,6 @@ impl PciDriver for VirtioPciDriver {
             live: Arc::new(AtomicBool::new(false)),
             homes: Vec::new(),
             stats: StatsBlock::new(0, 0),
-            pool_map: None,
             ring_map: None,
             promisc: true,
             allmulti: true,
@@ -265,9 +267,8 @@ impl Transport {
 /// A virtio-net PCI function driven through VFIO.
 pub struct VirtioPciPort {
     name: String,
-    container: Container,
-    // Keeps the device (and its BAR mappings' fd) open; MSI-X.
-    dev: Device,
+    /// The function: BARs, MSI-X, its DMA domain.
+    func: Arc<dyn PciFunction>,
     t: Transport,
     offered: u64,
     want_mrg: bool,
@@ -295,10 +296,8 @@ pub struct VirtioPciPort {
     /// The homes of the queue handles handed out by the last start: what
     /// dropped handles left there is released after the device reset.
     homes: Vec<Arc<crate::net::QueueHome>>,
-    /// The mempool region mapped for the device, by region address.
-    pool_map: Option<(usize, DmaMapping)>,
     /// The rings' region and its IOMMU mapping (modern transport).
-    ring_map: Option<(Arc<DmaRegion>, DmaMapping)>,
+    ring_map: Option<(Arc<DmaRegion>, DmaGuard)>,
     promisc: bool,
     allmulti: bool,
     mtu: u16,
@@ -349,7 +348,7 @@ impl Port for VirtioPciPort {
             }
             self.ctrl = None;
             if self.msix > 0 && !self.t.is_legacy() {
-                let _ = self.dev.disable_msix();
+                let _ = self.func.disable_msix();
             }
         }
         self.started = false;

@@ -2,7 +2,8 @@
 //! and device configuration windows found through vendor capabilities.
 use super::{perr, PmdError};
 use crate::net::Kick;
-use rpmd_pmd::vfio::{wait_until, Device, Regs};
+use rpmd_pmd::function::PciFunction;
+use rpmd_pmd::vfio::{wait_until, Regs};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ pub(super) struct Modern {
 
 impl Modern {
     /// Walks the capability list (§4.1.4) for the windows.
-    pub(super) fn open(d: &Device, port: &str) -> Result<Modern, PmdError> {
+    pub(super) fn open(d: &dyn PciFunction, port: &str) -> Result<Modern, PmdError> {
         let cfg = d.config()?;
         let mut found: [Option<(u8, u64, u32)>; 3] = [None; 3];
         for c in d.capabilities()? {

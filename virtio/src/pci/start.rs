@@ -155,6 +155,7 @@ impl VirtioPciPort {
             if pr.iova_mode() != IovaMode::Pa {
                 return Err(perr(&name, "a legacy virtio device takes physical addresses: give the port a mempool made with IovaMode::Pa (hugepages, root)"));
             }
+            self.func.domain().register_pool(&pool)?;
             self.ring_map = None;
             Arc::new(DmaRegion::with_page_size(
                 "virtio-pci rings",
@@ -163,15 +164,16 @@ impl VirtioPciPort {
                 rpmd_pmd::PageSize::Huge2M,
             )?)
         } else {
-            // The device reaches the pool's buffers and the rings at
-            // IOVA = VA.
-            if self.pool_map.as_ref().map(|m| m.0) != Some(pr.as_ptr() as usize) {
-                self.pool_map = None;
-                self.pool_map = Some((pr.as_ptr() as usize, self.container.map_dma(pr)?));
+            // The device reaches the pool's buffers (registered in the
+            // domain, which maps them for every function) and the rings
+            // (mapped for this one) at IOVA = VA.
+            if pr.iova_mode() != IovaMode::Va {
+                return Err(perr(&name, "the modern virtio interface addresses memory through the IOMMU: give the port a mempool made with IovaMode::Va"));
             }
+            self.func.domain().register_pool(&pool)?;
             self.ring_map = None;
             let rings = Arc::new(DmaRegion::new("virtio-pci rings", total, IovaMode::Va)?);
-            let m = self.container.map_dma(&rings)?;
+            let m = self.func.map_dma(&rings)?;
             self.ring_map = Some((rings.clone(), m));
             rings
         };
@@ -225,7 +227,7 @@ impl VirtioPciPort {
         if let Transport::Modern(m) = &self.t {
             m.set_config_vector(NO_VECTOR)?;
             if self.msix as usize >= pairs {
-                let fds = self.dev.enable_msix(pairs as u32)?;
+                let fds = self.func.enable_msix(pairs as u32)?;
                 for (c, fd) in calls.iter_mut().zip(fds) {
                     *c = Some(CallFd::Msix(fd));
                 }
@@ -271,11 +273,22 @@ impl VirtioPciPort {
         self.apply_filters()?;
         let homes: Vec<Arc<QueueHome>> = (0..queues.len()).map(|_| Arc::default()).collect();
         self.homes = homes.clone();
+        // Legacy devices take physical addresses, modern ones IOVA = VA
+        // through the IOMMU: TX hands over frames of registered pools of
+        // that kind.
+        let mode = if self.t.is_legacy() {
+            IovaMode::Pa
+        } else {
+            IovaMode::Va
+        };
+        let domain = self.func.domain().clone();
+        let reach = || domain.reach(Some(mode));
         let h = Handles {
             pool: &pool,
             rings: &rings,
             live: &self.live,
             stats: &self.stats,
+            reach: &reach,
             features: self.features,
             rx_queues: conf.rx_queues as usize,
             tx_queues: conf.tx_queues as usize,

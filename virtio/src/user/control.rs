@@ -8,8 +8,9 @@ use crate::net::QueueHome;
 use crate::split::{used_idx, zero_ring, Layout};
 use crate::{perr, psrc};
 use crossbeam_utils::CachePadded;
+use rpmd_pmd::domain::Span;
 use rpmd_pmd::port::stats::QueueStats;
-use rpmd_pmd::{DmaRegion, Mempool};
+use rpmd_pmd::{DmaDomain, DmaRegion};
 use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -305,7 +306,11 @@ pub(super) struct Session {
     pub(super) stats: Vec<Option<Arc<CachePadded<QueueStats>>>>,
     pub(super) features: u64,
     pub(super) proto: bool,
-    pub(super) pool: Arc<Mempool>,
+    /// Where the shared regions come from, and which of them the
+    /// backend is given (every VA region registered when the port
+    /// started; TX hands over only frames in these).
+    pub(super) domain: DmaDomain,
+    pub(super) shared: Vec<Span>,
     pub(super) rings: Arc<DmaRegion>,
     pub(super) vrings: Vec<Vring>,
 }
@@ -324,23 +329,23 @@ pub(super) fn program(
 ) -> Result<(), PmdError> {
     let features = s.features;
     ctl.call("SET_FEATURES", |fe| fe.set_features(features))?;
-    let pr = s.pool.region();
-    let mem = [
-        VhostUserMemoryRegionInfo {
-            guest_phys_addr: pr.as_ptr() as u64,
-            memory_size: pr.len() as u64,
-            userspace_addr: pr.as_ptr() as u64,
-            mmap_offset: 0,
-            mmap_handle: pr.fd().as_raw_fd(),
-        },
-        VhostUserMemoryRegionInfo {
-            guest_phys_addr: s.rings.as_ptr() as u64,
-            memory_size: s.rings.len() as u64,
-            userspace_addr: s.rings.as_ptr() as u64,
-            mmap_offset: 0,
-            mmap_handle: s.rings.fd().as_raw_fd(),
-        },
-    ];
+    // IOVA = VA: each region at its own address. The fds stay open while
+    // the domain (and the session, for the rings) holds the regions.
+    let entry = |r: &DmaRegion| VhostUserMemoryRegionInfo {
+        guest_phys_addr: r.as_ptr() as u64,
+        memory_size: r.len() as u64,
+        userspace_addr: r.as_ptr() as u64,
+        mmap_offset: 0,
+        mmap_handle: r.fd().as_raw_fd(),
+    };
+    let mut mem = Vec::with_capacity(s.shared.len() + 1);
+    s.domain.for_each_region(|r| {
+        let a = r.as_ptr() as u64;
+        if s.shared.iter().any(|sp| sp.start == a) {
+            mem.push(entry(r));
+        }
+    });
+    mem.push(entry(&s.rings));
     ctl.call("SET_MEM_TABLE", |fe| fe.set_mem_table(&mem))?;
     for (i, v) in s.vrings.iter().enumerate() {
         let base = match (fresh(i), s.packed) {

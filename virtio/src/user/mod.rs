@@ -76,11 +76,12 @@ use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
 use crate::Error;
 use control::{handshake, listen, program, watch, Endpoint, Session, Vring, Watched};
+use rpmd_pmd::domain::{Reach, Span};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, Xstat,
 };
-use rpmd_pmd::{DmaRegion, IovaMode};
+use rpmd_pmd::{DmaDomain, DmaRegion, IovaMode};
 use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,7 +104,7 @@ impl Driver for VirtioUserDriver {
         "virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,in_order=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
     }
 
-    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, PmdError> {
+    fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
         args.only_options(&[
             "queues",
             "queue_size",
@@ -178,6 +179,7 @@ impl Driver for VirtioUserDriver {
             allmulti: true,
             mtu: 1500,
             rings: None,
+            domain: domain.clone(),
             active: 0,
             homes: Vec::new(),
         }))
@@ -186,6 +188,10 @@ impl Driver for VirtioUserDriver {
 
 /// Most queue pairs a port sets up.
 pub const MAX_PAIRS: u16 = 8;
+
+/// Regions in a vhost-user memory table (the spec's
+/// VHOST_MEMORY_BASELINE_NREGIONS, without CONFIGURE_MEM_SLOTS).
+const MEM_TABLE_MAX: usize = 8;
 
 /// A virtio-user port.
 pub struct VirtioUserPort {
@@ -216,6 +222,8 @@ pub struct VirtioUserPort {
     allmulti: bool,
     mtu: u16,
     rings: Option<Arc<DmaRegion>>,
+    /// The registry's DMA domain: its regions make the memory table.
+    domain: DmaDomain,
     /// Vrings set up by the last start.
     active: usize,
     /// The homes of the queue handles handed out by the last start: what
@@ -318,13 +326,16 @@ impl VirtioUserPort {
                 })
             })
             .collect();
+        let shared = self.shared_regions(&pool)?;
+        let reach = || Reach::fixed(&shared);
         self.program_and_watch(Session {
             packed: self.want_packed,
             homes: homes.clone(),
             stats: queue_stats,
             features: self.features,
             proto: self.proto,
-            pool: pool.clone(),
+            domain: self.domain.clone(),
+            shared: shared.clone(),
             rings: rings.clone(),
             vrings,
         })?;
@@ -337,6 +348,7 @@ impl VirtioUserPort {
             rings: &rings,
             live: &self.live,
             stats: &self.stats,
+            reach: &reach,
             features: self.features,
             rx_queues: conf.rx_queues as usize,
             tx_queues: conf.tx_queues as usize,
@@ -348,6 +360,31 @@ impl VirtioUserPort {
             |p| calls.get_mut(2 * p).and_then(Option::take),
             |k| homes[k].clone().unwrap_or_default(),
         )
+    }
+
+    /// The regions the backend is given besides the rings: the receive
+    /// pool, registered in the domain, and every other IOVA = VA region
+    /// registered there by now (so TX can hand over their mbufs; later
+    /// ones are not seen until the next start). vhost-user's memory table
+    /// takes 8 regions.
+    fn shared_regions(&self, pool: &Arc<rpmd_pmd::Mempool>) -> Result<Vec<Span>, PmdError> {
+        self.domain.register_pool(pool)?;
+        let shared: Vec<Span> = self
+            .domain
+            .spans()
+            .into_iter()
+            .filter(|s| s.mode == IovaMode::Va)
+            .collect();
+        if shared.len() + 1 > MEM_TABLE_MAX {
+            return Err(perr(
+                &self.name,
+                format!(
+                    "{} DMA regions are registered and the rings need one more; a vhost-user memory table takes {MEM_TABLE_MAX}: use fewer, larger pools",
+                    shared.len()
+                ),
+            ));
+        }
+        Ok(shared)
     }
 
     /// The vrings as the backend is told about them, with a kick and a

@@ -54,7 +54,7 @@ impl Driver for ShmDriver {
         "shm:NAME[,queues=N][,slots=N][,slot_size=N]  shared-memory port; two ports of one NAME (any processes) are joined back to back"
     }
 
-    fn open(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+    fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
         args.only_options(&["queues", "slots", "slot_size"])?;
         let name = args.require_target("a link name")?;
         let bad = |detail: String| Error::Config {

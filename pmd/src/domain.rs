@@ -1,0 +1,376 @@
+//! One DMA domain for every port of a process (or of a [`Registry`]).
+//!
+//! DPDK keeps one VFIO container and one list of memory segments per
+//! process, so that any device can reach any buffer. A [`DmaDomain`] is
+//! that list: every region and mempool is registered once, and mapped
+//! into every [`DmaTarget`] attached to the domain (a VFIO container, a
+//! device model's IOMMU), whenever either comes first. A port can then
+//! transmit an mbuf of any registered pool, whichever port received it.
+//!
+//! Ports that cannot map memory into their peer at any moment take a
+//! snapshot instead: a vhost-user frontend sends its memory table (every
+//! registered region) when it connects, and a [`Reach`] made from that
+//! snapshot decides which mbufs it may hand over.
+//!
+//! Registered memory stays for the domain's life (the domain holds a
+//! reference): an IOMMU mapping whose pages went back to the system could
+//! be reused at the same IOVA by the next region. Translation stays
+//! O(1): each mbuf carries the IOVA of its buffer; the domain only decides
+//! whether a device can reach it.
+//!
+//! [`Registry`]: crate::port::Registry
+use crate::{DmaRegion, Error, IovaMode, Mempool};
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Something regions are mapped into: an IOMMU address space.
+pub trait DmaTarget: Send + Sync {
+    /// What it is, for error messages (`VFIO container`, `model 00:01.0`).
+    fn name(&self) -> String;
+    /// Maps `region` at IOVA = VA; the mapping lasts until the guard drops.
+    fn map(&self, region: &DmaRegion) -> Result<DmaGuard, Error>;
+}
+
+/// A mapping in a [`DmaTarget`]; unmapped on drop.
+pub struct DmaGuard(#[allow(dead_code)] Box<dyn Any + Send + Sync>);
+
+impl DmaGuard {
+    /// Wraps whatever undoes the mapping when dropped.
+    pub fn new(undo: impl Any + Send + Sync) -> Self {
+        DmaGuard(Box::new(undo))
+    }
+}
+
+impl std::fmt::Debug for DmaGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DmaGuard")
+    }
+}
+
+/// Registered memory, kept alive by the domain.
+#[derive(Clone)]
+enum Held {
+    Region(Arc<DmaRegion>),
+    Pool(Arc<Mempool>),
+}
+
+impl Held {
+    fn region(&self) -> &DmaRegion {
+        match self {
+            Held::Region(r) => r,
+            Held::Pool(p) => p.region(),
+        }
+    }
+}
+
+struct Entry {
+    held: Held,
+    /// One per target, in `targets` order.
+    guards: Vec<DmaGuard>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: Vec<Entry>,
+    targets: Vec<Arc<dyn DmaTarget>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    inner: Mutex<Inner>,
+    /// Bumped whenever a region is registered, so a [`Reach`] knows to
+    /// look again.
+    generation: AtomicU64,
+}
+
+/// The set of DMA memory every device of a process can reach. Cheap to
+/// clone (a shared handle).
+#[derive(Clone, Default)]
+pub struct DmaDomain {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for DmaDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = lock(&self.shared.inner);
+        f.debug_struct("DmaDomain")
+            .field("regions", &inner.entries.len())
+            .field(
+                "targets",
+                &inner.targets.iter().map(|t| t.name()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A region's bounds by virtual address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// How its IOVAs are made.
+    pub mode: IovaMode,
+}
+
+impl Span {
+    fn of(r: &DmaRegion) -> Span {
+        let start = r.as_ptr() as u64;
+        Span {
+            start,
+            end: start + r.len() as u64,
+            mode: r.iova_mode(),
+        }
+    }
+}
+
+impl DmaDomain {
+    /// An empty domain.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `a` and `b` are the same domain.
+    pub fn same(a: &DmaDomain, b: &DmaDomain) -> bool {
+        Arc::ptr_eq(&a.shared, &b.shared)
+    }
+
+    /// Registers `pool`'s memory (once: again is a no-op) and maps it into
+    /// every attached target. The pool lives as long as the domain.
+    pub fn register_pool(&self, pool: &Arc<Mempool>) -> Result<(), Error> {
+        self.register(Held::Pool(pool.clone()))
+    }
+
+    /// Registers a region (once) and maps it into every attached target.
+    pub fn register_region(&self, region: &Arc<DmaRegion>) -> Result<(), Error> {
+        self.register(Held::Region(region.clone()))
+    }
+
+    fn register(&self, held: Held) -> Result<(), Error> {
+        let mut inner = lock(&self.shared.inner);
+        let span = Span::of(held.region());
+        if inner
+            .entries
+            .iter()
+            .any(|e| Span::of(e.held.region()) == span)
+        {
+            return Ok(());
+        }
+        let mut guards = Vec::with_capacity(inner.targets.len());
+        for t in &inner.targets {
+            guards.push(t.map(held.region())?);
+        }
+        inner.entries.push(Entry { held, guards });
+        self.shared.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Attaches `target` and maps every registered region into it; regions
+    /// registered later are mapped as they come. On an error nothing of
+    /// the target stays mapped.
+    pub fn attach(&self, target: Arc<dyn DmaTarget>) -> Result<(), Error> {
+        let mut inner = lock(&self.shared.inner);
+        if inner.targets.iter().any(|t| Arc::ptr_eq(t, &target)) {
+            return Ok(());
+        }
+        let mut guards = Vec::with_capacity(inner.entries.len());
+        for e in &inner.entries {
+            guards.push(target.map(e.held.region())?);
+        }
+        for (e, g) in inner.entries.iter_mut().zip(guards) {
+            e.guards.push(g);
+        }
+        inner.targets.push(target);
+        Ok(())
+    }
+
+    /// The registered regions' bounds, in registration order.
+    pub fn spans(&self) -> Vec<Span> {
+        let inner = lock(&self.shared.inner);
+        inner
+            .entries
+            .iter()
+            .map(|e| Span::of(e.held.region()))
+            .collect()
+    }
+
+    /// Calls `f` on every registered region (for a vhost-user memory
+    /// table, which needs each region's fd), in registration order.
+    pub fn for_each_region(&self, mut f: impl FnMut(&DmaRegion)) {
+        let held: Vec<Held> = lock(&self.shared.inner)
+            .entries
+            .iter()
+            .map(|e| e.held.clone())
+            .collect();
+        for h in &held {
+            f(h.region());
+        }
+    }
+
+    /// Increases whenever a region is registered.
+    pub fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
+    }
+
+    /// What a device attached to this domain can reach, following regions
+    /// registered later (a device whose IOMMU gets every new mapping).
+    pub fn reach(&self, mode: Option<IovaMode>) -> Reach {
+        let mut r = Reach {
+            spans: Box::new([]),
+            mode,
+            follow: Some((self.clone(), 0)),
+        };
+        r.refresh();
+        r
+    }
+}
+
+/// Which memory a device can reach, checked per buffer on the hot path:
+/// a few compares against a short list (one region per pool), looked up
+/// again only when a buffer is outside it and the domain has changed.
+pub struct Reach {
+    spans: Box<[(u64, u64)]>,
+    mode: Option<IovaMode>,
+    /// The domain followed and the generation last read (`None`: a fixed
+    /// snapshot, as sent in a vhost-user memory table).
+    follow: Option<(DmaDomain, u64)>,
+}
+
+impl std::fmt::Debug for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reach")
+            .field("spans", &self.spans.len())
+            .field("follows", &self.follow.is_some())
+            .finish()
+    }
+}
+
+impl Reach {
+    /// A fixed set: exactly `spans`, whatever is registered later.
+    pub fn fixed(spans: &[Span]) -> Reach {
+        Reach {
+            spans: spans.iter().map(|s| (s.start, s.end)).collect(),
+            mode: None,
+            follow: None,
+        }
+    }
+
+    fn refresh(&mut self) {
+        let Some((d, seen)) = &mut self.follow else {
+            return;
+        };
+        *seen = d.generation();
+        let mode = self.mode;
+        self.spans = d
+            .spans()
+            .into_iter()
+            .filter(|s| mode.is_none_or(|m| m == s.mode))
+            .map(|s| (s.start, s.end))
+            .collect();
+    }
+
+    /// Whether the device can reach all of `bytes`.
+    #[inline(always)]
+    pub fn holds(&mut self, bytes: &[u8]) -> bool {
+        let a = bytes.as_ptr() as u64;
+        let end = a + bytes.len() as u64;
+        if self.spans.iter().any(|&(s, e)| s <= a && end <= e) {
+            return true;
+        }
+        self.holds_slow(a, end)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn holds_slow(&mut self, a: u64, end: u64) -> bool {
+        match &self.follow {
+            Some((d, seen)) if d.generation() != *seen => {
+                self.refresh();
+                self.spans.iter().any(|&(s, e)| s <= a && end <= e)
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MempoolConfig;
+    use std::sync::atomic::AtomicUsize;
+
+    #[derive(Default)]
+    struct Recorder {
+        mapped: Arc<AtomicUsize>,
+    }
+
+    struct Unmap(Arc<AtomicUsize>);
+    impl Drop for Unmap {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    impl DmaTarget for Recorder {
+        fn name(&self) -> String {
+            "recorder".into()
+        }
+        fn map(&self, _: &DmaRegion) -> Result<DmaGuard, Error> {
+            self.mapped.fetch_add(1, Ordering::Relaxed);
+            Ok(DmaGuard::new(Unmap(self.mapped.clone())))
+        }
+    }
+
+    fn pool(name: &str) -> Arc<Mempool> {
+        let mut c = MempoolConfig::new(name, 64);
+        c.cache_size = 0;
+        Arc::new(Mempool::new(&c).unwrap())
+    }
+
+    #[test]
+    fn regions_map_into_targets_in_either_order_once() {
+        let d = DmaDomain::new();
+        let a = pool("dom-a");
+        d.register_pool(&a).unwrap();
+        d.register_pool(&a).unwrap();
+        let t = Arc::new(Recorder::default());
+        let mapped = t.mapped.clone();
+        d.attach(t.clone()).unwrap();
+        d.attach(t).unwrap();
+        assert_eq!(mapped.load(Ordering::Relaxed), 1);
+        let b = pool("dom-b");
+        d.register_pool(&b).unwrap();
+        assert_eq!(mapped.load(Ordering::Relaxed), 2);
+        assert_eq!(d.spans().len(), 2);
+        drop(d);
+        assert_eq!(
+            mapped.load(Ordering::Relaxed),
+            0,
+            "unmapped with the domain"
+        );
+    }
+
+    #[test]
+    fn reach_follows_the_domain_and_a_snapshot_does_not() {
+        let d = DmaDomain::new();
+        let a = pool("reach-a");
+        let b = pool("reach-b");
+        d.register_pool(&a).unwrap();
+        let mut live = d.reach(None);
+        let mut fixed = Reach::fixed(&d.spans());
+        let (ma, mb) = (a.get().unwrap(), b.get().unwrap());
+        assert!(live.holds(ma.data()) && fixed.holds(ma.data()));
+        assert!(!live.holds(mb.data()));
+        d.register_pool(&b).unwrap();
+        assert!(live.holds(mb.data()), "registered later, followed");
+        assert!(!fixed.holds(mb.data()), "not in the snapshot");
+        let mut pa_only = d.reach(Some(IovaMode::Pa));
+        assert!(!pa_only.holds(ma.data()));
+    }
+}

@@ -1,0 +1,597 @@
+//! The virtqueue layouts both sides share (virtio 1.2 §2.7, §2.8), as
+//! typed little-endian `#[repr(C)]` structures, and views that read and
+//! write them in memory the other side can write at any time.
+//!
+//! The driver side ([`crate::split`], [`crate::packed`]) and every device
+//! side (the test devices, the PCI device model, the vhost-user backend
+//! to come) go through these views, so the offsets live here once. A
+//! view holds raw pointers, never references: each access is one volatile
+//! read or write of a field, or an atomic access to an index or flags
+//! word, whose ordering the caller chooses and documents against its
+//! partner on the other side.
+//!
+//! Making a view is `unsafe` (the caller promises the memory); using one
+//! is not, and every index is reduced modulo the ring size, so no value
+//! read from the ring can move an access outside it.
+#![allow(unsafe_code)]
+
+use rpmd_pmd::endian::{Le16, Le32, Le64};
+use std::mem::offset_of;
+use std::ptr::addr_of_mut;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+/// §2.7.5: a split-ring descriptor.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SplitDesc {
+    addr: Le64,
+    len: Le32,
+    flags: Le16,
+    next: Le16,
+}
+
+const _: () = assert!(size_of::<SplitDesc>() == 16);
+const _: () = assert!(offset_of!(SplitDesc, len) == 8);
+const _: () = assert!(offset_of!(SplitDesc, flags) == 12);
+const _: () = assert!(offset_of!(SplitDesc, next) == 14);
+
+/// §2.7.8: a used-ring element.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UsedElem {
+    id: Le32,
+    len: Le32,
+}
+
+const _: () = assert!(size_of::<UsedElem>() == 8);
+const _: () = assert!(offset_of!(UsedElem, len) == 4);
+
+/// The head of the avail and used rings: flags, then the index (§2.7.6,
+/// §2.7.8); the entries follow, then the event word.
+#[repr(C)]
+struct RingHeader {
+    flags: Le16,
+    idx: Le16,
+}
+
+const _: () = assert!(size_of::<RingHeader>() == 4);
+
+/// §2.8.13: a packed-ring descriptor.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PackedDesc {
+    addr: Le64,
+    len: Le32,
+    id: Le16,
+    flags: Le16,
+}
+
+const _: () = assert!(size_of::<PackedDesc>() == 16);
+const _: () = assert!(offset_of!(PackedDesc, len) == 8);
+const _: () = assert!(offset_of!(PackedDesc, id) == 12);
+const _: () = assert!(offset_of!(PackedDesc, flags) == 14);
+
+/// §2.8.14: a packed ring's event suppression structure.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EventSuppress {
+    off_wrap: Le16,
+    flags: Le16,
+}
+
+const _: () = assert!(size_of::<EventSuppress>() == 4);
+const _: () = assert!(offset_of!(EventSuppress, flags) == 2);
+
+/// A descriptor's fields in host order (split: `id_or_next` is `next`;
+/// packed: the buffer id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DescFields {
+    /// Buffer address (an IOVA).
+    pub addr: u64,
+    /// Buffer length.
+    pub len: u32,
+    /// Flags (NEXT, WRITE, INDIRECT; packed: AVAIL, USED).
+    pub flags: u16,
+    /// Next descriptor (split) or buffer id (packed).
+    pub id_or_next: u16,
+}
+
+/// Bytes of the three parts of a split ring of `size` entries: the
+/// descriptor table, the avail ring (with `used_event`), the used ring
+/// (with `avail_event`).
+pub const fn split_sizes(size: u16) -> (usize, usize, usize) {
+    let n = size as usize;
+    (
+        size_of::<SplitDesc>() * n,
+        size_of::<RingHeader>() + 2 * n + 2,
+        size_of::<RingHeader>() + size_of::<UsedElem>() * n + 2,
+    )
+}
+
+/// A split ring in shared memory: its three parts, wherever they are.
+#[derive(Clone, Copy, Debug)]
+pub struct SplitView {
+    desc: *mut SplitDesc,
+    avail: *mut RingHeader,
+    used: *mut RingHeader,
+    mask: u16,
+}
+
+// SAFETY: a view is a set of addresses; every access through it is
+// volatile or atomic, which any thread may make (see `new`).
+unsafe impl Send for SplitView {}
+
+impl SplitView {
+    /// The ring of `size` entries (a power of two) whose parts start at
+    /// `desc`, `avail` and `used`.
+    ///
+    /// # Safety
+    /// The parts must be valid for reads and writes of
+    /// [`split_sizes`]`(size)` bytes each, aligned as §2.7 requires (16,
+    /// 2 and 4), for as long as the view or a copy of it is used; nothing
+    /// may hold a Rust reference into them.
+    pub unsafe fn new(desc: *mut u8, avail: *mut u8, used: *mut u8, size: u16) -> SplitView {
+        debug_assert!(size.is_power_of_two());
+        SplitView {
+            desc: desc.cast(),
+            avail: avail.cast(),
+            used: used.cast(),
+            mask: size.wrapping_sub(1),
+        }
+    }
+
+    /// Entries.
+    #[inline(always)]
+    pub fn size(&self) -> u16 {
+        self.mask.wrapping_add(1)
+    }
+
+    #[inline(always)]
+    fn d(&self, id: u16) -> *mut SplitDesc {
+        // SAFETY: `id & mask` is inside the table of `size` descriptors
+        // (`new`'s contract).
+        unsafe { self.desc.add((id & self.mask) as usize) }
+    }
+
+    /// Descriptor `id` (mod the size).
+    #[inline(always)]
+    pub fn desc(&self, id: u16) -> DescFields {
+        let d = self.d(id);
+        // SAFETY: `d` is a descriptor of the table; fields are read
+        // volatile, one access each.
+        unsafe {
+            DescFields {
+                addr: addr_of_mut!((*d).addr).read_volatile().get(),
+                len: addr_of_mut!((*d).len).read_volatile().get(),
+                flags: addr_of_mut!((*d).flags).read_volatile().get(),
+                id_or_next: addr_of_mut!((*d).next).read_volatile().get(),
+            }
+        }
+    }
+
+    /// Writes descriptor `id` (mod the size).
+    #[inline(always)]
+    pub fn set_desc(&self, id: u16, f: DescFields) {
+        let d = self.d(id);
+        // SAFETY: as in `desc`.
+        unsafe {
+            addr_of_mut!((*d).addr).write_volatile(Le64::new(f.addr));
+            addr_of_mut!((*d).len).write_volatile(Le32::new(f.len));
+            addr_of_mut!((*d).flags).write_volatile(Le16::new(f.flags));
+            addr_of_mut!((*d).next).write_volatile(Le16::new(f.id_or_next));
+        }
+    }
+
+    /// Writes only descriptor `id`'s flags and next link.
+    #[inline(always)]
+    pub fn set_desc_link(&self, id: u16, flags: u16, next: u16) {
+        let d = self.d(id);
+        // SAFETY: as in `desc`.
+        unsafe {
+            addr_of_mut!((*d).flags).write_volatile(Le16::new(flags));
+            addr_of_mut!((*d).next).write_volatile(Le16::new(next));
+        }
+    }
+
+    #[inline(always)]
+    fn atomic(&self, p: *mut Le16) -> &AtomicU16 {
+        // SAFETY: `p` is a 2-aligned word of the ring (`new`'s contract),
+        // only ever accessed atomically or volatile; the reference is a
+        // handle for one atomic access, not a claim on the memory.
+        unsafe { AtomicU16::from_ptr(p.cast()) }
+    }
+
+    /// Loads `avail.idx`.
+    #[inline(always)]
+    pub fn avail_idx(&self, o: Ordering) -> u16 {
+        // SAFETY: the header of the avail ring (`new`'s contract).
+        u16::from_le(
+            self.atomic(unsafe { addr_of_mut!((*self.avail).idx) })
+                .load(o),
+        )
+    }
+
+    /// Stores `avail.idx`.
+    #[inline(always)]
+    pub fn set_avail_idx(&self, v: u16, o: Ordering) {
+        // SAFETY: as in `avail_idx`.
+        self.atomic(unsafe { addr_of_mut!((*self.avail).idx) })
+            .store(v.to_le(), o)
+    }
+
+    /// `avail.flags` (NO_INTERRUPT).
+    #[inline(always)]
+    pub fn avail_flags(&self) -> u16 {
+        // SAFETY: as in `avail_idx`.
+        unsafe { addr_of_mut!((*self.avail).flags).read_volatile().get() }
+    }
+
+    /// Writes `avail.flags`.
+    #[inline(always)]
+    pub fn set_avail_flags(&self, v: u16) {
+        // SAFETY: as in `avail_idx`.
+        unsafe { addr_of_mut!((*self.avail).flags).write_volatile(Le16::new(v)) }
+    }
+
+    #[inline(always)]
+    fn avail_slot(&self, k: u16) -> *mut Le16 {
+        // SAFETY: entry `k & mask` of the avail ring, after its header.
+        unsafe {
+            self.avail
+                .add(1)
+                .cast::<Le16>()
+                .add((k & self.mask) as usize)
+        }
+    }
+
+    /// The head in avail entry `k` (mod the size).
+    #[inline(always)]
+    pub fn avail_entry(&self, k: u16) -> u16 {
+        // SAFETY: an entry of the avail ring.
+        unsafe { self.avail_slot(k).read_volatile().get() }
+    }
+
+    /// Writes avail entry `k` (mod the size).
+    #[inline(always)]
+    pub fn set_avail_entry(&self, k: u16, head: u16) {
+        // SAFETY: an entry of the avail ring.
+        unsafe { self.avail_slot(k).write_volatile(Le16::new(head)) }
+    }
+
+    #[inline(always)]
+    fn used_event_ptr(&self) -> *mut Le16 {
+        // SAFETY: the word after the avail ring's `size` entries.
+        unsafe { self.avail.add(1).cast::<Le16>().add(self.size() as usize) }
+    }
+
+    /// `used_event` (§2.7.10), the driver's interrupt threshold.
+    #[inline(always)]
+    pub fn used_event(&self) -> u16 {
+        // SAFETY: inside the avail ring's bytes.
+        unsafe { self.used_event_ptr().read_volatile().get() }
+    }
+
+    /// Writes `used_event`.
+    #[inline(always)]
+    pub fn set_used_event(&self, v: u16) {
+        // SAFETY: inside the avail ring's bytes.
+        unsafe { self.used_event_ptr().write_volatile(Le16::new(v)) }
+    }
+
+    /// Loads `used.idx`.
+    #[inline(always)]
+    pub fn used_idx(&self, o: Ordering) -> u16 {
+        // SAFETY: the header of the used ring (`new`'s contract).
+        u16::from_le(
+            self.atomic(unsafe { addr_of_mut!((*self.used).idx) })
+                .load(o),
+        )
+    }
+
+    /// Stores `used.idx`.
+    #[inline(always)]
+    pub fn set_used_idx(&self, v: u16, o: Ordering) {
+        // SAFETY: as in `used_idx`.
+        self.atomic(unsafe { addr_of_mut!((*self.used).idx) })
+            .store(v.to_le(), o)
+    }
+
+    /// `used.flags` (NO_NOTIFY).
+    #[inline(always)]
+    pub fn used_flags(&self) -> u16 {
+        // SAFETY: as in `used_idx`.
+        unsafe { addr_of_mut!((*self.used).flags).read_volatile().get() }
+    }
+
+    /// Writes `used.flags`.
+    #[inline(always)]
+    pub fn set_used_flags(&self, v: u16) {
+        // SAFETY: as in `used_idx`.
+        unsafe { addr_of_mut!((*self.used).flags).write_volatile(Le16::new(v)) }
+    }
+
+    #[inline(always)]
+    fn used_slot(&self, k: u16) -> *mut UsedElem {
+        // SAFETY: element `k & mask` of the used ring, after its header.
+        unsafe {
+            self.used
+                .add(1)
+                .cast::<UsedElem>()
+                .add((k & self.mask) as usize)
+        }
+    }
+
+    /// Used element `k` (mod the size): (id, len).
+    #[inline(always)]
+    pub fn used_elem(&self, k: u16) -> (u32, u32) {
+        let e = self.used_slot(k);
+        // SAFETY: an element of the used ring.
+        unsafe {
+            (
+                addr_of_mut!((*e).id).read_volatile().get(),
+                addr_of_mut!((*e).len).read_volatile().get(),
+            )
+        }
+    }
+
+    /// Only the id of used element `k` (mod the size).
+    #[inline(always)]
+    pub fn used_id(&self, k: u16) -> u32 {
+        let e = self.used_slot(k);
+        // SAFETY: an element of the used ring.
+        unsafe { addr_of_mut!((*e).id).read_volatile().get() }
+    }
+
+    /// Writes used element `k` (mod the size).
+    #[inline(always)]
+    pub fn set_used_elem(&self, k: u16, id: u32, len: u32) {
+        let e = self.used_slot(k);
+        // SAFETY: an element of the used ring.
+        unsafe {
+            addr_of_mut!((*e).id).write_volatile(Le32::new(id));
+            addr_of_mut!((*e).len).write_volatile(Le32::new(len));
+        }
+    }
+
+    #[inline(always)]
+    fn avail_event_ptr(&self) -> *mut Le16 {
+        // SAFETY: the word after the used ring's `size` elements.
+        unsafe {
+            self.used
+                .add(1)
+                .cast::<UsedElem>()
+                .add(self.size() as usize)
+                .cast()
+        }
+    }
+
+    /// `avail_event` (§2.7.10), the device's kick threshold.
+    #[inline(always)]
+    pub fn avail_event(&self) -> u16 {
+        // SAFETY: inside the used ring's bytes.
+        unsafe { self.avail_event_ptr().read_volatile().get() }
+    }
+
+    /// Writes `avail_event`.
+    #[inline(always)]
+    pub fn set_avail_event(&self, v: u16) {
+        // SAFETY: inside the used ring's bytes.
+        unsafe { self.avail_event_ptr().write_volatile(Le16::new(v)) }
+    }
+}
+
+/// A packed ring in shared memory: the descriptor ring and the two event
+/// suppression structures.
+#[derive(Clone, Copy, Debug)]
+pub struct PackedView {
+    desc: *mut PackedDesc,
+    driver_event: *mut EventSuppress,
+    device_event: *mut EventSuppress,
+    size: u16,
+}
+
+// SAFETY: as for `SplitView`.
+unsafe impl Send for PackedView {}
+
+impl PackedView {
+    /// The ring of `size` descriptors at `desc`, with the driver's and the
+    /// device's event suppression structures.
+    ///
+    /// # Safety
+    /// `desc` must be valid for `16 * size` bytes (16-aligned) and each
+    /// event structure for 4 (4-aligned), for as long as the view or a
+    /// copy is used; nothing may hold a Rust reference into them.
+    pub unsafe fn new(
+        desc: *mut u8,
+        driver_event: *mut u8,
+        device_event: *mut u8,
+        size: u16,
+    ) -> PackedView {
+        PackedView {
+            desc: desc.cast(),
+            driver_event: driver_event.cast(),
+            device_event: device_event.cast(),
+            size,
+        }
+    }
+
+    /// Descriptors.
+    #[inline(always)]
+    pub fn size(&self) -> u16 {
+        self.size
+    }
+
+    #[inline(always)]
+    fn d(&self, slot: u16) -> *mut PackedDesc {
+        let slot = if slot < self.size {
+            slot
+        } else {
+            slot % self.size.max(1)
+        };
+        // SAFETY: `slot < size`, inside the ring (`new`'s contract).
+        unsafe { self.desc.add(slot as usize) }
+    }
+
+    /// The flags word of descriptor `slot`, for atomic access (the
+    /// ownership handoff).
+    #[inline(always)]
+    pub fn flags(&self, slot: u16) -> &AtomicU16 {
+        // SAFETY: a 2-aligned word of the ring, only accessed atomically
+        // or volatile.
+        unsafe { AtomicU16::from_ptr(addr_of_mut!((*self.d(slot)).flags).cast()) }
+    }
+
+    /// Address, length and id of descriptor `slot` (the flags are read
+    /// on their own, atomically, before these).
+    #[inline(always)]
+    pub fn desc(&self, slot: u16) -> (u64, u32, u16) {
+        let d = self.d(slot);
+        // SAFETY: a descriptor of the ring; volatile field reads.
+        unsafe {
+            (
+                addr_of_mut!((*d).addr).read_volatile().get(),
+                addr_of_mut!((*d).len).read_volatile().get(),
+                addr_of_mut!((*d).id).read_volatile().get(),
+            )
+        }
+    }
+
+    /// Writes address, length and id of descriptor `slot` (not its flags).
+    #[inline(always)]
+    pub fn set_desc(&self, slot: u16, addr: u64, len: u32, id: u16) {
+        let d = self.d(slot);
+        // SAFETY: as in `desc`.
+        unsafe {
+            addr_of_mut!((*d).addr).write_volatile(Le64::new(addr));
+            addr_of_mut!((*d).len).write_volatile(Le32::new(len));
+            addr_of_mut!((*d).id).write_volatile(Le16::new(id));
+        }
+    }
+
+    /// Writes only the length and id (a device's used descriptor).
+    #[inline(always)]
+    pub fn set_used(&self, slot: u16, id: u16, len: u32) {
+        let d = self.d(slot);
+        // SAFETY: as in `desc`.
+        unsafe {
+            addr_of_mut!((*d).len).write_volatile(Le32::new(len));
+            addr_of_mut!((*d).id).write_volatile(Le16::new(id));
+        }
+    }
+
+    /// The driver's event suppression (off_wrap, flags).
+    #[inline(always)]
+    pub fn driver_event(&self) -> (u16, u16) {
+        let e = self.driver_event;
+        // SAFETY: the 4-byte structure (`new`'s contract).
+        unsafe {
+            (
+                addr_of_mut!((*e).off_wrap).read_volatile().get(),
+                addr_of_mut!((*e).flags).read_volatile().get(),
+            )
+        }
+    }
+
+    /// Writes the driver's event suppression.
+    #[inline(always)]
+    pub fn set_driver_event(&self, off_wrap: u16, flags: u16) {
+        let e = self.driver_event;
+        // SAFETY: as in `driver_event`.
+        unsafe {
+            addr_of_mut!((*e).off_wrap).write_volatile(Le16::new(off_wrap));
+            addr_of_mut!((*e).flags).write_volatile(Le16::new(flags));
+        }
+    }
+
+    /// The device's event suppression (off_wrap, flags).
+    #[inline(always)]
+    pub fn device_event(&self) -> (u16, u16) {
+        let e = self.device_event;
+        // SAFETY: as in `driver_event`.
+        unsafe {
+            (
+                addr_of_mut!((*e).off_wrap).read_volatile().get(),
+                addr_of_mut!((*e).flags).read_volatile().get(),
+            )
+        }
+    }
+
+    /// Writes the device's event suppression.
+    #[inline(always)]
+    pub fn set_device_event(&self, off_wrap: u16, flags: u16) {
+        let e = self.device_event;
+        // SAFETY: as in `driver_event`.
+        unsafe {
+            addr_of_mut!((*e).off_wrap).write_volatile(Le16::new(off_wrap));
+            addr_of_mut!((*e).flags).write_volatile(Le16::new(flags));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_parts_are_where_the_spec_puts_them() {
+        assert_eq!(split_sizes(256), (4096, 4 + 512 + 2, 4 + 2048 + 2));
+        let mut mem = vec![0u64; 1024];
+        let base = mem.as_mut_ptr().cast::<u8>();
+        // SAFETY: 8 KiB of zeroed memory hold all three parts of a ring
+        // of 8 at these offsets, suitably aligned.
+        let v = unsafe { SplitView::new(base, base.add(128), base.add(4096), 8) };
+        v.set_desc(
+            9,
+            DescFields {
+                addr: 0x1122,
+                len: 7,
+                flags: 1,
+                id_or_next: 3,
+            },
+        );
+        v.set_avail_entry(10, 5);
+        v.set_avail_idx(11, Ordering::Release);
+        v.set_used_event(4);
+        v.set_used_elem(15, 6, 60);
+        v.set_used_idx(1, Ordering::Release);
+        v.set_avail_event(2);
+        let bytes = |off: usize, n: usize| -> Vec<u8> {
+            // SAFETY: inside `mem`, which nothing else touches now.
+            (0..n)
+                .map(|i| unsafe { base.add(off + i).read() })
+                .collect()
+        };
+        // Index 9 of 8 is descriptor 1, little-endian fields.
+        assert_eq!(
+            bytes(16, 16),
+            [0x22, 0x11, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 1, 0, 3, 0]
+        );
+        assert_eq!(bytes(128, 4), [0, 0, 11, 0]);
+        assert_eq!(bytes(128 + 4 + 2 * 2, 2), [5, 0]);
+        assert_eq!(bytes(128 + 4 + 16, 2), [4, 0], "used_event after 8 entries");
+        assert_eq!(bytes(4096 + 4 + 8 * 7, 8), [6, 0, 0, 0, 60, 0, 0, 0]);
+        assert_eq!(
+            bytes(4096 + 4 + 64, 2),
+            [2, 0],
+            "avail_event after 8 elements"
+        );
+        assert_eq!(v.desc(1).addr, 0x1122);
+        assert_eq!(v.used_elem(7), (6, 60));
+        assert_eq!(v.avail_idx(Ordering::Acquire), 11);
+    }
+
+    #[test]
+    fn packed_slots_stay_inside_the_ring() {
+        let mut mem = vec![0u64; 64];
+        let base = mem.as_mut_ptr().cast::<u8>();
+        // SAFETY: 512 bytes: a ring of 4 (64 bytes) and two event words.
+        let v = unsafe { PackedView::new(base, base.add(256), base.add(260), 4) };
+        v.set_desc(6, 0xab, 9, 2);
+        v.flags(6).store(0x80, Ordering::Release);
+        assert_eq!(v.desc(2), (0xab, 9, 2), "slot 6 of 4 is slot 2");
+        assert_eq!(v.flags(2).load(Ordering::Acquire), 0x80);
+        v.set_driver_event(0x8003, 2);
+        assert_eq!(v.driver_event(), (0x8003, 2));
+        assert_eq!(v.device_event(), (0, 0));
+    }
+}
