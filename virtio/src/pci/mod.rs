@@ -40,8 +40,12 @@
 //! bits never to accept, for a device with a broken feature or to test a
 //! device's refusal).
 mod legacy;
+#[cfg(test)]
+mod model;
 mod modern;
 mod start;
+#[cfg(test)]
+mod tests;
 
 use crate::consts::{VIRTIO_F_VERSION_1, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MTU};
 use crate::ctrl::Control;
