@@ -35,6 +35,7 @@
 #![allow(unsafe_code)]
 
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+use crate::vring::PackedView;
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
 use rpmd_ring::Burst;
@@ -85,6 +86,8 @@ impl PackedLayout {
 /// One packed virtqueue, driver side.
 pub struct PackedQueue {
     base: *mut u8,
+    /// The ring and event areas, typed (the device's end uses the same).
+    ring: PackedView,
     iova_base: u64,
     layout: PackedLayout,
     /// Next ring slot to make available, and its wrap counter.
@@ -133,8 +136,20 @@ impl PackedQueue {
     ) -> Result<PackedQueue, Error> {
         let (base, iova_base) = crate::split::ring_memory(region, offset, layout.len)?;
         let n = layout.size as usize;
+        // SAFETY: `ring_memory` checked the layout's `len` bytes at `base`
+        // are inside the region, which outlives the queue; the ring and
+        // the two event areas are within them, 16- and 4-aligned.
+        let ring = unsafe {
+            PackedView::new(
+                base,
+                base.add(layout.driver),
+                base.add(layout.device),
+                layout.size,
+            )
+        };
         Ok(PackedQueue {
             base,
+            ring,
             iova_base,
             layout,
             next_avail: 0,
@@ -219,29 +234,25 @@ impl PackedQueue {
         }
     }
 
-    fn desc(&self, slot: u16) -> *mut u8 {
-        // SAFETY: `slot < size`, so the descriptor is inside the ring.
-        unsafe { self.base.add(16 * slot as usize) }
+    /// The flags word of descriptor `slot`, which the device also
+    /// accesses atomically.
+    #[inline(always)]
+    fn flags(&self, slot: u16) -> &AtomicU16 {
+        self.ring.flags(slot)
     }
 
-    fn flags(&self, slot: u16) -> &AtomicU16 {
-        // SAFETY: the flags of descriptor `slot` (offset 14, 2-aligned),
-        // inside the queue's memory, which the device also accesses
-        // atomically.
-        unsafe { AtomicU16::from_ptr(self.desc(slot).add(14).cast()) }
+    /// The typed view of the ring, for tests that play the device.
+    #[cfg(test)]
+    pub(crate) fn view(&self) -> PackedView {
+        self.ring
     }
 
     /// Asks the device not to interrupt (we poll), or to interrupt on the
     /// next used buffer.
     pub fn set_interrupts(&mut self, on: bool) {
         let flags = if on { EVENT_ENABLE } else { EVENT_DISABLE };
-        // SAFETY: the driver event area's flags (offset 2), ours to write.
-        unsafe {
-            self.base
-                .add(self.layout.driver + 2)
-                .cast::<u16>()
-                .write_volatile(flags.to_le())
-        };
+        // The driver event area's flags, ours to write.
+        self.ring.set_driver_flags(flags);
         // P4: the arming before the caller's next look at the ring (pairs
         // with the device's fence between writing a used descriptor and
         // reading our event flags), so a buffer used just before the
@@ -289,14 +300,9 @@ impl PackedQueue {
         } else {
             flags |= F_USED;
         }
-        let d = self.desc(slot);
-        // SAFETY: the slot is free (counted in `free_slots`), so the
-        // device does not read it until its flags say so.
-        unsafe {
-            d.cast::<u64>().write_volatile(addr.to_le());
-            d.add(8).cast::<u32>().write_volatile(len.to_le());
-            d.add(12).cast::<u16>().write_volatile(id.to_le());
-        }
+        // The slot is free (counted in `free_slots`), so the device does
+        // not read it until its flags say so.
+        self.ring.set_desc(slot, addr, len, id);
         self.next_avail += 1;
         if self.next_avail == self.layout.size {
             self.next_avail = 0;
@@ -411,14 +417,8 @@ impl PackedQueue {
         }
         // P3: publication before reading what the device asks for.
         crate::split::full_fence();
-        // SAFETY: the device event area's flags (offset 2), in the queue.
-        let ev = u16::from_le(unsafe {
-            self.base
-                .add(self.layout.device + 2)
-                .cast::<u16>()
-                .read_volatile()
-        });
-        ev != EVENT_DISABLE
+        // The device event area's flags, which the device writes.
+        self.ring.device_flags() != EVENT_DISABLE
     }
 
     /// Takes the next used buffer: the mbuf and the length the device
@@ -438,15 +438,9 @@ impl PackedQueue {
             if !self.is_used(slot) {
                 return None;
             }
-            let d = self.desc(slot);
-            // SAFETY: a used descriptor inside the ring, written by the
-            // device before the flags read in `is_used`.
-            let (len, id) = unsafe {
-                (
-                    u32::from_le(d.add(8).cast::<u32>().read_volatile()),
-                    u16::from_le(d.add(12).cast::<u16>().read_volatile()),
-                )
-            };
+            // A used descriptor, written by the device before the flags
+            // read in `is_used`.
+            let (id, len) = self.ring.used(slot);
             if self.in_order && id != slot {
                 // §2.8.9: one used descriptor for a batch ending at buffer
                 // `id`, which must be in flight; this slot's buffer is the
@@ -540,12 +534,9 @@ impl PackedQueue {
                     if !self.is_used(slot) {
                         break;
                     }
-                    // SAFETY: the id of a used descriptor inside the ring,
-                    // written by the device before the flags read in
-                    // `is_used`.
-                    let id = u16::from_le(unsafe {
-                        self.desc(slot).add(12).cast::<u16>().read_volatile()
-                    });
+                    // The id of a used descriptor, written by the device
+                    // before the flags read in `is_used`.
+                    let id = self.ring.id(slot);
                     if id >= self.layout.size || self.tokens[id as usize].is_none() {
                         let _ = self.skip_bad(id);
                         bad += 1;
@@ -605,8 +596,7 @@ mod tests {
         let a = m.data_iova().raw();
         q.push(m, a, 100, true).unwrap();
         q.publish();
-        // SAFETY: the test reads the ring's first descriptor's flags.
-        let f = unsafe { region.as_ptr().add(14).cast::<u16>().read() };
+        let f = q.view().flags(0).load(Ordering::Acquire);
         assert_eq!(f & (F_AVAIL | F_USED), F_AVAIL, "slot 0, wrap counter 1");
     }
 
@@ -618,14 +608,13 @@ mod tests {
         let (region, pool) = test_memory("pqi", 16);
         let mut q = PackedQueue::new(&region, 0, PackedLayout::new(8).unwrap()).unwrap();
         q.set_in_order(true);
-        let base = region.as_ptr();
-        let set_used = |s: usize, id: u16, wrap: bool| {
+        let v = q.view();
+        let set_used = |s: u16, id: u16, wrap: bool| {
             let f = if wrap { F_AVAIL | F_USED } else { 0 };
-            // SAFETY: the test plays the device on its own memory.
-            unsafe {
-                base.add(16 * s + 12).cast::<u16>().write(id);
-                AtomicU16::from_ptr(base.add(16 * s + 14).cast()).store(f, Ordering::Release);
-            }
+            // The test plays the device: the id, then the flags (Release).
+            let (_, len, _) = v.desc(s);
+            v.set_used(s, id, len);
+            v.flags(s).store(f, Ordering::Release);
         };
         let mut tag = 0u8;
         let mut push = |q: &mut PackedQueue, chain: bool| {
@@ -680,10 +669,10 @@ mod tests {
     fn descriptors_are_published_a_line_at_a_time() {
         let (region, pool) = test_memory("pl", 64);
         let mut q = PackedQueue::new(&region, 0, PackedLayout::new(16).unwrap()).unwrap();
-        let base = region.as_ptr();
-        let avail = |s: usize| {
-            // SAFETY: the test reads the flags as a device would.
-            let f = unsafe { base.add(16 * s + 14).cast::<u16>().read() };
+        let v = q.view();
+        let avail = |s: u16| {
+            // The test reads the flags as a device would.
+            let f = v.flags(s).load(Ordering::Acquire);
             f & F_AVAIL != 0 && f & F_USED == 0
         };
         let push = |q: &mut PackedQueue| {
@@ -712,24 +701,16 @@ mod tests {
         let (region, pool) = test_memory("pq", 64);
         let l = PackedLayout::new(4).unwrap();
         let mut q = PackedQueue::new(&region, 0, l).unwrap();
-        let base = region.as_ptr();
-        let flags = |s: usize| {
-            // SAFETY: the test plays the device on its own memory.
-            unsafe { base.add(16 * s + 14).cast::<u16>().read() }
-        };
+        let v = q.view();
+        // The test plays the device on its own memory.
+        let flags = |s: usize| v.flags(s as u16).load(Ordering::Acquire);
         let set_used = |s: usize, id: u16, len: u32, wrap: bool| {
             let f = if wrap { F_AVAIL | F_USED } else { 0 };
-            // SAFETY: as above; the flags last, with Release, as a device.
-            unsafe {
-                base.add(16 * s + 8).cast::<u32>().write(len);
-                base.add(16 * s + 12).cast::<u16>().write(id);
-                AtomicU16::from_ptr(base.add(16 * s + 14).cast()).store(f, Ordering::Release);
-            }
+            // The flags last, with Release, as a device.
+            v.set_used(s as u16, id, len);
+            v.flags(s as u16).store(f, Ordering::Release);
         };
-        let id_at = |s: usize| {
-            // SAFETY: as above.
-            unsafe { base.add(16 * s + 12).cast::<u16>().read() }
-        };
+        let id_at = |s: usize| v.id(s as u16);
         let mut device_wrap = true;
         let mut slot = 0usize;
         for round in 0..3u8 {

@@ -19,9 +19,9 @@
 //! refuses everything and keeps its buffers, which the device may still
 //! own, until `restart`).
 //!
-//! Memory shared with the other side is only touched through raw pointers
-//! with volatile accesses (descriptors, ring entries) and atomics (the two
-//! indices): the driver publishes `avail.idx` with a Release store after
+//! Memory shared with the other side is only touched through the typed
+//! view of [`crate::vring`] (volatile accesses to descriptors and ring
+//! entries, atomics for the two indices): the driver publishes `avail.idx` with a Release store after
 //! writing descriptors and ring entries (`V1`, pairing with the device's
 //! Acquire read of it), and reads `used.idx` with an Acquire load (`V2`,
 //! pairing with the device's Release store after writing used entries).
@@ -44,11 +44,12 @@
 use crate::consts::{
     VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY,
 };
+use crate::vring::{DescFields, SplitView};
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
 use rpmd_ring::Burst;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Most descriptors in one chain (a 9000-byte frame in 2 KiB mbufs needs 5).
 pub const MAX_CHAIN: usize = 32;
@@ -95,6 +96,8 @@ impl Layout {
 /// One split virtqueue, driver side.
 pub struct SplitQueue {
     base: *mut u8,
+    /// The three parts, typed (the device's end uses the same view).
+    ring: SplitView,
     iova_base: u64,
     layout: Layout,
     mask: u16,
@@ -172,13 +175,18 @@ pub fn used_idx(region: &DmaRegion, offset: usize, layout: &Layout) -> u16 {
     if offset + layout.len > region.len() {
         return 0;
     }
-    // SAFETY: `used + 2` of a queue inside the region (checked above),
-    // 2-aligned; the device writes it, so an atomic load.
-    let idx = unsafe {
-        AtomicU16::from_ptr(region.as_ptr().add(offset + layout.used + 2).cast())
-            .load(Ordering::Acquire)
+    // SAFETY: a queue inside the region (checked above), laid out as
+    // `layout` (its parts aligned); the view is used for one atomic load.
+    let v = unsafe {
+        let base = region.as_ptr().add(offset);
+        SplitView::new(
+            base.add(layout.desc),
+            base.add(layout.avail),
+            base.add(layout.used),
+            layout.size,
+        )
     };
-    u16::from_le(idx)
+    v.used_idx(Ordering::Acquire)
 }
 
 /// §2.7.10 (`vring_need_event`): whether moving an index from `old` to
@@ -198,8 +206,21 @@ impl SplitQueue {
     pub fn new(region: &DmaRegion, offset: usize, layout: Layout) -> Result<SplitQueue, Error> {
         let (base, iova_base) = ring_memory(region, offset, layout.len)?;
         let n = layout.size as usize;
+        // SAFETY: `ring_memory` checked that the layout's `len` bytes at
+        // `base` are inside the region, which outlives the queue (callers
+        // keep it in an Arc beside the queue); the parts' offsets are
+        // within `len` and aligned as §2.7 requires (`Layout::new`).
+        let ring = unsafe {
+            SplitView::new(
+                base.add(layout.desc),
+                base.add(layout.avail),
+                base.add(layout.used),
+                layout.size,
+            )
+        };
         Ok(SplitQueue {
             base,
+            ring,
             iova_base,
             layout,
             mask: layout.size - 1,
@@ -299,7 +320,7 @@ impl SplitQueue {
     /// jumped ahead or back) breaks the queue; `None` then.
     #[inline(always)]
     fn load_used(&mut self) -> Option<u16> {
-        let used = u16::from_le(self.used_idx_ptr().load(Ordering::Acquire));
+        let used = self.ring.used_idx(Ordering::Acquire);
         if used.wrapping_sub(self.last_used) > self.in_flight {
             self.broken = true;
             return None;
@@ -334,7 +355,7 @@ impl SplitQueue {
         // V2 (Acquire), as in `load_used`.
         !self.broken
             && (self.seen_used != self.last_used
-                || u16::from_le(self.used_idx_ptr().load(Ordering::Acquire)) != self.last_used)
+                || self.ring.used_idx(Ordering::Acquire) != self.last_used)
     }
 
     /// IOVAs of descriptor table, available ring and used ring.
@@ -362,15 +383,10 @@ impl SplitQueue {
         }
     }
 
-    fn avail_idx_ptr(&self) -> &AtomicU16 {
-        // SAFETY: `avail + 2` is inside the queue's memory and 2-aligned;
-        // the other side only reads it.
-        unsafe { AtomicU16::from_ptr(self.base.add(self.layout.avail + 2).cast()) }
-    }
-
-    fn used_idx_ptr(&self) -> &AtomicU16 {
-        // SAFETY: `used + 2` is inside the queue's memory and 2-aligned.
-        unsafe { AtomicU16::from_ptr(self.base.add(self.layout.used + 2).cast()) }
+    /// The typed view of the ring, for tests that play the device.
+    #[cfg(test)]
+    pub(crate) fn view(&self) -> SplitView {
+        self.ring
     }
 
     /// Asks the other side not to interrupt (we poll), or to interrupt on
@@ -386,19 +402,10 @@ impl SplitQueue {
             (true, true) => (0, self.last_used),
             (true, false) => (0, self.last_used.wrapping_sub(1)),
         };
-        // SAFETY: avail.flags and used_event (after the avail ring), inside
-        // the queue's memory, 2-aligned; only we write them.
-        unsafe {
-            self.base
-                .add(self.layout.avail)
-                .cast::<u16>()
-                .write_volatile(flags.to_le());
-            if self.event_idx {
-                self.base
-                    .add(self.layout.avail + 4 + 2 * self.layout.size as usize)
-                    .cast::<u16>()
-                    .write_volatile(event.to_le());
-            }
+        // Only we write avail.flags and used_event.
+        self.ring.set_avail_flags(flags);
+        if self.event_idx {
+            self.ring.set_used_event(event);
         }
         // V4: the arming before the caller's next look at used.idx.
         full_fence();
@@ -416,34 +423,17 @@ impl SplitQueue {
             return Err(m);
         };
         self.chain_len[id as usize] = 1;
-        let d = self.layout.desc + 16 * id as usize;
-        // SAFETY: descriptor `id` is free (ours until published) and inside
-        // the table, and the avail slot at `avail_idx` is past the published
-        // `avail.idx` (the device does not read it yet) and inside the ring;
-        // only the driver writes either. Volatile as the other side reads
-        // them.
-        unsafe {
-            let p = self.base.add(d);
-            p.cast::<u64>().write_volatile(addr.to_le());
-            // len (bytes 8..12), flags (12..14) and next (14..16) in one
-            // 8-byte store.
-            let flags: u64 = if device_writes {
-                VRING_DESC_F_WRITE as u64
-            } else {
-                0
-            };
-            let rest = len as u64 | flags << 32;
-            p.add(8).cast::<u64>().write_volatile(rest.to_le());
-            let slot = self
-                .base
-                .add(self.layout.avail + 4 + 2 * (self.avail_idx & self.mask) as usize);
-            // Written only when it changes (as DPDK's driver does): in
-            // order, the ring holds the same ids every lap, and its lines
-            // then stay clean in the device's cache instead of moving to
-            // this core and back for every frame.
-            if slot.cast::<u16>().read_volatile() != id.to_le() {
-                slot.cast::<u16>().write_volatile(id.to_le());
-            }
+        // Descriptor `id` is free (ours until published), and the avail
+        // slot at `avail_idx` is past the published `avail.idx` (the
+        // device does not read it yet); only the driver writes either.
+        let flags = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+        self.ring.set_desc_single(id, addr, len, flags);
+        // Written only when it changes (as DPDK's driver does): in order,
+        // the ring holds the same ids every lap, and its lines then stay
+        // clean in the device's cache instead of moving to this core and
+        // back for every frame.
+        if self.ring.avail_entry(self.avail_idx) != id {
+            self.ring.set_avail_entry(self.avail_idx, id);
         }
         self.tokens[id as usize] = Some(m.into_raw());
         self.in_flight += 1;
@@ -473,7 +463,6 @@ impl SplitQueue {
         }
         self.chain_len[ids[0] as usize] = n as u16;
         for (k, (&(addr, len), &id)) in segs.iter().zip(&ids[..n]).enumerate() {
-            let d = self.layout.desc + 16 * id as usize;
             let mut flags: u16 = if k >= writable_from {
                 VRING_DESC_F_WRITE
             } else {
@@ -486,25 +475,20 @@ impl SplitQueue {
                 0
             };
             self.next[id as usize] = next;
-            // SAFETY: descriptor `id` is free (ours until published) and in
-            // the table.
-            unsafe {
-                let p = self.base.add(d);
-                p.cast::<u64>().write_volatile(addr.to_le());
-                p.add(8).cast::<u32>().write_volatile(len.to_le());
-                p.add(12).cast::<u16>().write_volatile(flags.to_le());
-                p.add(14).cast::<u16>().write_volatile(next.to_le());
-            }
+            // Descriptor `id` is free: ours until published.
+            self.ring.set_desc(
+                id,
+                DescFields {
+                    addr,
+                    len,
+                    flags,
+                    id_or_next: next,
+                },
+            );
         }
         let head = ids[0];
-        let slot = self.layout.avail + 4 + 2 * (self.avail_idx & self.mask) as usize;
-        // SAFETY: the avail slot for the next index, ours until published.
-        unsafe {
-            self.base
-                .add(slot)
-                .cast::<u16>()
-                .write_volatile(head.to_le())
-        };
+        // The avail slot for the next index, ours until published.
+        self.ring.set_avail_entry(self.avail_idx, head);
         self.tokens[head as usize] = Some(m.into_raw());
         self.in_flight += 1;
         self.heads[(self.avail_idx & self.mask) as usize] = head;
@@ -544,10 +528,8 @@ impl SplitQueue {
         }
         let mut bad = 0;
         while self.last_used != used && !out.is_full() {
-            let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
-            // SAFETY: a used entry inside the queue's memory, published by
-            // the device before `used`.
-            let id = u32::from_le(unsafe { self.base.add(e).cast::<u32>().read_volatile() });
+            // A used entry the device published before `used`.
+            let id = self.ring.used_id(self.last_used);
             self.last_used = self.last_used.wrapping_add(1);
             match (id < self.layout.size as u32)
                 .then(|| self.tokens[id as usize].take())
@@ -581,10 +563,8 @@ impl SplitQueue {
         if due <= spare.len() {
             // The head of the buffer made available at index used - 1.
             let last = self.heads[(used.wrapping_sub(1) & self.mask) as usize];
-            let e = self.layout.used + 4 + 8 * (used.wrapping_sub(1) & self.mask) as usize;
-            // SAFETY: the used entry before `used`, inside the queue's
-            // memory, published by the device.
-            let id = u32::from_le(unsafe { self.base.add(e).cast::<u32>().read_volatile() });
+            // The used entry before `used`, published by the device.
+            let id = self.ring.used_id(used.wrapping_sub(1));
             if id != last as u32 {
                 self.broken = true;
                 return 1;
@@ -609,31 +589,16 @@ impl SplitQueue {
     #[inline]
     pub fn publish(&mut self) -> bool {
         // V1 (Release): descriptors and ring entries before the index.
-        self.avail_idx_ptr()
-            .store(self.avail_idx.to_le(), Ordering::Release);
+        self.ring.set_avail_idx(self.avail_idx, Ordering::Release);
         // V3: the index store before reading what the device asks for.
         full_fence();
         if self.event_idx {
             let (old, new) = (self.published, self.avail_idx);
             self.published = new;
-            // SAFETY: avail_event, after the used ring, inside the queue's
-            // memory; the device writes it, so a volatile read.
-            let event = u16::from_le(unsafe {
-                self.base
-                    .add(self.layout.used + 4 + 8 * self.layout.size as usize)
-                    .cast::<u16>()
-                    .read_volatile()
-            });
-            return need_event(event, new, old);
+            // avail_event: the device writes it (a volatile read).
+            return need_event(self.ring.avail_event(), new, old);
         }
-        // SAFETY: used.flags, inside the queue's memory.
-        let flags = u16::from_le(unsafe {
-            self.base
-                .add(self.layout.used)
-                .cast::<u16>()
-                .read_volatile()
-        });
-        flags & VRING_USED_F_NO_NOTIFY == 0
+        self.ring.used_flags() & VRING_USED_F_NO_NOTIFY == 0
     }
 
     /// Takes the next completed buffer: the mbuf and the length the device
@@ -658,15 +623,8 @@ impl SplitQueue {
                 Some(_) => {}
             }
         }
-        let e = self.layout.used + 4 + 8 * (self.last_used & self.mask) as usize;
-        // SAFETY: a used entry inside the queue's memory, written by the
-        // device before it published `used`.
-        let (id, len) = unsafe {
-            (
-                u32::from_le(self.base.add(e).cast::<u32>().read_volatile()),
-                u32::from_le(self.base.add(e + 4).cast::<u32>().read_volatile()),
-            )
-        };
+        // A used entry the device wrote before it published `used`.
+        let (id, len) = self.ring.used_elem(self.last_used);
         self.last_used = self.last_used.wrapping_add(1);
         if self.in_order {
             // The index step was checked: a buffer is in flight. An entry
@@ -837,8 +795,7 @@ mod tests {
             q.publish();
             let idx = used_idx(&region, 0, &q.layout);
             assert_eq!(idx, 0);
-            // SAFETY: the test reads avail.idx of its own ring.
-            let avail = unsafe { region.as_ptr().add(q.layout.avail + 2).cast::<u16>().read() };
+            let avail = q.view().avail_idx(Ordering::Relaxed);
             assert_eq!(avail, 1, "in_order {in_order}");
         }
     }
@@ -860,20 +817,14 @@ mod tests {
             "no free descriptor"
         );
         assert!(q.publish(), "no NO_NOTIFY flag: kick");
-        let base = region.as_ptr();
-        // SAFETY: test plays the device on its own memory.
-        unsafe {
-            let avail_idx = base.add(l.avail + 2).cast::<u16>().read();
-            assert_eq!(avail_idx, 8);
-            for k in 0..8usize {
-                let id = base.add(l.avail + 4 + 2 * (7 - k)).cast::<u16>().read();
-                base.add(l.used + 4 + 8 * k).cast::<u32>().write(id as u32);
-                base.add(l.used + 8 + 8 * k)
-                    .cast::<u32>()
-                    .write(10 + k as u32);
-            }
-            AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(8, Ordering::Release);
+        // The test plays the device.
+        let v = q.view();
+        assert_eq!(v.avail_idx(Ordering::Acquire), 8);
+        for k in 0..8u16 {
+            let id = v.avail_entry(7 - k);
+            v.set_used_elem(k, id as u32, 10 + k as u32);
         }
+        v.set_used_idx(8, Ordering::Release);
         let mut seen = Vec::new();
         while let Some(r) = q.pop_used() {
             let (m, len) = r.unwrap();
@@ -896,22 +847,15 @@ mod tests {
             "5 free"
         );
         q.publish();
-        // SAFETY: as above.
-        unsafe {
-            // avail index 8 sits in ring slot 8 % 8 = 0.
-            let head = base.add(l.avail + 4).cast::<u16>().read();
-            let d = l.desc + 16 * head as usize;
-            assert_eq!(
-                base.add(d + 12).cast::<u16>().read(),
-                crate::consts::VRING_DESC_F_NEXT
-            );
-            // Used index 8 sits in ring slot 0: a bad id; 9 in slot 1.
-            base.add(l.used + 4).cast::<u32>().write(99);
-            AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(9, Ordering::Release);
-            assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
-            base.add(l.used + 4 + 8).cast::<u32>().write(head as u32);
-            AtomicU16::from_ptr(base.add(l.used + 2).cast()).store(10, Ordering::Release);
-        }
+        // avail index 8 sits in ring slot 8 % 8 = 0.
+        let head = v.avail_entry(8);
+        assert_eq!(v.desc(head).flags, crate::consts::VRING_DESC_F_NEXT);
+        // Used index 8 sits in ring slot 0: a bad id; 9 in slot 1.
+        v.set_used_elem(8, 99, 0);
+        v.set_used_idx(9, Ordering::Release);
+        assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+        v.set_used_elem(9, head as u32, 0);
+        v.set_used_idx(10, Ordering::Release);
         assert!(q.pop_used().unwrap().is_ok());
         assert_eq!(q.free(), 8);
         assert!(Layout::new(6).is_err());
@@ -933,20 +877,13 @@ mod tests {
             q.push(m, a, 100, false).unwrap();
         }
         q.publish();
-        let base = region.as_ptr();
+        let v = q.view();
         // Plays the device: completes the first `n` buffers, in order.
         let complete = |n: u16| {
-            for k in 0..n as usize {
-                // SAFETY: the test plays the device on its own memory.
-                unsafe {
-                    let id = base.add(l.avail + 4 + 2 * k).cast::<u16>().read();
-                    base.add(l.used + 4 + 8 * k).cast::<u32>().write(id as u32);
-                    base.add(l.used + 8 + 8 * k).cast::<u32>().write(0);
-                }
+            for k in 0..n {
+                v.set_used_elem(k, v.avail_entry(k) as u32, 0);
             }
-            // SAFETY: as above.
-            let idx = unsafe { AtomicU16::from_ptr(base.add(l.used + 2).cast()) };
-            idx.store(n, Ordering::Release);
+            v.set_used_idx(n, Ordering::Release);
         };
         complete(2);
         // A one-slot burst takes one of the two; the other is still due.
@@ -978,12 +915,9 @@ mod tests {
         let l = Layout::new(8).unwrap();
         let mut q = SplitQueue::new(&region, 0, l).unwrap();
         q.set_event_idx(true);
-        let base = region.as_ptr();
-        let avail_event = l.used + 4 + 8 * 8;
-        let used_event = l.avail + 4 + 2 * 8;
+        let v = q.view();
         // The device wants a kick once avail.idx passes 2.
-        // SAFETY: the test plays the device on its own memory.
-        unsafe { base.add(avail_event).cast::<u16>().write(2) };
+        v.set_avail_event(2);
         let push = |q: &mut SplitQueue| {
             let m = pool.get().unwrap();
             let a = m.data_iova().raw();
@@ -998,15 +932,9 @@ mod tests {
         assert!(!q.publish(), "3 -> 4: already kicked for 2");
         // Interrupts: off = one lap behind, on = at the next used entry.
         q.set_interrupts(false);
-        // SAFETY: as above.
-        let read = || unsafe { base.add(used_event).cast::<u16>().read() };
+        let read = || v.used_event();
         assert_eq!(read(), 0xffff);
-        assert_eq!(
-            // SAFETY: as above.
-            unsafe { base.add(l.avail).cast::<u16>().read() },
-            0,
-            "flags stay 0 with event indices"
-        );
+        assert_eq!(v.avail_flags(), 0, "flags stay 0 with event indices");
         q.set_interrupts(true);
         assert_eq!(read(), 0);
         assert!(!q.has_used());
@@ -1020,7 +948,7 @@ mod tests {
         let l = Layout::new(4).unwrap();
         let mut q = SplitQueue::new(&region, 0, l).unwrap();
         q.set_in_order(true);
-        let base = region.as_ptr();
+        let v = q.view();
         for round in 0..3u32 {
             for k in 0..3u8 {
                 let mut m = pool.get().unwrap();
@@ -1029,12 +957,9 @@ mod tests {
                 q.push(m, a, 64, false).unwrap();
             }
             q.publish();
-            // SAFETY: the test plays the device on its own memory.
+            // The test plays the device.
             let ids: Vec<u16> = (0..3u32)
-                .map(|k| unsafe {
-                    let slot = l.avail + 4 + 2 * ((round * 3 + k) % 4) as usize;
-                    base.add(slot).cast::<u16>().read()
-                })
+                .map(|k| v.avail_entry((round * 3 + k) as u16))
                 .collect();
             let first = (round * 3 % 4) as u16;
             assert_eq!(
@@ -1043,13 +968,8 @@ mod tests {
                 "table order"
             );
             // One used entry for the batch, naming its last buffer.
-            // SAFETY: as above.
-            unsafe {
-                let e = l.used + 4 + 8 * ((round * 3 + 2) % 4) as usize;
-                base.add(e).cast::<u32>().write(ids[2] as u32);
-                AtomicU16::from_ptr(base.add(l.used + 2).cast())
-                    .store(((round + 1) * 3) as u16, Ordering::Release);
-            }
+            v.set_used_elem((round * 3 + 2) as u16, ids[2] as u32, 0);
+            v.set_used_idx(((round + 1) * 3) as u16, Ordering::Release);
             let mut out: Burst<Mbuf, 8> = Burst::new();
             assert_eq!(q.reclaim_into(&mut out), 0);
             assert_eq!(

@@ -1,28 +1,20 @@
 //! Test support: the device's end of a split or packed ring, for unit
 //! tests that play a device, well-behaved or hostile, without hand-coding
-//! ring offsets. Reads and writes go through the ring's own [`Layout`] and
-//! [`PackedLayout`], volatile or atomic as a real device's would.
+//! ring offsets. Reads and writes go through the typed views of
+//! [`crate::vring`], volatile or atomic as a real device's would.
 #![allow(unsafe_code)]
 
 use crate::packed::PackedLayout;
 use crate::split::Layout;
-use std::sync::atomic::{AtomicU16, Ordering};
+use crate::vring::{PackedView, SplitView};
+use std::sync::atomic::Ordering;
 
-/// A descriptor as the device reads it: address, length, flags, next (or
-/// buffer id, for packed rings).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Desc {
-    pub(crate) addr: u64,
-    pub(crate) len: u32,
-    pub(crate) id_or_next: u16,
-    pub(crate) flags: u16,
-}
+pub(crate) use crate::vring::DescFields as Desc;
 
 /// The device side of a split ring at `base` (the ring's region start plus
 /// its offset).
 pub(crate) struct SplitDevice {
-    base: *mut u8,
-    l: Layout,
+    v: SplitView,
     /// Next avail entry to take, and next used entry to write.
     pub(crate) next_avail: u16,
     pub(crate) used: u16,
@@ -32,31 +24,31 @@ impl SplitDevice {
     /// The device of the queue at `base` laid out as `l`. `base` must
     /// point at the queue's `l.len` bytes, which outlive the device.
     pub(crate) fn new(base: *mut u8, l: Layout) -> SplitDevice {
+        // SAFETY: the caller's promise above; the parts' offsets come from
+        // the layout, inside `l.len` and aligned.
+        let v = unsafe {
+            SplitView::new(
+                base.add(l.desc),
+                base.add(l.avail),
+                base.add(l.used),
+                l.size,
+            )
+        };
         SplitDevice {
-            base,
-            l,
+            v,
             next_avail: 0,
             used: 0,
         }
     }
 
-    fn at<T>(&self, off: usize) -> *mut T {
-        assert!(off + std::mem::size_of::<T>() <= self.l.len, "offset {off}");
-        // SAFETY: inside the queue's memory (asserted above).
-        unsafe { self.base.add(off).cast() }
-    }
-
     /// The driver's `avail.idx`.
     pub(crate) fn avail_idx(&self) -> u16 {
-        // SAFETY: a 2-aligned u16 inside the queue (checked by `at`).
-        unsafe { AtomicU16::from_ptr(self.at(self.l.avail + 2)).load(Ordering::Acquire) }
+        self.v.avail_idx(Ordering::Acquire)
     }
 
     /// The head id in avail entry `k` (any index: taken mod the size).
     pub(crate) fn avail_entry(&self, k: u16) -> u16 {
-        let slot = (k & (self.l.size - 1)) as usize;
-        // SAFETY: as in `avail_idx`.
-        unsafe { self.at::<u16>(self.l.avail + 4 + 2 * slot).read_volatile() }
+        self.v.avail_entry(k)
     }
 
     /// Takes the next available head, if the driver published one.
@@ -70,44 +62,24 @@ impl SplitDevice {
 
     /// Descriptor `id` of the table.
     pub(crate) fn desc(&self, id: u16) -> Desc {
-        let d = self.l.desc + 16 * id as usize;
-        // SAFETY: as in `avail_idx`.
-        unsafe {
-            Desc {
-                addr: self.at::<u64>(d).read_volatile(),
-                len: self.at::<u32>(d + 8).read_volatile(),
-                flags: self.at::<u16>(d + 12).read_volatile(),
-                id_or_next: self.at::<u16>(d + 14).read_volatile(),
-            }
-        }
+        self.v.desc(id)
     }
 
     /// Overwrites descriptor `id`'s flags and next link (the table is
     /// shared memory: a hostile device can).
     pub(crate) fn set_desc_link(&self, id: u16, flags: u16, next: u16) {
-        let d = self.l.desc + 16 * id as usize;
-        // SAFETY: as in `avail_idx`.
-        unsafe {
-            self.at::<u16>(d + 12).write_volatile(flags);
-            self.at::<u16>(d + 14).write_volatile(next);
-        }
+        self.v.set_desc_link(id, flags, next)
     }
 
     /// Writes used entry `k` (mod the size) without publishing it.
     pub(crate) fn write_used(&self, k: u16, id: u32, len: u32) {
-        let e = self.l.used + 4 + 8 * (k & (self.l.size - 1)) as usize;
-        // SAFETY: as in `avail_idx`.
-        unsafe {
-            self.at::<u32>(e).write_volatile(id);
-            self.at::<u32>(e + 4).write_volatile(len);
-        }
+        self.v.set_used_elem(k, id, len)
     }
 
     /// Publishes `used.idx` (Release, as a device does after its entries).
     pub(crate) fn set_used_idx(&mut self, idx: u16) {
         self.used = idx;
-        // SAFETY: as in `avail_idx`.
-        unsafe { AtomicU16::from_ptr(self.at(self.l.used + 2)).store(idx, Ordering::Release) };
+        self.v.set_used_idx(idx, Ordering::Release)
     }
 
     /// Completes buffer `id` with length `len`: one used entry, published.
@@ -119,8 +91,8 @@ impl SplitDevice {
 
 /// The device side of a packed ring at `base`.
 pub(crate) struct PackedDevice {
-    base: *mut u8,
-    l: PackedLayout,
+    v: PackedView,
+    size: u16,
     /// Next slot to take and to write used, with their wrap counters.
     pub(crate) next: u16,
     pub(crate) wrap: bool,
@@ -134,57 +106,40 @@ impl PackedDevice {
     /// The device of the packed queue at `base` laid out as `l` (`base`
     /// as in [`SplitDevice::new`]).
     pub(crate) fn new(base: *mut u8, l: PackedLayout) -> PackedDevice {
+        // SAFETY: as in `SplitDevice::new`.
+        let v = unsafe { PackedView::new(base, base.add(l.driver), base.add(l.device), l.size) };
         PackedDevice {
-            base,
-            l,
+            v,
+            size: l.size,
             next: 0,
             wrap: true,
         }
     }
 
-    fn at<T>(&self, off: usize) -> *mut T {
-        assert!(off + std::mem::size_of::<T>() <= self.l.len, "offset {off}");
-        // SAFETY: inside the queue's memory (asserted above).
-        unsafe { self.base.add(off).cast() }
-    }
-
-    fn flags(&self, slot: u16) -> &AtomicU16 {
-        // SAFETY: the flags of descriptor `slot`, 2-aligned, in the ring.
-        unsafe { AtomicU16::from_ptr(self.at(16 * slot as usize + 14)) }
-    }
-
     /// Descriptor `slot` (its id in `id_or_next`).
     pub(crate) fn desc(&self, slot: u16) -> Desc {
-        let d = 16 * slot as usize;
-        let flags = self.flags(slot).load(Ordering::Acquire);
-        // SAFETY: inside the ring (checked by `at`).
-        unsafe {
-            Desc {
-                addr: self.at::<u64>(d).read_volatile(),
-                len: self.at::<u32>(d + 8).read_volatile(),
-                id_or_next: self.at::<u16>(d + 12).read_volatile(),
-                flags,
-            }
+        let flags = self.v.flags(slot).load(Ordering::Acquire);
+        let (addr, len, id) = self.v.desc(slot);
+        Desc {
+            addr,
+            len,
+            flags,
+            id_or_next: id,
         }
     }
 
     /// Whether slot `slot` is available in the lap of wrap counter `wrap`.
     pub(crate) fn is_avail(&self, slot: u16, wrap: bool) -> bool {
-        let f = self.flags(slot).load(Ordering::Acquire);
+        let f = self.v.flags(slot).load(Ordering::Acquire);
         (f & F_AVAIL != 0) == wrap && (f & F_USED != 0) != wrap
     }
 
     /// Writes a used descriptor naming buffer `id` into `slot`, in the lap
     /// of `wrap` (flags last, Release, as a device does).
     pub(crate) fn write_used(&self, slot: u16, id: u16, len: u32, wrap: bool) {
-        let d = 16 * slot as usize;
-        // SAFETY: inside the ring (checked by `at`).
-        unsafe {
-            self.at::<u32>(d + 8).write_volatile(len);
-            self.at::<u16>(d + 12).write_volatile(id);
-        }
+        self.v.set_used(slot, id, len);
         let f = if wrap { F_AVAIL | F_USED } else { 0 };
-        self.flags(slot).store(f, Ordering::Release);
+        self.v.flags(slot).store(f, Ordering::Release);
     }
 
     /// Completes the buffer at the device's position (taking `slots`
@@ -192,8 +147,8 @@ impl PackedDevice {
     pub(crate) fn complete(&mut self, id: u16, len: u32, slots: u16) {
         self.write_used(self.next, id, len, self.wrap);
         self.next += slots;
-        if self.next >= self.l.size {
-            self.next -= self.l.size;
+        if self.next >= self.size {
+            self.next -= self.size;
             self.wrap = !self.wrap;
         }
     }

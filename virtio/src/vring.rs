@@ -182,6 +182,25 @@ impl SplitView {
         }
     }
 
+    /// Writes descriptor `id` (mod the size) as a single buffer (`next`
+    /// 0) in two 8-byte stores: the address, then length, flags and next
+    /// together (bytes 8..16 of the layout), which the data path's RX
+    /// refill and TX do once per frame.
+    #[inline(always)]
+    pub fn set_desc_single(&self, id: u16, addr: u64, len: u32, flags: u16) {
+        let d = self.d(id);
+        let rest = len as u64 | (flags as u64) << 32;
+        // SAFETY: as in `desc`; `len`, `flags` and `next` are the 8
+        // 8-aligned bytes after `addr` (offsets asserted above), written
+        // as one little-endian word.
+        unsafe {
+            addr_of_mut!((*d).addr).write_volatile(Le64::new(addr));
+            addr_of_mut!((*d).len)
+                .cast::<Le64>()
+                .write_volatile(Le64::new(rest));
+        }
+    }
+
     /// Writes only descriptor `id`'s flags and next link.
     #[inline(always)]
     pub fn set_desc_link(&self, id: u16, flags: u16, next: u16) {
@@ -468,6 +487,28 @@ impl PackedView {
         }
     }
 
+    /// Id and length of descriptor `slot` (a used descriptor, as the
+    /// driver reads it).
+    #[inline(always)]
+    pub fn used(&self, slot: u16) -> (u16, u32) {
+        let d = self.d(slot);
+        // SAFETY: as in `desc`.
+        unsafe {
+            (
+                addr_of_mut!((*d).id).read_volatile().get(),
+                addr_of_mut!((*d).len).read_volatile().get(),
+            )
+        }
+    }
+
+    /// Only the id of descriptor `slot`.
+    #[inline(always)]
+    pub fn id(&self, slot: u16) -> u16 {
+        let d = self.d(slot);
+        // SAFETY: as in `desc`.
+        unsafe { addr_of_mut!((*d).id).read_volatile().get() }
+    }
+
     /// Writes only the length and id (a device's used descriptor).
     #[inline(always)]
     pub fn set_used(&self, slot: u16, id: u16, len: u32) {
@@ -501,6 +542,22 @@ impl PackedView {
             addr_of_mut!((*e).off_wrap).write_volatile(Le16::new(off_wrap));
             addr_of_mut!((*e).flags).write_volatile(Le16::new(flags));
         }
+    }
+
+    /// Writes only the flags of the driver's event suppression.
+    #[inline(always)]
+    pub fn set_driver_flags(&self, flags: u16) {
+        let e = self.driver_event;
+        // SAFETY: as in `driver_event`.
+        unsafe { addr_of_mut!((*e).flags).write_volatile(Le16::new(flags)) }
+    }
+
+    /// Only the flags of the device's event suppression.
+    #[inline(always)]
+    pub fn device_flags(&self) -> u16 {
+        let e = self.device_event;
+        // SAFETY: as in `driver_event`.
+        unsafe { addr_of_mut!((*e).flags).read_volatile().get() }
     }
 
     /// The device's event suppression (off_wrap, flags).

@@ -13,9 +13,10 @@
 //! buffers are taken and completed.
 #![allow(dead_code, unsafe_code)]
 
+use rpmd_virtio::vring::{split_sizes, PackedView, SplitView};
 use std::fs::File;
 use std::os::unix::net::UnixListener;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use vhost::vhost_user::message::*;
@@ -260,171 +261,150 @@ impl Device {
             // A broken device: it stopped after the jump.
             return false;
         }
-        let Some((n, avail, used, desc)) = Self::split_parts(st, 0) else {
+        let Some(v) = Self::split_view(st, 0) else {
             return false;
         };
-        // SAFETY: the rings' memory, mapped (checked above); indices
-        // through atomics, entries volatile, as a device does.
-        unsafe {
-            let avail_idx = AtomicU16::from_ptr(avail.add(2).cast()).load(Ordering::Acquire);
-            let used_idx = AtomicU16::from_ptr(used.add(2).cast());
-            let mut did = false;
-            while self.next_avail[0] != avail_idx {
-                let head = avail
-                    .add(4 + 2 * (self.next_avail[0] % n) as usize)
-                    .cast::<u16>()
-                    .read_volatile();
-                self.next_avail[0] = self.next_avail[0].wrapping_add(1);
-                let d = desc.add(16 * (head % n) as usize);
-                let (addr, room) = (
-                    d.cast::<u64>().read_volatile(),
-                    d.add(8).cast::<u32>().read_volatile(),
-                );
-                let Some(len) = Self::write_frame(st, addr, room, self.seq) else {
-                    continue;
-                };
-                let mut entries = vec![(head as u32, len)];
-                if self.misbehave_now(setup, counts, Misbehave::OutOfRangeId) {
-                    entries[0].0 = 9999;
-                    self.done_misbehaving = true;
-                    counts.misbehaved.fetch_add(1, Ordering::Relaxed);
-                } else if self.misbehave_now(setup, counts, Misbehave::DuplicateId) {
-                    // A good completion, then the same buffer again.
-                    entries.push((head as u32, len));
-                    self.done_misbehaving = true;
-                    counts.misbehaved.fetch_add(1, Ordering::Relaxed);
-                    self.seq += 1;
-                    counts.rx_written.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    self.seq += 1;
-                    counts.rx_written.fetch_add(1, Ordering::Relaxed);
-                }
-                for (id, len) in entries {
-                    let e = used.add(4 + 8 * (self.used_idx[0] % n) as usize);
-                    e.cast::<u32>().write_volatile(id);
-                    e.add(4).cast::<u32>().write_volatile(len);
-                    self.used_idx[0] = self.used_idx[0].wrapping_add(1);
-                }
-                used_idx.store(self.used_idx[0], Ordering::Release);
-                did = true;
-                if self.misbehave_now(setup, counts, Misbehave::JumpUsedIndex) {
-                    self.done_misbehaving = true;
-                    counts.misbehaved.fetch_add(1, Ordering::Relaxed);
-                    used_idx.store(self.used_idx[0].wrapping_add(1000), Ordering::Release);
-                    return true;
-                }
+        // Indices through atomics, entries volatile, as a device does.
+        let avail_idx = v.avail_idx(Ordering::Acquire);
+        let mut did = false;
+        while self.next_avail[0] != avail_idx {
+            let head = v.avail_entry(self.next_avail[0]);
+            self.next_avail[0] = self.next_avail[0].wrapping_add(1);
+            let d = v.desc(head);
+            let Some(len) = Self::write_frame(st, d.addr, d.len, self.seq) else {
+                continue;
+            };
+            let mut entries = vec![(head as u32, len)];
+            if self.misbehave_now(setup, counts, Misbehave::OutOfRangeId) {
+                entries[0].0 = 9999;
+                self.done_misbehaving = true;
+                counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+            } else if self.misbehave_now(setup, counts, Misbehave::DuplicateId) {
+                // A good completion, then the same buffer again.
+                entries.push((head as u32, len));
+                self.done_misbehaving = true;
+                counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+                self.seq += 1;
+                counts.rx_written.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.seq += 1;
+                counts.rx_written.fetch_add(1, Ordering::Relaxed);
             }
-            did
+            for (id, len) in entries {
+                v.set_used_elem(self.used_idx[0], id, len);
+                self.used_idx[0] = self.used_idx[0].wrapping_add(1);
+            }
+            v.set_used_idx(self.used_idx[0], Ordering::Release);
+            did = true;
+            if self.misbehave_now(setup, counts, Misbehave::JumpUsedIndex) {
+                self.done_misbehaving = true;
+                counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+                v.set_used_idx(self.used_idx[0].wrapping_add(1000), Ordering::Release);
+                return true;
+            }
         }
+        did
     }
 
-    /// Split vring `q`'s size and its avail ring, used ring and
-    /// descriptor table, if all three are mapped.
-    fn split_parts(st: &State, q: usize) -> Option<(u16, *mut u8, *mut u8, *mut u8)> {
+    /// Split vring `q`, if its descriptor table, avail and used rings are
+    /// all mapped.
+    fn split_view(st: &State, q: usize) -> Option<SplitView> {
         let v = st.vrings[q];
         let n = v.num;
-        Some((
-            n,
-            st.at(v.avail, 4 + 2 * n as u64)?,
-            st.at(v.used, 4 + 8 * n as u64)?,
-            st.at(v.desc, 16 * n as u64)?,
-        ))
+        if !n.is_power_of_two() || v.desc % 16 != 0 || v.avail % 2 != 0 || v.used % 4 != 0 {
+            return None;
+        }
+        let (d, a, u) = split_sizes(n);
+        let (desc, avail, used) = (
+            st.at(v.desc, d as u64)?,
+            st.at(v.avail, a as u64)?,
+            st.at(v.used, u as u64)?,
+        );
+        // SAFETY: the three parts lie in regions the frontend handed over
+        // (checked by `at`), mapped while the state holds them, aligned
+        // (checked above); only volatile and atomic accesses follow.
+        Some(unsafe { SplitView::new(desc, avail, used, n) })
     }
 
     fn split_tx(&mut self, st: &State, setup: &Setup, counts: &Counts) -> bool {
-        let Some((n, avail, used, desc)) = Self::split_parts(st, 1) else {
+        let Some(v) = Self::split_view(st, 1) else {
             return false;
         };
-        // SAFETY: as in `split_rx`.
-        unsafe {
-            let avail_idx = AtomicU16::from_ptr(avail.add(2).cast()).load(Ordering::Acquire);
-            let mut did = false;
-            while self.next_avail[1] != avail_idx {
-                let head = avail
-                    .add(4 + 2 * (self.next_avail[1] % n) as usize)
-                    .cast::<u16>()
-                    .read_volatile();
-                self.next_avail[1] = self.next_avail[1].wrapping_add(1);
-                if setup.act == Misbehave::RewriteLinks {
-                    // Every descriptor of the chain now links to the head.
-                    let mut id = head;
-                    for _ in 0..n {
-                        let d = desc.add(16 * (id % n) as usize);
-                        let (flags, next) = (
-                            d.add(12).cast::<u16>().read_volatile(),
-                            d.add(14).cast::<u16>().read_volatile(),
-                        );
-                        if flags & F_NEXT == 0 {
-                            break;
-                        }
-                        d.add(14).cast::<u16>().write_volatile(head);
-                        counts.misbehaved.fetch_add(1, Ordering::Relaxed);
-                        id = next;
+        let n = v.size();
+        let avail_idx = v.avail_idx(Ordering::Acquire);
+        let mut did = false;
+        while self.next_avail[1] != avail_idx {
+            let head = v.avail_entry(self.next_avail[1]);
+            self.next_avail[1] = self.next_avail[1].wrapping_add(1);
+            if setup.act == Misbehave::RewriteLinks {
+                // Every descriptor of the chain now links to the head.
+                let mut id = head;
+                for _ in 0..n {
+                    let d = v.desc(id);
+                    if d.flags & F_NEXT == 0 {
+                        break;
                     }
+                    v.set_desc_link(id, d.flags, head);
+                    counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+                    id = d.id_or_next;
                 }
-                let e = used.add(4 + 8 * (self.used_idx[1] % n) as usize);
-                e.cast::<u32>().write_volatile(head as u32);
-                e.add(4).cast::<u32>().write_volatile(0);
-                self.used_idx[1] = self.used_idx[1].wrapping_add(1);
-                counts.tx_done.fetch_add(1, Ordering::Relaxed);
-                did = true;
             }
-            AtomicU16::from_ptr(used.add(2).cast()).store(self.used_idx[1], Ordering::Release);
-            did
+            v.set_used_elem(self.used_idx[1], head as u32, 0);
+            self.used_idx[1] = self.used_idx[1].wrapping_add(1);
+            counts.tx_done.fetch_add(1, Ordering::Relaxed);
+            did = true;
         }
+        v.set_used_idx(self.used_idx[1], Ordering::Release);
+        did
     }
 
-    /// The packed descriptor at `slot` of ring `v`, if mapped.
-    fn packed_desc(st: &State, v: &VringCfg, slot: u16) -> Option<*mut u8> {
+    /// Packed vring `q`, if its descriptor ring is mapped (event areas
+    /// are not used: the view points both at the ring's first word, which
+    /// this device never reads or writes through them).
+    fn packed_view(st: &State, q: usize) -> Option<PackedView> {
+        let v = st.vrings[q];
+        if v.num == 0 || v.desc % 16 != 0 {
+            return None;
+        }
         let ring = st.at(v.desc, 16 * v.num as u64)?;
-        // SAFETY: inside the mapped ring (`slot < num`).
-        Some(unsafe { ring.add(16 * slot as usize) })
+        // SAFETY: the ring lies in a region the frontend handed over
+        // (checked by `at`), 16-aligned; the event pointers are never used.
+        Some(unsafe { PackedView::new(ring, ring, ring, v.num) })
     }
 
     /// Takes the available descriptor at ring `q`'s position, if any:
-    /// its pointer, address, length and id (single descriptors only).
-    fn packed_take(&mut self, st: &State, q: usize) -> Option<(*mut u8, u64, u32, u16)> {
-        let v = st.vrings[q];
-        let d = Self::packed_desc(st, &v, self.next_avail[q])?;
-        // SAFETY: a mapped descriptor; flags atomically, the rest after.
-        unsafe {
-            let f = AtomicU16::from_ptr(d.add(14).cast()).load(Ordering::Acquire);
-            let w = self.wrap[q];
-            if (f & F_AVAIL != 0) != w || (f & F_USED != 0) == w {
-                return None;
-            }
-            let r = (
-                d,
-                d.cast::<u64>().read_volatile(),
-                d.add(8).cast::<u32>().read_volatile(),
-                d.add(12).cast::<u16>().read_volatile(),
-            );
-            self.next_avail[q] += 1;
-            if self.next_avail[q] == v.num {
-                self.next_avail[q] = 0;
-                self.wrap[q] = !self.wrap[q];
-            }
-            Some(r)
+    /// its slot, address, length and id (single descriptors only).
+    fn packed_take(&mut self, st: &State, q: usize) -> Option<(PackedView, u16, u64, u32, u16)> {
+        let v = Self::packed_view(st, q)?;
+        let slot = self.next_avail[q];
+        // The flags atomically, the rest after.
+        let f = v.flags(slot).load(Ordering::Acquire);
+        let w = self.wrap[q];
+        if (f & F_AVAIL != 0) != w || (f & F_USED != 0) == w {
+            return None;
         }
+        let (addr, len, id) = v.desc(slot);
+        self.next_avail[q] += 1;
+        if self.next_avail[q] == v.size() {
+            self.next_avail[q] = 0;
+            self.wrap[q] = !self.wrap[q];
+        }
+        Some((v, slot, addr, len, id))
     }
 
     /// Writes a used descriptor naming `id` at the slot just taken (in
-    /// order of taking, so at the same position).
-    fn packed_use(d: *mut u8, id: u16, len: u32, wrap: bool) {
-        // SAFETY: a mapped descriptor; the flags last, Release.
-        unsafe {
-            d.add(8).cast::<u32>().write_volatile(len);
-            d.add(12).cast::<u16>().write_volatile(id);
-            let f = if wrap { F_AVAIL | F_USED } else { 0 };
-            AtomicU16::from_ptr(d.add(14).cast()).store(f, Ordering::Release);
-        }
+    /// order of taking, so at the same position); the flags last, Release.
+    fn packed_use(v: PackedView, slot: u16, id: u16, len: u32, wrap: bool) {
+        v.set_used(slot, id, len);
+        let f = if wrap { F_AVAIL | F_USED } else { 0 };
+        v.flags(slot).store(f, Ordering::Release);
     }
 
     fn packed_rx(&mut self, st: &State, setup: &Setup, counts: &Counts) -> bool {
         let mut did = false;
         loop {
             let wrap = self.wrap[0];
-            let Some((d, addr, room, id)) = self.packed_take(st, 0) else {
+            let Some((v, slot, addr, room, id)) = self.packed_take(st, 0) else {
                 return did;
             };
             did = true;
@@ -440,7 +420,7 @@ impl Device {
                 self.seq += 1;
                 counts.rx_written.fetch_add(1, Ordering::Relaxed);
             }
-            Self::packed_use(d, id, len, wrap);
+            Self::packed_use(v, slot, id, len, wrap);
         }
     }
 
@@ -448,10 +428,10 @@ impl Device {
         let mut did = false;
         loop {
             let wrap = self.wrap[q];
-            let Some((d, _, _, id)) = self.packed_take(st, q) else {
+            let Some((v, slot, _, _, id)) = self.packed_take(st, q) else {
                 return did;
             };
-            Self::packed_use(d, id, 0, wrap);
+            Self::packed_use(v, slot, id, 0, wrap);
             counts.tx_done.fetch_add(1, Ordering::Relaxed);
             did = true;
         }
