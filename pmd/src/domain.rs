@@ -48,6 +48,14 @@ impl std::fmt::Debug for DmaGuard {
     }
 }
 
+/// Told of every region registered: a port whose peer took a snapshot
+/// of the domain (a vhost-user memory table) either extends the peer's
+/// view or refuses the region with an error saying why.
+pub trait DomainWatcher: Send + Sync {
+    /// A region is about to be registered; an error refuses it.
+    fn region_added(&self, span: &Span) -> Result<(), Error>;
+}
+
 /// Registered memory, kept alive by the domain.
 #[derive(Clone)]
 enum Held {
@@ -74,6 +82,8 @@ struct Entry {
 struct Inner {
     entries: Vec<Entry>,
     targets: Vec<Arc<dyn DmaTarget>>,
+    /// Live while their ports run.
+    watchers: Vec<std::sync::Weak<dyn DomainWatcher>>,
 }
 
 #[derive(Default)]
@@ -162,6 +172,10 @@ impl DmaDomain {
         {
             return Ok(());
         }
+        inner.watchers.retain(|w| w.strong_count() > 0);
+        for w in inner.watchers.iter().filter_map(|w| w.upgrade()) {
+            w.region_added(&span)?;
+        }
         let mut guards = Vec::with_capacity(inner.targets.len());
         for t in &inner.targets {
             guards.push(t.map(held.region())?);
@@ -188,6 +202,12 @@ impl DmaDomain {
         }
         inner.targets.push(target);
         Ok(())
+    }
+
+    /// Tells `w` of every region registered from now on, until `w` is
+    /// dropped (the domain keeps a weak reference).
+    pub fn watch(&self, w: &Arc<dyn DomainWatcher>) {
+        lock(&self.shared.inner).watchers.push(Arc::downgrade(w));
     }
 
     /// The registered regions' bounds, in registration order.
@@ -354,6 +374,28 @@ mod tests {
             0,
             "unmapped with the domain"
         );
+    }
+
+    struct Refuse;
+    impl DomainWatcher for Refuse {
+        fn region_added(&self, _: &Span) -> Result<(), Error> {
+            Err(Error::Port {
+                port: "test".into(),
+                detail: "a snapshot was taken".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_watcher_refuses_regions_while_it_lives() {
+        let d = DmaDomain::new();
+        let w: Arc<dyn DomainWatcher> = Arc::new(Refuse);
+        d.watch(&w);
+        let e = d.register_pool(&pool("watched")).unwrap_err().to_string();
+        assert!(e.contains("snapshot"), "{e}");
+        assert!(d.spans().is_empty(), "refused: not registered");
+        drop(w);
+        d.register_pool(&pool("unwatched")).unwrap();
     }
 
     #[test]

@@ -22,6 +22,8 @@
 //! - [`function`]: the PCI function a driver probes ([`function::PciFunction`]),
 //!   behind VFIO or a device model, and the buses that supply them.
 //! - [`pci`]: PCI addresses, sysfs discovery, binding via `driver_override`.
+//! - [`peer`]: memory another process hands over (a vhost-user memory
+//!   table): mapped, checked, and translated from the peer's addresses.
 //! - [`vfio`]: containers, groups and devices; DMA mapping; bounds-checked
 //!   register windows; MSI-X to eventfds; reset. Tested in a QEMU guest
 //!   with a virtual IOMMU (`tests/vm/run.sh`).
@@ -30,7 +32,8 @@
 //!
 //! `unsafe` is confined to `clock` (`rdtsc`), `dma` (mapping, pagemap), `mbuf` and `mempool`
 //! (objects addressed by raw pointers inside DMA memory), `port::shm`'s
-//! region (rings in a file shared with another process), `vfio::sys` (the
+//! region (rings in a file shared with another process), `peer` (mapping
+//! and copying memory a peer shares), `vfio::sys` (the
 //! system calls) and `vfio::regs` (MMIO); every block says why it is sound.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -47,6 +50,7 @@ pub mod mbuf;
 pub mod mempool;
 pub mod net;
 pub mod pci;
+pub mod peer;
 pub mod port;
 pub mod preflight;
 pub mod testing;

@@ -15,7 +15,7 @@ dmesg | grep -E 'DMAR: (IOMMU enabled|Intel\(R\) Virtualization)' | sed 's/^/dme
 
 $B --hugepages 64 && ok "rpmd-bind --hugepages" || bad "rpmd-bind --hugepages" "rc=$?"
 
-MODERN=""; TRANS=""; E1000E=""; BRIDGED=""; MQ=""; NOCTRL=""
+MODERN=""; TRANS=""; E1000E=""; BRIDGED=""; MQ=""; NOCTRL=""; SAME_GROUP=""
 for d in /sys/bus/pci/devices/*; do
     case $(cat $d/class) in 0x02*) ;; *) continue ;; esac
     bdf=${d##*/}
@@ -67,6 +67,10 @@ if [ $# -ge 2 ]; then
         bad "preflight names the non-viable group of $1" "rc=$rc"
     fi
     /rpmd/vfio_guest --not-viable $1 && ok "vfio refuses non-viable $1" || bad "vfio refuses non-viable $1" "rc=$?"
+    # With both on vfio-pci the group is viable: virtio_guest opens the
+    # two functions as two ports of one registry (below).
+    $B --bind vfio-pci $2 && ok "bind $2" || bad "bind $2" "rc=$?"
+    SAME_GROUP="--same-group $1 $2"
 else
     bad "bridged NICs" "expected two, found '$BRIDGED'"
 fi
@@ -92,6 +96,8 @@ vargs="$MODERN"
 for b in $TRANS; do vargs="$vargs --legacy $b"; done
 # The two-pair NIC whose backend is DPDK testpmd on the host.
 for b in $MQ; do vargs="$vargs --mq $b"; done
+# Two functions of one IOMMU group, as two ports.
+[ -n "$SAME_GROUP" ] && vargs="$vargs $SAME_GROUP"
 # The function without a control queue.
 for b in $NOCTRL; do vargs="$vargs --no-ctrl $b"; done
 [ -n "$NOCTRL" ] || bad "NIC discovery" "no function at 00:11.0 (ctrl_vq=off)"

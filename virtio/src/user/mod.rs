@@ -76,7 +76,7 @@ use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
 use crate::Error;
 use control::{handshake, listen, program, watch, Endpoint, Session, Vring, Watched};
-use rpmd_pmd::domain::{Reach, Span};
+use rpmd_pmd::domain::{DomainWatcher, Reach, Span};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, Xstat,
@@ -180,6 +180,7 @@ impl Driver for VirtioUserDriver {
             mtu: 1500,
             rings: None,
             domain: domain.clone(),
+            snapshot: None,
             active: 0,
             homes: Vec::new(),
         }))
@@ -188,6 +189,23 @@ impl Driver for VirtioUserDriver {
 
 /// Most queue pairs a port sets up.
 pub const MAX_PAIRS: u16 = 8;
+
+/// A started port's refusal of regions registered after its backend got
+/// the memory table: the backend could not reach their mbufs.
+struct SnapshotTaken(String);
+
+impl DomainWatcher for SnapshotTaken {
+    fn region_added(&self, span: &Span) -> Result<(), PmdError> {
+        Err(perr(
+            &self.0,
+            format!(
+                "a DMA region ({} bytes at {:#x}) was registered while the port runs: its vhost-user backend got the memory table at the start, and this driver does not send ADD_MEM_REG; register every mempool in the registry's domain before starting virtio-user ports, or stop them first",
+                span.end - span.start,
+                span.start
+            ),
+        ))
+    }
+}
 
 /// Regions in a vhost-user memory table (the spec's
 /// VHOST_MEMORY_BASELINE_NREGIONS, without CONFIGURE_MEM_SLOTS).
@@ -224,6 +242,9 @@ pub struct VirtioUserPort {
     rings: Option<Arc<DmaRegion>>,
     /// The registry's DMA domain: its regions make the memory table.
     domain: DmaDomain,
+    /// While started: refuses regions registered in the domain, which
+    /// the backend's memory table, sent at the start, would not cover.
+    snapshot: Option<Arc<dyn DomainWatcher>>,
     /// Vrings set up by the last start.
     active: usize,
     /// The homes of the queue handles handed out by the last start: what
@@ -328,6 +349,9 @@ impl VirtioUserPort {
             .collect();
         let shared = self.shared_regions(&pool)?;
         let reach = || Reach::fixed(&shared);
+        let w: Arc<dyn DomainWatcher> = Arc::new(SnapshotTaken(self.name.clone()));
+        self.domain.watch(&w);
+        self.snapshot = Some(w);
         self.program_and_watch(Session {
             packed: self.want_packed,
             homes: homes.clone(),
@@ -468,9 +492,12 @@ impl Port for VirtioUserPort {
         if self.started {
             return Err(perr(&self.name, "already started"));
         }
-        let q = self.setup()?;
-        self.started = true;
-        Ok(q)
+        let q = self.setup();
+        if q.is_err() {
+            self.snapshot = None;
+        }
+        self.started = q.is_ok();
+        q
     }
     fn stop(&mut self) -> Result<(), PmdError> {
         self.live.store(false, Relaxed);
@@ -491,6 +518,7 @@ impl Port for VirtioUserPort {
         for h in self.homes.drain(..) {
             drop(h.close());
         }
+        self.snapshot = None;
         self.started = false;
         Ok(())
     }
