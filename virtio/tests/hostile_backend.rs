@@ -308,3 +308,80 @@ fn receive_modes_the_backend_cannot_apply_are_errors() {
     assert!(p.promiscuous() && p.allmulticast());
     close(p, q, b, &pool);
 }
+
+/// Sends `n` frames built in `pool`, retrying what TX does not take, and
+/// waits until the backend completed them (5 s at most).
+fn send_from(q: &mut Queues, pool: &Mempool, b: &Hostile, n: u64) {
+    let want = b.counts.tx_done.load(Relaxed) + n;
+    let mut out = Pkts::new();
+    let mut left = n;
+    let t0 = Instant::now();
+    while b.counts.tx_done.load(Relaxed) < want {
+        assert!(t0.elapsed() < Duration::from_secs(5), "TX stalled");
+        while left > 0 && out.len() < 32 {
+            let mut m = pool.get().unwrap();
+            m.append(60).unwrap().fill(0xab);
+            out.push(m).unwrap();
+            left -= 1;
+        }
+        q.tx_burst(0, &mut out);
+        left += out.len() as u64;
+        out.clear();
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// Issue 20: the backend's memory table holds every pool registered in
+/// the registry's domain when the port starts, so frames of a pool other
+/// than the port's own go out; a pool registered while the port runs is
+/// refused with an error saying what to do (this driver sends no
+/// ADD_MEM_REG), and is covered after a restart.
+#[test]
+fn the_memory_table_covers_the_domain_and_late_pools_are_refused() {
+    let path = format!("/tmp/rpmd-hostile-late-{}.sock", std::process::id());
+    let b = Hostile::start(&path, setup(false, false, Misbehave::Nothing));
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let mk = |name: &str| {
+        let mut pc = MempoolConfig::new(name, 256);
+        pc.cache_size = 0;
+        Arc::new(Mempool::new(&pc).unwrap())
+    };
+    let (rx, early, late) = (mk("late-rx"), mk("late-early"), mk("late-late"));
+    reg.domain().register_pool(&early).unwrap();
+    let mut p = reg
+        .open(&format!("virtio-user:{path},mrg_rxbuf=0,event_idx=0"))
+        .unwrap();
+    p.configure(&PortConfig {
+        rx_pool: Some(rx.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let mut q = p.start().unwrap();
+    send_from(&mut q, &early, &b, 100);
+    let e = reg.domain().register_pool(&late).unwrap_err().to_string();
+    assert!(
+        e.contains("registered while the port runs") && e.contains("before starting"),
+        "{e}"
+    );
+    // Its frames cannot reach the backend: dropped and counted.
+    let mut out = Pkts::new();
+    out.push(late.get().unwrap()).unwrap();
+    assert_eq!(q.tx_burst(0, &mut out), 0);
+    assert_eq!(p.stats().oerrors, 1);
+    p.stop().unwrap();
+    drop(q);
+    reg.domain().register_pool(&late).unwrap();
+    let mut q = p.start().unwrap();
+    send_from(&mut q, &late, &b, 100);
+    assert_eq!(
+        b.counts.tx_unmapped.load(Relaxed),
+        0,
+        "every TX buffer lay in the memory table"
+    );
+    p.stop().unwrap();
+    drop((q, p, b));
+    for pool in [&rx, &early, &late] {
+        assert_eq!(pool.available(), 256, "{}", pool.name());
+    }
+}

@@ -64,6 +64,8 @@ pub struct Counts {
     pub misbehaved: AtomicU64,
     /// TX buffers completed.
     pub tx_done: AtomicU64,
+    /// TX buffers outside every region the frontend shared.
+    pub tx_unmapped: AtomicU64,
 }
 
 /// A running hostile backend; stops on drop.
@@ -348,6 +350,18 @@ impl Device {
                     counts.misbehaved.fetch_add(1, Ordering::Relaxed);
                     id = d.id_or_next;
                 }
+            }
+            // Every buffer of the chain must be in the memory table.
+            let mut id = head;
+            for _ in 0..n {
+                let d = v.desc(id);
+                if st.at(d.addr, d.len as u64).is_none() {
+                    counts.tx_unmapped.fetch_add(1, Ordering::Relaxed);
+                }
+                if d.flags & F_NEXT == 0 {
+                    break;
+                }
+                id = d.id_or_next;
             }
             v.set_used_elem(self.used_idx[1], head as u32, 0);
             self.used_idx[1] = self.used_idx[1].wrapping_add(1);
