@@ -306,136 +306,201 @@ fn pollin(fd: BorrowedFd<'_>) -> libc::pollfd {
 const CLOCK_EVERY: u32 = 8;
 
 /// The lcore's loop.
+/// An lcore's loop: poll every task; after a round with work, account
+/// it; after an empty one, spin within the budget (yielding when the
+/// signal fires), then arm the tasks' notifications and sleep.
 fn run(s: &Shared, cfg: LcoreConfig) {
-    let st = &s.stats;
-    let mut tasks: Vec<(TaskId, Box<dyn Task>)> = Vec::new();
-    let mut budget = Budget::new(cfg.spin);
-    let mut signal = RunnableSignal::new(cfg.signal.clone());
-    // Start of the current idle period, when the spin ends, when to read
-    // the signal next, and when the last sleep ended.
-    // Times are clock ticks (the TSC; `rpmd_pmd::clock`): `Instant::now()`
-    // would cost more than the rest of a busy round.
-    rpmd_pmd::clock::init();
-    let signal_every = clock::ticks(cfg.signal_every);
-    let mut idle_start: Option<u64> = None;
-    let mut spin_end = 0u64;
-    let mut next_check = 0u64;
-    let mut woke: Option<u64> = None;
-    let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(8);
-    let mut stopping = false;
-    // The clock is read once per round that finds work, and once every
-    // CLOCK_EVERY rounds while spinning: each `rdtsc` costs about 20 ns
-    // here, and an empty round is the time a packet waits to be noticed.
-    // Each read charges the time since the previous one to busy or idle,
-    // so up to CLOCK_EVERY - 1 spinning rounds before work are counted as
-    // busy.
-    let mut last = clock::now();
-    let mut empty_rounds = 0u32;
-    // The last clock read found the spin budget not yet spent.
-    let mut spinning = false;
-    // A fixed budget in ticks, converted once (a 128-bit division).
-    let fixed_spin = match cfg.spin {
-        SpinPolicy::Fixed(d) => Some(clock::ticks(d)),
-        SpinPolicy::Adaptive { .. } => None,
-    };
+    let mut p = Poller::new(cfg);
     loop {
         // `is_empty` is two plain loads, where `pop` on an empty queue
         // issues a full fence, which would wait for the stores of a frame
         // just sent before this round could poll.
-        if !s.commands.is_empty() {
-            while let Some(c) = s.commands.pop() {
-                match c {
-                    Command::Add(id, t) => tasks.push((id, t)),
-                    Command::Remove(id) => {
-                        if let Some(i) = tasks.iter().position(|t| t.0 == id) {
-                            let (_, mut t) = tasks.remove(i);
-                            t.finish();
-                        }
-                    }
-                    Command::Signal(k) => signal = RunnableSignal::new(k),
-                    Command::Stop => stopping = true,
-                }
-            }
-        }
-        if stopping {
-            for (_, t) in tasks.iter_mut() {
+        if !s.commands.is_empty() && p.take_commands(s) {
+            for (_, t) in p.tasks.iter_mut() {
                 t.finish();
             }
             return;
         }
         let mut work = 0;
-        for (_, t) in tasks.iter_mut() {
-            work += t.run(cfg.quota);
+        for (_, t) in p.tasks.iter_mut() {
+            work += t.run(p.cfg.quota);
         }
-        st.rounds.add(1);
+        s.stats.rounds.add(1);
         if work > 0 {
-            let now = clock::now();
-            st.busy_polls.add(1);
-            st.work.add(work as u64);
-            st.busy_ns.add(clock::to_ns(now - last));
-            if let Some(start) = idle_start.take() {
-                budget.observe_gap(Duration::from_nanos(clock::to_ns(last - start)));
-            }
-            if let Some(w) = woke.take() {
-                st.record_wake(clock::to_ns(now.saturating_sub(w)));
-            }
-            last = now;
-            empty_rounds = 0;
-            spinning = false;
-            continue;
+            p.busy_round(&s.stats, work);
+        } else {
+            p.empty_round(s);
         }
+    }
+}
+
+/// The loop's state between rounds. Times are clock ticks (the TSC;
+/// `rpmd_pmd::clock`): `Instant::now()` would cost more than the rest of a
+/// busy round.
+struct Poller {
+    cfg: LcoreConfig,
+    tasks: Vec<(TaskId, Box<dyn Task>)>,
+    budget: Budget,
+    signal: RunnableSignal,
+    signal_every: u64,
+    /// A fixed budget in ticks, converted once (a 128-bit division).
+    fixed_spin: Option<u64>,
+    /// Start of the current idle period, when its spin ends, when to read
+    /// the signal next, and when the last sleep ended.
+    idle_start: Option<u64>,
+    spin_end: u64,
+    next_check: u64,
+    woke: Option<u64>,
+    /// Reused across sleeps: an interrupt-driven lcore sleeps once per
+    /// packet burst, which must not cost an allocation.
+    pfds: Vec<libc::pollfd>,
+    /// The clock is read once per round that finds work, and once every
+    /// CLOCK_EVERY rounds while spinning: each `rdtsc` costs about 20 ns
+    /// here, and an empty round is the time a packet waits to be noticed.
+    /// Each read charges the time since the previous one (`last`) to busy
+    /// or idle, so up to CLOCK_EVERY - 1 spinning rounds before work are
+    /// counted as busy.
+    last: u64,
+    empty_rounds: u32,
+    /// The last clock read found the spin budget not yet spent.
+    spinning: bool,
+}
+
+impl Poller {
+    fn new(cfg: LcoreConfig) -> Poller {
+        rpmd_pmd::clock::init();
+        Poller {
+            budget: Budget::new(cfg.spin),
+            signal: RunnableSignal::new(cfg.signal.clone()),
+            signal_every: clock::ticks(cfg.signal_every),
+            fixed_spin: match cfg.spin {
+                SpinPolicy::Fixed(d) => Some(clock::ticks(d)),
+                SpinPolicy::Adaptive { .. } => None,
+            },
+            cfg,
+            tasks: Vec::new(),
+            idle_start: None,
+            spin_end: 0,
+            next_check: 0,
+            woke: None,
+            pfds: Vec::with_capacity(8),
+            last: clock::now(),
+            empty_rounds: 0,
+            spinning: false,
+        }
+    }
+
+    /// Applies the queued commands; whether one was Stop.
+    #[cold]
+    fn take_commands(&mut self, s: &Shared) -> bool {
+        let mut stop = false;
+        while let Some(c) = s.commands.pop() {
+            match c {
+                Command::Add(id, t) => self.tasks.push((id, t)),
+                Command::Remove(id) => {
+                    if let Some(i) = self.tasks.iter().position(|t| t.0 == id) {
+                        let (_, mut t) = self.tasks.remove(i);
+                        t.finish();
+                    }
+                }
+                Command::Signal(k) => self.signal = RunnableSignal::new(k),
+                Command::Stop => stop = true,
+            }
+        }
+        stop
+    }
+
+    /// A round that did `work`: busy time, the idle gap it ended (which
+    /// the adaptive budget learns from), the wake-up latency after a
+    /// sleep.
+    #[inline(always)]
+    fn busy_round(&mut self, st: &Telemetry, work: usize) {
+        let now = clock::now();
+        st.busy_polls.add(1);
+        st.work.add(work as u64);
+        st.busy_ns.add(clock::to_ns(now - self.last));
+        if let Some(start) = self.idle_start.take() {
+            self.budget
+                .observe_gap(Duration::from_nanos(clock::to_ns(self.last - start)));
+        }
+        if let Some(w) = self.woke.take() {
+            st.record_wake(clock::to_ns(now.saturating_sub(w)));
+        }
+        self.last = now;
+        self.empty_rounds = 0;
+        self.spinning = false;
+    }
+
+    /// A round without work: spin while the budget lasts (the clock read
+    /// every CLOCK_EVERY rounds, the signal every `signal_every`), then
+    /// sleep.
+    #[inline(always)]
+    fn empty_round(&mut self, s: &Shared) {
+        let st = &s.stats;
         st.empty_polls.add(1);
-        empty_rounds = empty_rounds.wrapping_add(1);
-        if spinning && empty_rounds % CLOCK_EVERY != 0 {
+        self.empty_rounds = self.empty_rounds.wrapping_add(1);
+        if self.spinning && self.empty_rounds % CLOCK_EVERY != 0 {
             st.spins.add(1);
             std::hint::spin_loop();
-            continue;
+            return;
         }
         let now = clock::now();
-        st.idle_ns.add(clock::to_ns(now - last));
-        last = now;
-        if idle_start.is_none() {
-            idle_start = Some(now);
-            spin_end = now + fixed_spin.unwrap_or_else(|| clock::ticks(budget.current()));
-            signal.reset();
-            next_check = now + signal_every;
+        st.idle_ns.add(clock::to_ns(now - self.last));
+        self.last = now;
+        if self.idle_start.is_none() {
+            self.idle_start = Some(now);
+            self.spin_end = now
+                + self
+                    .fixed_spin
+                    .unwrap_or_else(|| clock::ticks(self.budget.current()));
+            self.signal.reset();
+            self.next_check = now + self.signal_every;
         }
-        spinning = now < spin_end;
-        if spinning {
+        self.spinning = now < self.spin_end;
+        if self.spinning {
             st.spins.add(1);
-            if !signal.is_off() && now >= next_check {
-                next_check = now + signal_every;
-                if signal.fired() {
+            if !self.signal.is_off() && now >= self.next_check {
+                self.next_check = now + self.signal_every;
+                if self.signal.fired() {
                     st.yields.add(1);
                     std::thread::yield_now();
                 }
             }
             std::hint::spin_loop();
-            continue;
+            return;
         }
-        // Budget spent: sleep until work or a command arrives. Arm first,
-        // then look once more, so work that came in between is not slept
-        // through. (Later empty rounds of this idle period sleep at once.)
-        woke = None;
-        for (_, t) in tasks.iter_mut() {
+        self.sleep(s);
+    }
+
+    /// Budget spent: sleeps until work or a command arrives. Arms first,
+    /// then looks once more, so work that came in between is not slept
+    /// through. (Later empty rounds of this idle period sleep at once.)
+    #[cold]
+    fn sleep(&mut self, s: &Shared) {
+        let st = &s.stats;
+        self.woke = None;
+        for (_, t) in self.tasks.iter_mut() {
             t.set_notify(true);
         }
-        if !tasks.iter().any(|(_, t)| t.has_work()) && s.commands.is_empty() {
-            // Reused across sleeps: an interrupt-driven lcore sleeps once
-            // per packet burst, which must not cost an allocation.
-            pfds.clear();
-            pfds.push(pollin(s.wake.as_fd()));
-            pfds.extend(tasks.iter().filter_map(|(_, t)| t.wake_fd()).map(pollin));
+        if !self.tasks.iter().any(|(_, t)| t.has_work()) && s.commands.is_empty() {
+            self.pfds.clear();
+            self.pfds.push(pollin(s.wake.as_fd()));
+            let fds = self
+                .tasks
+                .iter()
+                .filter_map(|(_, t)| t.wake_fd())
+                .map(pollin);
+            self.pfds.extend(fds);
             st.sleeps.add(1);
             let z = clock::now();
-            sleep_on(&mut pfds, cfg.sleep);
+            sleep_on(&mut self.pfds, self.cfg.sleep);
             let w = clock::now();
             st.sleep_ns.add(clock::to_ns(w - z));
-            woke = Some(w);
-            last = w;
+            self.woke = Some(w);
+            self.last = w;
             let _ = s.wake.take();
         }
-        for (_, t) in tasks.iter_mut() {
+        for (_, t) in self.tasks.iter_mut() {
             t.set_notify(false);
         }
     }
