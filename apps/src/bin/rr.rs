@@ -6,8 +6,11 @@
 //! vhost-user switch (DPDK testpmd). Exit status: 0 done, 1 failure (no
 //! transaction completed, a port or peer missing), 2 bad usage.
 use clap::{Parser, ValueEnum};
+use crossbeam_utils::CachePadded;
+use rpmd_apps::bound::Bound;
 use rpmd_apps::opts::PollOpts;
-use rpmd_apps::rr::{self, frame, Client, Server, SessionResult};
+use rpmd_apps::rr::{self, frame, Client, ClientShared, Server, SessionResult};
+use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::Runtime;
 use std::process::ExitCode;
@@ -132,6 +135,9 @@ fn main() -> ExitCode {
     }
 }
 
+type ServerCounts = Arc<CachePadded<(Counter, Counter)>>;
+type Bounds = Option<(Bound, Bound)>;
+
 fn run(a: &Args) -> Result<ExitCode, String> {
     let cores = a.cores.clone().unwrap_or_else(|| {
         match a.role {
@@ -145,45 +151,10 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let pool = pool("rr")?;
-    // Ports: the client's and/or the server's.
-    let (client_dev, server_dev) = match (a.role, a.devices.as_slice()) {
-        (Role::Both, []) => {
-            // The fastest in-memory port for small frames (see shm's docs).
-            let d = format!("shm:rr-{}", std::process::id());
-            (Some(d.clone()), Some(d))
-        }
-        (Role::Both, [d]) => (Some(d.clone()), Some(d.clone())),
-        (Role::Both, [c, s]) => (Some(c.clone()), Some(s.clone())),
-        (Role::Both, _) => return Err("--role both takes at most two --dev".into()),
-        (Role::Client, [d]) => (Some(d.clone()), None),
-        (Role::Server, [d]) => (None, Some(d.clone())),
-        _ => unreachable!("checked in main"),
-    };
+    let (client_dev, server_dev) = devices(a)?;
     // The bound first, while the cores are idle.
     let client_core = *list.last().ok_or("empty core list")?;
-    let bound = if a.no_bound || a.role == Role::Server {
-        None
-    } else {
-        let other = match a.role {
-            Role::Both if list.len() > 1 => Some(list[0]),
-            _ => a.bound_core.or_else(|| {
-                core_affinity::get_core_ids()?
-                    .into_iter()
-                    .map(|c| c.id)
-                    .find(|&c| c != client_core)
-            }),
-        };
-        let m = |two| {
-            other.and_then(|o| {
-                rpmd_apps::bound::measure(client_core, o, Duration::from_millis(300), two)
-            })
-        };
-        let b = m(false).zip(m(true));
-        if b.is_none() {
-            tracing::warn!("no cache-line bound: needs two cores to pin to");
-        }
-        b
-    };
+    let bound = measure_bound(a, &list, client_core);
     let mut ports = Vec::new();
     let mut server_counts = None;
     let mut client_shared = None;
@@ -198,30 +169,9 @@ fn run(a: &Args) -> Result<ExitCode, String> {
         ports.push(p);
     }
     if let Some(d) = &client_dev {
-        let (p, mut q) = open(&reg, d, &pool)?;
+        let (p, q) = open(&reg, d, &pool)?;
         tracing::info!("client on {d} ({}), lcore {}", p.mac_addr(), list[last]);
-        // Wait for the link (a peer process may still be starting).
-        let t0 = Instant::now();
-        while !p.link().up && t0.elapsed().as_secs_f64() < a.link_timeout {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if !p.link().up {
-            return Err(format!(
-                "{d}: link down after {} s; is the server running?",
-                a.link_timeout
-            ));
-        }
-        let (c, shared) = Client::new(
-            q.rx.remove(0),
-            q.tx.remove(0),
-            pool.clone(),
-            a.sessions,
-            a.req_size as usize,
-            Duration::from_secs_f64(a.warmup),
-            Duration::from_millis(a.timeout_ms),
-        );
-        client_shared = Some(shared);
-        rt.add(last, c).map_err(|e| e.to_string())?;
+        client_shared = Some(start_client(a, &mut rt, last, d, p.as_ref(), q, &pool)?);
         ports.push(p);
     }
     if !a.json {
@@ -236,55 +186,157 @@ fn run(a: &Args) -> Result<ExitCode, String> {
             a.poll.describe()
         );
     }
+    let secs = status_until_done(a, client_shared.as_deref(), server_counts.as_ref());
+    let down = rt.shutdown();
+    let Some(shared) = client_shared else {
+        print_server_summary(a, secs, server_counts.as_ref());
+        down.map_err(|e| e.to_string())?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    // A client task that panicked has no results: say why.
+    down.map_err(|e| e.to_string())?;
+    report_client(a, &shared, secs, bound)
+}
+
+/// The client's and the server's device strings, by role.
+fn devices(a: &Args) -> Result<(Option<String>, Option<String>), String> {
+    Ok(match (a.role, a.devices.as_slice()) {
+        (Role::Both, []) => {
+            // The fastest in-memory port for small frames (see shm's docs).
+            let d = format!("shm:rr-{}", std::process::id());
+            (Some(d.clone()), Some(d))
+        }
+        (Role::Both, [d]) => (Some(d.clone()), Some(d.clone())),
+        (Role::Both, [c, s]) => (Some(c.clone()), Some(s.clone())),
+        (Role::Both, _) => return Err("--role both takes at most two --dev".into()),
+        (Role::Client, [d]) => (Some(d.clone()), None),
+        (Role::Server, [d]) => (None, Some(d.clone())),
+        _ => unreachable!("checked in main"),
+    })
+}
+
+/// The cache-line round trip between the client's core and another (one
+/// line and two), unless the run has no client or `--no-bound`.
+fn measure_bound(a: &Args, list: &[usize], client_core: usize) -> Bounds {
+    if a.no_bound || a.role == Role::Server {
+        return None;
+    }
+    let other = match a.role {
+        Role::Both if list.len() > 1 => Some(list[0]),
+        _ => a.bound_core.or_else(|| {
+            core_affinity::get_core_ids()?
+                .into_iter()
+                .map(|c| c.id)
+                .find(|&c| c != client_core)
+        }),
+    };
+    let m = |two| {
+        other.and_then(|o| {
+            rpmd_apps::bound::measure(client_core, o, Duration::from_millis(300), two)
+        })
+    };
+    let b = m(false).zip(m(true));
+    if b.is_none() {
+        tracing::warn!("no cache-line bound: needs two cores to pin to");
+    }
+    b
+}
+
+/// Waits for the client port's link (a peer process may still be
+/// starting), then runs the client on lcore `at`.
+fn start_client(
+    a: &Args,
+    rt: &mut Runtime,
+    at: usize,
+    d: &str,
+    p: &dyn rpmd_pmd::Port,
+    mut q: rpmd_pmd::Queues,
+    pool: &Arc<Mempool>,
+) -> Result<Arc<ClientShared>, String> {
+    let t0 = Instant::now();
+    while !p.link().up && t0.elapsed().as_secs_f64() < a.link_timeout {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !p.link().up {
+        return Err(format!(
+            "{d}: link down after {} s; is the server running?",
+            a.link_timeout
+        ));
+    }
+    let (c, shared) = Client::new(
+        q.rx.remove(0),
+        q.tx.remove(0),
+        pool.clone(),
+        a.sessions,
+        a.req_size as usize,
+        Duration::from_secs_f64(a.warmup),
+        Duration::from_millis(a.timeout_ms),
+    );
+    rt.add(at, c).map_err(|e| e.to_string())?;
+    Ok(shared)
+}
+
+/// Prints the rate once a second until Ctrl-C or `--duration`; the
+/// seconds it ran.
+fn status_until_done(
+    a: &Args,
+    client: Option<&ClientShared>,
+    server: Option<&ServerCounts>,
+) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
         tracing::warn!("cannot catch Ctrl-C: {e}");
     }
-    // Status once a second.
     let t0 = Instant::now();
     let mut last_count = 0;
     let mut next = Duration::from_secs(1);
     let end = a.duration.map(Duration::from_secs_f64);
     while !stop.load(Relaxed) && end.is_none_or(|d| t0.elapsed() < d) {
         std::thread::sleep(Duration::from_millis(10));
-        if t0.elapsed() >= next {
-            let (what, now) = match (&client_shared, &server_counts) {
-                (Some(c), _) => ("trans/s", c.transactions.get()),
-                (None, Some(s)) => ("answered/s", s.0.get()),
-                _ => ("", 0),
-            };
-            let rate = now - last_count;
-            if a.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"t": next.as_secs_f64(), what: rate})
-                );
-            } else {
-                println!("[{:6.1}s] {rate} {what}", next.as_secs_f64());
-            }
-            last_count = now;
-            next += Duration::from_secs(1);
+        if t0.elapsed() < next {
+            continue;
         }
-    }
-    let secs = t0.elapsed().as_secs_f64();
-    let down = rt.shutdown();
-    let answered = server_counts.as_ref().map(|c| (c.0.get(), c.1.get()));
-    let Some(shared) = client_shared else {
-        let (n, dropped) = answered.unwrap_or_default();
+        let (what, now) = match (client, server) {
+            (Some(c), _) => ("trans/s", c.transactions.get()),
+            (None, Some(s)) => ("answered/s", s.0.get()),
+            _ => ("", 0),
+        };
+        let rate = now - last_count;
         if a.json {
             println!(
                 "{}",
-                serde_json::json!({"summary": {"role": "server", "seconds": secs, "answered": n, "dropped": dropped}})
+                serde_json::json!({"t": next.as_secs_f64(), what: rate})
             );
         } else {
-            println!("summary: answered {n} requests in {secs:.1} s, dropped {dropped}");
+            println!("[{:6.1}s] {rate} {what}", next.as_secs_f64());
         }
-        down.map_err(|e| e.to_string())?;
-        return Ok(ExitCode::SUCCESS);
-    };
-    // A client task that panicked has no results: say why.
-    down.map_err(|e| e.to_string())?;
+        last_count = now;
+        next += Duration::from_secs(1);
+    }
+    t0.elapsed().as_secs_f64()
+}
+
+fn print_server_summary(a: &Args, secs: f64, server: Option<&ServerCounts>) {
+    let (n, dropped) = server.map(|c| (c.0.get(), c.1.get())).unwrap_or_default();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"summary": {"role": "server", "seconds": secs, "answered": n, "dropped": dropped}})
+        );
+    } else {
+        println!("summary: answered {n} requests in {secs:.1} s, dropped {dropped}");
+    }
+}
+
+/// The client's latency summary (JSON or a table), the CDF file if
+/// asked; exit 1 when no transaction completed.
+fn report_client(
+    a: &Args,
+    shared: &ClientShared,
+    secs: f64,
+    bound: Bounds,
+) -> Result<ExitCode, String> {
     let results: Vec<SessionResult> = shared
         .results
         .lock()
@@ -296,7 +348,6 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     for r in &results {
         let _ = total.add(&r.latency);
     }
-    let (count, mean, pct) = rr::summarize(&total);
     if let Some(path) = &a.cdf {
         let mut csv = String::from("latency_ns,percentile\n");
         for v in total.iter_quantiles(20) {
@@ -304,85 +355,104 @@ fn run(a: &Args) -> Result<ExitCode, String> {
         }
         std::fs::write(path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let lost: u64 = results.iter().map(|r| r.lost).sum();
-    let ratio = bound.map(|(b, _)| pct[0] as f64 / b.p50_ns);
-    let ratio2 = bound.map(|(_, b2)| pct[0] as f64 / b2.p50_ns);
     if a.json {
-        let sess: Vec<_> = results
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let (n, mean, p) = rr::summarize(&r.latency);
-                serde_json::json!({"session": i, "transactions": n, "tps": n as f64 / measured, "lost": r.lost,
-                    "mean_ns": mean, "p50_ns": p[0], "p90_ns": p[1], "p95_ns": p[2], "p99_ns": p[3], "p999_ns": p[4]})
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({"summary": {
-                "role": format!("{:?}", a.role).to_lowercase(), "seconds": measured, "sessions": sess,
-                "transactions": count, "tps": count as f64 / measured, "lost": lost, "stray": shared.stray.get(),
-                "mean_ns": mean, "p50_ns": pct[0], "p90_ns": pct[1], "p95_ns": pct[2], "p99_ns": pct[3], "p999_ns": pct[4],
-                "bound_p50_ns": bound.map(|b| b.0.p50_ns), "bound_min_ns": bound.map(|b| b.0.min_ns),
-                "p50_over_bound": ratio, "two_line_p50_ns": bound.map(|b| b.1.p50_ns),
-                "p50_over_two_line": ratio2, "poll": a.poll.describe()}})
-        );
+        print_json_summary(a, shared, &results, &total, measured, bound);
     } else {
-        println!(
-            "{:>8} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
-            "session",
-            "transactions",
-            "trans/s",
-            "p50 us",
-            "p90 us",
-            "p95 us",
-            "p99 us",
-            "p99.9 us",
-            "lost"
-        );
-        let show = a.per_session || results.len() <= 8;
-        for (i, r) in results.iter().enumerate().filter(|_| show) {
-            let (n, _, p) = rr::summarize(&r.latency);
-            println!(
-                "{i:>8} {n:>12} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>6}",
-                n as f64 / measured,
-                us(p[0]),
-                us(p[1]),
-                us(p[2]),
-                us(p[3]),
-                us(p[4]),
-                r.lost
-            );
-        }
-        println!(
-            "{:>8} {count:>12} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {lost:>6}",
-            "total",
-            count as f64 / measured,
-            us(pct[0]),
-            us(pct[1]),
-            us(pct[2]),
-            us(pct[3]),
-            us(pct[4]),
-        );
-        if let (Some((b, b2)), Some(r), Some(r2)) = (bound, ratio, ratio2) {
-            println!(
-                "bound: cache-line round trip core {}<->{}: p50 {:.3} us (min {:.3}); rr p50 = {r:.2}x the bound",
-                b.cores.0,
-                b.cores.1,
-                b.p50_ns / 1000.0,
-                b.min_ns / 1000.0
-            );
-            println!(
-                "       request line + response line: p50 {:.3} us; rr p50 = {r2:.2}x that",
-                b2.p50_ns / 1000.0
-            );
-        }
+        print_table(a, &results, &total, measured, bound);
     }
-    if count == 0 {
+    if total.is_empty() {
         eprintln!(
             "rr: no transaction completed; is the path between client and server forwarding?"
         );
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_json_summary(
+    a: &Args,
+    shared: &ClientShared,
+    results: &[SessionResult],
+    total: &hdrhistogram::Histogram<u64>,
+    measured: f64,
+    bound: Bounds,
+) {
+    let (count, mean, pct) = rr::summarize(total);
+    let lost: u64 = results.iter().map(|r| r.lost).sum();
+    let ratio = bound.map(|(b, _)| pct[0] as f64 / b.p50_ns);
+    let ratio2 = bound.map(|(_, b2)| pct[0] as f64 / b2.p50_ns);
+    let sess: Vec<_> = results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let (n, mean, p) = rr::summarize(&r.latency);
+            serde_json::json!({"session": i, "transactions": n, "tps": n as f64 / measured, "lost": r.lost,
+                "mean_ns": mean, "p50_ns": p[0], "p90_ns": p[1], "p95_ns": p[2], "p99_ns": p[3], "p999_ns": p[4]})
+        })
+        .collect();
+    println!(
+        "{}",
+        serde_json::json!({"summary": {
+            "role": format!("{:?}", a.role).to_lowercase(), "seconds": measured, "sessions": sess,
+            "transactions": count, "tps": count as f64 / measured, "lost": lost, "stray": shared.stray.get(),
+            "mean_ns": mean, "p50_ns": pct[0], "p90_ns": pct[1], "p95_ns": pct[2], "p99_ns": pct[3], "p999_ns": pct[4],
+            "bound_p50_ns": bound.map(|b| b.0.p50_ns), "bound_min_ns": bound.map(|b| b.0.min_ns),
+            "p50_over_bound": ratio, "two_line_p50_ns": bound.map(|b| b.1.p50_ns),
+            "p50_over_two_line": ratio2, "poll": a.poll.describe()}})
+    );
+}
+
+fn print_table(
+    a: &Args,
+    results: &[SessionResult],
+    total: &hdrhistogram::Histogram<u64>,
+    measured: f64,
+    bound: Bounds,
+) {
+    let (count, _, pct) = rr::summarize(total);
+    let lost: u64 = results.iter().map(|r| r.lost).sum();
+    println!(
+        "{:>8} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        "session",
+        "transactions",
+        "trans/s",
+        "p50 us",
+        "p90 us",
+        "p95 us",
+        "p99 us",
+        "p99.9 us",
+        "lost"
+    );
+    let row = |name: &str, n: u64, p: &[u64], lost: u64| {
+        println!(
+            "{name:>8} {n:>12} {:>12.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {lost:>6}",
+            n as f64 / measured,
+            us(p[0]),
+            us(p[1]),
+            us(p[2]),
+            us(p[3]),
+            us(p[4]),
+        );
+    };
+    let show = a.per_session || results.len() <= 8;
+    for (i, r) in results.iter().enumerate().filter(|_| show) {
+        let (n, _, p) = rr::summarize(&r.latency);
+        row(&i.to_string(), n, &p, r.lost);
+    }
+    row("total", count, &pct, lost);
+    if let Some((b, b2)) = bound {
+        println!(
+            "bound: cache-line round trip core {}<->{}: p50 {:.3} us (min {:.3}); rr p50 = {:.2}x the bound",
+            b.cores.0,
+            b.cores.1,
+            b.p50_ns / 1000.0,
+            b.min_ns / 1000.0,
+            pct[0] as f64 / b.p50_ns
+        );
+        println!(
+            "       request line + response line: p50 {:.3} us; rr p50 = {:.2}x that",
+            b2.p50_ns / 1000.0,
+            pct[0] as f64 / b2.p50_ns
+        );
+    }
 }
