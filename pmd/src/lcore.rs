@@ -13,7 +13,7 @@
 //! (a thread exiting with a pin alive gives its id back when the last pin
 //! is dropped), so code holding one may use per-id state without checking
 //! on every access that the id is still this thread's; this is how a
-//! mempool's [`Local`](crate::mempool::Local) view uses its cache.
+//! mempool's [`Local`](crate::Local) view uses its cache.
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 

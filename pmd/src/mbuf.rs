@@ -14,6 +14,8 @@ use crate::dma::Iova;
 use crate::mempool::PoolInner;
 use std::ptr::NonNull;
 
+pub mod pool;
+
 // Offload flags, with DPDK's `RTE_MBUF_F_*` values so that code ported
 // from DPDK reads the same.
 
@@ -479,7 +481,7 @@ impl Drop for Mbuf {
                 let pool = &*(*p).pool;
                 // Free objects are kept reset (see `Mempool::get`).
                 (*p).reset();
-                pool.put_one(self.0);
+                pool.put_one(self.0.cast());
             } else {
                 free_chain(p);
             }
@@ -500,7 +502,7 @@ unsafe fn free_chain(mut cur: *mut MbufHdr) {
             let next = (*cur).next;
             let pool = &*(*cur).pool;
             (*cur).reset();
-            pool.put_one(NonNull::new_unchecked(cur));
+            pool.put_one(NonNull::new_unchecked(cur).cast());
             cur = next;
         }
     }

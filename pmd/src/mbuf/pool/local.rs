@@ -1,9 +1,10 @@
 //! [`Local`]: one thread's view of a mempool, holding its lcore cache.
 #![allow(unsafe_code)]
 
-use super::{new_mbuf, CacheRef, LocalObjs, Obj, PoolInner, PoolObj, PoolObjs};
+use super::{new_mbuf, LocalObjs, PoolObj, PoolObjs};
 use crate::lcore;
 use crate::mbuf::Mbuf;
+use crate::mempool::{CacheRef, Obj, PoolInner};
 use crate::Error;
 use rpmd_ring::Burst;
 use std::marker::PhantomData;

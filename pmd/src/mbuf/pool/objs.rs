@@ -1,7 +1,8 @@
 //! [`LocalObjs`]: raw objects bound to one thread's view of a pool.
 #![allow(unsafe_code)]
 
-use super::{CacheRef, Local, Obj, PoolInner, PoolObj};
+use super::{Local, PoolObj};
+use crate::mempool::{CacheRef, Obj, PoolInner};
 use crate::Error;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -98,7 +99,7 @@ impl<'a, const N: usize> LocalObjs<'_, 'a, N> {
         // it over.
         let o = unsafe { self.buf[self.start].assume_init() };
         self.advance(1);
-        Some(PoolObj(o.0))
+        Some(PoolObj(o.0.cast()))
     }
 
     #[inline(always)]
