@@ -214,6 +214,166 @@ impl Task for GenSink {
     }
 }
 
+/// The pools, one or one per device, each registered in the registry's
+/// domain before any port starts: a port that shares memory by snapshot
+/// (virtio-user's memory table) then reaches them all.
+fn make_pools(cfg: &Config, reg: &Registry, devices: usize) -> Result<Vec<Arc<Mempool>>, String> {
+    let npools = if cfg.per_port_pool { devices } else { 1 };
+    let mut pools = Vec::with_capacity(npools);
+    for k in 0..npools {
+        let mut pcfg = MempoolConfig::new(&format!("l2fwd{k}"), cfg.mbufs);
+        pcfg.cache_size = 256.min(cfg.mbufs / 4);
+        let pool = Arc::new(Mempool::new(&pcfg).map_err(|e| e.to_string())?);
+        reg.domain()
+            .register_pool(&pool)
+            .map_err(|e| e.to_string())?;
+        pools.push(pool);
+    }
+    Ok(pools)
+}
+
+/// The ports the mask selects, started, with their queues.
+struct Opened {
+    ports: Vec<Box<dyn Port>>,
+    queues: Vec<Option<Queues>>,
+    macs: Vec<MacAddr>,
+    names: Vec<String>,
+    port_ids: Vec<usize>,
+}
+
+fn open_ports(
+    cfg: &Config,
+    reg: &Registry,
+    devices: &[String],
+    pools: &[Arc<Mempool>],
+) -> Result<Opened, String> {
+    let mut o = Opened {
+        ports: Vec::new(),
+        queues: Vec::new(),
+        macs: Vec::new(),
+        names: Vec::new(),
+        port_ids: Vec::new(),
+    };
+    for (i, d) in devices.iter().enumerate() {
+        // Masked-out devices are not opened.
+        if cfg.portmask & (1 << i) == 0 {
+            continue;
+        }
+        let mut p = reg.open(d).map_err(|e| e.to_string())?;
+        o.names.push(d.clone());
+        o.port_ids.push(i);
+        let pc = PortConfig {
+            rx_pool: Some(pools[i % pools.len()].clone()),
+            rx_queues: cfg.queues.max(1),
+            tx_queues: cfg.queues.max(1),
+            ..PortConfig::default()
+        };
+        p.configure(&pc).map_err(|e| e.to_string())?;
+        let q = p.start().map_err(|e| e.to_string())?;
+        o.macs.push(p.mac_addr());
+        o.queues.push(Some(q));
+        o.ports.push(p);
+    }
+    Ok(o)
+}
+
+/// Rx queue k of all (port i, queue q, k = i * queues + q) goes to
+/// forwarding lcore (k / rx_per_lcore) mod `fwd_lcores`, together with tx
+/// queue q of port i's pair.
+fn forwarding_tasks(
+    cfg: &Config,
+    o: &mut Opened,
+    counters: &Arc<Vec<PortCounters>>,
+    fwd_lcores: usize,
+) -> Result<Vec<Fwd>, String> {
+    let (n, nq) = (o.ports.len(), cfg.queues.max(1) as usize);
+    let mut tasks: Vec<Fwd> = (0..fwd_lcores)
+        .map(|_| Fwd {
+            rx: Vec::new(),
+            tx: Vec::new(),
+            macs: o.macs.clone(),
+            counters: counters.clone(),
+            mac_updating: cfg.mac_updating,
+            drain: clock::ticks(DRAIN),
+            burst: cfg.burst,
+            pkts: Pkts::new(),
+        })
+        .collect();
+    let mut rx_queues: Vec<_> = o
+        .queues
+        .iter_mut()
+        .map(|q| q.as_mut().map(|q| std::mem::take(&mut q.rx)))
+        .collect();
+    let mut tx_queues: Vec<_> = o
+        .queues
+        .iter_mut()
+        .map(|q| q.as_mut().map(|q| std::mem::take(&mut q.tx)))
+        .collect();
+    for k in 0..n * nq {
+        let (i, qi) = (k / nq, k % nq);
+        let l = (k / cfg.rx_per_lcore.max(1)) % fwd_lcores;
+        let dst = i ^ 1;
+        let taken = || format!("port {i} has no queue pair {qi}");
+        let rxq = rx_queues[i]
+            .as_mut()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(taken)?
+            .remove(0);
+        let txq = tx_queues[dst]
+            .as_mut()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(taken)?
+            .remove(0);
+        let txi = tasks[l].tx.len();
+        tasks[l].rx.push((k, txi, rxq));
+        tasks[l].tx.push(TxBuffer {
+            port: dst,
+            slot: dst * nq + qi,
+            q: txq,
+            pkts: Pkts::new(),
+            since: None,
+        });
+    }
+    Ok(tasks)
+}
+
+/// The far ends of the embedded topology's two ring ports, fed and
+/// drained by one task: the ports and the task.
+fn embedded_peers(
+    reg: &Registry,
+    devices: &[String],
+    nq: usize,
+    pool: &Arc<Mempool>,
+) -> Result<(Vec<Box<dyn Port>>, GenSink), String> {
+    let mut ports = Vec::new();
+    let mut peers = Vec::new();
+    for d in devices {
+        let mut p = reg.open(d).map_err(|e| e.to_string())?;
+        p.configure(&PortConfig {
+            rx_queues: nq as u16,
+            tx_queues: nq as u16,
+            ..PortConfig::default()
+        })
+        .map_err(|e| e.to_string())?;
+        peers.push(p.start().map_err(|e| e.to_string())?);
+        ports.push(p);
+    }
+    let mut template = [0u8; 60];
+    template[..6].copy_from_slice(&MacAddr::local(0).0);
+    template[6..12].copy_from_slice(&MacAddr::local(0x99).0);
+    template[12..14].copy_from_slice(&[0x08, 0x00]);
+    let counts = Arc::new((Counter::default(), Counter::default()));
+    let gs = GenSink {
+        peers,
+        pool: (**pool).clone(),
+        template,
+        out: Pkts::new(),
+        inp: Pkts::new(),
+        counts,
+    };
+    Ok((ports, gs))
+}
+
 /// The mask selecting all of `n` devices (the default).
 pub fn all_ports(n: usize) -> u64 {
     if n >= 64 {
@@ -267,47 +427,9 @@ impl L2fwd {
         let mut reg = Registry::new();
         rpmd_virtio::register(&mut reg);
         check_portmask(cfg.portmask, devices.len())?;
-        // Every pool is registered before any port starts: a port that
-        // shares memory by snapshot (virtio-user's memory table) then
-        // reaches them all.
-        let npools = if cfg.per_port_pool { devices.len() } else { 1 };
-        let mut pools = Vec::with_capacity(npools);
-        for k in 0..npools {
-            let mut pcfg = MempoolConfig::new(&format!("l2fwd{k}"), cfg.mbufs);
-            pcfg.cache_size = 256.min(cfg.mbufs / 4);
-            let pool = Arc::new(Mempool::new(&pcfg).map_err(|e| e.to_string())?);
-            reg.domain()
-                .register_pool(&pool)
-                .map_err(|e| e.to_string())?;
-            pools.push(pool);
-        }
-        let pool = pools[0].clone();
-        let mut ports = Vec::new();
-        let mut queues = Vec::new();
-        let mut macs = Vec::new();
-        let mut names = Vec::new();
-        let mut port_ids = Vec::new();
-        for (i, d) in devices.iter().enumerate() {
-            // Masked-out devices are not opened.
-            if cfg.portmask & (1 << i) == 0 {
-                continue;
-            }
-            let mut p = reg.open(d).map_err(|e| e.to_string())?;
-            names.push(d.clone());
-            port_ids.push(i);
-            let pc = PortConfig {
-                rx_pool: Some(pools[i % npools].clone()),
-                rx_queues: cfg.queues.max(1),
-                tx_queues: cfg.queues.max(1),
-                ..PortConfig::default()
-            };
-            p.configure(&pc).map_err(|e| e.to_string())?;
-            let q = p.start().map_err(|e| e.to_string())?;
-            macs.push(p.mac_addr());
-            queues.push(Some(q));
-            ports.push(p);
-        }
-        let n = ports.len();
+        let pools = make_pools(cfg, &reg, devices.len())?;
+        let mut opened = open_ports(cfg, &reg, &devices, &pools)?;
+        let n = opened.ports.len();
         if n < 2 || n % 2 != 0 {
             return Err(format!("l2fwd needs an even number of ports (pairs 0-1, 2-3, ...); the port mask selects {n}"));
         }
@@ -316,101 +438,31 @@ impl L2fwd {
             Arc::new((0..n * nq).map(|_| PortCounters::default()).collect());
         let mut rt = Runtime::start(&cfg.cores, cfg.lcore.clone()).map_err(|e| e.to_string())?;
         let lcores = rt.lcores().len();
+        // The embedded generator takes the last lcore when there are two.
         let fwd_lcores = if embedded && lcores > 1 {
             lcores - 1
         } else {
             lcores
         };
-        // Rx queue k of all (port i, queue q, k = i * queues + q) goes to
-        // forwarding lcore (k / rx_per_lcore) mod fwd_lcores, together
-        // with tx queue q of port i's pair.
-        let mut tasks: Vec<Fwd> = (0..fwd_lcores)
-            .map(|_| Fwd {
-                rx: Vec::new(),
-                tx: Vec::new(),
-                macs: macs.clone(),
-                counters: counters.clone(),
-                mac_updating: cfg.mac_updating,
-                drain: clock::ticks(DRAIN),
-                burst: cfg.burst,
-                pkts: Pkts::new(),
-            })
-            .collect();
-        let mut rx_queues: Vec<_> = queues
-            .iter_mut()
-            .map(|q| q.as_mut().map(|q| std::mem::take(&mut q.rx)))
-            .collect();
-        let mut tx_queues: Vec<_> = queues
-            .iter_mut()
-            .map(|q| q.as_mut().map(|q| std::mem::take(&mut q.tx)))
-            .collect();
-        for k in 0..n * nq {
-            let (i, qi) = (k / nq, k % nq);
-            let l = (k / cfg.rx_per_lcore.max(1)) % fwd_lcores;
-            let dst = i ^ 1;
-            let taken = || format!("port {i} has no queue pair {qi}");
-            let rxq = rx_queues[i]
-                .as_mut()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(taken)?
-                .remove(0);
-            let txq = tx_queues[dst]
-                .as_mut()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(taken)?
-                .remove(0);
-            let txi = tasks[l].tx.len();
-            tasks[l].rx.push((k, txi, rxq));
-            tasks[l].tx.push(TxBuffer {
-                port: dst,
-                slot: dst * nq + qi,
-                q: txq,
-                pkts: Pkts::new(),
-                since: None,
-            });
-        }
+        let tasks = forwarding_tasks(cfg, &mut opened, &counters, fwd_lcores)?;
         for (l, t) in tasks.into_iter().enumerate() {
             rt.add(l, t).map_err(|e| e.to_string())?;
         }
         let mut gen = None;
         if embedded {
-            // The far ends of the two ring ports, fed and drained here.
-            let mut peers = Vec::new();
-            for d in &devices {
-                let mut p = reg.open(d).map_err(|e| e.to_string())?;
-                p.configure(&PortConfig {
-                    rx_queues: nq as u16,
-                    tx_queues: nq as u16,
-                    ..PortConfig::default()
-                })
-                .map_err(|e| e.to_string())?;
-                peers.push(p.start().map_err(|e| e.to_string())?);
-                ports.push(p);
-            }
-            let mut template = [0u8; 60];
-            template[..6].copy_from_slice(&MacAddr::local(0).0);
-            template[6..12].copy_from_slice(&MacAddr::local(0x99).0);
-            template[12..14].copy_from_slice(&[0x08, 0x00]);
-            let counts = Arc::new((Counter::default(), Counter::default()));
-            let gs = GenSink {
-                peers,
-                pool: (*pool).clone(),
-                template,
-                out: Pkts::new(),
-                inp: Pkts::new(),
-                counts: counts.clone(),
-            };
+            let (peer_ports, gs) = embedded_peers(&reg, &devices, nq, &pools[0])?;
+            gen = Some(gs.counts.clone());
+            opened.ports.extend(peer_ports);
             rt.add(lcores - 1, gs).map_err(|e| e.to_string())?;
-            gen = Some(counts);
         }
         Ok(L2fwd {
             runtime: Some(rt),
-            ports,
+            ports: opened.ports,
             counters,
             queues: nq,
             gen,
-            names,
-            port_ids,
+            names: opened.names,
+            port_ids: opened.port_ids,
             _pools: pools,
         })
     }

@@ -87,6 +87,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// Counters of the queues gen drives, one per task.
+type Counts = Vec<Arc<GenCounters>>;
+
 fn run(a: &Args) -> Result<(), String> {
     let embedded = a.dev.is_none();
     let mode = a.mode.unwrap_or(Mode::Txonly);
@@ -100,56 +103,26 @@ fn run(a: &Args) -> Result<(), String> {
     pc.cache_size = 256;
     let pool = Arc::new(Mempool::new(&pc).map_err(|e| format!("mempool: {e}"))?);
     let mut rt = Runtime::start(&cores, a.poll.lcore_config()).map_err(|e| e.to_string())?;
-    let mut ports = Vec::new();
-    let mut tx_counts: Vec<Arc<GenCounters>> = Vec::new();
-    let mut rx_counts: Vec<Arc<GenCounters>> = Vec::new();
     let devs = match &a.dev {
         Some(d) => vec![d.clone()],
         None => vec!["ring:gen".to_string(), "ring:gen".to_string()],
     };
+    let (mut tx_counts, mut rx_counts) = (Counts::new(), Counts::new());
+    let mut ports = Vec::new();
     for (i, d) in devs.iter().enumerate() {
-        let mut p = reg.open(d).map_err(|e| e.to_string())?;
-        p.configure(&PortConfig {
-            rx_pool: Some(pool.clone()),
-            rx_queues: a.rxq,
-            tx_queues: a.txq,
-            ..PortConfig::default()
-        })
-        .map_err(|e| e.to_string())?;
-        let q = p.start().map_err(|e| e.to_string())?;
+        // The embedded topology sends on its first port, receives on the
+        // second.
         let tx_here = if embedded {
             i == 0
         } else {
             mode == Mode::Txonly
         };
-        let n = rt.lcores().len();
-        // Queue k of port i runs on lcore (i + k) mod lcores.
-        if tx_here {
-            for (k, txq) in q.tx.into_iter().enumerate() {
-                let (t, c) = TxOnly::new(
-                    txq,
-                    pool.clone(),
-                    a.size as usize,
-                    a.flows,
-                    a.burst as usize,
-                    a.rate / a.txq as f64,
-                );
-                rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
-                tx_counts.push(c);
-            }
+        let counts = if tx_here {
+            &mut tx_counts
         } else {
-            for (k, rxq) in q.rx.into_iter().enumerate() {
-                let (t, c) = RxOnly::new(rxq, a.burst as usize);
-                rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
-                rx_counts.push(c);
-            }
-        }
-        tracing::info!(
-            "{d}: {} on {} queue(s)",
-            if tx_here { "txonly" } else { "rxonly" },
-            if tx_here { a.txq } else { a.rxq }
-        );
-        ports.push(p);
+            &mut rx_counts
+        };
+        ports.push(start_port(a, &reg, &mut rt, &pool, i, d, tx_here, counts)?);
     }
     if !a.json {
         println!(
@@ -169,54 +142,127 @@ fn run(a: &Args) -> Result<(), String> {
             a.poll.describe()
         );
     }
+    let secs = status_until_done(a, &tx_counts, &rx_counts);
+    let down = rt.shutdown();
+    print_summary(a, secs, &tx_counts, &rx_counts, &ports);
+    // A task that panicked: after the summary, a failure.
+    down.map_err(|e| e.to_string())
+}
+
+/// Opens and starts port `i` (`d`), and runs a txonly (`tx_here`) or
+/// rxonly task per queue, queue k on lcore (i + k) mod lcores; their
+/// counters go to `counts`.
+#[allow(clippy::too_many_arguments)]
+fn start_port(
+    a: &Args,
+    reg: &Registry,
+    rt: &mut Runtime,
+    pool: &Arc<Mempool>,
+    i: usize,
+    d: &str,
+    tx_here: bool,
+    counts: &mut Counts,
+) -> Result<Box<dyn rpmd_pmd::Port>, String> {
+    let mut p = reg.open(d).map_err(|e| e.to_string())?;
+    p.configure(&PortConfig {
+        rx_pool: Some(pool.clone()),
+        rx_queues: a.rxq,
+        tx_queues: a.txq,
+        ..PortConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let q = p.start().map_err(|e| e.to_string())?;
+    let n = rt.lcores().len();
+    if tx_here {
+        for (k, txq) in q.tx.into_iter().enumerate() {
+            let (t, c) = TxOnly::new(
+                txq,
+                pool.clone(),
+                a.size as usize,
+                a.flows,
+                a.burst as usize,
+                a.rate / a.txq as f64,
+            );
+            rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
+            counts.push(c);
+        }
+    } else {
+        for (k, rxq) in q.rx.into_iter().enumerate() {
+            let (t, c) = RxOnly::new(rxq, a.burst as usize);
+            rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
+            counts.push(c);
+        }
+    }
+    tracing::info!(
+        "{d}: {} on {} queue(s)",
+        if tx_here { "txonly" } else { "rxonly" },
+        if tx_here { a.txq } else { a.rxq }
+    );
+    Ok(p)
+}
+
+/// Packets, bytes and drops summed over `cs`.
+fn read(cs: &[Arc<GenCounters>]) -> (u64, u64, u64) {
+    cs.iter().fold((0, 0, 0), |t, c| {
+        (
+            t.0 + c.packets.get(),
+            t.1 + c.bytes.get(),
+            t.2 + c.dropped.get(),
+        )
+    })
+}
+
+/// Prints rates once a second until Ctrl-C or `--duration`; the seconds
+/// it ran.
+fn status_until_done(a: &Args, tx_counts: &Counts, rx_counts: &Counts) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
         tracing::warn!("cannot catch Ctrl-C: {e}");
     }
-    let read = |cs: &[Arc<GenCounters>]| {
-        cs.iter().fold((0, 0, 0), |t, c| {
-            (
-                t.0 + c.packets.get(),
-                t.1 + c.bytes.get(),
-                t.2 + c.dropped.get(),
-            )
-        })
-    };
     let t0 = Instant::now();
     let end = a.duration.map(Duration::from_secs_f64);
     let mut next = Duration::from_secs(1);
-    let (mut ltx, mut lrx) = (read(&tx_counts), read(&rx_counts));
+    let (mut ltx, mut lrx) = (read(tx_counts), read(rx_counts));
     while !stop.load(Relaxed) && end.is_none_or(|d| t0.elapsed() < d) {
         std::thread::sleep(Duration::from_millis(10));
-        if t0.elapsed() >= next {
-            let (tx, rx) = (read(&tx_counts), read(&rx_counts));
-            let (txp, rxp) = (tx.0 - ltx.0, rx.0 - lrx.0);
-            let (txg, rxg) = ((tx.1 - ltx.1) as f64 * 8e-9, (rx.1 - lrx.1) as f64 * 8e-9);
-            if a.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"t": next.as_secs_f64(), "tx_pps": txp, "rx_pps": rxp, "tx_gbps": txg, "rx_gbps": rxg, "tx_dropped": tx.2 - ltx.2})
-                );
-            } else {
-                println!(
-                    "[{:6.1}s] tx {:.3} Mpps ({txg:.2} Gbit/s, {} dropped) | rx {:.3} Mpps ({rxg:.2} Gbit/s)",
-                    next.as_secs_f64(),
-                    txp as f64 / 1e6,
-                    tx.2 - ltx.2,
-                    rxp as f64 / 1e6
-                );
-            }
-            (ltx, lrx) = (tx, rx);
-            next += Duration::from_secs(1);
+        if t0.elapsed() < next {
+            continue;
         }
+        let (tx, rx) = (read(tx_counts), read(rx_counts));
+        let (txp, rxp) = (tx.0 - ltx.0, rx.0 - lrx.0);
+        let (txg, rxg) = ((tx.1 - ltx.1) as f64 * 8e-9, (rx.1 - lrx.1) as f64 * 8e-9);
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({"t": next.as_secs_f64(), "tx_pps": txp, "rx_pps": rxp, "tx_gbps": txg, "rx_gbps": rxg, "tx_dropped": tx.2 - ltx.2})
+            );
+        } else {
+            println!(
+                "[{:6.1}s] tx {:.3} Mpps ({txg:.2} Gbit/s, {} dropped) | rx {:.3} Mpps ({rxg:.2} Gbit/s)",
+                next.as_secs_f64(),
+                txp as f64 / 1e6,
+                tx.2 - ltx.2,
+                rxp as f64 / 1e6
+            );
+        }
+        (ltx, lrx) = (tx, rx);
+        next += Duration::from_secs(1);
     }
-    let secs = t0.elapsed().as_secs_f64();
-    let down = rt.shutdown();
-    let (tx, rx) = (read(&tx_counts), read(&rx_counts));
+    t0.elapsed().as_secs_f64()
+}
+
+fn print_summary(
+    a: &Args,
+    secs: f64,
+    tx_counts: &Counts,
+    rx_counts: &Counts,
+    ports: &[Box<dyn rpmd_pmd::Port>],
+) {
+    let (tx, rx) = (read(tx_counts), read(rx_counts));
     let per_queue =
         |cs: &[Arc<GenCounters>]| -> Vec<u64> { cs.iter().map(|c| c.packets.get()).collect() };
-    let (txq_packets, rxq_packets) = (per_queue(&tx_counts), per_queue(&rx_counts));
+    let (txq_packets, rxq_packets) = (per_queue(tx_counts), per_queue(rx_counts));
     let stats: Vec<_> = ports
         .iter()
         .map(|p| (p.name().to_string(), p.stats()))
@@ -233,22 +279,20 @@ fn run(a: &Args) -> Result<(), String> {
                 "tx_queue_packets": txq_packets, "rx_queue_packets": rxq_packets,
                 "ports": ports}})
         );
-    } else {
-        println!(
-            "summary: {secs:.1} s: tx {} frames ({:.3} Mpps, {} dropped), rx {} frames ({:.3} Mpps)",
-            tx.0,
-            tx.0 as f64 / secs / 1e6,
-            tx.2,
-            rx.0,
-            rx.0 as f64 / secs / 1e6
-        );
-        for (n, s) in &stats {
-            println!(
-                "  {n}: ipackets {} opackets {} ierrors {} oerrors {} rx_nombuf {}",
-                s.ipackets, s.opackets, s.ierrors, s.oerrors, s.rx_nombuf
-            );
-        }
+        return;
     }
-    // A task that panicked: after the summary, a failure.
-    down.map_err(|e| e.to_string())
+    println!(
+        "summary: {secs:.1} s: tx {} frames ({:.3} Mpps, {} dropped), rx {} frames ({:.3} Mpps)",
+        tx.0,
+        tx.0 as f64 / secs / 1e6,
+        tx.2,
+        rx.0,
+        rx.0 as f64 / secs / 1e6
+    );
+    for (n, s) in &stats {
+        println!(
+            "  {n}: ipackets {} opackets {} ierrors {} oerrors {} rx_nombuf {}",
+            s.ipackets, s.opackets, s.ierrors, s.oerrors, s.rx_nombuf
+        );
+    }
 }
