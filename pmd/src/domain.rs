@@ -50,10 +50,21 @@ impl std::fmt::Debug for DmaGuard {
 
 /// Told of every region registered: a port whose peer took a snapshot
 /// of the domain (a vhost-user memory table) either extends the peer's
-/// view or refuses the region with an error saying why.
+/// view (ADD_MEM_REG) or refuses the region with an error saying why.
+/// Called without the domain's lock held (a watcher may wait for its
+/// peer), one registration at a time.
 pub trait DomainWatcher: Send + Sync {
-    /// A region is about to be registered; an error refuses it.
-    fn region_added(&self, span: &Span) -> Result<(), Error>;
+    /// `region` is about to be registered; an error refuses it.
+    fn region_added(&self, region: &DmaRegion) -> Result<(), Error>;
+}
+
+/// A set of regions that can grow, which a [`Reach`] follows: the
+/// domain, or the part of it a peer was given.
+pub trait SpanSource: Send + Sync {
+    /// Increases whenever the set grows.
+    fn generation(&self) -> u64;
+    /// The regions now.
+    fn spans(&self) -> Vec<Span>;
 }
 
 /// Registered memory, kept alive by the domain.
@@ -88,6 +99,10 @@ struct Inner {
 
 #[derive(Default)]
 struct Shared {
+    /// Held for a whole registration (watchers included), so they come
+    /// one at a time; `inner` is taken only briefly inside it, so that a
+    /// watcher's peer may read the domain meanwhile.
+    registering: Mutex<()>,
     inner: Mutex<Inner>,
     /// Bumped whenever a region is registered, so a [`Reach`] knows to
     /// look again.
@@ -163,19 +178,24 @@ impl DmaDomain {
     }
 
     fn register(&self, held: Held) -> Result<(), Error> {
-        let mut inner = lock(&self.shared.inner);
+        let _one_at_a_time = lock(&self.shared.registering);
         let span = Span::of(held.region());
-        if inner
-            .entries
-            .iter()
-            .any(|e| Span::of(e.held.region()) == span)
-        {
-            return Ok(());
+        let watchers: Vec<Arc<dyn DomainWatcher>> = {
+            let mut inner = lock(&self.shared.inner);
+            if inner
+                .entries
+                .iter()
+                .any(|e| Span::of(e.held.region()) == span)
+            {
+                return Ok(());
+            }
+            inner.watchers.retain(|w| w.strong_count() > 0);
+            inner.watchers.iter().filter_map(|w| w.upgrade()).collect()
+        };
+        for w in &watchers {
+            w.region_added(held.region())?;
         }
-        inner.watchers.retain(|w| w.strong_count() > 0);
-        for w in inner.watchers.iter().filter_map(|w| w.upgrade()) {
-            w.region_added(&span)?;
-        }
+        let mut inner = lock(&self.shared.inner);
         let mut guards = Vec::with_capacity(inner.targets.len());
         for t in &inner.targets {
             guards.push(t.map(held.region())?);
@@ -241,13 +261,16 @@ impl DmaDomain {
     /// What a device attached to this domain can reach, following regions
     /// registered later (a device whose IOMMU gets every new mapping).
     pub fn reach(&self, mode: Option<IovaMode>) -> Reach {
-        let mut r = Reach {
-            spans: Box::new([]),
-            mode,
-            follow: Some((self.clone(), 0)),
-        };
-        r.refresh();
-        r
+        Reach::following(Arc::new(self.clone()), mode)
+    }
+}
+
+impl SpanSource for DmaDomain {
+    fn generation(&self) -> u64 {
+        DmaDomain::generation(self)
+    }
+    fn spans(&self) -> Vec<Span> {
+        DmaDomain::spans(self)
     }
 }
 
@@ -257,9 +280,9 @@ impl DmaDomain {
 pub struct Reach {
     spans: Box<[(u64, u64)]>,
     mode: Option<IovaMode>,
-    /// The domain followed and the generation last read (`None`: a fixed
-    /// snapshot, as sent in a vhost-user memory table).
-    follow: Option<(DmaDomain, u64)>,
+    /// The set followed and the generation last read (`None`: a fixed
+    /// snapshot).
+    follow: Option<(Arc<dyn SpanSource>, u64)>,
 }
 
 impl std::fmt::Debug for Reach {
@@ -279,6 +302,18 @@ impl Reach {
             mode: None,
             follow: None,
         }
+    }
+
+    /// Follows `source`: buffers in regions it gains later are reached
+    /// too (only regions of `mode`, if given).
+    pub fn following(source: Arc<dyn SpanSource>, mode: Option<IovaMode>) -> Reach {
+        let mut r = Reach {
+            spans: Box::new([]),
+            mode,
+            follow: Some((source, 0)),
+        };
+        r.refresh();
+        r
     }
 
     fn refresh(&mut self) {
@@ -378,7 +413,7 @@ mod tests {
 
     struct Refuse;
     impl DomainWatcher for Refuse {
-        fn region_added(&self, _: &Span) -> Result<(), Error> {
+        fn region_added(&self, _: &DmaRegion) -> Result<(), Error> {
             Err(Error::Port {
                 port: "test".into(),
                 detail: "a snapshot was taken".into(),

@@ -152,6 +152,8 @@ fn setup(packed: bool, in_order: bool, act: Misbehave) -> Setup {
         act,
         after: 300,
         max_pairs: None,
+        mem_slots: false,
+        reply_ack: false,
     }
 }
 
@@ -383,5 +385,63 @@ fn the_memory_table_covers_the_domain_and_late_pools_are_refused() {
     drop((q, p, b));
     for pool in [&rx, &early, &late] {
         assert_eq!(pool.available(), 256, "{}", pool.name());
+    }
+}
+
+/// Issue 20: where the backend offers CONFIGURE_MEM_SLOTS, a pool
+/// registered while the port runs goes to it by ADD_MEM_REG (acknowledged
+/// with REPLY_ACK, or followed by a request whose reply says it was read),
+/// and TX hands over its mbufs from then on; started again, the port's
+/// memory table holds it from the start.
+#[test]
+fn pools_registered_while_running_go_to_the_backend_by_add_mem_reg() {
+    for reply_ack in [false, true] {
+        let path = format!(
+            "/tmp/rpmd-hostile-addmem{}-{}.sock",
+            reply_ack as u8,
+            std::process::id()
+        );
+        let b = Hostile::start(
+            &path,
+            Setup {
+                mem_slots: true,
+                reply_ack,
+                ..setup(false, false, Misbehave::Nothing)
+            },
+        );
+        let mut reg = Registry::new();
+        rpmd_virtio::register(&mut reg);
+        let mk = |name: &str| {
+            let mut pc = MempoolConfig::new(name, 256);
+            pc.cache_size = 0;
+            Arc::new(Mempool::new(&pc).unwrap())
+        };
+        let (rx, late) = (mk("addmem-rx"), mk("addmem-late"));
+        let mut p = reg
+            .open(&format!("virtio-user:{path},mrg_rxbuf=0,event_idx=0"))
+            .unwrap();
+        p.configure(&PortConfig {
+            rx_pool: Some(rx.clone()),
+            ..PortConfig::default()
+        })
+        .unwrap();
+        let mut q = p.start().unwrap();
+        reg.domain().register_pool(&late).unwrap();
+        assert_eq!(b.counts.regions_added.load(Relaxed), 1);
+        send_from(&mut q, &late, &b, 100);
+        assert_eq!(p.stats().oerrors, 0, "reply_ack {reply_ack}");
+        assert_eq!(b.counts.tx_unmapped.load(Relaxed), 0);
+        p.stop().unwrap();
+        drop(q);
+        // Started again on the same connection: the memory table now
+        // holds the pool from the start.
+        let mut q = p.start().unwrap();
+        send_from(&mut q, &late, &b, 100);
+        assert_eq!(b.counts.tx_unmapped.load(Relaxed), 0);
+        p.stop().unwrap();
+        drop((q, p, b));
+        for pool in [&rx, &late] {
+            assert_eq!(pool.available(), 256, "{}", pool.name());
+        }
     }
 }

@@ -8,7 +8,7 @@ use crate::net::QueueHome;
 use crate::split::{used_idx, zero_ring, Layout};
 use crate::{perr, psrc};
 use crossbeam_utils::CachePadded;
-use rpmd_pmd::domain::Span;
+use rpmd_pmd::domain::{Span, SpanSource};
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::{DmaDomain, DmaRegion};
 use std::net::Shutdown;
@@ -79,30 +79,36 @@ impl Control {
 /// Negotiates what several queue pairs need: the MQ device feature, and
 /// the vhost-user protocol features (MQ) that let us ask the backend how
 /// many queues it has and enable each ring.
-pub(super) fn multiqueue(ctl: &mut Control, offered: u64, pairs: u16) -> Result<(), PmdError> {
-    let port = ctl.port.clone();
+/// The protocol features several queue pairs need from what the backend
+/// offers (`proto`): MQ, and CONFIG where offered.
+fn multiqueue_features(
+    port: &str,
+    offered: u64,
+    proto: VhostUserProtocolFeatures,
+    pairs: u16,
+) -> Result<VhostUserProtocolFeatures, PmdError> {
     let need = VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
     if offered & need != need {
         return Err(perr(
-            &port,
+            port,
             format!("queues={pairs} needs a backend offering VIRTIO_NET_F_MQ and vhost-user protocol features (features {offered:#x}); start it with more queues (testpmd: net_vhost0,iface=...,queues={pairs})"),
         ));
     }
-    let proto = ctl.call("GET_PROTOCOL_FEATURES", |fe| fe.get_protocol_features())?;
     if !proto.contains(VhostUserProtocolFeatures::MQ) {
         return Err(perr(
-            &port,
+            port,
             format!(
                 "queues={pairs}: the backend has no vhost-user MQ protocol feature ({proto:?})"
             ),
         ));
     }
-    let config = proto.contains(VhostUserProtocolFeatures::CONFIG);
-    let mut want = VhostUserProtocolFeatures::MQ;
-    if config {
-        want |= VhostUserProtocolFeatures::CONFIG;
-    }
-    ctl.call("SET_PROTOCOL_FEATURES", |fe| fe.set_protocol_features(want))?;
+    Ok(proto & (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::CONFIG))
+}
+
+/// With MQ (and CONFIG, if `config`) negotiated: the backend has `pairs`
+/// queue pairs.
+pub(super) fn multiqueue(ctl: &mut Control, config: bool, pairs: u16) -> Result<(), PmdError> {
+    let port = ctl.port.clone();
     // The device config's max_virtqueue_pairs is the backend's real count
     // where it offers CONFIG. Otherwise GET_QUEUE_NUM is all there is,
     // and DPDK answers it with its maximum (128) whatever its `queues=`:
@@ -252,7 +258,8 @@ pub(super) fn handshake(
     timeout: Duration,
     pairs: u16,
     max_vrings: u64,
-) -> Result<(Control, u64), PmdError> {
+    allow_mem_slots: bool,
+) -> Result<Handshake, PmdError> {
     let sock = ep.connect(port, accept_wait)?;
     let watch = sock.try_clone().map_err(|e| psrc(port, "socket", e))?;
     let mut ctl = Control {
@@ -269,10 +276,62 @@ pub(super) fn handshake(
             format!("the backend offers no VERSION_1 (features {offered:#x}); legacy backends are not supported"),
         ));
     }
+    let proto = if offered & VHOST_USER_F_PROTOCOL_FEATURES != 0 {
+        ctl.call("GET_PROTOCOL_FEATURES", |fe| fe.get_protocol_features())?
+    } else {
+        VhostUserProtocolFeatures::empty()
+    };
+    let mut want = VhostUserProtocolFeatures::empty();
     if pairs > 1 {
-        multiqueue(&mut ctl, offered, pairs)?;
+        want |= multiqueue_features(port, offered, proto, pairs)?;
     }
-    Ok((ctl, offered))
+    // Regions registered after the start reach the backend by ADD_MEM_REG,
+    // acknowledged (REPLY_ACK) where offered.
+    let mem_slots =
+        allow_mem_slots && proto.contains(VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS);
+    if mem_slots {
+        want |= VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS
+            | (proto & VhostUserProtocolFeatures::REPLY_ACK);
+    }
+    if !want.is_empty() {
+        ctl.call("SET_PROTOCOL_FEATURES", |fe| fe.set_protocol_features(want))?;
+    }
+    if pairs > 1 {
+        multiqueue(
+            &mut ctl,
+            want.contains(VhostUserProtocolFeatures::CONFIG),
+            pairs,
+        )?;
+    }
+    Ok(Handshake {
+        ctl,
+        offered,
+        proto: !want.is_empty(),
+        mem_slots,
+    })
+}
+
+/// Region `r` as a memory-table entry: IOVA = VA, so each region at its
+/// own address. The fd stays open while the domain (and the session, for
+/// the rings) holds the region.
+pub(super) fn mem_region(r: &DmaRegion) -> VhostUserMemoryRegionInfo {
+    VhostUserMemoryRegionInfo {
+        guest_phys_addr: r.as_ptr() as u64,
+        memory_size: r.len() as u64,
+        userspace_addr: r.as_ptr() as u64,
+        mmap_offset: 0,
+        mmap_handle: r.fd().as_raw_fd(),
+    }
+}
+
+/// A connected backend, its features offered, and what was negotiated.
+pub(super) struct Handshake {
+    pub(super) ctl: Control,
+    pub(super) offered: u64,
+    /// Protocol features were negotiated (rings then start disabled).
+    pub(super) proto: bool,
+    /// CONFIGURE_MEM_SLOTS was negotiated: regions can be added later.
+    pub(super) mem_slots: bool,
 }
 
 /// One vring as the backend is told about it.
@@ -308,9 +367,13 @@ pub(super) struct Session {
     pub(super) proto: bool,
     /// Where the shared regions come from, and which of them the
     /// backend is given (every VA region registered when the port
-    /// started; TX hands over only frames in these).
+    /// started, and those added since; TX hands over only frames in
+    /// these).
     pub(super) domain: DmaDomain,
-    pub(super) shared: Vec<Span>,
+    pub(super) shared: Arc<SharedSpans>,
+    /// CONFIGURE_MEM_SLOTS was negotiated at the start (asked of every
+    /// backend that replaces the first).
+    pub(super) mem_slots: bool,
     pub(super) rings: Arc<DmaRegion>,
     pub(super) vrings: Vec<Vring>,
 }
@@ -325,23 +388,16 @@ pub(super) struct Session {
 pub(super) fn program(
     ctl: &mut Control,
     s: &Session,
+    shared: &[Span],
     fresh: impl Fn(usize) -> bool,
 ) -> Result<(), PmdError> {
     let features = s.features;
     ctl.call("SET_FEATURES", |fe| fe.set_features(features))?;
-    // IOVA = VA: each region at its own address. The fds stay open while
-    // the domain (and the session, for the rings) holds the regions.
-    let entry = |r: &DmaRegion| VhostUserMemoryRegionInfo {
-        guest_phys_addr: r.as_ptr() as u64,
-        memory_size: r.len() as u64,
-        userspace_addr: r.as_ptr() as u64,
-        mmap_offset: 0,
-        mmap_handle: r.fd().as_raw_fd(),
-    };
-    let mut mem = Vec::with_capacity(s.shared.len() + 1);
+    let entry = mem_region;
+    let mut mem = Vec::with_capacity(shared.len() + 1);
     s.domain.for_each_region(|r| {
         let a = r.as_ptr() as u64;
-        if s.shared.iter().any(|sp| sp.start == a) {
+        if shared.iter().any(|sp| sp.start == a) {
             mem.push(entry(r));
         }
     });
@@ -395,6 +451,51 @@ pub(super) struct Watched {
     pub(super) reconnects: AtomicU64,
     /// The port is stopping: the watch ends.
     pub(super) quit: AtomicBool,
+    /// The connected backend took CONFIGURE_MEM_SLOTS (ADD_MEM_REG).
+    pub(super) mem_slots: AtomicBool,
+}
+
+/// The regions a backend was given besides the rings: the memory table
+/// sent at the start, and the regions added since by ADD_MEM_REG. TX
+/// queues follow it ([`Reach::following`](rpmd_pmd::domain::Reach)): a
+/// region joins only once the backend has it. Its lock orders a region's
+/// addition against a reconnection's memory table: whichever comes first,
+/// the new backend gets the region.
+#[derive(Default)]
+pub(super) struct SharedSpans {
+    spans: Mutex<Vec<Span>>,
+    generation: AtomicU64,
+}
+
+impl SharedSpans {
+    pub(super) fn new(spans: Vec<Span>) -> SharedSpans {
+        SharedSpans {
+            spans: Mutex::new(spans),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// Holds the set as it is (for a memory table and the connection
+    /// that follows it).
+    pub(super) fn hold(&self) -> std::sync::MutexGuard<'_, Vec<Span>> {
+        self.spans.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `span` through `guard` (from `hold`); TX sees it from now on.
+    pub(super) fn push(&self, guard: &mut Vec<Span>, span: Span) {
+        guard.push(span);
+        // Release: the span before the generation a TX queue reads.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl SpanSource for SharedSpans {
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+    fn spans(&self) -> Vec<Span> {
+        self.hold().clone()
+    }
 }
 
 /// Watches the connection of a started port: when the backend hangs up,
@@ -479,7 +580,13 @@ fn reconnect(w: &Watched, s: &Session, ep: &Endpoint, pairs: u16, all_fresh: boo
         let max = 2 * MAX_PAIRS as u64;
         // A server only looks for a waiting client; the loop polls.
         let wait = Duration::ZERO;
-        let Ok((mut c, offered)) = handshake(ep, &port, wait, timeout, pairs, max) else {
+        let Ok(Handshake {
+            ctl: mut c,
+            offered,
+            mem_slots,
+            ..
+        }) = handshake(ep, &port, wait, timeout, pairs, max, s.mem_slots)
+        else {
             continue;
         };
         let need = s.features & !VHOST_USER_F_PROTOCOL_FEATURES;
@@ -501,8 +608,17 @@ fn reconnect(w: &Watched, s: &Session, ep: &Endpoint, pairs: u16, all_fresh: boo
             }
         }
         let fresh = restart_dropped(s, all_fresh, &port);
-        if program(&mut c, s, |i| fresh[i]).is_ok() {
+        // The shared set stays as it is from the memory table to the new
+        // connection's taking over: a region added meanwhile waits, and
+        // then goes to the new backend (see `SharedSpans`).
+        let set = s.shared.hold();
+        if program(&mut c, s, &set, |i| fresh[i]).is_ok() {
             *w.ctl.lock().unwrap_or_else(|e| e.into_inner()) = c;
+            w.mem_slots.store(mem_slots, Ordering::Release);
+            // Connected before the set is let go: a region added next is
+            // sent to this backend.
+            w.connected.store(true, Ordering::Release);
+            drop(set);
             return true;
         }
     }

@@ -10,9 +10,17 @@
 //! our virtual address, as the memory table says (guest address = user
 //! address).
 //!
-//! Frames to send must live in shared memory: mbufs of the port's
-//! `rx_pool`. Others are dropped and counted (`oerrors`), since the backend
-//! could not reach them.
+//! Frames to send must live in shared memory. The memory table a start
+//! sends holds every IOVA = VA region registered in the registry's DMA
+//! domain by then (the `rx_pool` is registered there if it was not) and
+//! the rings, at most 8 regions: any port's mbufs of those pools can be
+//! sent. A pool registered while the port runs goes to the backend by
+//! ADD_MEM_REG where it offers CONFIGURE_MEM_SLOTS (protocol features are
+//! then negotiated even with one queue pair); otherwise the registration
+//! fails, saying to register pools before starting the port (DPDK 22.11's
+//! vhost library offers no CONFIGURE_MEM_SLOTS). Frames elsewhere are
+//! dropped and counted (`oerrors`), since the backend could not reach
+//! them.
 //!
 //! Device string: `virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,in_order=0|1][,timeout_ms=T]`
 //! (`server=1`: we listen on PATH and the backend connects to us, as
@@ -75,8 +83,10 @@ use crate::net::{
 use crate::packed::{PackedLayout, PackedQueue};
 use crate::split::{Layout, SplitQueue};
 use crate::Error;
-use control::{handshake, listen, program, watch, Endpoint, Session, Vring, Watched};
-use rpmd_pmd::domain::{DomainWatcher, Reach, Span};
+use control::{
+    handshake, listen, mem_region, program, watch, Endpoint, Session, SharedSpans, Vring, Watched,
+};
+use rpmd_pmd::domain::{DomainWatcher, Reach, Span, SpanSource};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, Xstat,
@@ -85,6 +95,7 @@ use rpmd_pmd::{DmaDomain, DmaRegion, IovaMode};
 use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
+use vhost::vhost_user::VhostUserFrontend;
 use vhost::VhostBackend;
 use vmm_sys_util::eventfd::EventFd;
 
@@ -142,21 +153,23 @@ impl Driver for VirtioUserDriver {
             Endpoint::Client(path.clone())
         };
         // A server waits for its backend as long as for any reply.
-        let (ctl, offered) = handshake(
+        let h = handshake(
             &ep,
             args.raw(),
             timeout,
             timeout,
             pairs,
             2 * MAX_PAIRS as u64,
+            true,
         )?;
-        let proto = pairs > 1;
+        let (ctl, offered, proto, mem_slots) = (h.ctl, h.offered, h.proto, h.mem_slots);
         Ok(Box::new(VirtioUserPort {
             name: args.raw().to_string(),
             endpoint: Arc::new(ep),
             watched: Arc::new(Watched {
                 ctl: std::sync::Mutex::new(ctl),
                 connected: AtomicBool::new(true),
+                mem_slots: AtomicBool::new(mem_slots),
                 reconnects: std::sync::atomic::AtomicU64::new(0),
                 quit: AtomicBool::new(false),
             }),
@@ -164,6 +177,7 @@ impl Driver for VirtioUserDriver {
             offered,
             pairs,
             proto,
+            mem_slots,
             want_mrg: mrg,
             want_event_idx,
             want_packed,
@@ -190,20 +204,68 @@ impl Driver for VirtioUserDriver {
 /// Most queue pairs a port sets up.
 pub const MAX_PAIRS: u16 = 8;
 
-/// A started port's refusal of regions registered after its backend got
-/// the memory table: the backend could not reach their mbufs.
-struct SnapshotTaken(String);
+/// What a started port does with a region registered in the domain while
+/// it runs: sends it to the backend (ADD_MEM_REG, where CONFIGURE_MEM_SLOTS
+/// was negotiated), after which TX hands over its mbufs; else refuses it
+/// with an error saying what to do.
+struct MemoryTableWatch {
+    port: String,
+    watched: Arc<Watched>,
+    shared: Arc<SharedSpans>,
+}
 
-impl DomainWatcher for SnapshotTaken {
-    fn region_added(&self, span: &Span) -> Result<(), PmdError> {
-        Err(perr(
-            &self.0,
-            format!(
-                "a DMA region ({} bytes at {:#x}) was registered while the port runs: its vhost-user backend got the memory table at the start, and this driver does not send ADD_MEM_REG; register every mempool in the registry's domain before starting virtio-user ports, or stop them first",
-                span.end - span.start,
-                span.start
-            ),
-        ))
+impl DomainWatcher for MemoryTableWatch {
+    fn region_added(&self, r: &DmaRegion) -> Result<(), PmdError> {
+        if r.iova_mode() != IovaMode::Va {
+            // Physical addresses never go to a vhost-user backend.
+            return Ok(());
+        }
+        let start = r.as_ptr() as u64;
+        let span = Span {
+            start,
+            end: start + r.len() as u64,
+            mode: IovaMode::Va,
+        };
+        let mut set = self.shared.hold();
+        if set.iter().any(|s| s.start == start) {
+            return Ok(());
+        }
+        let w = &self.watched;
+        if !w.mem_slots.load(Ordering::Acquire) {
+            return Err(perr(
+                &self.port,
+                format!(
+                    "a DMA region ({} bytes at {start:#x}) was registered while the port runs, and its vhost-user backend offers no CONFIGURE_MEM_SLOTS (ADD_MEM_REG): it got the memory table at the start; register every mempool in the registry's domain before starting virtio-user ports, or stop them first",
+                    r.len()
+                ),
+            ));
+        }
+        if set.len() + 2 > MEM_TABLE_MAX {
+            return Err(perr(
+                &self.port,
+                format!("the backend's memory table has {} regions and the rings; a new one would pass {MEM_TABLE_MAX} (a memory table sent again after a reconnection holds at most that many): use fewer, larger pools", set.len()),
+            ));
+        }
+        if w.connected.load(Ordering::Acquire) {
+            let mut ctl = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
+            let sent = ctl
+                .call("ADD_MEM_REG", |fe| {
+                    fe.add_mem_region(&mem_region(r)).map(drop)
+                })
+                // Without REPLY_ACK nothing answers ADD_MEM_REG; a reply to
+                // a later request says the backend has read it (requests
+                // are handled in order) before TX hands over its mbufs.
+                .and_then(|()| ctl.call("GET_FEATURES", |fe| fe.get_features()).map(drop));
+            // A backend that went away meanwhile gets the region in the
+            // memory table of the reconnection.
+            if let Err(e) = sent {
+                if w.connected.load(Ordering::Acquire) {
+                    return Err(e);
+                }
+            }
+        }
+        self.shared.push(&mut set, span);
+        Ok(())
     }
 }
 
@@ -225,6 +287,9 @@ pub struct VirtioUserPort {
     /// Whether protocol features were negotiated (rings then need
     /// SET_VRING_ENABLE).
     proto: bool,
+    /// Whether CONFIGURE_MEM_SLOTS was (regions registered while the port
+    /// runs then go to the backend by ADD_MEM_REG).
+    mem_slots: bool,
     want_mrg: bool,
     want_event_idx: bool,
     want_packed: bool,
@@ -271,7 +336,10 @@ impl VirtioUserPort {
             want |= VIRTIO_F_IN_ORDER;
         }
         if self.proto {
-            want |= VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
+            want |= VHOST_USER_F_PROTOCOL_FEATURES;
+        }
+        if self.pairs > 1 {
+            want |= VIRTIO_NET_F_MQ;
         }
         self.features = self.offered & want;
         if self.want_packed {
@@ -347,9 +415,14 @@ impl VirtioUserPort {
                 })
             })
             .collect();
-        let shared = self.shared_regions(&pool)?;
-        let reach = || Reach::fixed(&shared);
-        let w: Arc<dyn DomainWatcher> = Arc::new(SnapshotTaken(self.name.clone()));
+        let shared = Arc::new(SharedSpans::new(self.shared_regions(&pool)?));
+        let source: Arc<dyn SpanSource> = shared.clone();
+        let reach = || Reach::following(source.clone(), None);
+        let w: Arc<dyn DomainWatcher> = Arc::new(MemoryTableWatch {
+            port: self.name.clone(),
+            watched: self.watched.clone(),
+            shared: shared.clone(),
+        });
         self.domain.watch(&w);
         self.snapshot = Some(w);
         self.program_and_watch(Session {
@@ -359,7 +432,8 @@ impl VirtioUserPort {
             features: self.features,
             proto: self.proto,
             domain: self.domain.clone(),
-            shared: shared.clone(),
+            shared,
+            mem_slots: self.mem_slots,
             rings: rings.clone(),
             vrings,
         })?;
@@ -450,7 +524,8 @@ impl VirtioUserPort {
     fn program_and_watch(&mut self, session: Session) -> Result<(), PmdError> {
         {
             let mut ctl = self.watched.ctl.lock().unwrap_or_else(|e| e.into_inner());
-            program(&mut ctl, &session, |_| true)?;
+            let set = session.shared.hold();
+            program(&mut ctl, &session, &set, |_| true)?;
         }
         self.watched.connected.store(true, Ordering::Release);
         self.watched.quit.store(false, Ordering::Relaxed);

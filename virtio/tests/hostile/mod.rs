@@ -52,6 +52,10 @@ pub struct Setup {
     /// Offer MQ with the CONFIG protocol feature, and this many queue
     /// pairs in the device config's max_virtqueue_pairs.
     pub max_pairs: Option<u16>,
+    /// Offer CONFIGURE_MEM_SLOTS (ADD_MEM_REG, REM_MEM_REG), and REPLY_ACK
+    /// with it if `reply_ack`.
+    pub mem_slots: bool,
+    pub reply_ack: bool,
 }
 
 /// Counts the device keeps, for the test to compare with the port's.
@@ -66,6 +70,8 @@ pub struct Counts {
     pub tx_done: AtomicU64,
     /// TX buffers outside every region the frontend shared.
     pub tx_unmapped: AtomicU64,
+    /// Regions added by ADD_MEM_REG.
+    pub regions_added: AtomicU64,
 }
 
 /// A running hostile backend; stops on drop.
@@ -119,7 +125,7 @@ fn serve(l: UnixListener, setup: Setup, counts: Arc<Counts>, stop: Arc<AtomicBoo
             ..setup
         };
         first = false;
-        let state = Arc::new(Mutex::new(State::new(setup)));
+        let state = Arc::new(Mutex::new(State::new(setup, counts.clone())));
         let mut h = BackendReqHandler::from_stream(sock, state.clone());
         let closer = h.try_clone_connection().unwrap();
         let gone = Arc::new(AtomicBool::new(false));
@@ -164,6 +170,7 @@ struct VringCfg {
 /// What the messages set up.
 struct State {
     setup: Setup,
+    counts: Arc<Counts>,
     regions: Vec<Region>,
     vrings: [VringCfg; 2],
     /// Bumped when the rings are (re)programmed, so the device starts over.
@@ -171,9 +178,10 @@ struct State {
 }
 
 impl State {
-    fn new(setup: Setup) -> State {
+    fn new(setup: Setup, counts: Arc<Counts>) -> State {
         State {
             setup,
+            counts,
             regions: Vec::new(),
             vrings: [VringCfg::default(); 2],
             generation: 0,
@@ -485,6 +493,9 @@ impl VhostUserBackendReqHandlerMut for State {
         if self.setup.max_pairs.is_some() {
             f |= MQ | PROTOCOL_FEATURES;
         }
+        if self.setup.mem_slots {
+            f |= PROTOCOL_FEATURES;
+        }
         Ok(f)
     }
     fn set_features(&mut self, _features: u64) -> Result<()> {
@@ -567,10 +578,17 @@ impl VhostUserBackendReqHandlerMut for State {
         Ok(())
     }
     fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
-        Ok(match self.setup.max_pairs {
+        let mut p = match self.setup.max_pairs {
             Some(_) => VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::CONFIG,
             None => VhostUserProtocolFeatures::empty(),
-        })
+        };
+        if self.setup.mem_slots {
+            p |= VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS;
+        }
+        if self.setup.reply_ack {
+            p |= VhostUserProtocolFeatures::REPLY_ACK;
+        }
+        Ok(p)
     }
     fn set_protocol_features(&mut self, _features: u64) -> Result<()> {
         Ok(())
@@ -615,11 +633,29 @@ impl VhostUserBackendReqHandlerMut for State {
     }
     fn add_mem_region(
         &mut self,
-        _: &VhostUserSingleMemoryRegion,
-        _fd: File,
+        r: &VhostUserSingleMemoryRegion,
+        fd: File,
         _: Option<bool>,
     ) -> Result<Option<VhostUserMemoryRegionBase>> {
-        refuse()
+        if !self.setup.mem_slots {
+            return refuse();
+        }
+        let (user, len) = (r.user_addr, r.memory_size);
+        if self
+            .regions
+            .iter()
+            .any(|x| user < x.user + x.len && x.user < user + len)
+        {
+            return Err(Error::InvalidParam);
+        }
+        let map = memmap2::MmapOptions::new()
+            .offset(r.mmap_offset)
+            .len(len as usize)
+            .map_raw(&fd)
+            .map_err(|_| Error::InvalidParam)?;
+        self.regions.push(Region { user, len, map });
+        self.counts.regions_added.fetch_add(1, Ordering::Relaxed);
+        Ok(None)
     }
     fn remove_mem_region(&mut self, _: &VhostUserSingleMemoryRegion) -> Result<()> {
         refuse()
