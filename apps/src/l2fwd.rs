@@ -13,12 +13,13 @@
 //! fed by a built-in generator and drained by a built-in sink, running on
 //! the last lcore. Frames go generator → port 0 → l2fwd → port 1 → sink,
 //! and the other way round.
+use crate::telemetry::{Server, Sources};
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{clock, Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::{LcoreConfig, Runtime, Task};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How to run.
@@ -47,6 +48,8 @@ pub struct Config {
     /// receives into its own pool and transmits the other's mbufs, all
     /// registered in the registry's DMA domain.
     pub per_port_pool: bool,
+    /// Serve DPDK telemetry under this file prefix (`None`: off).
+    pub telemetry: Option<String>,
 }
 
 /// Counters of one queue pair of a port, kept by the application. One
@@ -397,8 +400,11 @@ pub fn check_portmask(mask: u64, n: usize) -> Result<(), String> {
 
 /// A running l2fwd.
 pub struct L2fwd {
+    /// Dropped first: it reads the ports.
+    telemetry: Option<Server>,
     runtime: Option<Runtime>,
-    ports: Vec<Box<dyn Port>>,
+    /// Shared with the telemetry thread (control calls only).
+    ports: Arc<Mutex<Vec<Box<dyn Port>>>>,
     /// Counters per port and queue pair: slot `port * queues + q`.
     pub counters: Arc<Vec<PortCounters>>,
     /// Queue pairs per port.
@@ -455,9 +461,29 @@ impl L2fwd {
             opened.ports.extend(peer_ports);
             rt.add(lcores - 1, gs).map_err(|e| e.to_string())?;
         }
+        let ports = Arc::new(Mutex::new(opened.ports));
+        let telemetry = match &cfg.telemetry {
+            Some(prefix) => {
+                let src = Sources {
+                    ports: ports.clone(),
+                    ids: opened.port_ids.clone(),
+                    lcores: rt
+                        .lcores()
+                        .iter()
+                        .map(|l| (l.cpu(), l.stats_handle()))
+                        .collect(),
+                    pools: pools.iter().map(|p| (**p).clone()).collect(),
+                };
+                Server::start(prefix, src)
+                    .inspect_err(|e| eprintln!("l2fwd: warning: {e}; running without telemetry"))
+                    .ok()
+            }
+            None => None,
+        };
         Ok(L2fwd {
+            telemetry,
             runtime: Some(rt),
-            ports: opened.ports,
+            ports,
             counters,
             queues: nq,
             gen,
@@ -528,10 +554,15 @@ impl L2fwd {
             Some(rt) => rt.shutdown().map_err(|e| e.to_string()),
             None => Ok(()),
         };
-        for p in self.ports.iter_mut() {
+        for p in lock(&self.ports).iter_mut() {
             let _ = p.stop();
         }
         down
+    }
+
+    /// Where telemetry is served, if it is.
+    pub fn telemetry_path(&self) -> Option<&std::path::Path> {
+        self.telemetry.as_ref().map(Server::path)
     }
 
     /// Runs until `stop` is set or `duration` passes, calling `report`
@@ -562,8 +593,13 @@ impl L2fwd {
 
 impl Drop for L2fwd {
     fn drop(&mut self) {
+        self.telemetry = None;
         let _ = self.stop();
         // Frames still in the ports' rings go back to the pool now.
-        self.ports.clear();
+        lock(&self.ports).clear();
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

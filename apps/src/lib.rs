@@ -10,6 +10,8 @@
 //! - `gen` ([`gen`]): testpmd-style txonly and rxonly.
 //! - [`opts`]: the run-loop options the apps share (spin budget, adaptive,
 //!   yield signal, sleep).
+//! - [`telemetry`]: DPDK's telemetry v2 protocol on a Unix socket, so
+//!   `dpdk-telemetry.py` reads an rpmd app's ports, lcores and pools.
 //! - `rpmd-bind` (like dpdk-devbind): lists network devices with their
 //!   driver and IOMMU group, binds and unbinds them to vfio-pci through
 //!   `driver_override`, reserves hugepages, and runs the `preflight` checks
@@ -22,3 +24,4 @@ pub mod gen;
 pub mod l2fwd;
 pub mod opts;
 pub mod rr;
+pub mod telemetry;

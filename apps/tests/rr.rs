@@ -107,6 +107,51 @@ fn two_processes_over_shm() {
     assert!(so.contains("summary: answered"), "{so}");
 }
 
+/// Issue 26: Ctrl-C while the client waits for its link ends the run
+/// cleanly: exit 0, a summary, and the shm file removed (it used to exit
+/// 130 and leave the file behind).
+#[test]
+fn ctrl_c_during_the_link_wait_exits_cleanly_and_removes_the_shm_file() {
+    let name = format!("rr-ctrlc-{}", std::process::id());
+    let mut c = rr()
+        .args([
+            "--role",
+            "client",
+            "--dev",
+            &format!("shm:{name}"),
+            "--no-bound",
+        ])
+        .args(["--link-timeout", "30", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let file = std::path::Path::new("/dev/shm").join(format!("rpmd-shm-{name}"));
+    let t0 = Instant::now();
+    while !file.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(5) && c.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let (rc, o, e) = out(c.wait_with_output().unwrap());
+    assert_eq!(rc, 0, "{o}{e}");
+    let s = summary(&o);
+    assert_eq!(s["transactions"], 0, "{o}");
+    assert!(s["stopped"].as_str().unwrap().contains("link"), "{o}");
+    assert!(!file.exists(), "{} left behind", file.display());
+}
+
 #[test]
 fn a_missing_server_and_bad_options_are_clear_errors() {
     let (rc, _, e) = out(rr()

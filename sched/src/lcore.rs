@@ -133,6 +133,26 @@ struct Shared {
     tid: AtomicI32,
 }
 
+/// An lcore's counters, shared with the lcore (see
+/// [`Lcore::stats_handle`]).
+#[derive(Clone)]
+pub struct LcoreStats(Arc<Shared>);
+
+impl LcoreStats {
+    /// The counters (one writer: the lcore; reads are relaxed).
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.0.stats
+    }
+}
+
+impl std::fmt::Debug for LcoreStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LcoreStats")
+            .field("rounds", &self.0.stats.rounds.get())
+            .finish()
+    }
+}
+
 /// A running lcore, seen from the control side.
 pub struct Lcore {
     cpu: usize,
@@ -220,6 +240,12 @@ impl Lcore {
     /// Whether the lcore's thread still runs (a task that panics ends it).
     pub fn is_alive(&self) -> bool {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// A handle on this lcore's counters that outlives borrows of the
+    /// runtime (for a telemetry thread).
+    pub fn stats_handle(&self) -> LcoreStats {
+        LcoreStats(self.shared.clone())
     }
 
     /// Removes a task; its `finish` runs on the lcore.

@@ -34,7 +34,7 @@ pub mod signal;
 pub mod tasks;
 pub mod txlock;
 
-pub use lcore::{Lcore, LcoreConfig, Task, TaskId};
+pub use lcore::{Lcore, LcoreConfig, LcoreStats, Task, TaskId};
 pub use policy::SpinPolicy;
 pub use signal::SignalKind;
 pub use tasks::{Forward, Runtime, Timer};

@@ -148,6 +148,14 @@ fn run(a: &Args) -> Result<ExitCode, String> {
         .to_string()
     });
     let list = rpmd_sched::parse_cores(&cores).map_err(|e| e.to_string())?;
+    // Ctrl-C from here on ends the run cleanly, even while waiting for
+    // the link: the ports are dropped (an shm port removes its file) and
+    // a summary printed.
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
+        tracing::warn!("cannot catch Ctrl-C: {e}");
+    }
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let pool = pool("rr")?;
@@ -171,8 +179,14 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     if let Some(d) = &client_dev {
         let (p, q) = open(&reg, d, &pool)?;
         tracing::info!("client on {d} ({}), lcore {}", p.mac_addr(), list[last]);
-        client_shared = Some(start_client(a, &mut rt, last, d, p.as_ref(), q, &pool)?);
+        let started = start_client(a, &mut rt, last, d, p.as_ref(), q, &pool, &stop)?;
         ports.push(p);
+        let Some(shared) = started else {
+            rt.shutdown().map_err(|e| e.to_string())?;
+            print_stopped(a, d);
+            return Ok(ExitCode::SUCCESS);
+        };
+        client_shared = Some(shared);
     }
     if !a.json {
         println!(
@@ -186,7 +200,7 @@ fn run(a: &Args) -> Result<ExitCode, String> {
             a.poll.describe()
         );
     }
-    let secs = status_until_done(a, client_shared.as_deref(), server_counts.as_ref());
+    let secs = status_until_done(a, &stop, client_shared.as_deref(), server_counts.as_ref());
     let down = rt.shutdown();
     let Some(shared) = client_shared else {
         print_server_summary(a, secs, server_counts.as_ref());
@@ -243,7 +257,9 @@ fn measure_bound(a: &Args, list: &[usize], client_core: usize) -> Bounds {
 }
 
 /// Waits for the client port's link (a peer process may still be
-/// starting), then runs the client on lcore `at`.
+/// starting), then runs the client on lcore `at`; `None` when `stop` came
+/// first (Ctrl-C).
+#[allow(clippy::too_many_arguments)]
 fn start_client(
     a: &Args,
     rt: &mut Runtime,
@@ -252,9 +268,13 @@ fn start_client(
     p: &dyn rpmd_pmd::Port,
     mut q: rpmd_pmd::Queues,
     pool: &Arc<Mempool>,
-) -> Result<Arc<ClientShared>, String> {
+    stop: &AtomicBool,
+) -> Result<Option<Arc<ClientShared>>, String> {
     let t0 = Instant::now();
     while !p.link().up && t0.elapsed().as_secs_f64() < a.link_timeout {
+        if stop.load(Relaxed) {
+            return Ok(None);
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     if !p.link().up {
@@ -273,21 +293,29 @@ fn start_client(
         Duration::from_millis(a.timeout_ms),
     );
     rt.add(at, c).map_err(|e| e.to_string())?;
-    Ok(shared)
+    Ok(Some(shared))
+}
+
+/// The summary of a run stopped before its link came up.
+fn print_stopped(a: &Args, d: &str) {
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"summary": {"role": format!("{:?}", a.role).to_lowercase(), "stopped": "before the link came up", "device": d, "transactions": 0}})
+        );
+    } else {
+        println!("summary: stopped before the link of {d} came up; no transactions");
+    }
 }
 
 /// Prints the rate once a second until Ctrl-C or `--duration`; the
 /// seconds it ran.
 fn status_until_done(
     a: &Args,
+    stop: &AtomicBool,
     client: Option<&ClientShared>,
     server: Option<&ServerCounts>,
 ) -> f64 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
-        tracing::warn!("cannot catch Ctrl-C: {e}");
-    }
     let t0 = Instant::now();
     let mut last_count = 0;
     let mut next = Duration::from_secs(1);

@@ -1,0 +1,145 @@
+//! Issue 26: a running l2fwd answers DPDK's own telemetry client,
+//! `dpdk-telemetry.py` (Debian's dpdk package), driven by a script on its
+//! stdin: one JSON line per command comes back.
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn client_present() -> bool {
+    Command::new("dpdk-telemetry.py")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs `dpdk-telemetry.py -f prefix` with `commands`, one per line; its
+/// output, one JSON object per command.
+fn ask(prefix: &str, commands: &[&str]) -> Vec<serde_json::Value> {
+    let mut c = Command::new("dpdk-telemetry.py")
+        .args(["-f", prefix])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = commands.join("\n");
+    input.push('\n');
+    c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = c.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{text}{:?}", out.stderr))
+        })
+        .collect()
+}
+
+#[test]
+fn dpdk_telemetry_py_reads_a_running_l2fwd() {
+    if !client_present() {
+        rpmd_pmd::testing::missing_peer(
+            "apps telemetry",
+            "needs dpdk-telemetry.py (apt-get install dpdk-dev)",
+        );
+        return;
+    }
+    let prefix = format!("rpmd-tel-{}", std::process::id());
+    let l2fwd = Command::new(env!("CARGO_BIN_EXE_l2fwd"))
+        .args(["--duration", "6", "--json", "--file-prefix", &prefix])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sock = rpmd_apps::telemetry::runtime_dir(&prefix).join("dpdk_telemetry.v2");
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no {}",
+            sock.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Let traffic flow for a moment.
+    std::thread::sleep(Duration::from_millis(700));
+    let cmds = [
+        "/",
+        "/info",
+        "/help,/ethdev/stats",
+        "/ethdev/list",
+        "/ethdev/info,0",
+        "/ethdev/stats,0",
+        "/ethdev/xstats,1",
+        "/ethdev/link_status,1",
+        "/ethdev/stats,7",
+        "/no/such/command",
+        "/rpmd/lcores",
+        "/rpmd/mempools",
+    ];
+    let r = ask(&prefix, &cmds);
+    assert_eq!(r.len(), cmds.len(), "{r:?}");
+    let list = r[0]["/"].as_array().unwrap();
+    assert!(list.iter().any(|c| c == "/ethdev/stats"), "{list:?}");
+    assert_eq!(r[1]["/info"]["pid"], l2fwd.id());
+    assert!(r[2]["/help"]["/ethdev/stats"]
+        .as_str()
+        .unwrap()
+        .contains("port_id"));
+    assert_eq!(r[3]["/ethdev/list"], serde_json::json!([0, 1]));
+    assert_eq!(
+        r[4]["/ethdev/info,0"],
+        serde_json::Value::Null,
+        "keyed by path"
+    );
+    assert_eq!(r[4]["/ethdev/info"]["name"], "ring:l2fwd-a");
+    let s = &r[5]["/ethdev/stats"];
+    assert!(s["ipackets"].as_u64().unwrap() > 1000, "{s}");
+    assert!(s["q_ipackets"].as_array().unwrap()[0].as_u64().unwrap() > 0);
+    assert!(r[6]["/ethdev/xstats"]["tx_q0_packets"].as_u64().unwrap() > 0);
+    assert_eq!(r[7]["/ethdev/link_status"]["status"], "UP");
+    assert_eq!(r[8]["/ethdev/stats"], serde_json::Value::Null);
+    assert_eq!(r[9]["/no/such/command"], serde_json::Value::Null);
+    let lcores = r[10]["/rpmd/lcores"].as_array().unwrap();
+    assert_eq!(lcores.len(), 2, "{lcores:?}");
+    assert!(lcores[0]["rounds"].as_u64().unwrap() > 0);
+    let pools = r[11]["/rpmd/mempools"].as_array().unwrap();
+    assert_eq!(pools[0]["size"], 8192);
+    let out = l2fwd.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!sock.exists(), "the socket is removed at exit");
+}
+
+#[test]
+fn a_prefix_in_use_is_refused_and_the_second_runs_without() {
+    let prefix = format!("rpmd-tel2-{}", std::process::id());
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_l2fwd"))
+            .args(["--duration", "1.5", "--file-prefix", &prefix])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = run();
+    let sock = rpmd_apps::telemetry::runtime_dir(&prefix).join("dpdk_telemetry.v2");
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = run().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(
+        err.contains("served by another process") && err.contains("--file-prefix"),
+        "{err}"
+    );
+    assert!(first.wait_with_output().unwrap().status.success());
+}
