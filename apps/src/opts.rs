@@ -80,3 +80,35 @@ pub fn init_logging() {
         .with_target(false)
         .init();
 }
+
+/// DPDK telemetry, as every app serves it ([`crate::telemetry`]).
+#[derive(Args, Clone, Debug)]
+pub struct TelemetryOpts {
+    /// DPDK telemetry's file prefix: dpdk-telemetry.py -f PREFIX connects
+    /// (the socket is `<runtime dir>/dpdk/PREFIX/dpdk_telemetry.v2`).
+    #[arg(long, default_value = "rte")]
+    pub file_prefix: String,
+    /// Serve no telemetry.
+    #[arg(long)]
+    pub no_telemetry: bool,
+}
+
+impl TelemetryOpts {
+    /// The prefix to serve under, if telemetry is on.
+    pub fn prefix(&self) -> Option<String> {
+        (!self.no_telemetry).then(|| self.file_prefix.clone())
+    }
+
+    /// Starts the server for `app` unless telemetry is off; a failure
+    /// (the prefix in use) is a warning, and the app runs without it.
+    pub fn start(
+        &self,
+        app: &str,
+        sources: crate::telemetry::Sources,
+    ) -> Option<crate::telemetry::Server> {
+        let prefix = self.prefix()?;
+        crate::telemetry::Server::start(&prefix, sources)
+            .inspect_err(|e| eprintln!("{app}: warning: {e}; running without telemetry"))
+            .ok()
+    }
+}

@@ -143,3 +143,63 @@ fn a_prefix_in_use_is_refused_and_the_second_runs_without() {
     );
     assert!(first.wait_with_output().unwrap().status.success());
 }
+
+/// gen and rr serve it too: their ports, lcores and pool.
+#[test]
+fn gen_and_rr_answer_dpdk_telemetry_py() {
+    if !client_present() {
+        rpmd_pmd::testing::missing_peer(
+            "apps telemetry gen/rr",
+            "needs dpdk-telemetry.py (apt-get install dpdk-dev)",
+        );
+        return;
+    }
+    for (app, args, ports) in [
+        (env!("CARGO_BIN_EXE_gen"), vec!["--duration", "3"], 2),
+        (
+            env!("CARGO_BIN_EXE_rr"),
+            vec!["--duration", "3", "--no-bound"],
+            2,
+        ),
+    ] {
+        let name = app.rsplit('/').next().unwrap();
+        let prefix = format!("rpmd-tel3-{}-{name}", std::process::id());
+        let child = Command::new(app)
+            .args(&args)
+            .args(["--file-prefix", &prefix])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let sock = rpmd_apps::telemetry::runtime_dir(&prefix).join("dpdk_telemetry.v2");
+        let t0 = Instant::now();
+        while !sock.exists() {
+            assert!(t0.elapsed() < Duration::from_secs(5), "{app}: no socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let r = ask(
+            &prefix,
+            &["/ethdev/list", "/ethdev/stats,0", "/rpmd/lcores"],
+        );
+        assert_eq!(
+            r[0]["/ethdev/list"].as_array().unwrap().len(),
+            ports,
+            "{app}: {r:?}"
+        );
+        assert!(
+            r[1]["/ethdev/stats"]["opackets"].as_u64().unwrap() > 0,
+            "{app}: {r:?}"
+        );
+        assert!(
+            !r[2]["/rpmd/lcores"].as_array().unwrap().is_empty(),
+            "{app}"
+        );
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{app}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -62,6 +62,8 @@ struct Args {
     duration: Option<f64>,
     #[command(flatten)]
     poll: PollOpts,
+    #[command(flatten)]
+    telemetry: rpmd_apps::opts::TelemetryOpts,
     /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     json: bool,
@@ -142,8 +144,24 @@ fn run(a: &Args) -> Result<(), String> {
             a.poll.describe()
         );
     }
+    let ports = Arc::new(std::sync::Mutex::new(ports));
+    let telemetry = a.telemetry.start(
+        "gen",
+        rpmd_apps::telemetry::Sources {
+            ids: (0..devs.len()).collect(),
+            ports: ports.clone(),
+            lcores: rt
+                .lcores()
+                .iter()
+                .map(|l| (l.cpu(), l.stats_handle()))
+                .collect(),
+            pools: vec![(*pool).clone()],
+        },
+    );
     let secs = status_until_done(a, &tx_counts, &rx_counts);
     let down = rt.shutdown();
+    drop(telemetry);
+    let ports = ports.lock().unwrap_or_else(|e| e.into_inner());
     print_summary(a, secs, &tx_counts, &rx_counts, &ports);
     // A task that panicked: after the summary, a failure.
     down.map_err(|e| e.to_string())

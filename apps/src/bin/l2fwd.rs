@@ -53,13 +53,8 @@ struct Args {
     /// A mempool per port (each port transmits the other's mbufs).
     #[arg(long)]
     per_port_pool: bool,
-    /// DPDK telemetry's file prefix: dpdk-telemetry.py -f PREFIX connects
-    /// (the socket is `<runtime dir>/dpdk/PREFIX/dpdk_telemetry.v2`).
-    #[arg(long, default_value = "rte")]
-    file_prefix: String,
-    /// Serve no telemetry.
-    #[arg(long)]
-    no_telemetry: bool,
+    #[command(flatten)]
+    telemetry: rpmd_apps::opts::TelemetryOpts,
 }
 
 fn parse_mask(s: &str) -> Result<u64, String> {
@@ -99,7 +94,7 @@ fn main() -> ExitCode {
         lcore: a.poll.lcore_config(),
         mbufs: 8192,
         per_port_pool: a.per_port_pool,
-        telemetry: (!a.no_telemetry).then(|| a.file_prefix.clone()),
+        telemetry: a.telemetry.prefix(),
     };
     if !a.json {
         if a.devices.is_empty() {

@@ -67,6 +67,8 @@ struct Args {
     timeout_ms: u64,
     #[command(flatten)]
     poll: PollOpts,
+    #[command(flatten)]
+    telemetry: rpmd_apps::opts::TelemetryOpts,
     /// Seconds to wait for the client's link (the peer may be starting).
     #[arg(long, default_value_t = 10.0)]
     link_timeout: f64,
@@ -200,8 +202,13 @@ fn run(a: &Args) -> Result<ExitCode, String> {
             a.poll.describe()
         );
     }
+    // Held here until the end whether or not telemetry runs: dropping a
+    // port stops it.
+    let ports = Arc::new(std::sync::Mutex::new(ports));
+    let telemetry = serve_telemetry(a, &ports, &rt, &pool);
     let secs = status_until_done(a, &stop, client_shared.as_deref(), server_counts.as_ref());
     let down = rt.shutdown();
+    drop(telemetry);
     let Some(shared) = client_shared else {
         print_server_summary(a, secs, server_counts.as_ref());
         down.map_err(|e| e.to_string())?;
@@ -210,6 +217,29 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     // A client task that panicked has no results: say why.
     down.map_err(|e| e.to_string())?;
     report_client(a, &shared, secs, bound)
+}
+
+/// DPDK telemetry on rr's ports (server's first), lcores and pool.
+fn serve_telemetry(
+    a: &Args,
+    ports: &Arc<std::sync::Mutex<Vec<Box<dyn rpmd_pmd::Port>>>>,
+    rt: &Runtime,
+    pool: &Arc<Mempool>,
+) -> Option<rpmd_apps::telemetry::Server> {
+    let n = ports.lock().map_or(0, |p| p.len());
+    a.telemetry.start(
+        "rr",
+        rpmd_apps::telemetry::Sources {
+            ids: (0..n).collect(),
+            ports: ports.clone(),
+            lcores: rt
+                .lcores()
+                .iter()
+                .map(|l| (l.cpu(), l.stats_handle()))
+                .collect(),
+            pools: vec![(**pool).clone()],
+        },
+    )
 }
 
 /// The client's and the server's device strings, by role.
