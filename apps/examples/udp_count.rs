@@ -8,37 +8,15 @@
 //! The steps every app takes: a mempool; a registry with the drivers it
 //! links (`rpmd_virtio::register` adds `virtio-user:` and virtio `pci:`);
 //! configure and start each port; one task per direction on the run
-//! loop's lcores; Ctrl-C; then stop, and the counters.
+//! loop's lcores (the ready-made `Forward`, which also sleeps on the rx
+//! queue's interrupt where the port has one, with a closure that sees
+//! every burst); Ctrl-C; then stop, and the counters.
 use rpmd_pmd::port::stats::Counter;
-use rpmd_pmd::port::{RxQueue, TxQueue};
 use rpmd_pmd::{Mempool, MempoolConfig, Pkts, Port, PortConfig, Registry};
-use rpmd_sched::{LcoreConfig, Runtime, Task};
+use rpmd_sched::{Forward, LcoreConfig, Runtime};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Frames from `rx` go out on `tx`; UDP ones are counted by destination
-/// port (one writer per counter table: this task).
-struct Forward {
-    rx: Box<dyn RxQueue>,
-    tx: Box<dyn TxQueue>,
-    pkts: Pkts,
-    udp: Arc<Vec<Counter>>,
-}
-
-impl Task for Forward {
-    fn run(&mut self, quota: usize) -> usize {
-        let n = self.rx.rx_burst(&mut self.pkts, quota.min(32));
-        for m in self.pkts.iter() {
-            if let Some(port) = udp_dst_port(m.data()) {
-                self.udp[port as usize].add(1);
-            }
-        }
-        self.tx.tx_burst(&mut self.pkts);
-        self.pkts.clear(); // what TX did not take is dropped (back to its pool)
-        n
-    }
-}
 
 /// The UDP destination port of an Ethernet/IPv4/UDP frame.
 fn udp_dst_port(f: &[u8]) -> Option<u16> {
@@ -79,15 +57,16 @@ fn main() -> Result<(), String> {
     let lcores = rt.lcores().len();
     let mut tables = Vec::new();
     for (from, to) in [(0, 1), (1, 0)] {
+        // One counter table per task: each counter has one writer.
         let udp: Arc<Vec<Counter>> = Arc::new((0..=u16::MAX).map(|_| Counter::default()).collect());
         tables.push(udp.clone());
-        let (rx, tx) = (queues[from].rx.remove(0), queues[to].tx.remove(0));
-        let task = Forward {
-            rx,
-            tx,
-            pkts: Pkts::new(),
-            udp,
+        let count = move |pkts: &mut Pkts| {
+            for port in pkts.iter().filter_map(|m| udp_dst_port(m.data())) {
+                udp[port as usize].add(1);
+            }
         };
+        let (rx, tx) = (queues[from].rx.remove(0), queues[to].tx.remove(0));
+        let task = Forward::new(rx, tx, 32).with(Box::new(count));
         rt.add(from % lcores, task).map_err(|e| e.to_string())?;
     }
     let stop = Arc::new(AtomicBool::new(false));
