@@ -45,6 +45,11 @@ fn unknown_and_malformed_strings_list_the_accepted_forms() {
     let r = Registry::new();
     for (s, want) in [
         ("foo:bar", "no driver for device kind `foo`"),
+        // A kind another rpmd crate registers says which (issue 26).
+        (
+            "virtio-user:/tmp/x.sock",
+            "rpmd_virtio::register(&mut registry)",
+        ),
         ("Ring:x", "lowercase"),
         ("ring", "needs a ring name"),
         ("ring:x,bogus=1", "unknown option `bogus`"),

@@ -169,7 +169,13 @@ impl Registry {
             }),
             None => Err(self.reject(
                 args.raw(),
-                format!("no driver for device kind `{}`", args.kind()),
+                format!(
+                    "no driver for device kind `{}`{}",
+                    args.kind(),
+                    registered_by(args.kind())
+                        .map(|r| format!(" in this registry; {r}"))
+                        .unwrap_or_default()
+                ),
             )),
         }
     }
@@ -200,6 +206,18 @@ impl Registry {
                 )),
             }),
         }
+    }
+}
+
+/// Where the drivers of rpmd's other crates come from, for a registry
+/// that lacks one.
+fn registered_by(kind: &str) -> Option<&'static str> {
+    match kind {
+        "virtio-user" => {
+            Some("it comes with the rpmd-virtio crate: rpmd_virtio::register(&mut registry)")
+        }
+        "vhost-user" | "af_xdp" | "af_packet" | "tap" => Some("rpmd has no driver for it yet"),
+        _ => None,
     }
 }
 
