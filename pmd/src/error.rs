@@ -56,8 +56,9 @@ pub enum Error {
     /// The pool has no free object left.
     #[error("mempool {pool} exhausted: all {size} mbufs in use (asked for {wanted})")]
     Exhausted {
-        /// Pool name.
-        pool: String,
+        /// Pool name (shared with the pool: a failed get on the data path
+        /// allocates nothing).
+        pool: std::sync::Arc<str>,
         /// Objects in the pool.
         size: u32,
         /// Objects asked for.

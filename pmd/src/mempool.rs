@@ -113,7 +113,7 @@ fn cache_table() -> Box<[CachePadded<Cache>]> {
 }
 
 pub(crate) struct PoolInner {
-    pub(crate) name: String,
+    pub(crate) name: Arc<str>,
     pub(crate) size: u32,
     cache_size: u32,
     flush_threshold: u32,
@@ -373,7 +373,7 @@ impl PoolInner {
                 }
             })?;
         let inner = Arc::new(PoolInner {
-            name: spec.name.to_string(),
+            name: spec.name.into(),
             size: spec.size,
             cache_size: spec.cache_size,
             flush_threshold: spec.cache_size * 3 / 2,

@@ -19,7 +19,7 @@ fn every_mbuf_comes_back_and_exhaustion_is_typed() {
         assert_eq!(p.available(), 0);
         match p.get() {
             Err(Error::Exhausted { pool, size, wanted }) => {
-                assert_eq!((pool.as_str(), size, wanted), ("t-count", 64, 1));
+                assert_eq!((&*pool, size, wanted), ("t-count", 64, 1));
             }
             other => panic!("expected Exhausted, got {other:?}"),
         }

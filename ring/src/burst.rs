@@ -106,6 +106,29 @@ impl<T, const N: usize> Burst<T, N> {
         Ok(())
     }
 
+    /// Keeps only the values for which `keep` returns true, in order, and
+    /// drops the others (a filter on a received burst: the dropped mbufs
+    /// go back to their pools).
+    ///
+    /// ```
+    /// let mut b = rpmd_ring::Burst::<u32, 8>::new();
+    /// for v in 0..6 {
+    ///     b.push(v).unwrap();
+    /// }
+    /// b.retain(|v| v % 2 == 0);
+    /// assert_eq!(&b[..], &[0, 2, 4]);
+    /// ```
+    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        let mut kept = Burst::<T, N>::new();
+        while let Some(v) = self.pop() {
+            if keep(&v) {
+                // At most as many as were taken out: always room.
+                let _ = kept.push(v);
+            }
+        }
+        *self = kept;
+    }
+
     /// Drops every value.
     pub fn clear(&mut self) {
         let live: *mut [T] = &mut **self;
