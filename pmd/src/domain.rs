@@ -56,6 +56,11 @@ impl std::fmt::Debug for DmaGuard {
 pub trait DomainWatcher: Send + Sync {
     /// `region` is about to be registered; an error refuses it.
     fn region_added(&self, region: &DmaRegion) -> Result<(), Error>;
+
+    /// `region`, which this watcher accepted, was refused by another (or
+    /// could not be mapped): undo what `region_added` did, since the
+    /// region may be freed.
+    fn region_withdrawn(&self, _region: &DmaRegion) {}
 }
 
 /// A set of regions that can grow, which a [`Reach`] follows: the
@@ -180,7 +185,10 @@ impl DmaDomain {
     fn register(&self, held: Held) -> Result<(), Error> {
         let _one_at_a_time = lock(&self.shared.registering);
         let span = Span::of(held.region());
-        let watchers: Vec<Arc<dyn DomainWatcher>> = {
+        // Mapped first (dropping the guards undoes it), then offered to
+        // the watchers; nothing attaches or registers meanwhile (both take
+        // `registering`).
+        let (guards, watchers) = {
             let mut inner = lock(&self.shared.inner);
             if inner
                 .entries
@@ -189,17 +197,24 @@ impl DmaDomain {
             {
                 return Ok(());
             }
+            let mut guards = Vec::with_capacity(inner.targets.len());
+            for t in &inner.targets {
+                guards.push(t.map(held.region())?);
+            }
             inner.watchers.retain(|w| w.strong_count() > 0);
-            inner.watchers.iter().filter_map(|w| w.upgrade()).collect()
+            let w: Vec<Arc<dyn DomainWatcher>> =
+                inner.watchers.iter().filter_map(|w| w.upgrade()).collect();
+            (guards, w)
         };
-        for w in &watchers {
-            w.region_added(held.region())?;
+        for (k, w) in watchers.iter().enumerate() {
+            if let Err(e) = w.region_added(held.region()) {
+                for earlier in &watchers[..k] {
+                    earlier.region_withdrawn(held.region());
+                }
+                return Err(e);
+            }
         }
         let mut inner = lock(&self.shared.inner);
-        let mut guards = Vec::with_capacity(inner.targets.len());
-        for t in &inner.targets {
-            guards.push(t.map(held.region())?);
-        }
         inner.entries.push(Entry { held, guards });
         self.shared.generation.fetch_add(1, Ordering::Release);
         Ok(())
@@ -209,6 +224,7 @@ impl DmaDomain {
     /// registered later are mapped as they come. On an error nothing of
     /// the target stays mapped.
     pub fn attach(&self, target: Arc<dyn DmaTarget>) -> Result<(), Error> {
+        let _one_at_a_time = lock(&self.shared.registering);
         let mut inner = lock(&self.shared.inner);
         if inner.targets.iter().any(|t| Arc::ptr_eq(t, &target)) {
             return Ok(());
@@ -330,6 +346,18 @@ impl Reach {
             .collect();
     }
 
+    /// Looks again if the followed set changed (a region added or
+    /// withdrawn): one atomic load, for the start of a burst, so that a
+    /// withdrawn region stops being reached.
+    #[inline(always)]
+    pub fn sync(&mut self) {
+        if let Some((src, seen)) = &self.follow {
+            if src.generation() != *seen {
+                self.refresh();
+            }
+        }
+    }
+
     /// Whether the device can reach all of `bytes`.
     #[inline(always)]
     pub fn holds(&mut self, bytes: &[u8]) -> bool {
@@ -419,6 +447,35 @@ mod tests {
                 detail: "a snapshot was taken".into(),
             })
         }
+    }
+
+    #[derive(Default)]
+    struct Accept(std::sync::Mutex<Vec<&'static str>>);
+    impl DomainWatcher for Accept {
+        fn region_added(&self, _: &DmaRegion) -> Result<(), Error> {
+            self.0.lock().unwrap().push("added");
+            Ok(())
+        }
+        fn region_withdrawn(&self, _: &DmaRegion) {
+            self.0.lock().unwrap().push("withdrawn");
+        }
+    }
+
+    #[test]
+    fn a_refusal_withdraws_the_region_from_watchers_that_took_it() {
+        let d = DmaDomain::new();
+        let t = Arc::new(Recorder::default());
+        let mapped = t.mapped.clone();
+        d.attach(t).unwrap();
+        let ok = Arc::new(Accept::default());
+        let ok_dyn: Arc<dyn DomainWatcher> = ok.clone();
+        let no: Arc<dyn DomainWatcher> = Arc::new(Refuse);
+        d.watch(&ok_dyn);
+        d.watch(&no);
+        assert!(d.register_pool(&pool("refused")).is_err());
+        assert_eq!(*ok.0.lock().unwrap(), ["added", "withdrawn"]);
+        assert_eq!(mapped.load(Ordering::Relaxed), 0, "unmapped again");
+        assert!(d.spans().is_empty());
     }
 
     #[test]

@@ -495,6 +495,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         }
         self.serve_restart();
         self.reclaim();
+        self.reach.sync();
         let mut n = 0;
         let mut bytes = 0;
         // Descriptors free now: one per single-segment frame.

@@ -445,3 +445,59 @@ fn pools_registered_while_running_go_to_the_backend_by_add_mem_reg() {
         }
     }
 }
+
+/// Issue 20: a pool one port's backend took by ADD_MEM_REG but another
+/// port refused (its backend has no CONFIGURE_MEM_SLOTS) is withdrawn
+/// from the first (REM_MEM_REG), whose TX stops handing its mbufs over:
+/// the pool may be freed once the registration failed.
+#[test]
+fn a_region_another_port_refuses_is_withdrawn() {
+    let (pa, pb) = (
+        format!("/tmp/rpmd-hostile-wda-{}.sock", std::process::id()),
+        format!("/tmp/rpmd-hostile-wdb-{}.sock", std::process::id()),
+    );
+    let ba = Hostile::start(
+        &pa,
+        Setup {
+            mem_slots: true,
+            ..setup(false, false, Misbehave::Nothing)
+        },
+    );
+    let bb = Hostile::start(&pb, setup(false, false, Misbehave::Nothing));
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let mk = |name: &str, n: u32| {
+        let mut pc = MempoolConfig::new(name, n);
+        pc.cache_size = 0;
+        Arc::new(Mempool::new(&pc).unwrap())
+    };
+    let (rx, late) = (mk("wd-rx", 2048), mk("wd-late", 256));
+    let mut ports = Vec::new();
+    for path in [&pa, &pb] {
+        let mut p = reg
+            .open(&format!("virtio-user:{path},mrg_rxbuf=0,event_idx=0"))
+            .unwrap();
+        p.configure(&PortConfig {
+            rx_pool: Some(rx.clone()),
+            ..PortConfig::default()
+        })
+        .unwrap();
+        let q = p.start().unwrap();
+        ports.push((p, q));
+    }
+    assert!(reg.domain().register_pool(&late).is_err());
+    assert_eq!(ba.counts.regions_added.load(Relaxed), 1);
+    assert_eq!(ba.counts.regions_removed.load(Relaxed), 1, "withdrawn");
+    let (p, q) = &mut ports[0];
+    let mut out = Pkts::new();
+    out.push(late.get().unwrap()).unwrap();
+    assert_eq!(q.tx_burst(0, &mut out), 0, "not reached any more");
+    assert_eq!(p.stats().oerrors, 1);
+    for (mut p, q) in ports {
+        p.stop().unwrap();
+        drop(q);
+    }
+    drop((ba, bb));
+    assert_eq!(late.available(), 256);
+    assert_eq!(rx.available(), 2048);
+}

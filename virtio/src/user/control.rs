@@ -481,6 +481,18 @@ impl SharedSpans {
         self.spans.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Removes the span starting at `start` through `guard`; whether there
+    /// was one. TX sees the change at its next miss.
+    pub(super) fn remove(&self, guard: &mut Vec<Span>, start: u64) -> bool {
+        let n = guard.len();
+        guard.retain(|s| s.start != start);
+        if guard.len() == n {
+            return false;
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+        true
+    }
+
     /// Adds `span` through `guard` (from `hold`); TX sees it from now on.
     pub(super) fn push(&self, guard: &mut Vec<Span>, span: Span) {
         guard.push(span);

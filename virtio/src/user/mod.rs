@@ -267,6 +267,21 @@ impl DomainWatcher for MemoryTableWatch {
         self.shared.push(&mut set, span);
         Ok(())
     }
+
+    fn region_withdrawn(&self, r: &DmaRegion) {
+        let start = r.as_ptr() as u64;
+        let mut set = self.shared.hold();
+        if !self.shared.remove(&mut set, start) {
+            return;
+        }
+        // TX hands over no more of its mbufs; the backend lets it go (best
+        // effort: a backend that went away drops all its mappings).
+        let w = &self.watched;
+        if w.connected.load(Ordering::Acquire) {
+            let mut ctl = w.ctl.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = ctl.call("REM_MEM_REG", |fe| fe.remove_mem_region(&mem_region(r)));
+        }
+    }
 }
 
 /// Regions in a vhost-user memory table (the spec's

@@ -70,8 +70,9 @@ pub struct Counts {
     pub tx_done: AtomicU64,
     /// TX buffers outside every region the frontend shared.
     pub tx_unmapped: AtomicU64,
-    /// Regions added by ADD_MEM_REG.
+    /// Regions added by ADD_MEM_REG, and removed by REM_MEM_REG.
     pub regions_added: AtomicU64,
+    pub regions_removed: AtomicU64,
 }
 
 /// A running hostile backend; stops on drop.
@@ -657,8 +658,17 @@ impl VhostUserBackendReqHandlerMut for State {
         self.counts.regions_added.fetch_add(1, Ordering::Relaxed);
         Ok(None)
     }
-    fn remove_mem_region(&mut self, _: &VhostUserSingleMemoryRegion) -> Result<()> {
-        refuse()
+    fn remove_mem_region(&mut self, r: &VhostUserSingleMemoryRegion) -> Result<()> {
+        if !self.setup.mem_slots {
+            return refuse();
+        }
+        let n = self.regions.len();
+        self.regions.retain(|x| x.user != r.user_addr);
+        if self.regions.len() == n {
+            return Err(Error::InvalidParam);
+        }
+        self.counts.regions_removed.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
     fn set_device_state_fd(
         &mut self,
