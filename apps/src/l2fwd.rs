@@ -462,24 +462,9 @@ impl L2fwd {
             rt.add(lcores - 1, gs).map_err(|e| e.to_string())?;
         }
         let ports = Arc::new(Mutex::new(opened.ports));
-        let telemetry = match &cfg.telemetry {
-            Some(prefix) => {
-                let src = Sources {
-                    ports: ports.clone(),
-                    ids: opened.port_ids.clone(),
-                    lcores: rt
-                        .lcores()
-                        .iter()
-                        .map(|l| (l.cpu(), l.stats_handle()))
-                        .collect(),
-                    pools: pools.iter().map(|p| (**p).clone()).collect(),
-                };
-                Server::start(prefix, src)
-                    .inspect_err(|e| eprintln!("l2fwd: warning: {e}; running without telemetry"))
-                    .ok()
-            }
-            None => None,
-        };
+        let pool_handles = pools.iter().map(|p| (**p).clone()).collect();
+        let src = Sources::new(&ports, opened.port_ids.clone(), &rt, pool_handles);
+        let telemetry = crate::telemetry::serve("l2fwd", cfg.telemetry.as_deref(), src);
         Ok(L2fwd {
             telemetry,
             runtime: Some(rt),

@@ -99,16 +99,13 @@ impl TelemetryOpts {
         (!self.no_telemetry).then(|| self.file_prefix.clone())
     }
 
-    /// Starts the server for `app` unless telemetry is off; a failure
-    /// (the prefix in use) is a warning, and the app runs without it.
+    /// Starts the server for `app` unless telemetry is off (see
+    /// [`crate::telemetry::serve`]).
     pub fn start(
         &self,
         app: &str,
         sources: crate::telemetry::Sources,
     ) -> Option<crate::telemetry::Server> {
-        let prefix = self.prefix()?;
-        crate::telemetry::Server::start(&prefix, sources)
-            .inspect_err(|e| eprintln!("{app}: warning: {e}; running without telemetry"))
-            .ok()
+        crate::telemetry::serve(app, self.prefix().as_deref(), sources)
     }
 }

@@ -23,7 +23,7 @@ use nix::sys::socket::{
     UnixAddr,
 };
 use rpmd_pmd::{Mempool, Port};
-use rpmd_sched::LcoreStats;
+use rpmd_sched::{LcoreStats, Runtime};
 use serde_json::{json, Map, Value};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -54,6 +54,37 @@ pub struct Sources {
     pub lcores: Vec<(usize, LcoreStats)>,
     /// The app's mempools.
     pub pools: Vec<Mempool>,
+}
+
+impl Sources {
+    /// The first `ids.len()` of `ports` (as ethdev `ids`), the lcores of
+    /// `rt`, and `pools`.
+    pub fn new(
+        ports: &Arc<Mutex<Vec<Box<dyn Port>>>>,
+        ids: Vec<usize>,
+        rt: &Runtime,
+        pools: Vec<Mempool>,
+    ) -> Sources {
+        Sources {
+            ports: ports.clone(),
+            ids,
+            lcores: rt
+                .lcores()
+                .iter()
+                .map(|l| (l.cpu(), l.stats_handle()))
+                .collect(),
+            pools,
+        }
+    }
+}
+
+/// Serves `sources` under `prefix` (`None`: telemetry off). A failure
+/// (the prefix in use) is a warning naming `app`, and the app runs on
+/// without telemetry.
+pub fn serve(app: &str, prefix: Option<&str>, sources: Sources) -> Option<Server> {
+    Server::start(prefix?, sources)
+        .inspect_err(|e| eprintln!("{app}: warning: {e}; running without telemetry"))
+        .ok()
 }
 
 /// The runtime directory DPDK's EAL would use for `prefix`.
@@ -112,7 +143,7 @@ impl Server {
         let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("telemetry".into())
-            .spawn(move || serve(fd, sources, s))
+            .spawn(move || accept_loop(fd, sources, s))
             .map_err(|e| format!("telemetry thread: {e}"))?;
         Ok(Server {
             path,
@@ -150,7 +181,7 @@ fn connect(path: &Path) -> nix::Result<OwnedFd> {
 
 /// Accepts clients (polling, so that a stop is seen within 50 ms) and
 /// serves each on a thread of its own.
-fn serve(listener: OwnedFd, sources: Sources, stop: Arc<AtomicBool>) {
+fn accept_loop(listener: OwnedFd, sources: Sources, stop: Arc<AtomicBool>) {
     let sources = Arc::new(sources);
     let mut clients: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Relaxed) {

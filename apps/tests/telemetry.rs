@@ -37,6 +37,21 @@ fn ask(prefix: &str, commands: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Waits up to 5 s for an app's telemetry socket under `prefix`; its path.
+fn wait_for_socket(prefix: &str) -> std::path::PathBuf {
+    let sock = rpmd_apps::telemetry::runtime_dir(prefix).join("dpdk_telemetry.v2");
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no {}",
+            sock.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sock
+}
+
 #[test]
 fn dpdk_telemetry_py_reads_a_running_l2fwd() {
     if !client_present() {
@@ -53,16 +68,7 @@ fn dpdk_telemetry_py_reads_a_running_l2fwd() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let sock = rpmd_apps::telemetry::runtime_dir(&prefix).join("dpdk_telemetry.v2");
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "no {}",
-            sock.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let sock = wait_for_socket(&prefix);
     // Let traffic flow for a moment.
     std::thread::sleep(Duration::from_millis(700));
     let cmds = [
@@ -128,12 +134,7 @@ fn a_prefix_in_use_is_refused_and_the_second_runs_without() {
             .unwrap()
     };
     let first = run();
-    let sock = rpmd_apps::telemetry::runtime_dir(&prefix).join("dpdk_telemetry.v2");
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(5));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_socket(&prefix);
     let second = run().wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(second.status.success(), "{err}");
@@ -171,12 +172,7 @@ fn gen_and_rr_answer_dpdk_telemetry_py() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let sock = rpmd_apps::telemetry::runtime_dir(&prefix).join("dpdk_telemetry.v2");
-        let t0 = Instant::now();
-        while !sock.exists() {
-            assert!(t0.elapsed() < Duration::from_secs(5), "{app}: no socket");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_socket(&prefix);
         std::thread::sleep(Duration::from_millis(500));
         let r = ask(
             &prefix,

@@ -7,10 +7,11 @@
 //! device model's IOMMU), whenever either comes first. A port can then
 //! transmit an mbuf of any registered pool, whichever port received it.
 //!
-//! Ports that cannot map memory into their peer at any moment take a
-//! snapshot instead: a vhost-user frontend sends its memory table (every
-//! registered region) when it connects, and a [`Reach`] made from that
-//! snapshot decides which mbufs it may hand over.
+//! Ports that cannot map memory into their peer at any moment keep their
+//! own set instead: a vhost-user frontend sends its memory table (every
+//! registered region) when it connects and adds to it as its peer allows
+//! ([`DomainWatcher`]); a [`Reach`] following that set ([`SpanSource`])
+//! decides which mbufs it may hand over.
 //!
 //! Registered memory stays for the domain's life (the domain holds a
 //! reference): an IOMMU mapping whose pages went back to the system could
@@ -296,49 +297,39 @@ impl SpanSource for DmaDomain {
 pub struct Reach {
     spans: Box<[(u64, u64)]>,
     mode: Option<IovaMode>,
-    /// The set followed and the generation last read (`None`: a fixed
-    /// snapshot).
-    follow: Option<(Arc<dyn SpanSource>, u64)>,
+    /// The set followed, and its generation last read.
+    source: Arc<dyn SpanSource>,
+    seen: u64,
 }
 
 impl std::fmt::Debug for Reach {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reach")
             .field("spans", &self.spans.len())
-            .field("follows", &self.follow.is_some())
+            .field("seen", &self.seen)
             .finish()
     }
 }
 
 impl Reach {
-    /// A fixed set: exactly `spans`, whatever is registered later.
-    pub fn fixed(spans: &[Span]) -> Reach {
-        Reach {
-            spans: spans.iter().map(|s| (s.start, s.end)).collect(),
-            mode: None,
-            follow: None,
-        }
-    }
-
     /// Follows `source`: buffers in regions it gains later are reached
     /// too (only regions of `mode`, if given).
     pub fn following(source: Arc<dyn SpanSource>, mode: Option<IovaMode>) -> Reach {
         let mut r = Reach {
             spans: Box::new([]),
             mode,
-            follow: Some((source, 0)),
+            source,
+            seen: 0,
         };
         r.refresh();
         r
     }
 
     fn refresh(&mut self) {
-        let Some((d, seen)) = &mut self.follow else {
-            return;
-        };
-        *seen = d.generation();
+        self.seen = self.source.generation();
         let mode = self.mode;
-        self.spans = d
+        self.spans = self
+            .source
             .spans()
             .into_iter()
             .filter(|s| mode.is_none_or(|m| m == s.mode))
@@ -351,10 +342,8 @@ impl Reach {
     /// withdrawn region stops being reached.
     #[inline(always)]
     pub fn sync(&mut self) {
-        if let Some((src, seen)) = &self.follow {
-            if src.generation() != *seen {
-                self.refresh();
-            }
+        if self.source.generation() != self.seen {
+            self.refresh();
         }
     }
 
@@ -372,13 +361,11 @@ impl Reach {
     #[cold]
     #[inline(never)]
     fn holds_slow(&mut self, a: u64, end: u64) -> bool {
-        match &self.follow {
-            Some((d, seen)) if d.generation() != *seen => {
-                self.refresh();
-                self.spans.iter().any(|&(s, e)| s <= a && end <= e)
-            }
-            _ => false,
+        if self.source.generation() == self.seen {
+            return false;
         }
+        self.refresh();
+        self.spans.iter().any(|&(s, e)| s <= a && end <= e)
     }
 }
 
@@ -491,19 +478,17 @@ mod tests {
     }
 
     #[test]
-    fn reach_follows_the_domain_and_a_snapshot_does_not() {
+    fn reach_follows_the_domain() {
         let d = DmaDomain::new();
         let a = pool("reach-a");
         let b = pool("reach-b");
         d.register_pool(&a).unwrap();
         let mut live = d.reach(None);
-        let mut fixed = Reach::fixed(&d.spans());
         let (ma, mb) = (a.get().unwrap(), b.get().unwrap());
-        assert!(live.holds(ma.data()) && fixed.holds(ma.data()));
+        assert!(live.holds(ma.data()));
         assert!(!live.holds(mb.data()));
         d.register_pool(&b).unwrap();
         assert!(live.holds(mb.data()), "registered later, followed");
-        assert!(!fixed.holds(mb.data()), "not in the snapshot");
         let mut pa_only = d.reach(Some(IovaMode::Pa));
         assert!(!pa_only.holds(ma.data()));
     }

@@ -311,6 +311,13 @@ fn receive_modes_the_backend_cannot_apply_are_errors() {
     close(p, q, b, &pool);
 }
 
+/// An uncached pool of `n` mbufs.
+fn pool(name: &str, n: u32) -> Arc<Mempool> {
+    let mut pc = MempoolConfig::new(name, n);
+    pc.cache_size = 0;
+    Arc::new(Mempool::new(&pc).unwrap())
+}
+
 /// Sends `n` frames built in `pool`, retrying what TX does not take, and
 /// waits until the backend completed them (5 s at most).
 fn send_from(q: &mut Queues, pool: &Mempool, b: &Hostile, n: u64) {
@@ -344,12 +351,11 @@ fn the_memory_table_covers_the_domain_and_late_pools_are_refused() {
     let b = Hostile::start(&path, setup(false, false, Misbehave::Nothing));
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
-    let mk = |name: &str| {
-        let mut pc = MempoolConfig::new(name, 256);
-        pc.cache_size = 0;
-        Arc::new(Mempool::new(&pc).unwrap())
-    };
-    let (rx, early, late) = (mk("late-rx"), mk("late-early"), mk("late-late"));
+    let (rx, early, late) = (
+        pool("late-rx", 256),
+        pool("late-early", 256),
+        pool("late-late", 256),
+    );
     reg.domain().register_pool(&early).unwrap();
     let mut p = reg
         .open(&format!("virtio-user:{path},mrg_rxbuf=0,event_idx=0"))
@@ -411,12 +417,7 @@ fn pools_registered_while_running_go_to_the_backend_by_add_mem_reg() {
         );
         let mut reg = Registry::new();
         rpmd_virtio::register(&mut reg);
-        let mk = |name: &str| {
-            let mut pc = MempoolConfig::new(name, 256);
-            pc.cache_size = 0;
-            Arc::new(Mempool::new(&pc).unwrap())
-        };
-        let (rx, late) = (mk("addmem-rx"), mk("addmem-late"));
+        let (rx, late) = (pool("addmem-rx", 256), pool("addmem-late", 256));
         let mut p = reg
             .open(&format!("virtio-user:{path},mrg_rxbuf=0,event_idx=0"))
             .unwrap();
@@ -466,12 +467,7 @@ fn a_region_another_port_refuses_is_withdrawn() {
     let bb = Hostile::start(&pb, setup(false, false, Misbehave::Nothing));
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
-    let mk = |name: &str, n: u32| {
-        let mut pc = MempoolConfig::new(name, n);
-        pc.cache_size = 0;
-        Arc::new(Mempool::new(&pc).unwrap())
-    };
-    let (rx, late) = (mk("wd-rx", 2048), mk("wd-late", 256));
+    let (rx, late) = (pool("wd-rx", 2048), pool("wd-late", 256));
     let mut ports = Vec::new();
     for path in [&pa, &pb] {
         let mut p = reg

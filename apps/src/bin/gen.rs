@@ -147,16 +147,12 @@ fn run(a: &Args) -> Result<(), String> {
     let ports = Arc::new(std::sync::Mutex::new(ports));
     let telemetry = a.telemetry.start(
         "gen",
-        rpmd_apps::telemetry::Sources {
-            ids: (0..devs.len()).collect(),
-            ports: ports.clone(),
-            lcores: rt
-                .lcores()
-                .iter()
-                .map(|l| (l.cpu(), l.stats_handle()))
-                .collect(),
-            pools: vec![(*pool).clone()],
-        },
+        rpmd_apps::telemetry::Sources::new(
+            &ports,
+            (0..devs.len()).collect(),
+            &rt,
+            vec![(*pool).clone()],
+        ),
     );
     let secs = status_until_done(a, &tx_counts, &rx_counts);
     let down = rt.shutdown();

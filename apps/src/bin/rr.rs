@@ -229,16 +229,7 @@ fn serve_telemetry(
     let n = ports.lock().map_or(0, |p| p.len());
     a.telemetry.start(
         "rr",
-        rpmd_apps::telemetry::Sources {
-            ids: (0..n).collect(),
-            ports: ports.clone(),
-            lcores: rt
-                .lcores()
-                .iter()
-                .map(|l| (l.cpu(), l.stats_handle()))
-                .collect(),
-            pools: vec![(**pool).clone()],
-        },
+        rpmd_apps::telemetry::Sources::new(ports, (0..n).collect(), rt, vec![(**pool).clone()]),
     )
 }
 
