@@ -59,6 +59,6 @@ pub mod vfio;
 pub use dma::{DmaRegion, Iova, IovaMode, PageSize};
 pub use domain::DmaDomain;
 pub use error::Error;
-pub use mbuf::pool::{Local, LocalObjs, Mempool, MempoolConfig, PoolObj, PoolObjs};
+pub use mbuf::pool::{BufferSlot, Local, LocalObjs, Mempool, MempoolConfig, PoolObj, PoolObjs};
 pub use mbuf::Mbuf;
 pub use port::{Pkts, Port, PortConfig, Queues, Registry};

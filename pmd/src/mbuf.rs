@@ -271,6 +271,28 @@ impl Mbuf {
         let _ = p;
     }
 
+    /// The buffer's first byte (the headroom's start), for drivers that
+    /// locate buffers by address ([`Mempool::buffer_offset`](crate::Mempool::buffer_offset)).
+    pub fn buf_addr(&self) -> *const u8 {
+        self.hdr().buf_addr
+    }
+
+    /// For a one-segment mbuf a device has just filled at an offset of its
+    /// own choosing: the frame is the `len` bytes from buffer offset
+    /// `data_off`. False, leaving the mbuf as it was, when that does not
+    /// fit the buffer or the mbuf is chained.
+    #[inline(always)]
+    pub fn set_received_at(&mut self, data_off: usize, len: usize) -> bool {
+        let h = self.hdr_mut();
+        if data_off.saturating_add(len) > h.buf_len as usize || !h.next.is_null() {
+            return false;
+        }
+        h.data_off = data_off as u16;
+        h.data_len = len as u16;
+        h.pkt_len = len as u32;
+        true
+    }
+
     /// IOVA of the first data byte, for a descriptor.
     pub fn data_iova(&self) -> Iova {
         let h = self.hdr();

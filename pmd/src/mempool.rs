@@ -121,6 +121,25 @@ pub(crate) struct PoolInner {
     rx: Consumer<Obj, Multi, Multi>,
     caches: Box<[CachePadded<Cache>]>,
     pub(crate) region: DmaRegion,
+    /// Bytes per object; objects sit `PAGE_LAYOUT / obj_size` to a 2 MiB
+    /// stretch of the region, from its start (see `create`).
+    pub(crate) obj_size: usize,
+}
+
+/// The stretch of region objects are laid out against.
+pub(crate) const PAGE_LAYOUT: usize = 2 << 20;
+
+impl PoolInner {
+    /// The index and region offset of the object holding region offset
+    /// `off`, if any.
+    pub(crate) fn object_at(&self, off: usize) -> Option<(usize, usize)> {
+        let per_page = PAGE_LAYOUT / self.obj_size;
+        let (page, in_page) = (off / PAGE_LAYOUT, off % PAGE_LAYOUT);
+        let slot = in_page / self.obj_size;
+        let index = page.checked_mul(per_page)?.checked_add(slot)?;
+        (slot < per_page && index < self.size as usize)
+            .then(|| (index, page * PAGE_LAYOUT + slot * self.obj_size))
+    }
 }
 
 // SAFETY: the ring ends are Sync for Multi mode; the caches are only used by
@@ -346,7 +365,8 @@ impl PoolInner {
         debug_assert!(obj_size % 64 == 0 && obj_size > 0);
         // Lay out against 2 MiB pages; objects never straddle a page, so
         // each is contiguous in physical memory too (IOVA-as-PA).
-        let page = PageSize::Huge2M.bytes();
+        let page = PAGE_LAYOUT;
+        debug_assert_eq!(page, PageSize::Huge2M.bytes());
         let per_page = page / obj_size;
         if per_page == 0 {
             return Err(Error::PaNeedsHugepages {
@@ -381,6 +401,7 @@ impl PoolInner {
             rx,
             caches: cache_table(),
             region,
+            obj_size,
         });
         let mut batch = [Obj::DANGLING; 64];
         let mut k = 0;

@@ -291,3 +291,33 @@ fn a_local_view_uses_the_cache_of_its_thread() {
     drop(m);
     assert_eq!(p.available(), 1024);
 }
+
+#[test]
+fn buffers_are_found_by_region_offset() {
+    // Enough mbufs to span several 2 MiB stretches of the layout.
+    let p = pool("locate", 3000, 0);
+    let base = p.region().as_ptr() as usize;
+    let mut held = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..p.size() {
+        let mut m = p.get().unwrap();
+        let off = p.buffer_offset(&m).expect("our own mbuf");
+        assert_eq!(off, m.buf_addr() as usize - base);
+        let slot = p.buffer_at(off + 300).unwrap();
+        assert_eq!((slot.buf_offset, slot.buf_len), (off, p.buf_len()));
+        assert!(seen.insert(slot.index) && slot.index < p.size());
+        assert!(p.buffer_at(off + p.buf_len()).map_or(true, |s| s.buf_offset != off));
+        // A device-chosen data offset, then the room it must fit.
+        assert!(m.set_received_at(256, 60));
+        assert_eq!((m.headroom(), m.data_len(), m.pkt_len()), (256, 60, 60));
+        assert!(!m.set_received_at(256, p.buf_len() - 255));
+        held.push(m);
+    }
+    // Headers and offsets past the end belong to no buffer.
+    let first = p.buffer_offset(&held[0]).unwrap();
+    assert!(held.iter().all(|m| p.buffer_offset(m).unwrap() != first - 1));
+    assert_eq!(p.buffer_at(p.region().len()), None);
+    assert_eq!(p.buffer_at(usize::MAX), None);
+    let other = pool("locate-other", 8, 0);
+    assert_eq!(other.buffer_offset(&held[1]), None);
+}

@@ -72,6 +72,10 @@ impl MempoolConfig {
 #[derive(Clone)]
 pub struct Mempool {
     inner: Option<Arc<PoolInner>>,
+    /// Every mbuf's buffer length (headroom + data room).
+    buf_len: u16,
+    /// Every mbuf's headroom when fresh.
+    headroom: u16,
 }
 
 impl Mempool {
@@ -109,7 +113,11 @@ impl Mempool {
                 ))
             };
         })?;
-        Ok(Mempool { inner: Some(inner) })
+        Ok(Mempool {
+            inner: Some(inner),
+            buf_len: buf_len as u16,
+            headroom: cfg.headroom,
+        })
     }
 
     #[inline(always)]
@@ -184,10 +192,57 @@ impl Mempool {
         self.inner().free_count()
     }
 
+    /// Every mbuf's buffer length: headroom plus data room.
+    pub fn buf_len(&self) -> usize {
+        self.buf_len as usize
+    }
+
+    /// Every mbuf's data room: what a fresh mbuf can hold after its
+    /// headroom.
+    pub fn data_room(&self) -> usize {
+        (self.buf_len - self.headroom) as usize
+    }
+
     /// The DMA region holding the mbufs (to share or map it).
     pub fn region(&self) -> &DmaRegion {
         &self.inner().region
     }
+
+    /// The mbuf whose buffer holds byte `offset` of [`region`](Self::region),
+    /// for drivers whose device names buffers by their place in a shared
+    /// area (AF_XDP's UMEM offsets): `None` when the byte is outside every
+    /// buffer (in a header, in padding, past the end). Arithmetic only; a
+    /// driver keeps its own table of the mbufs it posted by index.
+    pub fn buffer_at(&self, offset: usize) -> Option<BufferSlot> {
+        let inner = self.inner();
+        let (index, obj) = inner.object_at(offset)?;
+        let (buf_offset, buf_len) = (obj + HDR, self.buf_len as usize);
+        (offset >= buf_offset && offset < buf_offset + buf_len).then_some(BufferSlot {
+            index,
+            buf_offset,
+            buf_len,
+        })
+    }
+
+    /// The region offset of `m`'s buffer start, when `m` is one of this
+    /// pool's mbufs.
+    pub fn buffer_offset(&self, m: &Mbuf) -> Option<usize> {
+        let base = self.inner().region.as_ptr() as usize;
+        let off = (m.buf_addr() as usize).checked_sub(base)?;
+        let slot = self.buffer_at(off)?;
+        (slot.buf_offset == off).then_some(off)
+    }
+}
+
+/// Where a byte of a pool's region falls ([`Mempool::buffer_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferSlot {
+    /// The mbuf's index in the pool, `0..size()`.
+    pub index: usize,
+    /// Region offset of its buffer's first byte (the headroom's start).
+    pub buf_offset: usize,
+    /// Its buffer's length (headroom + data room).
+    pub buf_len: usize,
 }
 
 /// A free object taken from a pool as it is, like the `void *` that

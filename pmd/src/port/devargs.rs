@@ -57,11 +57,11 @@ impl DevArgs {
         if kind.is_empty()
             || !kind
                 .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         {
             return Err(malformed(
                 raw,
-                format!("device kind {kind:?} is not a lowercase name like `pci` or `ring`"),
+                format!("device kind {kind:?} is not a lowercase name like `pci`, `ring` or `af_xdp`"),
             ));
         }
         if target == Some("") {

@@ -1,0 +1,163 @@
+//! Each kernel-attached port against the Linux stack over veth pairs (and
+//! a TAP) in network namespaces this test makes and removes: ARP and ping
+//! answered from rpmd's side, UDP payloads from a kernel socket echoed
+//! back byte for byte, counters that agree with the kernel's, several
+//! queues, and the errors a user meets.
+mod common;
+use common::*;
+use rpmd_pmd::port::Pkts;
+use std::net::UdpSocket;
+use std::time::Duration;
+
+/// Ping and UDP from namespace `ns` (address `.1`) to rpmd (`.2`) through
+/// `dev`, whose kernel side is `peer` in `ns`; then the counters.
+fn exchange(dev: &str, ns: &str, peer: &str, net: u8, queues: u16) {
+    let pool = pool(&format!("x{net}"), 4096);
+    let (port, mut q) = start(dev, &pool, queues);
+    let (krx0, ktx0) = kernel_counts(ns, peer);
+    let mut resp = Responder::new([10, 77, net, 2]);
+    // Ping from the namespace's stack: ARP first, then echo requests.
+    let pns = ns.to_string();
+    let ping = std::thread::spawn(move || sh_ok(&format!("ip netns exec {pns} ping -c 3 -i 0.2 -W 2 10.77.{net}.2")));
+    serve(&mut q, &pool, &mut resp, Duration::from_secs(8), |_| ping.is_finished());
+    assert!(ping.join().unwrap(), "{dev}: ping through rpmd failed (answered {})", resp.answered);
+    // UDP from a kernel socket in the namespace, many source ports (to
+    // spread over queues), each payload echoed back.
+    let n = 64usize;
+    let sns = ns.to_string();
+    let client = std::thread::spawn(move || {
+        in_netns(&sns, move || {
+            let mut ok = 0;
+            for i in 0..n {
+                let s = UdpSocket::bind(format!("10.77.{net}.1:0")).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let payload: Vec<u8> = (0..(100 + i * 13)).map(|b| (b * 7 + i) as u8).collect();
+                s.send_to(&payload, format!("10.77.{net}.2:9000")).unwrap();
+                let mut buf = [0u8; 2048];
+                match s.recv_from(&mut buf) {
+                    Ok((len, _)) => {
+                        assert_eq!(&buf[..len], &payload[..], "echo {i} differs");
+                        ok += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            ok
+        })
+    });
+    serve(&mut q, &pool, &mut resp, Duration::from_secs(20), |_| client.is_finished());
+    assert_eq!(client.join().unwrap(), n, "{dev}: UDP echoes");
+    assert_eq!(resp.udp_seen.len(), n);
+    // Quiet, then the counters of both sides agree.
+    serve(&mut q, &pool, &mut resp, Duration::from_millis(500), |_| false);
+    let (krx, ktx) = kernel_counts(ns, peer);
+    let st = port.stats();
+    assert_eq!(st.ipackets, ktx - ktx0, "{dev}: rpmd rx vs kernel tx");
+    assert_eq!(st.opackets, krx - krx0, "{dev}: rpmd tx vs kernel rx");
+    if queues > 1 {
+        let per: Vec<u64> = port.xstats().iter().filter(|x| x.name.starts_with("rx_q") && x.name.ends_with("_packets")).map(|x| x.value).collect();
+        eprintln!("{dev}: per-queue rx {per:?}");
+        assert_eq!(per.len(), queues as usize);
+    }
+    drop(q);
+    drop(port);
+    assert_eq!(pool.available(), pool.size(), "{dev}: every mbuf back");
+}
+
+fn veth_case(test: &str, kind: &str, opts: &str, queues: u32) {
+    if !lab_available(test) {
+        return;
+    }
+    let mut lab = Lab::new();
+    let ns = lab.netns("a");
+    let net = (lab.tag.parse::<u64>().unwrap_or(0) % 200 + 20) as u8;
+    let root = lab.veth("rv", &ns, "eth0", &format!("10.77.{net}.1/24"), queues);
+    exchange(&format!("{kind}:{root}{opts}"), &ns, "eth0", net, queues as u16);
+    assert!(!sh(&format!("ip link show {root}")).contains("prog/xdp"), "{kind}: XDP program left attached");
+}
+
+#[test]
+fn af_packet_talks_to_the_kernel() {
+    veth_case("af_packet_talks_to_the_kernel", "af_packet", "", 1);
+}
+
+#[test]
+fn af_packet_qdisc_bypass_and_two_queues() {
+    veth_case("af_packet_qdisc_bypass_and_two_queues", "af_packet", ",qdisc_bypass=1", 2);
+}
+
+#[test]
+fn af_xdp_native_talks_to_the_kernel() {
+    veth_case("af_xdp_native_talks_to_the_kernel", "af_xdp", ",mode=native", 1);
+}
+
+#[test]
+fn af_xdp_skb_mode_talks_to_the_kernel() {
+    veth_case("af_xdp_skb_mode_talks_to_the_kernel", "af_xdp", ",mode=skb,need_wakeup=0", 1);
+}
+
+#[test]
+fn af_xdp_two_queues_with_busy_polling() {
+    veth_case("af_xdp_two_queues_with_busy_polling", "af_xdp", ",queues=2,busy_poll_us=20,busy_budget=32", 2);
+}
+
+#[test]
+fn tap_talks_to_the_kernel() {
+    if !lab_available("tap_talks_to_the_kernel") {
+        return;
+    }
+    let mut lab = Lab::new();
+    let ns = lab.netns("t");
+    let net = (lab.tag.parse::<u64>().unwrap_or(0) % 200 + 20) as u8;
+    let name = format!("rt{}", lab.tag);
+    let pool = pool("tap", 4096);
+    let (port, mut q) = start(&format!("tap:{name}"), &pool, 1);
+    assert!(port.link().up, "a started TAP is up");
+    // Hand the interface to the namespace's stack (the fd keeps working).
+    sh(&format!("ip link set {name} netns {ns} && ip -n {ns} addr add 10.77.{net}.1/24 dev {name} && ip -n {ns} link set {name} up"));
+    let mut resp = Responder::new([10, 77, net, 2]);
+    let pns = ns.clone();
+    let ping = std::thread::spawn(move || sh_ok(&format!("ip netns exec {pns} ping -c 3 -i 0.2 -W 2 10.77.{net}.2")));
+    serve(&mut q, &pool, &mut resp, Duration::from_secs(8), |_| ping.is_finished());
+    assert!(ping.join().unwrap(), "tap: ping through rpmd failed");
+    let (krx, _) = kernel_counts(&ns, &name);
+    assert!(krx >= 4, "the namespace's stack received rpmd's replies");
+    drop(q);
+    drop(port);
+    assert_eq!(pool.available(), pool.size());
+    assert!(!sh_ok(&format!("ip -n {ns} link show {name}")), "the TAP goes with its port");
+}
+
+#[test]
+fn tap_two_queues_carry_frames_both_ways() {
+    if !lab_available("tap_two_queues_carry_frames_both_ways") {
+        return;
+    }
+    let lab = Lab::new();
+    let name = format!("rq{}", lab.tag);
+    let pool = pool("tapq", 4096);
+    let (port, mut q) = start(&format!("tap:{name},queues=2"), &pool, 2);
+    assert_eq!((q.rx.len(), q.tx.len()), (2, 2));
+    // Frames written on either queue reach the kernel's interface.
+    for tx in q.tx.iter_mut() {
+        let mut b = Pkts::new();
+        for _ in 0..10 {
+            let mut m = pool.get().unwrap();
+            let f = m.append(60).unwrap();
+            f.fill(0);
+            f[..6].copy_from_slice(&[0xff; 6]);
+            f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
+            f[12..14].copy_from_slice(&[0x88, 0xb5]);
+            b.push(m).ok();
+        }
+        while !b.is_empty() {
+            tx.tx_burst(&mut b);
+        }
+    }
+    let rx = sh(&format!("cat /sys/class/net/{name}/statistics/rx_packets")).trim().parse::<u64>().unwrap();
+    assert_eq!(rx, 20);
+    assert_eq!(port.stats().opackets, 20);
+    drop(q);
+    drop(port);
+    assert_eq!(pool.available(), pool.size());
+}
