@@ -34,7 +34,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
     apt-get install -y -q dpdk-dev
-    apt-get install -y -q --no-install-recommends qemu-system-x86 cpio binutils xz-utils zstd
+    apt-get install -y -q --no-install-recommends qemu-system-x86 cpio binutils xz-utils zstd \
+        libxdp1 libbpf1 iputils-ping
 else
     echo "not root (or no apt-get): no package installs; tests needing them are skipped" >&2
 fi

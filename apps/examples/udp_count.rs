@@ -6,7 +6,8 @@
 //! ```
 //!
 //! The steps every app takes: a mempool; a registry with the drivers it
-//! links (`rpmd_virtio::register` adds `virtio-user:` and virtio `pci:`);
+//! links (`rpmd_virtio::register` adds `virtio-user:` and virtio `pci:`,
+//! `rpmd_kernel::register` adds `af_xdp:`, `af_packet:` and `tap:`);
 //! configure and start each port; one task per direction on the run
 //! loop's lcores (the ready-made `Forward`, which also sleeps on the rx
 //! queue's interrupt where the port has one, with a closure that sees
@@ -41,6 +42,7 @@ fn main() -> Result<(), String> {
         Arc::new(Mempool::new(&MempoolConfig::new("udp_count", 4096)).map_err(|e| e.to_string())?);
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
+    rpmd_kernel::register(&mut reg);
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
     let mut queues = Vec::new();
     for dev in [a, b] {

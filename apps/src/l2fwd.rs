@@ -432,6 +432,7 @@ impl L2fwd {
         };
         let mut reg = Registry::new();
         rpmd_virtio::register(&mut reg);
+        rpmd_kernel::register(&mut reg);
         check_portmask(cfg.portmask, devices.len())?;
         let pools = make_pools(cfg, &reg, devices.len())?;
         let mut opened = open_ports(cfg, &reg, &devices, &pools)?;

@@ -10,14 +10,14 @@
 //! - `tap:NAME` ([`tap`]): a TAP interface rpmd creates, for the host's
 //!   own stack and tools.
 //!
-//! All three share one control path ([`port`]'s shell): link state, MAC,
+//! All three share one control path (the `port` module's shell): link state, MAC,
 //! promiscuous and all-multicast (the interface flags), and MTU are the
 //! kernel interface's own, and the kernel's counters of the interface and
 //! of the sockets are xstats. Data moves in bursts with one system call
 //! per burst at most on AF_XDP and AF_PACKET (a TAP fd needs one per
 //! frame, as in DPDK's `net_tap`). Everything the kernel writes into
 //! shared rings (addresses, lengths, offsets, status words) is checked
-//! before use; `unsafe` is confined to [`sys`] (system calls and the ring
+//! before use; `unsafe` is confined to `sys` (system calls and the ring
 //! mappings) and `xdp::prog` (the libxdp calls).
 //!
 //! [`register`] adds the three kinds to a registry.
@@ -26,6 +26,7 @@ pub mod packet;
 pub(crate) mod port;
 pub(crate) mod sys;
 pub mod tap;
+pub mod testing;
 pub mod xdp;
 
 /// Adds `af_xdp`, `af_packet` and `tap` to `reg`.

@@ -19,7 +19,9 @@ pub(crate) struct Netdev {
 pub(crate) fn check_ifname(port: &str, name: &str) -> Result<(), Error> {
     if name.is_empty()
         || name.len() >= libc::IFNAMSIZ
-        || name.bytes().any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
+        || name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
     {
         return Err(Error::Config {
             port: port.into(),
@@ -44,12 +46,21 @@ impl Netdev {
         }
         let ctl = sys::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
             .map_err(|e| driver(port, "a control socket for interface ioctls", e))?;
-        Ok(Netdev { name: name.into(), ifindex, ctl, port: port.into() })
+        Ok(Netdev {
+            name: name.into(),
+            ifindex,
+            ctl,
+            port: port.into(),
+        })
     }
 
     fn ioctl(&self, req: libc::c_ulong, r: &mut libc::ifreq, what: &str) -> Result<(), Error> {
         sys::ioctl_ifreq(self.ctl.as_fd(), req, r).map_err(|e| {
-            let hint = if e.raw_os_error() == Some(libc::EPERM) { " (needs CAP_NET_ADMIN: run as root)" } else { "" };
+            let hint = if e.raw_os_error() == Some(libc::EPERM) {
+                " (needs CAP_NET_ADMIN: run as root)"
+            } else {
+                ""
+            };
             driver(&self.port, &format!("{what} of {}{hint}", self.name), e)
         })
     }
@@ -108,8 +119,15 @@ impl Netdev {
             let f = f as i32;
             f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0
         });
-        let speed = self.sysfs("speed").and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
-        Link { up, speed_mbps: speed.clamp(0, u32::MAX as i64) as u32, full_duplex: true }
+        let speed = self
+            .sysfs("speed")
+            .and_then(|s| s.parse::<i64>().ok())
+            .unwrap_or(0);
+        Link {
+            up,
+            speed_mbps: speed.clamp(0, u32::MAX as i64) as u32,
+            full_duplex: true,
+        }
     }
 
     fn sysfs(&self, file: &str) -> Option<String> {
@@ -122,7 +140,11 @@ impl Netdev {
     pub(crate) fn queue_count(&self, rx: bool) -> u32 {
         let prefix = if rx { "rx-" } else { "tx-" };
         std::fs::read_dir(format!("/sys/class/net/{}/queues", self.name))
-            .map(|d| d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with(prefix)).count() as u32)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                    .count() as u32
+            })
             .unwrap_or(1)
             .max(1)
     }
@@ -130,17 +152,31 @@ impl Netdev {
     /// The kernel's interface counters that say where frames were lost, as
     /// `kernel_*` xstats.
     pub(crate) fn kernel_xstats(&self) -> Vec<Xstat> {
-        ["rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors"]
-            .iter()
-            .filter_map(|c| {
-                let v = self.sysfs(&format!("statistics/{c}"))?.parse().ok()?;
-                Some(Xstat { name: format!("kernel_{c}"), value: v })
+        [
+            "rx_packets",
+            "tx_packets",
+            "rx_dropped",
+            "tx_dropped",
+            "rx_errors",
+            "tx_errors",
+        ]
+        .iter()
+        .filter_map(|c| {
+            let v = self.sysfs(&format!("statistics/{c}"))?.parse().ok()?;
+            Some(Xstat {
+                name: format!("kernel_{c}"),
+                value: v,
             })
-            .collect()
+        })
+        .collect()
     }
 }
 
 /// A driver error with its OS cause kept as the source.
 pub(crate) fn driver(port: &str, what: &str, e: std::io::Error) -> Error {
-    Error::Driver { port: port.into(), what: what.into(), source: Box::new(e) }
+    Error::Driver {
+        port: port.into(),
+        what: what.into(),
+        source: Box::new(e),
+    }
 }

@@ -16,7 +16,10 @@ use crate::port::{check_room, frame_len, rx_pool, Backend, KernelPort, Live};
 use crate::sys::{self, Mapping};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
-use rpmd_pmd::port::{Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue, Xstat};
+use rpmd_pmd::port::{
+    Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
+    Xstat,
+};
 use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -66,10 +69,16 @@ impl Driver for AfPacketDriver {
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, Error> {
         args.only_options(&["qdisc_bypass", "frames", "queues"])?;
         let ifname = args.require_target("an interface name")?;
-        let bad = |detail: String| Error::Config { port: args.raw().into(), what: "device options", detail };
+        let bad = |detail: String| Error::Config {
+            port: args.raw().into(),
+            what: "device options",
+            detail,
+        };
         let frames = args.opt_u64("frames", 512)?;
         if !frames.is_power_of_two() || !(16..=65536).contains(&frames) {
-            return Err(bad(format!("frames={frames}; a power of two in 16..=65536")));
+            return Err(bad(format!(
+                "frames={frames}; a power of two in 16..=65536"
+            )));
         }
         let queues = args.opt_u64("queues", 16)?;
         if !(1..=16).contains(&queues) {
@@ -77,8 +86,20 @@ impl Driver for AfPacketDriver {
         }
         let qdisc_bypass = args.opt_bool("qdisc_bypass", false)?;
         let dev = Netdev::open(args.raw(), ifname)?;
-        let opts = Options { qdisc_bypass, frames: frames as u32, queues: queues as u16 };
-        Ok(Box::new(KernelPort::new(args.raw(), dev, AfPacket { opts, socks: Vec::new(), drops: Arc::default() })))
+        let opts = Options {
+            qdisc_bypass,
+            frames: frames as u32,
+            queues: queues as u16,
+        };
+        Ok(Box::new(KernelPort::new(
+            args.raw(),
+            dev,
+            AfPacket {
+                opts,
+                socks: Vec::new(),
+                drops: Arc::default(),
+            },
+        )))
     }
 }
 
@@ -102,18 +123,30 @@ impl Rings {
         let e = |what: &str| {
             let what = what.to_string();
             move |err: std::io::Error| {
-                let hint = if err.raw_os_error() == Some(libc::EPERM) { " (packet sockets need CAP_NET_RAW: run as root)" } else { "" };
+                let hint = if err.raw_os_error() == Some(libc::EPERM) {
+                    " (packet sockets need CAP_NET_RAW: run as root)"
+                } else {
+                    ""
+                };
                 driver(port, &format!("{what}{hint}"), err)
             }
         };
         let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
-        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, proto).map_err(e("opening a packet socket"))?;
+        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, proto)
+            .map_err(e("opening a packet socket"))?;
         let b = fd.as_fd();
-        sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_VERSION, &(libc::tpacket_versions::TPACKET_V2 as i32))
-            .map_err(e("asking for TPACKET_V2"))?;
-        sys::setsockopt(b, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32).map_err(e("PACKET_IGNORE_OUTGOING"))?;
+        sys::setsockopt(
+            b,
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            &(libc::tpacket_versions::TPACKET_V2 as i32),
+        )
+        .map_err(e("asking for TPACKET_V2"))?;
+        sys::setsockopt(b, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32)
+            .map_err(e("PACKET_IGNORE_OUTGOING"))?;
         if o.qdisc_bypass {
-            sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32).map_err(e("PACKET_QDISC_BYPASS"))?;
+            sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32)
+                .map_err(e("PACKET_QDISC_BYPASS"))?;
         }
         // A slot holds the header, the MAC offset's alignment and a frame.
         let frame_size = (frame_len(dev.mtu()?) + 128).next_power_of_two().max(2048);
@@ -124,8 +157,10 @@ impl Rings {
             tp_frame_size: frame_size as u32,
             tp_frame_nr: o.frames,
         };
-        sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(e("setting up the RX ring"))?;
-        sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req).map_err(e("setting up the TX ring"))?;
+        sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+            .map_err(e("setting up the RX ring"))?;
+        sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req)
+            .map_err(e("setting up the TX ring"))?;
         let ring_bytes = o.frames as usize * frame_size;
         let map = Mapping::new(b, 2 * ring_bytes, 0).map_err(e("mapping the rings"))?;
         let mut sll: libc::sockaddr_ll = zeroed_sll();
@@ -134,10 +169,16 @@ impl Rings {
         sll.sll_ifindex = dev.ifindex as i32;
         sys::bind(b, &sll).map_err(e("binding to the interface"))?;
         if let Some(group) = fanout {
-            let arg = (group & 0xffff) | ((libc::PACKET_FANOUT_HASH as u32) << 16);
-            sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg).map_err(e("joining the fanout group"))?;
+            let arg = (group & 0xffff) | (libc::PACKET_FANOUT_HASH << 16);
+            sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+                .map_err(e("joining the fanout group"))?;
         }
-        Ok(Rings { fd: Arc::new(fd), map, frame_size, frames: o.frames })
+        Ok(Rings {
+            fd: Arc::new(fd),
+            map,
+            frame_size,
+            frames: o.frames,
+        })
     }
 }
 
@@ -173,7 +214,14 @@ impl Backend for AfPacket {
         }
     }
 
-    fn start(&mut self, port: &str, dev: &Netdev, conf: &PortConfig, stats: &StatsBlock, live: &Live) -> Result<Queues, Error> {
+    fn start(
+        &mut self,
+        port: &str,
+        dev: &Netdev,
+        conf: &PortConfig,
+        stats: &StatsBlock,
+        live: &Live,
+    ) -> Result<Queues, Error> {
         let pool = rx_pool(port, conf)?;
         check_room(port, dev, pool.data_room(), "an rx mbuf's data room")?;
         let n = conf.rx_queues.max(conf.tx_queues) as usize;
@@ -184,14 +232,28 @@ impl Backend for AfPacket {
         }
         self.socks = rings.iter().map(|r| r.fd.clone()).collect();
         *self.drops.lock().unwrap_or_else(|p| p.into_inner()) = (0, 0);
-        let mut q = Queues { rx: Vec::new(), tx: Vec::new() };
+        let mut q = Queues {
+            rx: Vec::new(),
+            tx: Vec::new(),
+        };
         for (i, r) in rings.into_iter().enumerate() {
             let r = Arc::new(r);
             if i < conf.rx_queues as usize {
-                q.rx.push(Box::new(PacketRx { rings: r.clone(), next: 0, pool: pool.clone(), live: live.clone(), stats: stats.rx(i) }));
+                q.rx.push(Box::new(PacketRx {
+                    rings: r.clone(),
+                    next: 0,
+                    pool: pool.clone(),
+                    live: live.clone(),
+                    stats: stats.rx(i),
+                }));
             }
             if i < conf.tx_queues as usize {
-                q.tx.push(Box::new(PacketTx { rings: r, next: 0, live: live.clone(), stats: stats.tx(i) }));
+                q.tx.push(Box::new(PacketTx {
+                    rings: r,
+                    next: 0,
+                    live: live.clone(),
+                    stats: stats.tx(i),
+                }));
             }
         }
         Ok(q)
@@ -204,16 +266,25 @@ impl Backend for AfPacket {
     fn xstats(&self, out: &mut Vec<Xstat>) {
         let mut d = self.drops.lock().unwrap_or_else(|p| p.into_inner());
         for s in &self.socks {
-            if let Ok((st, _)) = sys::getsockopt::<libc::tpacket_stats>(s.as_fd(), libc::SOL_PACKET, libc::PACKET_STATISTICS) {
+            if let Ok((st, _)) = sys::getsockopt::<libc::tpacket_stats>(
+                s.as_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+            ) {
                 d.0 += st.tp_packets as u64;
                 d.1 += st.tp_drops as u64;
             }
         }
-        out.push(Xstat { name: "kernel_packet_received".into(), value: d.0 });
-        out.push(Xstat { name: "kernel_packet_drops".into(), value: d.1 });
+        out.push(Xstat {
+            name: "kernel_packet_received".into(),
+            value: d.0,
+        });
+        out.push(Xstat {
+            name: "kernel_packet_drops".into(),
+            value: d.1,
+        });
     }
 }
-
 
 #[repr(align(128))]
 struct PacketRx {
@@ -240,12 +311,18 @@ impl PacketRx {
         }
         let vlan = status & TP_STATUS_VLAN_VALID != 0;
         let total = snap + if vlan { 4 } else { 0 };
-        let Some(buf) = m.append(total) else { return false };
+        let Some(buf) = m.append(total) else {
+            return false;
+        };
         if vlan {
             // The kernel took the tag out (VLAN acceleration); put it back
             // where it was on the wire.
             let tci = r.map.read::<u16>(at + H_VLAN_TCI);
-            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 { r.map.read::<u16>(at + H_VLAN_TPID) } else { 0x8100 };
+            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                r.map.read::<u16>(at + H_VLAN_TPID)
+            } else {
+                0x8100
+            };
             r.map.copy_out(at + mac, &mut buf[..12]);
             buf[12..14].copy_from_slice(&tpid.to_be_bytes());
             buf[14..16].copy_from_slice(&tci.to_be_bytes());
@@ -270,7 +347,11 @@ impl RxQueue for PacketRx {
             // Acquire: pairs with the kernel's smp_wmb + status store in
             // __packet_set_status (tpacket_rcv), so the frame bytes and the
             // header fields it announces are complete.
-            let status = self.rings.map.atomic_u32(at + H_STATUS).load(Ordering::Acquire);
+            let status = self
+                .rings
+                .map
+                .atomic_u32(at + H_STATUS)
+                .load(Ordering::Acquire);
             if status & TP_STATUS_USER == 0 {
                 break;
             }
@@ -291,7 +372,10 @@ impl RxQueue for PacketRx {
             }
             // Release: our reads of the slot finish before the kernel may
             // refill it (it checks the status with smp_rmb first).
-            self.rings.map.atomic_u32(at + H_STATUS).store(TP_STATUS_KERNEL, Ordering::Release);
+            self.rings
+                .map
+                .atomic_u32(at + H_STATUS)
+                .store(TP_STATUS_KERNEL, Ordering::Release);
             self.next = (self.next + 1) % self.rings.frames;
         }
         self.stats.packets.add(got as u64);
@@ -309,7 +393,12 @@ impl RxQueue for PacketRx {
 
     fn has_work(&self) -> bool {
         let at = self.slot(self.next);
-        self.rings.map.atomic_u32(at + H_STATUS).load(Ordering::Relaxed) & TP_STATUS_USER != 0
+        self.rings
+            .map
+            .atomic_u32(at + H_STATUS)
+            .load(Ordering::Relaxed)
+            & TP_STATUS_USER
+            != 0
     }
 }
 

@@ -20,7 +20,14 @@ pub(crate) trait Backend: Send {
     /// Queue limits and offloads for `dev`.
     fn capabilities(&self, dev: &Netdev) -> Capabilities;
     /// Builds the queues of a start.
-    fn start(&mut self, port: &str, dev: &Netdev, conf: &PortConfig, stats: &StatsBlock, live: &Live) -> Result<Queues, Error>;
+    fn start(
+        &mut self,
+        port: &str,
+        dev: &Netdev,
+        conf: &PortConfig,
+        stats: &StatsBlock,
+        live: &Live,
+    ) -> Result<Queues, Error>;
     /// Undoes what start set up in the kernel beyond the queues (which
     /// their handles own).
     fn stop(&mut self, _dev: &Netdev) {}
@@ -40,11 +47,21 @@ pub(crate) struct KernelPort<B: Backend> {
 
 impl<B: Backend> KernelPort<B> {
     pub(crate) fn new(name: &str, dev: Netdev, backend: B) -> Self {
-        KernelPort { name: name.into(), dev, backend, conf: None, stats: StatsBlock::new(0, 0), live: None }
+        KernelPort {
+            name: name.into(),
+            dev,
+            backend,
+            conf: None,
+            stats: StatsBlock::new(0, 0),
+            live: None,
+        }
     }
 
     fn err(&self, detail: impl Into<String>) -> Error {
-        Error::Port { port: self.name.clone(), detail: detail.into() }
+        Error::Port {
+            port: self.name.clone(),
+            detail: detail.into(),
+        }
     }
 
     fn halt(&mut self) {
@@ -93,12 +110,16 @@ impl<B: Backend> Port for KernelPort<B> {
     }
 
     fn start(&mut self) -> Result<Queues, Error> {
-        let Some(conf) = self.conf.clone() else { return Err(self.err("start before configure")) };
+        let Some(conf) = self.conf.clone() else {
+            return Err(self.err("start before configure"));
+        };
         if self.live.is_some() {
             return Err(self.err("already started"));
         }
         let live: Live = Arc::new(CachePadded::new(AtomicBool::new(true)));
-        let q = self.backend.start(&self.name, &self.dev, &conf, &self.stats, &live)?;
+        let q = self
+            .backend
+            .start(&self.name, &self.dev, &conf, &self.stats, &live)?;
         self.live = Some(live);
         Ok(q)
     }
@@ -137,7 +158,9 @@ impl<B: Backend> Port for KernelPort<B> {
     fn set_mtu(&mut self, mtu: u16) -> Result<(), Error> {
         self.capabilities().check_mtu(&self.name, mtu)?;
         if self.live.is_some() {
-            return Err(self.err("MTU change while started; stop it first (queue buffers are sized by it)"));
+            return Err(
+                self.err("MTU change while started; stop it first (queue buffers are sized by it)")
+            );
         }
         self.dev.set_mtu(mtu)
     }
@@ -164,11 +187,14 @@ impl<B: Backend> Port for KernelPort<B> {
 
 /// The rx pool a start needs, or the error saying so.
 pub(crate) fn rx_pool(port: &str, conf: &PortConfig) -> Result<rpmd_pmd::Mempool, Error> {
-    conf.rx_pool.as_deref().cloned().ok_or_else(|| Error::Config {
-        port: port.into(),
-        what: "rx_pool",
-        detail: "this port needs a mempool for receive buffers".into(),
-    })
+    conf.rx_pool
+        .as_deref()
+        .cloned()
+        .ok_or_else(|| Error::Config {
+            port: port.into(),
+            what: "rx_pool",
+            detail: "this port needs a mempool for receive buffers".into(),
+        })
 }
 
 /// Checks that a frame of the interface's MTU fits `room` bytes of an

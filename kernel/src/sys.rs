@@ -19,7 +19,11 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// `socket(2)`, close-on-exec.
-pub(crate) fn socket(domain: libc::c_int, ty: libc::c_int, proto: libc::c_int) -> io::Result<OwnedFd> {
+pub(crate) fn socket(
+    domain: libc::c_int,
+    ty: libc::c_int,
+    proto: libc::c_int,
+) -> io::Result<OwnedFd> {
     // SAFETY: plain system call; a non-negative result is a new fd we own.
     let fd = check(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, proto) })?;
     // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
@@ -36,7 +40,12 @@ pub(crate) fn open_rw(path: &str) -> io::Result<OwnedFd> {
 }
 
 /// `setsockopt(2)` with a plain-data value.
-pub(crate) fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, name: i32, v: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+    v: &T,
+) -> io::Result<()> {
     // SAFETY: `v` points to `size_of::<T>()` readable bytes for the call.
     check(unsafe {
         libc::setsockopt(
@@ -53,11 +62,17 @@ pub(crate) fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, name: i32, v: 
 /// `getsockopt(2)` into a plain-data value (zeroed first, so a shorter
 /// answer from an older kernel leaves the rest zero); also the length the
 /// kernel wrote.
-pub(crate) fn getsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<(T, usize)> {
+pub(crate) fn getsockopt<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: i32,
+    name: i32,
+) -> io::Result<(T, usize)> {
     let mut v = MaybeUninit::<T>::zeroed();
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `v` has room for `len` bytes; the kernel writes at most that.
-    check(unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, v.as_mut_ptr().cast(), &mut len) })?;
+    check(unsafe {
+        libc::getsockopt(fd.as_raw_fd(), level, name, v.as_mut_ptr().cast(), &mut len)
+    })?;
     // SAFETY: zero-initialised plain data (the callers' T are C structs of
     // integers, for which every bit pattern is valid), partly overwritten.
     Ok((unsafe { v.assume_init() }, len as usize))
@@ -66,19 +81,36 @@ pub(crate) fn getsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, name: i32) -> 
 /// `bind(2)` to a socket address of type `T` (`sockaddr_xdp`, `sockaddr_ll`).
 pub(crate) fn bind<T: Copy>(fd: BorrowedFd<'_>, addr: &T) -> io::Result<()> {
     // SAFETY: `addr` is a valid socket address structure of its size.
-    check(unsafe { libc::bind(fd.as_raw_fd(), (addr as *const T).cast(), size_of::<T>() as u32) })
-        .map(drop)
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (addr as *const T).cast(),
+            size_of::<T>() as u32,
+        )
+    })
+    .map(drop)
 }
 
 /// A zero-length non-blocking `sendto(2)`: how AF_XDP and TPACKET TX rings
 /// are kicked. Errors the kernel uses for "busy, try later" are not errors.
 pub(crate) fn kick_send(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: no buffer or address is passed.
-    let r = unsafe { libc::sendto(fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+    let r = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
     if r < 0 {
         let e = io::Error::last_os_error();
         return match e.raw_os_error() {
-            Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN | libc::EINTR) => Ok(()),
+            Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN | libc::EINTR) => {
+                Ok(())
+            }
             _ => Err(e),
         };
     }
@@ -126,7 +158,11 @@ pub(crate) fn writev(fd: BorrowedFd<'_>, parts: &[io::IoSlice<'_>]) -> io::Resul
 
 /// `poll(2)` for readability; true when `fd` became readable in time.
 pub(crate) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
-    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd.
     let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
     r > 0 && p.revents & libc::POLLIN != 0
@@ -136,14 +172,22 @@ pub(crate) fn poll_in(fd: BorrowedFd<'_>, timeout_ms: i32) -> bool {
 pub(crate) fn ifreq(ifname: &str) -> libc::ifreq {
     // SAFETY: ifreq is plain C data; all zeroes is a valid value.
     let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in r.ifr_name.iter_mut().zip(ifname.bytes().take(libc::IFNAMSIZ - 1)) {
+    for (d, s) in r
+        .ifr_name
+        .iter_mut()
+        .zip(ifname.bytes().take(libc::IFNAMSIZ - 1))
+    {
         *d = s as libc::c_char;
     }
     r
 }
 
 /// An interface ioctl (`SIOC[GS]IF*`, `TUNSETIFF`) on `fd`.
-pub(crate) fn ioctl_ifreq(fd: BorrowedFd<'_>, req: libc::c_ulong, r: &mut libc::ifreq) -> io::Result<()> {
+pub(crate) fn ioctl_ifreq(
+    fd: BorrowedFd<'_>,
+    req: libc::c_ulong,
+    r: &mut libc::ifreq,
+) -> io::Result<()> {
     // SAFETY: every request used with it reads and writes one `ifreq`.
     check(unsafe { libc::ioctl(fd.as_raw_fd(), req as _, r as *mut libc::ifreq) }).map(drop)
 }
@@ -180,7 +224,9 @@ pub(crate) fn ifreq_hwaddr(r: &libc::ifreq) -> [u8; 6] {
 
 /// `if_nametoindex(3)`; 0 when there is no such interface.
 pub(crate) fn ifindex(ifname: &str) -> u32 {
-    let Ok(c) = CString::new(ifname) else { return 0 };
+    let Ok(c) = CString::new(ifname) else {
+        return 0;
+    };
     // SAFETY: `c` is NUL-terminated.
     unsafe { libc::if_nametoindex(c.as_ptr()) }
 }
@@ -300,4 +346,11 @@ pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     let f = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
     // SAFETY: as above.
     check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, f | libc::O_NONBLOCK) }).map(drop)
+}
+
+/// Moves the calling thread into the network namespace `ns` (setns(2)).
+pub(crate) fn enter_netns(ns: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns on the calling thread with a namespace fd; affects only
+    // this thread's network namespace.
+    check(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
 }

@@ -12,7 +12,9 @@ use crate::port::{check_room, rx_pool, Backend, KernelPort, Live};
 use crate::sys;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
-use rpmd_pmd::port::{Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue};
+use rpmd_pmd::port::{
+    Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
+};
 use rpmd_pmd::{DmaDomain, Error, Mempool};
 use std::io::IoSlice;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -48,7 +50,15 @@ impl Driver for TapDriver {
         }
         let first = attach(args.raw(), &name)?;
         let dev = Netdev::open(args.raw(), &name)?;
-        Ok(Box::new(KernelPort::new(args.raw(), dev, Tap { first: Arc::new(first), queues: queues as u16, up: false })))
+        Ok(Box::new(KernelPort::new(
+            args.raw(),
+            dev,
+            Tap {
+                first: Arc::new(first),
+                queues: queues as u16,
+                up: false,
+            },
+        )))
     }
 }
 
@@ -57,13 +67,18 @@ fn attach(port: &str, name: &str) -> Result<OwnedFd, Error> {
     let fd = sys::open_rw("/dev/net/tun").map_err(|e| {
         let hint = match e.raw_os_error() {
             Some(libc::ENOENT) => " (no /dev/net/tun: modprobe tun)",
-            Some(libc::EACCES | libc::EPERM) => " (needs root, or CAP_NET_ADMIN and access to /dev/net/tun)",
+            Some(libc::EACCES | libc::EPERM) => {
+                " (needs root, or CAP_NET_ADMIN and access to /dev/net/tun)"
+            }
             _ => "",
         };
         driver(port, &format!("opening /dev/net/tun{hint}"), e)
     })?;
     let mut r = sys::ifreq(name);
-    sys::set_ifreq_flags(&mut r, (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE) as i16);
+    sys::set_ifreq_flags(
+        &mut r,
+        (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE) as i16,
+    );
     sys::ioctl_ifreq(fd.as_fd(), libc::TUNSETIFF as libc::c_ulong, &mut r).map_err(|e| {
         let hint = match e.raw_os_error() {
             Some(libc::EPERM) => " (needs CAP_NET_ADMIN: run as root)",
@@ -72,7 +87,8 @@ fn attach(port: &str, name: &str) -> Result<OwnedFd, Error> {
         };
         driver(port, &format!("creating TAP {name}{hint}"), e)
     })?;
-    sys::set_nonblocking(fd.as_fd()).map_err(|e| driver(port, "making the TAP fd non-blocking", e))?;
+    sys::set_nonblocking(fd.as_fd())
+        .map_err(|e| driver(port, "making the TAP fd non-blocking", e))?;
     Ok(fd)
 }
 
@@ -102,7 +118,14 @@ impl Backend for Tap {
         }
     }
 
-    fn start(&mut self, port: &str, dev: &Netdev, conf: &PortConfig, stats: &StatsBlock, live: &Live) -> Result<Queues, Error> {
+    fn start(
+        &mut self,
+        port: &str,
+        dev: &Netdev,
+        conf: &PortConfig,
+        stats: &StatsBlock,
+        live: &Live,
+    ) -> Result<Queues, Error> {
         let pool = rx_pool(port, conf)?;
         check_room(port, dev, pool.data_room(), "an rx mbuf's data room")?;
         let n = conf.rx_queues.max(conf.tx_queues) as usize;
@@ -112,13 +135,25 @@ impl Backend for Tap {
         }
         dev.set_flag(libc::IFF_UP, true)?;
         self.up = true;
-        let mut q = Queues { rx: Vec::new(), tx: Vec::new() };
+        let mut q = Queues {
+            rx: Vec::new(),
+            tx: Vec::new(),
+        };
         for (i, fd) in fds.into_iter().enumerate() {
             if i < conf.rx_queues as usize {
-                q.rx.push(Box::new(TapRx { fd: fd.clone(), pool: pool.clone(), live: live.clone(), stats: stats.rx(i) }));
+                q.rx.push(Box::new(TapRx {
+                    fd: fd.clone(),
+                    pool: pool.clone(),
+                    live: live.clone(),
+                    stats: stats.rx(i),
+                }));
             }
             if i < conf.tx_queues as usize {
-                q.tx.push(Box::new(TapTx { fd, live: live.clone(), stats: stats.tx(i) }));
+                q.tx.push(Box::new(TapTx {
+                    fd,
+                    live: live.clone(),
+                    stats: stats.tx(i),
+                }));
             }
         }
         Ok(q)

@@ -18,9 +18,19 @@ fn exchange(dev: &str, ns: &str, peer: &str, net: u8, queues: u16) {
     let mut resp = Responder::new([10, 77, net, 2]);
     // Ping from the namespace's stack: ARP first, then echo requests.
     let pns = ns.to_string();
-    let ping = std::thread::spawn(move || sh_ok(&format!("ip netns exec {pns} ping -c 3 -i 0.2 -W 2 10.77.{net}.2")));
-    serve(&mut q, &pool, &mut resp, Duration::from_secs(8), |_| ping.is_finished());
-    assert!(ping.join().unwrap(), "{dev}: ping through rpmd failed (answered {})", resp.answered);
+    let ping = std::thread::spawn(move || {
+        sh_ok(&format!(
+            "ip netns exec {pns} ping -c 3 -i 0.2 -W 2 10.77.{net}.2"
+        ))
+    });
+    serve(&mut q, &pool, &mut resp, Duration::from_secs(8), |_| {
+        ping.is_finished()
+    });
+    assert!(
+        ping.join().unwrap(),
+        "{dev}: ping through rpmd failed (answered {})",
+        resp.answered
+    );
     // UDP from a kernel socket in the namespace, many source ports (to
     // spread over queues), each payload echoed back.
     let n = 64usize;
@@ -45,17 +55,26 @@ fn exchange(dev: &str, ns: &str, peer: &str, net: u8, queues: u16) {
             ok
         })
     });
-    serve(&mut q, &pool, &mut resp, Duration::from_secs(20), |_| client.is_finished());
+    serve(&mut q, &pool, &mut resp, Duration::from_secs(20), |_| {
+        client.is_finished()
+    });
     assert_eq!(client.join().unwrap(), n, "{dev}: UDP echoes");
     assert_eq!(resp.udp_seen.len(), n);
     // Quiet, then the counters of both sides agree.
-    serve(&mut q, &pool, &mut resp, Duration::from_millis(500), |_| false);
+    serve(&mut q, &pool, &mut resp, Duration::from_millis(500), |_| {
+        false
+    });
     let (krx, ktx) = kernel_counts(ns, peer);
     let st = port.stats();
     assert_eq!(st.ipackets, ktx - ktx0, "{dev}: rpmd rx vs kernel tx");
     assert_eq!(st.opackets, krx - krx0, "{dev}: rpmd tx vs kernel rx");
     if queues > 1 {
-        let per: Vec<u64> = port.xstats().iter().filter(|x| x.name.starts_with("rx_q") && x.name.ends_with("_packets")).map(|x| x.value).collect();
+        let per: Vec<u64> = port
+            .xstats()
+            .iter()
+            .filter(|x| x.name.starts_with("rx_q") && x.name.ends_with("_packets"))
+            .map(|x| x.value)
+            .collect();
         eprintln!("{dev}: per-queue rx {per:?}");
         assert_eq!(per.len(), queues as usize);
     }
@@ -72,8 +91,17 @@ fn veth_case(test: &str, kind: &str, opts: &str, queues: u32) {
     let ns = lab.netns("a");
     let net = (lab.tag.parse::<u64>().unwrap_or(0) % 200 + 20) as u8;
     let root = lab.veth("rv", &ns, "eth0", &format!("10.77.{net}.1/24"), queues);
-    exchange(&format!("{kind}:{root}{opts}"), &ns, "eth0", net, queues as u16);
-    assert!(!sh(&format!("ip link show {root}")).contains("prog/xdp"), "{kind}: XDP program left attached");
+    exchange(
+        &format!("{kind}:{root}{opts}"),
+        &ns,
+        "eth0",
+        net,
+        queues as u16,
+    );
+    assert!(
+        !sh(&format!("ip link show {root}")).contains("prog/xdp"),
+        "{kind}: XDP program left attached"
+    );
 }
 
 #[test]
@@ -83,22 +111,42 @@ fn af_packet_talks_to_the_kernel() {
 
 #[test]
 fn af_packet_qdisc_bypass_and_two_queues() {
-    veth_case("af_packet_qdisc_bypass_and_two_queues", "af_packet", ",qdisc_bypass=1", 2);
+    veth_case(
+        "af_packet_qdisc_bypass_and_two_queues",
+        "af_packet",
+        ",qdisc_bypass=1",
+        2,
+    );
 }
 
 #[test]
 fn af_xdp_native_talks_to_the_kernel() {
-    veth_case("af_xdp_native_talks_to_the_kernel", "af_xdp", ",mode=native", 1);
+    veth_case(
+        "af_xdp_native_talks_to_the_kernel",
+        "af_xdp",
+        ",mode=native",
+        1,
+    );
 }
 
 #[test]
 fn af_xdp_skb_mode_talks_to_the_kernel() {
-    veth_case("af_xdp_skb_mode_talks_to_the_kernel", "af_xdp", ",mode=skb,need_wakeup=0", 1);
+    veth_case(
+        "af_xdp_skb_mode_talks_to_the_kernel",
+        "af_xdp",
+        ",mode=skb,need_wakeup=0",
+        1,
+    );
 }
 
 #[test]
 fn af_xdp_two_queues_with_busy_polling() {
-    veth_case("af_xdp_two_queues_with_busy_polling", "af_xdp", ",queues=2,busy_poll_us=20,busy_budget=32", 2);
+    veth_case(
+        "af_xdp_two_queues_with_busy_polling",
+        "af_xdp",
+        ",queues=2,busy_poll_us=20,busy_budget=32",
+        2,
+    );
 }
 
 #[test]
@@ -117,15 +165,24 @@ fn tap_talks_to_the_kernel() {
     sh(&format!("ip link set {name} netns {ns} && ip -n {ns} addr add 10.77.{net}.1/24 dev {name} && ip -n {ns} link set {name} up"));
     let mut resp = Responder::new([10, 77, net, 2]);
     let pns = ns.clone();
-    let ping = std::thread::spawn(move || sh_ok(&format!("ip netns exec {pns} ping -c 3 -i 0.2 -W 2 10.77.{net}.2")));
-    serve(&mut q, &pool, &mut resp, Duration::from_secs(8), |_| ping.is_finished());
+    let ping = std::thread::spawn(move || {
+        sh_ok(&format!(
+            "ip netns exec {pns} ping -c 3 -i 0.2 -W 2 10.77.{net}.2"
+        ))
+    });
+    serve(&mut q, &pool, &mut resp, Duration::from_secs(8), |_| {
+        ping.is_finished()
+    });
     assert!(ping.join().unwrap(), "tap: ping through rpmd failed");
     let (krx, _) = kernel_counts(&ns, &name);
     assert!(krx >= 4, "the namespace's stack received rpmd's replies");
     drop(q);
     drop(port);
     assert_eq!(pool.available(), pool.size());
-    assert!(!sh_ok(&format!("ip -n {ns} link show {name}")), "the TAP goes with its port");
+    assert!(
+        !sh_ok(&format!("ip -n {ns} link show {name}")),
+        "the TAP goes with its port"
+    );
 }
 
 #[test]
@@ -154,7 +211,10 @@ fn tap_two_queues_carry_frames_both_ways() {
             tx.tx_burst(&mut b);
         }
     }
-    let rx = sh(&format!("cat /sys/class/net/{name}/statistics/rx_packets")).trim().parse::<u64>().unwrap();
+    let rx = sh(&format!("cat /sys/class/net/{name}/statistics/rx_packets"))
+        .trim()
+        .parse::<u64>()
+        .unwrap();
     assert_eq!(rx, 20);
     assert_eq!(port.stats().opackets, 20);
     drop(q);

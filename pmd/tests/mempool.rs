@@ -306,7 +306,9 @@ fn buffers_are_found_by_region_offset() {
         let slot = p.buffer_at(off + 300).unwrap();
         assert_eq!((slot.buf_offset, slot.buf_len), (off, p.buf_len()));
         assert!(seen.insert(slot.index) && slot.index < p.size());
-        assert!(p.buffer_at(off + p.buf_len()).map_or(true, |s| s.buf_offset != off));
+        assert!(p
+            .buffer_at(off + p.buf_len())
+            .is_none_or(|s| s.buf_offset != off));
         // A device-chosen data offset, then the room it must fit.
         assert!(m.set_received_at(256, 60));
         assert_eq!((m.headroom(), m.data_len(), m.pkt_len()), (256, 60, 60));
@@ -315,7 +317,9 @@ fn buffers_are_found_by_region_offset() {
     }
     // Headers and offsets past the end belong to no buffer.
     let first = p.buffer_offset(&held[0]).unwrap();
-    assert!(held.iter().all(|m| p.buffer_offset(m).unwrap() != first - 1));
+    assert!(held
+        .iter()
+        .all(|m| p.buffer_offset(m).unwrap() != first - 1));
     assert_eq!(p.buffer_at(p.region().len()), None);
     assert_eq!(p.buffer_at(usize::MAX), None);
     let other = pool("locate-other", 8, 0);

@@ -101,6 +101,7 @@ fn run(a: &Args) -> Result<(), String> {
         .unwrap_or_else(|| if embedded { "0-1" } else { "1" }.into());
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
+    rpmd_kernel::register(&mut reg);
     let mut pc = MempoolConfig::new("gen", 8192);
     pc.cache_size = 256;
     let pool = Arc::new(Mempool::new(&pc).map_err(|e| format!("mempool: {e}"))?);

@@ -160,6 +160,7 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     }
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
+    rpmd_kernel::register(&mut reg);
     let pool = pool("rr")?;
     let (client_dev, server_dev) = devices(a)?;
     // The bound first, while the cores are idle.

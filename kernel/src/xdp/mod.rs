@@ -8,10 +8,10 @@
 //! and TX of that pool's mbufs passes their address to the kernel. Mbufs
 //! of other pools are copied into one of ours first. Each queue is one
 //! socket bound to interface queue `queue + i`, with its fill, completion,
-//! RX and TX rings ([`ring`]); the mbufs posted to the kernel wait in a
+//! RX and TX rings (`ring`); the mbufs posted to the kernel wait in a
 //! table indexed by their pool index, and an address the kernel gives back
 //! that names no posted buffer is counted as a device error, never
-//! followed. The XDP program is libxdp's default ([`prog`]).
+//! followed. The XDP program is libxdp's default (`prog`).
 //!
 //! Kernel busy polling (`busy_poll_us`): the socket gets
 //! SO_PREFER_BUSY_POLL, SO_BUSY_POLL and SO_BUSY_POLL_BUDGET, and every
@@ -30,7 +30,10 @@ use crossbeam_utils::CachePadded;
 use prog::{Attachment, Mode};
 use ring::XskRing;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
-use rpmd_pmd::port::{Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue, Xstat};
+use rpmd_pmd::port::{
+    Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
+    Xstat,
+};
 use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -63,16 +66,31 @@ impl Driver for AfXdpDriver {
     }
 
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, Error> {
-        args.only_options(&["queue", "queues", "mode", "zerocopy", "need_wakeup", "busy_poll_us", "busy_budget"])?;
+        args.only_options(&[
+            "queue",
+            "queues",
+            "mode",
+            "zerocopy",
+            "need_wakeup",
+            "busy_poll_us",
+            "busy_budget",
+        ])?;
         let ifname = args.require_target("an interface name")?.to_string();
-        let bad = |detail: String| Error::Config { port: args.raw().into(), what: "device options", detail };
+        let bad = |detail: String| Error::Config {
+            port: args.raw().into(),
+            what: "device options",
+            detail,
+        };
         let mode = match args.opt("mode") {
             None => None,
             Some("native" | "drv") => Some(Mode::Native),
             Some("skb" | "generic") => Some(Mode::Skb),
             Some(m) => return Err(bad(format!("mode={m}; native or skb"))),
         };
-        let zerocopy = args.opt("zerocopy").map(|_| args.opt_bool("zerocopy", false)).transpose()?;
+        let zerocopy = args
+            .opt("zerocopy")
+            .map(|_| args.opt_bool("zerocopy", false))
+            .transpose()?;
         let busy_poll_us = args.opt_u64("busy_poll_us", 0)?;
         let busy_budget = args.opt_u64("busy_budget", 64)?;
         if busy_poll_us > 1_000_000 || !(1..=1024).contains(&busy_budget) {
@@ -96,7 +114,15 @@ impl Driver for AfXdpDriver {
             busy_poll_us: busy_poll_us as u32,
             busy_budget: busy_budget as u32,
         };
-        Ok(Box::new(KernelPort::new(args.raw(), dev, AfXdp { opts, socks: Vec::new(), prog: None })))
+        Ok(Box::new(KernelPort::new(
+            args.raw(),
+            dev,
+            AfXdp {
+                opts,
+                socks: Vec::new(),
+                prog: None,
+            },
+        )))
     }
 }
 
@@ -151,7 +177,14 @@ impl Backend for AfXdp {
         }
     }
 
-    fn start(&mut self, port: &str, dev: &Netdev, conf: &PortConfig, stats: &StatsBlock, live: &Live) -> Result<Queues, Error> {
+    fn start(
+        &mut self,
+        port: &str,
+        dev: &Netdev,
+        conf: &PortConfig,
+        stats: &StatsBlock,
+        live: &Live,
+    ) -> Result<Queues, Error> {
         let pool = rx_pool(port, conf)?;
         let chunk = pool.buf_len();
         let mtu = dev.mtu()?;
@@ -169,10 +202,20 @@ impl Backend for AfXdp {
             });
         }
         let n = conf.rx_queues.max(conf.tx_queues) as u32;
-        let entries = dev.queue_count(true).max(dev.queue_count(false)).max(self.opts.queue + n);
-        let prog = prog::attach(&dev.name, dev.ifindex, self.opts.mode, entries)
-            .map_err(|e| Error::Port { port: port.into(), detail: e })?;
-        let mut q = Queues { rx: Vec::new(), tx: Vec::new() };
+        let entries = dev
+            .queue_count(true)
+            .max(dev.queue_count(false))
+            .max(self.opts.queue + n);
+        let prog = prog::attach(&dev.name, dev.ifindex, self.opts.mode, entries).map_err(|e| {
+            Error::Port {
+                port: port.into(),
+                detail: e,
+            }
+        })?;
+        let mut q = Queues {
+            rx: Vec::new(),
+            tx: Vec::new(),
+        };
         let mut socks = Vec::new();
         for i in 0..n {
             let (sock, rings) = self.open_socket(port, dev, &pool, &prog, i, conf)?;
@@ -180,12 +223,27 @@ impl Backend for AfXdp {
             socks.push(sock.clone());
             let RingSet { fill, comp, rx, tx } = rings;
             if i < conf.rx_queues as u32 {
-                let mut h = XdpRx::new(sock.clone(), fill, rx, pool.clone(), live.clone(), stats.rx(i as usize), &self.opts);
+                let mut h = XdpRx::new(
+                    sock.clone(),
+                    fill,
+                    rx,
+                    pool.clone(),
+                    live.clone(),
+                    stats.rx(i as usize),
+                    &self.opts,
+                );
                 h.refill();
                 q.rx.push(Box::new(h));
             }
             if i < conf.tx_queues as u32 {
-                q.tx.push(Box::new(XdpTx::new(sock, comp, tx, pool.clone(), live.clone(), stats.tx(i as usize))));
+                q.tx.push(Box::new(XdpTx::new(
+                    sock,
+                    comp,
+                    tx,
+                    pool.clone(),
+                    live.clone(),
+                    stats.tx(i as usize),
+                )));
             }
         }
         self.socks = socks;
@@ -200,7 +258,11 @@ impl Backend for AfXdp {
 
     fn xstats(&self, out: &mut Vec<Xstat>) {
         for (i, s) in self.socks.iter().enumerate() {
-            if let Ok((st, _)) = sys::getsockopt::<libc::xdp_statistics>(s.fd.as_fd(), libc::SOL_XDP, libc::XDP_STATISTICS) {
+            if let Ok((st, _)) = sys::getsockopt::<libc::xdp_statistics>(
+                s.fd.as_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+            ) {
                 for (name, v) in [
                     ("rx_dropped", st.rx_dropped),
                     ("rx_invalid_descs", st.rx_invalid_descs),
@@ -209,32 +271,56 @@ impl Backend for AfXdp {
                     ("rx_fill_ring_empty_descs", st.rx_fill_ring_empty_descs),
                     ("tx_ring_empty_descs", st.tx_ring_empty_descs),
                 ] {
-                    out.push(Xstat { name: format!("xdp_q{i}_{name}"), value: v });
+                    out.push(Xstat {
+                        name: format!("xdp_q{i}_{name}"),
+                        value: v,
+                    });
                 }
             }
-            out.push(Xstat { name: format!("xdp_q{i}_zerocopy"), value: s.zerocopy as u64 });
+            out.push(Xstat {
+                name: format!("xdp_q{i}_zerocopy"),
+                value: s.zerocopy as u64,
+            });
         }
         if let Some(p) = &self.prog {
-            out.push(Xstat { name: "xdp_mode_native".into(), value: (p.mode == Mode::Native) as u64 });
+            out.push(Xstat {
+                name: "xdp_mode_native".into(),
+                value: (p.mode == Mode::Native) as u64,
+            });
         }
     }
 }
 
 impl AfXdp {
     /// Socket `i`: UMEM, rings, bind, map entry, busy-poll options.
-    fn open_socket(&self, port: &str, dev: &Netdev, pool: &Mempool, prog: &Arc<Attachment>, i: u32, conf: &PortConfig) -> Result<(Socket, RingSet), Error> {
+    fn open_socket(
+        &self,
+        port: &str,
+        dev: &Netdev,
+        pool: &Mempool,
+        prog: &Arc<Attachment>,
+        i: u32,
+        conf: &PortConfig,
+    ) -> Result<(Socket, RingSet), Error> {
         let e = |what: &'static str| {
             move |err: std::io::Error| {
                 let hint = match err.raw_os_error() {
-                    Some(libc::EPERM) => " (AF_XDP needs CAP_NET_RAW and CAP_NET_ADMIN: run as root)",
-                    Some(libc::EAFNOSUPPORT) => " (this kernel has no AF_XDP: CONFIG_XDP_SOCKETS; use af_packet)",
-                    Some(libc::ENOMEM | libc::ENOBUFS) => " (the UMEM is pinned: raise ulimit -l, or run as root)",
+                    Some(libc::EPERM) => {
+                        " (AF_XDP needs CAP_NET_RAW and CAP_NET_ADMIN: run as root)"
+                    }
+                    Some(libc::EAFNOSUPPORT) => {
+                        " (this kernel has no AF_XDP: CONFIG_XDP_SOCKETS; use af_packet)"
+                    }
+                    Some(libc::ENOMEM | libc::ENOBUFS) => {
+                        " (the UMEM is pinned: raise ulimit -l, or run as root)"
+                    }
                     _ => "",
                 };
                 driver(port, &format!("{what}{hint}"), err)
             }
         };
-        let fd = sys::socket(libc::AF_XDP, libc::SOCK_RAW, 0).map_err(e("opening an AF_XDP socket"))?;
+        let fd =
+            sys::socket(libc::AF_XDP, libc::SOCK_RAW, 0).map_err(e("opening an AF_XDP socket"))?;
         let b = fd.as_fd();
         let region = pool.region();
         let reg = libc::xdp_umem_reg {
@@ -245,25 +331,46 @@ impl AfXdp {
             flags: libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG,
             tx_metadata_len: 0,
         };
-        sys::setsockopt(b, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(e("registering the mempool as UMEM"))?;
+        sys::setsockopt(b, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
+            .map_err(e("registering the mempool as UMEM"))?;
         let (rx_n, tx_n) = (conf.rx_desc as u32, conf.tx_desc as u32);
         for (opt, n, what) in [
             (libc::XDP_UMEM_FILL_RING, rx_n, "sizing the fill ring"),
-            (libc::XDP_UMEM_COMPLETION_RING, tx_n, "sizing the completion ring"),
+            (
+                libc::XDP_UMEM_COMPLETION_RING,
+                tx_n,
+                "sizing the completion ring",
+            ),
             (libc::XDP_RX_RING, rx_n, "sizing the RX ring"),
             (libc::XDP_TX_RING, tx_n, "sizing the TX ring"),
         ] {
             sys::setsockopt(b, libc::SOL_XDP, opt, &n).map_err(e(what))?;
         }
-        let (off, _) = sys::getsockopt::<libc::xdp_mmap_offsets>(b, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS).map_err(e("reading the ring offsets"))?;
-        let map = |o: &libc::xdp_ring_offset, n: u32, entry: usize, pgoff: u64, producer: bool| -> Result<XskRing, Error> {
+        let (off, _) =
+            sys::getsockopt::<libc::xdp_mmap_offsets>(b, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)
+                .map_err(e("reading the ring offsets"))?;
+        let map = |o: &libc::xdp_ring_offset,
+                   n: u32,
+                   entry: usize,
+                   pgoff: u64,
+                   producer: bool|
+         -> Result<XskRing, Error> {
             let len = o.desc as usize + n as usize * entry;
             let m = Mapping::new(b, len, pgoff).map_err(e("mapping a ring"))?;
-            XskRing::new(m, o, n, entry, producer).ok_or_else(|| Error::Port { port: port.into(), detail: "the kernel's ring offsets fall outside the ring mapping".into() })
+            XskRing::new(m, o, n, entry, producer).ok_or_else(|| Error::Port {
+                port: port.into(),
+                detail: "the kernel's ring offsets fall outside the ring mapping".into(),
+            })
         };
         let rings = RingSet {
             fill: map(&off.fr, rx_n, 8, libc::XDP_UMEM_PGOFF_FILL_RING, true)?,
-            comp: map(&off.cr, tx_n, 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING, false)?,
+            comp: map(
+                &off.cr,
+                tx_n,
+                8,
+                libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+                false,
+            )?,
             rx: map(&off.rx, rx_n, 16, libc::XDP_PGOFF_RX_RING as u64, false)?,
             tx: map(&off.tx, tx_n, 16, libc::XDP_PGOFF_TX_RING as u64, true)?,
         };
@@ -277,7 +384,13 @@ impl AfXdp {
             Some(false) => flags |= libc::XDP_COPY,
             None => {}
         }
-        let sxdp = libc::sockaddr_xdp { sxdp_family: libc::AF_XDP as u16, sxdp_flags: flags, sxdp_ifindex: dev.ifindex, sxdp_queue_id: queue, sxdp_shared_umem_fd: 0 };
+        let sxdp = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: flags,
+            sxdp_ifindex: dev.ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
         sys::bind(b, &sxdp).map_err(|err| {
             if self.opts.zerocopy == Some(true) && matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) {
                 return driver(port, &format!("binding to {} queue {queue} in zero-copy mode ({} offers no AF_XDP zero-copy: use zerocopy=0)", dev.name, dev.name), err);
@@ -290,14 +403,33 @@ impl AfXdp {
         if self.opts.busy_poll_us > 0 {
             for (opt, v, what) in [
                 (libc::SO_PREFER_BUSY_POLL, 1i32, "SO_PREFER_BUSY_POLL"),
-                (libc::SO_BUSY_POLL, self.opts.busy_poll_us as i32, "SO_BUSY_POLL"),
-                (libc::SO_BUSY_POLL_BUDGET, self.opts.busy_budget as i32, "SO_BUSY_POLL_BUDGET"),
+                (
+                    libc::SO_BUSY_POLL,
+                    self.opts.busy_poll_us as i32,
+                    "SO_BUSY_POLL",
+                ),
+                (
+                    libc::SO_BUSY_POLL_BUDGET,
+                    self.opts.busy_budget as i32,
+                    "SO_BUSY_POLL_BUDGET",
+                ),
             ] {
                 sys::setsockopt(b, libc::SOL_SOCKET, opt, &v).map_err(e(what))?;
             }
         }
-        prog.insert(queue, sys::raw(&fd)).map_err(|d| Error::Port { port: port.into(), detail: d })?;
-        Ok((Socket { fd, queue, prog: prog.clone(), zerocopy }, rings))
+        prog.insert(queue, sys::raw(&fd)).map_err(|d| Error::Port {
+            port: port.into(),
+            detail: d,
+        })?;
+        Ok((
+            Socket {
+                fd,
+                queue,
+                prog: prog.clone(),
+                zerocopy,
+            },
+            rings,
+        ))
     }
 }
 
@@ -308,7 +440,9 @@ struct Posted {
 
 impl Posted {
     fn new(n: usize) -> Posted {
-        Posted { slots: (0..n).map(|_| None).collect() }
+        Posted {
+            slots: (0..n).map(|_| None).collect(),
+        }
     }
 }
 
@@ -326,9 +460,27 @@ struct XdpRx {
 }
 
 impl XdpRx {
-    fn new(sock: Arc<Socket>, fill: XskRing, rx: XskRing, pool: Mempool, live: Live, stats: Arc<CachePadded<QueueStats>>, o: &Options) -> XdpRx {
+    fn new(
+        sock: Arc<Socket>,
+        fill: XskRing,
+        rx: XskRing,
+        pool: Mempool,
+        live: Live,
+        stats: Arc<CachePadded<QueueStats>>,
+        o: &Options,
+    ) -> XdpRx {
         let posted = Posted::new(pool.size());
-        XdpRx { sock, fill, rx, pool, posted, spare: Pkts::new(), live, stats, busy_poll: o.busy_poll_us > 0 }
+        XdpRx {
+            sock,
+            fill,
+            rx,
+            pool,
+            posted,
+            spare: Pkts::new(),
+            live,
+            stats,
+            busy_poll: o.busy_poll_us > 0,
+        }
     }
 
     /// Posts free mbufs to the fill ring, in bursts of 32.
@@ -348,8 +500,12 @@ impl XdpRx {
             let mut k = 0;
             while k < free {
                 let Some(m) = self.spare.pop() else { break };
-                let Some(off) = self.pool.buffer_offset(&m) else { break };
-                let Some(slot) = self.pool.buffer_at(off) else { break };
+                let Some(off) = self.pool.buffer_offset(&m) else {
+                    break;
+                };
+                let Some(slot) = self.pool.buffer_at(off) else {
+                    break;
+                };
                 self.fill.put_addr(k, off as u64);
                 self.posted.slots[slot.index] = Some(m);
                 k += 1;
@@ -442,9 +598,24 @@ struct XdpTx {
 }
 
 impl XdpTx {
-    fn new(sock: Arc<Socket>, comp: XskRing, tx: XskRing, pool: Mempool, live: Live, stats: Arc<CachePadded<QueueStats>>) -> XdpTx {
+    fn new(
+        sock: Arc<Socket>,
+        comp: XskRing,
+        tx: XskRing,
+        pool: Mempool,
+        live: Live,
+        stats: Arc<CachePadded<QueueStats>>,
+    ) -> XdpTx {
         let posted = Posted::new(pool.size());
-        XdpTx { sock, comp, tx, pool, posted, live, stats }
+        XdpTx {
+            sock,
+            comp,
+            tx,
+            pool,
+            posted,
+            live,
+            stats,
+        }
     }
 
     /// Frees what the kernel has sent.
@@ -453,7 +624,11 @@ impl XdpTx {
         let mut bad = 0;
         for i in 0..n {
             let addr = self.comp.addr(i) as usize;
-            match self.pool.buffer_at(addr).and_then(|s| self.posted.slots[s.index].take()) {
+            match self
+                .pool
+                .buffer_at(addr)
+                .and_then(|s| self.posted.slots[s.index].take())
+            {
                 Some(m) => drop(m),
                 None => bad += 1,
             }
@@ -499,7 +674,11 @@ impl TxQueue for XdpTx {
                 errors += 1;
                 continue;
             };
-            let Some((off, slot)) = self.pool.buffer_offset(&m).and_then(|o| Some((o, self.pool.buffer_at(o)?))) else {
+            let Some((off, slot)) = self
+                .pool
+                .buffer_offset(&m)
+                .and_then(|o| Some((o, self.pool.buffer_at(o)?)))
+            else {
                 errors += 1;
                 continue;
             };

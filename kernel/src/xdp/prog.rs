@@ -175,7 +175,9 @@ pub(crate) struct Found {
 pub(crate) fn attached(ifindex: u32) -> Result<Vec<Found>, String> {
     let l = lib()?;
     // SAFETY: a query; the result is a multiprog we close below, or an error.
-    let Ok(mp) = l.check(unsafe { (l.mp_get)(ifindex as c_int) }) else { return Ok(Vec::new()) };
+    let Ok(mp) = l.check(unsafe { (l.mp_get)(ifindex as c_int) }) else {
+        return Ok(Vec::new());
+    };
     let mut out = Vec::new();
     // SAFETY: `mp` is a live multiprog; its programs live as long as it.
     unsafe {
@@ -185,8 +187,14 @@ pub(crate) fn attached(ifindex: u32) -> Result<Vec<Found>, String> {
             p = (l.mp_main)(mp);
         }
         while !p.is_null() {
-            let name = CStr::from_ptr((l.prog_name)(p)).to_string_lossy().into_owned();
-            out.push(Found { name, id: (l.prog_id)(p), mode });
+            let name = CStr::from_ptr((l.prog_name)(p))
+                .to_string_lossy()
+                .into_owned();
+            out.push(Found {
+                name,
+                id: (l.prog_id)(p),
+                mode,
+            });
             p = (l.mp_next)(p, mp);
         }
         (l.mp_close)(mp);
@@ -198,7 +206,9 @@ pub(crate) fn attached(ifindex: u32) -> Result<Vec<Found>, String> {
 fn detach_all(ifindex: u32) -> Result<(), String> {
     let l = lib()?;
     // SAFETY: as in `attached`.
-    let Ok(mp) = l.check(unsafe { (l.mp_get)(ifindex as c_int) }) else { return Ok(()) };
+    let Ok(mp) = l.check(unsafe { (l.mp_get)(ifindex as c_int) }) else {
+        return Ok(());
+    };
     // SAFETY: `mp` is live; closed after the detach.
     let r = unsafe {
         let r = (l.mp_detach)(mp);
@@ -228,8 +238,11 @@ unsafe impl Send for Attachment {}
 // thread-safe map update syscall wrapper.
 unsafe impl Sync for Attachment {}
 
-fn registry() -> &'static Mutex<Vec<(u32, Weak<Attachment>)>> {
-    static R: OnceLock<Mutex<Vec<(u32, Weak<Attachment>)>>> = OnceLock::new();
+/// This process's attachments, by interface index.
+type Attachments = Mutex<Vec<(u32, Weak<Attachment>)>>;
+
+fn registry() -> &'static Attachments {
+    static R: OnceLock<Attachments> = OnceLock::new();
     R.get_or_init(Mutex::default)
 }
 
@@ -243,22 +256,38 @@ fn pid_alive(pid: i32) -> bool {
 
 /// Attaches (or shares, within this process) the program on `ifindex`.
 /// `mode` None tries native, then skb.
-pub(crate) fn attach(ifname: &str, ifindex: u32, mode: Option<Mode>, entries: u32) -> Result<Arc<Attachment>, String> {
+pub(crate) fn attach(
+    ifname: &str,
+    ifindex: u32,
+    mode: Option<Mode>,
+    entries: u32,
+) -> Result<Arc<Attachment>, String> {
     let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
     reg.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(a) = reg.iter().find(|(i, _)| *i == ifindex).and_then(|(_, w)| w.upgrade()) {
+    if let Some(a) = reg
+        .iter()
+        .find(|(i, _)| *i == ifindex)
+        .and_then(|(_, w)| w.upgrade())
+    {
         if mode.is_some_and(|m| m != a.mode) {
-            return Err(format!("{ifname} already has rpmd's program in {} mode in this process", a.mode.name()));
+            return Err(format!(
+                "{ifname} already has rpmd's program in {} mode in this process",
+                a.mode.name()
+            ));
         }
         return Ok(a);
     }
     let state = state_path(ifname, ifindex);
     let found = attached(ifindex)?;
     if let Some(f) = found.first() {
-        let owner = std::fs::read_to_string(&state).ok().and_then(|s| s.trim().parse::<i32>().ok());
+        let owner = std::fs::read_to_string(&state)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok());
         match owner {
             Some(pid) if f.name == DEFAULT_PROG && !pid_alive(pid) => {
-                detach_all(ifindex).map_err(|e| format!("removing the program a crashed rpmd (pid {pid}) left on {ifname}: {e}"))?;
+                detach_all(ifindex).map_err(|e| {
+                    format!("removing the program a crashed rpmd (pid {pid}) left on {ifname}: {e}")
+                })?;
             }
             Some(pid) if f.name == DEFAULT_PROG => {
                 return Err(format!("{ifname} is served by another rpmd process (pid {pid}); one process per interface"));
@@ -280,20 +309,30 @@ pub(crate) fn attach(ifname: &str, ifindex: u32, mode: Option<Mode>, entries: u3
         }),
         None => &[Mode::Native, Mode::Skb],
     };
-    let mut last = String::new();
+    let mut tried = Vec::new();
     for &m in modes {
         match load_and_attach(ifindex, m, entries) {
             Ok((prog, map_fd)) => {
-                let _ = std::fs::create_dir_all(state.parent().unwrap_or(std::path::Path::new("/run")));
+                let _ =
+                    std::fs::create_dir_all(state.parent().unwrap_or(std::path::Path::new("/run")));
                 let _ = std::fs::write(&state, format!("{}\n", std::process::id()));
-                let a = Arc::new(Attachment { prog, map_fd, ifindex, mode: m, state });
+                let a = Arc::new(Attachment {
+                    prog,
+                    map_fd,
+                    ifindex,
+                    mode: m,
+                    state,
+                });
                 reg.push((ifindex, Arc::downgrade(&a)));
                 return Ok(a);
             }
-            Err(e) => last = format!("attaching {DEFAULT_PROG} to {ifname} in {} mode: {e}", m.name()),
+            Err(e) => tried.push(format!("{} mode: {e}", m.name())),
         }
     }
-    Err(last)
+    Err(format!(
+        "attaching {DEFAULT_PROG} to {ifname}: {}",
+        tried.join("; ")
+    ))
 }
 
 fn load_and_attach(ifindex: u32, mode: Mode, entries: u32) -> Result<(*mut c_void, c_int), String> {
@@ -302,13 +341,23 @@ fn load_and_attach(ifindex: u32, mode: Mode, entries: u32) -> Result<(*mut c_voi
     // SAFETY: NUL-terminated strings; NULL open options mean defaults.
     let prog = l
         .check(unsafe { (l.find_file)(PROG_FILE.as_ptr(), sec.as_ptr(), std::ptr::null()) })
-        .map_err(|e| format!("{} not found ({}); install libxdp1", PROG_FILE.to_string_lossy(), std::io::Error::from_raw_os_error(e)))?;
+        .map_err(|e| {
+            format!(
+                "{} not found ({}); install libxdp1",
+                PROG_FILE.to_string_lossy(),
+                std::io::Error::from_raw_os_error(e)
+            )
+        })?;
     // SAFETY: `prog` is a live, not yet loaded program; its object and map
     // live as long as it. Sizing the map before the load is what libbpf
     // allows; attach loads and attaches.
     unsafe {
         let obj = (l.bpf_obj)(prog);
-        let map = if obj.is_null() { std::ptr::null_mut() } else { (l.find_map)(obj, MAP_NAME.as_ptr()) };
+        let map = if obj.is_null() {
+            std::ptr::null_mut()
+        } else {
+            (l.find_map)(obj, MAP_NAME.as_ptr())
+        };
         if map.is_null() {
             (l.close)(prog);
             return Err("the program has no xsks_map".into());
@@ -317,7 +366,12 @@ fn load_and_attach(ifindex: u32, mode: Mode, entries: u32) -> Result<(*mut c_voi
         let r = (l.attach)(prog, ifindex as c_int, mode as c_int, 0);
         if r < 0 {
             (l.close)(prog);
-            return Err(std::io::Error::from_raw_os_error(-r).to_string());
+            let hint = if -r == libc::EPERM {
+                " (loading XDP programs needs CAP_BPF and CAP_NET_ADMIN: run as root)"
+            } else {
+                ""
+            };
+            return Err(format!("{}{hint}", std::io::Error::from_raw_os_error(-r)));
         }
         let fd = (l.map_fd)(map);
         if fd < 0 {
@@ -334,7 +388,14 @@ impl Attachment {
     pub(crate) fn insert(&self, queue: u32, sock: c_int) -> Result<(), String> {
         let l = lib()?;
         // SAFETY: key and value are u32/int as the XSKMAP expects.
-        let r = unsafe { (l.map_update)(self.map_fd, (&queue as *const u32).cast(), (&sock as *const c_int).cast(), 0) };
+        let r = unsafe {
+            (l.map_update)(
+                self.map_fd,
+                (&queue as *const u32).cast(),
+                (&sock as *const c_int).cast(),
+                0,
+            )
+        };
         if r < 0 {
             let e = std::io::Error::from_raw_os_error(-r);
             return Err(format!("adding the socket to xsks_map[{queue}]: {e}"));

@@ -29,10 +29,19 @@ pub(crate) struct XskRing {
 impl XskRing {
     /// Wraps a ring mapping with the kernel's offsets (checked here, so
     /// later accesses stay inside the mapping).
-    pub(crate) fn new(map: Mapping, off: &libc::xdp_ring_offset, size: u32, entry: usize, producer_side: bool) -> Option<XskRing> {
+    pub(crate) fn new(
+        map: Mapping,
+        off: &libc::xdp_ring_offset,
+        size: u32,
+        entry: usize,
+        producer_side: bool,
+    ) -> Option<XskRing> {
         let end = (off.desc as usize).checked_add(size as usize * entry)?;
         let words = [off.producer, off.consumer, off.flags].map(|o| o as usize);
-        if end > map.len() || words.iter().any(|&w| w % 4 != 0 || w + 4 > map.len()) || off.desc % 8 != 0 {
+        if end > map.len()
+            || words.iter().any(|&w| w % 4 != 0 || w + 4 > map.len())
+            || off.desc % 8 != 0
+        {
             return None;
         }
         let mut r = XskRing {
@@ -48,7 +57,10 @@ impl XskRing {
         };
         // Relaxed: nothing is exchanged yet; the kernel has just made the
         // ring (both counters zero).
-        let (p, c) = (r.map.atomic_u32(r.producer).load(Ordering::Relaxed), r.map.atomic_u32(r.consumer).load(Ordering::Relaxed));
+        let (p, c) = (
+            r.map.atomic_u32(r.producer).load(Ordering::Relaxed),
+            r.map.atomic_u32(r.consumer).load(Ordering::Relaxed),
+        );
         if producer_side {
             r.cached_prod = p;
             r.cached_cons = c.wrapping_add(size);
@@ -79,7 +91,9 @@ impl XskRing {
         self.cached_cons = c.wrapping_add(self.size);
         // A consumer counter the kernel could never have written (ahead of
         // what we produced) reads as a full ring.
-        self.cached_cons.wrapping_sub(self.cached_prod).min(self.size)
+        self.cached_cons
+            .wrapping_sub(self.cached_prod)
+            .min(self.size)
     }
 
     /// Producer: writes a fill/completion-style address entry.
@@ -105,7 +119,9 @@ impl XskRing {
         // Release: the entries are written before the kernel sees the new
         // producer; pairs with its load-acquire of the producer
         // (xskq_cons_peek..., "A" in xsk_queue.h).
-        self.map.atomic_u32(self.producer).store(self.cached_prod, Ordering::Release);
+        self.map
+            .atomic_u32(self.producer)
+            .store(self.cached_prod, Ordering::Release);
     }
 
     /// Consumer: entries ready, at most `max`.
@@ -127,7 +143,8 @@ impl XskRing {
     /// Consumer: the address entry `i` past the consumer.
     #[inline(always)]
     pub(crate) fn addr(&self, i: u32) -> u64 {
-        self.map.read::<u64>(self.desc + (self.cached_cons.wrapping_add(i) & self.mask) as usize * 8)
+        self.map
+            .read::<u64>(self.desc + (self.cached_cons.wrapping_add(i) & self.mask) as usize * 8)
     }
 
     /// Consumer: the RX descriptor `i` past the consumer (address, length).
@@ -143,7 +160,9 @@ impl XskRing {
         self.cached_cons = self.cached_cons.wrapping_add(n);
         // Release: our reads of the entries finish before the kernel may
         // reuse them; pairs with its load-acquire of the consumer ("D").
-        self.map.atomic_u32(self.consumer).store(self.cached_cons, Ordering::Release);
+        self.map
+            .atomic_u32(self.consumer)
+            .store(self.cached_cons, Ordering::Release);
     }
 
     /// Whether the kernel asks to be woken (XDP_RING_NEED_WAKEUP).

@@ -3,120 +3,11 @@
 //! in a namespace (so a test's kernel sockets live there), and a small
 //! responder that answers ARP, ICMP echo and UDP echo from rpmd's side.
 #![allow(dead_code)]
+pub use rpmd_kernel::testing::*;
 use rpmd_pmd::port::{Pkts, PortConfig, Queues};
 use rpmd_pmd::{Mempool, MempoolConfig, Port, Registry};
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Runs a command; panics with its output when it fails.
-pub fn sh(cmd: &str) -> String {
-    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("sh");
-    assert!(out.status.success(), "{cmd}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs a command, ignoring failure.
-pub fn sh_ok(cmd: &str) -> bool {
-    Command::new("sh").arg("-c").arg(cmd).output().map(|o| o.status.success()).unwrap_or(false)
-}
-
-/// Whether this test can make namespaces; if not, records the skip (a
-/// failure under CI=true) and returns false.
-pub fn lab_available(test: &str) -> bool {
-    let root = euid() == 0;
-    if !root || !sh_ok("command -v ip") {
-        rpmd_pmd::testing::missing_peer(test, "needs root and iproute2 (ip netns, veth)");
-        return false;
-    }
-    true
-}
-
-fn euid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
-        .unwrap_or(u32::MAX)
-}
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-/// Namespaces and root-side interfaces that are removed on drop.
-pub struct Lab {
-    pub tag: String,
-    netns: Vec<String>,
-    links: Vec<String>,
-}
-
-impl Lab {
-    /// A lab with a short unique tag (interface names have 15 bytes).
-    pub fn new() -> Lab {
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let tag = format!("{}{}", std::process::id() % 100000, n);
-        Lab { tag, netns: Vec::new(), links: Vec::new() }
-    }
-
-    /// A namespace `rk<tag><suffix>`.
-    pub fn netns(&mut self, suffix: &str) -> String {
-        let ns = format!("rk{}{suffix}", self.tag);
-        sh(&format!("ip netns add {ns} && ip -n {ns} link set lo up"));
-        sh(&format!("ip netns exec {ns} sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"));
-        self.netns.push(ns.clone());
-        ns
-    }
-
-    /// A veth pair: `root` stays here (for rpmd), its peer goes into `ns`
-    /// as `peer` with `addr` (CIDR) and up. `queues` sets numrx/numtx.
-    pub fn veth(&mut self, root: &str, ns: &str, peer: &str, addr: &str, queues: u32) -> String {
-        let root = format!("{root}{}", self.tag);
-        let q = format!("numrxqueues {queues} numtxqueues {queues}");
-        sh(&format!("ip link add {root} {q} type veth peer name {peer} {q} netns {ns}"));
-        self.links.push(root.clone());
-        sh(&format!("sysctl -qw net.ipv6.conf.{root}.disable_ipv6=1"));
-        sh(&format!("ip link set {root} up"));
-        sh(&format!("ip -n {ns} addr add {addr} dev {peer} && ip -n {ns} link set {peer} up"));
-        root
-    }
-
-    /// Forgets a link removed by other means (a TAP that went with its port).
-    pub fn forget_link(&mut self, name: &str) {
-        self.links.retain(|l| l != name);
-    }
-
-    pub fn track_link(&mut self, name: &str) {
-        self.links.push(name.into());
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for l in &self.links {
-            sh_ok(&format!("ip link del {l}"));
-        }
-        for ns in &self.netns {
-            sh_ok(&format!("ip netns del {ns}"));
-        }
-    }
-}
-
-/// Runs `f` on a thread inside namespace `ns` and returns its result:
-/// sockets it opens stay in `ns`.
-pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("netns file");
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns(2) on a thread of our own with a namespace fd we
-        // opened; the thread ends when `f` returns.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
-    .join()
-    .expect("netns thread")
-}
-
 
 /// A pool for a test port.
 pub fn pool(name: &str, n: u32) -> Mempool {
@@ -132,8 +23,16 @@ pub fn start(dev: &str, pool: &Mempool, queues: u16) -> (Box<dyn Port>, Queues) 
     let pool = Arc::new(pool.clone());
     reg.domain().register_pool(&pool).unwrap();
     let mut p = reg.open(dev).unwrap_or_else(|e| panic!("{dev}: {e}"));
-    let conf = PortConfig { rx_queues: queues, tx_queues: queues, rx_desc: 512, tx_desc: 512, rx_pool: Some(pool), ..Default::default() };
-    p.configure(&conf).unwrap_or_else(|e| panic!("{dev}: configure: {e}"));
+    let conf = PortConfig {
+        rx_queues: queues,
+        tx_queues: queues,
+        rx_desc: 512,
+        tx_desc: 512,
+        rx_pool: Some(pool),
+        ..Default::default()
+    };
+    p.configure(&conf)
+        .unwrap_or_else(|e| panic!("{dev}: configure: {e}"));
     let q = p.start().unwrap_or_else(|e| panic!("{dev}: start: {e}"));
     (p, q)
 }
@@ -149,7 +48,12 @@ pub struct Responder {
 
 impl Responder {
     pub fn new(ip: [u8; 4]) -> Responder {
-        Responder { mac: [0x02, 0x72, 0x70, 0x6d, 0x64, 0x01], ip, answered: 0, udp_seen: Vec::new() }
+        Responder {
+            mac: [0x02, 0x72, 0x70, 0x6d, 0x64, 0x01],
+            ip,
+            answered: 0,
+            udp_seen: Vec::new(),
+        }
     }
 
     /// The reply to `f`, if it asks for one.
@@ -205,7 +109,13 @@ impl Responder {
 
 /// Polls every rx queue and answers through tx queue of the same index,
 /// until `done()` or `timeout`; returns frames received.
-pub fn serve(q: &mut Queues, pool: &Mempool, resp: &mut Responder, timeout: Duration, mut done: impl FnMut(&Responder) -> bool) -> usize {
+pub fn serve(
+    q: &mut Queues,
+    pool: &Mempool,
+    resp: &mut Responder,
+    timeout: Duration,
+    mut done: impl FnMut(&Responder) -> bool,
+) -> usize {
     let end = Instant::now() + timeout;
     let mut seen = 0;
     while Instant::now() < end && !done(resp) {
@@ -239,6 +149,13 @@ pub fn serve(q: &mut Queues, pool: &Mempool, resp: &mut Responder, timeout: Dura
 
 /// `ip -s` counters of `dev` in `ns`: (rx packets, tx packets).
 pub fn kernel_counts(ns: &str, dev: &str) -> (u64, u64) {
-    let read = |c: &str| sh(&format!("ip netns exec {ns} cat /sys/class/net/{dev}/statistics/{c}")).trim().parse::<u64>().unwrap();
+    let read = |c: &str| {
+        sh(&format!(
+            "ip netns exec {ns} cat /sys/class/net/{dev}/statistics/{c}"
+        ))
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+    };
     (read("rx_packets"), read("tx_packets"))
 }

@@ -61,7 +61,9 @@ impl DevArgs {
         {
             return Err(malformed(
                 raw,
-                format!("device kind {kind:?} is not a lowercase name like `pci`, `ring` or `af_xdp`"),
+                format!(
+                    "device kind {kind:?} is not a lowercase name like `pci`, `ring` or `af_xdp`"
+                ),
             ));
         }
         if target == Some("") {
