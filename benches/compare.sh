@@ -16,7 +16,10 @@
 # cache-line round-trip bound, and through testpmd io between two
 # vhost-user ports), seeds (the run-loop experiments: yield to a runnable
 # sibling on the CPU, and what each yield signal costs), txlock (the lock
-# in front of a shared TX queue vs spin, mutex and busylock). No SUITE runs
+# in front of a shared TX queue vs spin, mutex and busylock), afxdp (our
+# af_xdp and af_packet ports vs DPDK's net_af_xdp and net_af_packet on one
+# veth pair, txonly -> rxonly, kernel busy polling off and on; benches/
+# afxdp.sh, which runs DPDK twice per round as its A/A). No SUITE runs
 # all of them. ring-aa and mempool-aa (not part of "all") run DPDK against
 # itself, to show how far a row at parity reads from 1.0 by noise alone.
 # --runs defaults to 3, and to 9 (of 2 s) for virtio, whose rates vary
@@ -28,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool virtio l2fwd rr seeds txlock"
+suites="ring mempool virtio l2fwd rr seeds txlock afxdp"
 suite=all
 runs=
 while [ $# -gt 0 ]; do
@@ -52,7 +55,7 @@ done
 # DPDK for every suite; gnuplot only for the suites that draw.
 pkgs=""
 command -v dpdk-test >/dev/null || pkgs="dpdk-dev"
-case " $suite " in *" l2fwd "*|*" rr "*) command -v gnuplot >/dev/null || pkgs="$pkgs gnuplot-nox" ;; esac
+case " $suite " in *" l2fwd "*|*" rr "*|*" afxdp "*) command -v gnuplot >/dev/null || pkgs="$pkgs gnuplot-nox" ;; esac
 if [ -n "$pkgs" ]; then
     echo "== installing from Debian: $pkgs"
     export DEBIAN_FRONTEND=noninteractive
@@ -144,6 +147,10 @@ for s in $suite; do
                 && echo "plot: $OUT/rr_cdf.png"
             echo "rr p50 over the cache-line round-trip bound (median of $runs): $med (target 3)"
             echo "RESULT rr worst_ratio=$med"
+            ;;
+        afxdp)
+            echo "== afxdp: rpmd af_xdp/af_packet vs DPDK net_af_xdp/net_af_packet over one veth pair (txonly -> rxonly), $runs interleaved runs each, DPDK twice (A/A)"
+            bash benches/afxdp.sh "$HUGE_DIR" "$runs" 4 "$OUT"
             ;;
         txlock)
             echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"
