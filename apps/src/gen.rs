@@ -73,9 +73,23 @@ pub struct TxOnly {
     next: u64,
     pkts: Pkts,
     counters: Arc<GenCounters>,
+    /// Write only the headers per frame, as testpmd's txonly does, and
+    /// leave the payload as the mbuf has it.
+    headers_only: bool,
 }
 
+/// Bytes of a [`template`]'s headers: Ethernet, IPv4, UDP.
+const HEADERS: usize = 14 + 20 + 8;
+
 impl TxOnly {
+    /// Writes only the Ethernet/IPv4/UDP headers of each frame, as
+    /// testpmd's txonly does (the payload is whatever the mbuf held: zeros
+    /// in a pool only this task sends from). Per-frame work then matches
+    /// testpmd's, which is what a comparison of ports wants.
+    pub fn headers_only(mut self, on: bool) -> Self {
+        self.headers_only = on;
+        self
+    }
     /// Sends `size`-byte frames over `flows` flows in bursts of `burst`,
     /// at `rate` frames/s (0 = line rate).
     pub fn new(
@@ -103,6 +117,7 @@ impl TxOnly {
             next: 0,
             pkts: Pkts::new(),
             counters: counters.clone(),
+            headers_only: false,
         };
         (t, counters)
     }
@@ -114,12 +129,18 @@ const CATCH_UP_BURSTS: u64 = 8;
 /// Copies `frame` into `m` (empty), chaining segments from `pool` for
 /// what does not fit its data room (frames above about 2 KiB); false when
 /// the pool has no segment left (the frame is then incomplete).
-fn fill(m: &mut Mbuf, frame: &[u8], pool: &Mempool) -> bool {
+/// With `headers_only`, only the first [`HEADERS`] bytes are written.
+fn fill(m: &mut Mbuf, frame: &[u8], pool: &Mempool, headers_only: bool) -> bool {
     let first = frame.len().min(m.tailroom());
     let Some(d) = m.append(first) else {
         return false;
     };
-    d.copy_from_slice(&frame[..first]);
+    let w = if headers_only {
+        first.min(HEADERS)
+    } else {
+        first
+    };
+    d[..w].copy_from_slice(&frame[..w]);
     let mut rest = &frame[first..];
     while !rest.is_empty() {
         let Ok(mut seg) = pool.get() else {
@@ -127,7 +148,8 @@ fn fill(m: &mut Mbuf, frame: &[u8], pool: &Mempool) -> bool {
         };
         let k = rest.len().min(seg.tailroom());
         match seg.append(k) {
-            Some(d) => d.copy_from_slice(&rest[..k]),
+            Some(d) if !headers_only => d.copy_from_slice(&rest[..k]),
+            Some(_) => {}
             None => return false,
         }
         if m.chain(seg).is_err() {
@@ -147,7 +169,7 @@ impl TxOnly {
         let len = self.frame.len();
         let mut built = 0;
         for m in self.pkts.iter_mut() {
-            if !fill(m, &self.frame, &self.pool) {
+            if !fill(m, &self.frame, &self.pool, self.headers_only) {
                 break;
             }
             if self.flows > 1 {
@@ -255,6 +277,69 @@ impl Task for RxOnly {
     }
 }
 
+/// Receive and send back on the same port (testpmd's io mode with one
+/// port and the loop topology): what one rx burst brought goes out of the
+/// paired tx queue; what the port does not take is dropped and counted.
+/// `tx_first` bursts of frames are sent first (testpmd's `start
+/// tx_first N`), so two io ends facing each other keep frames bouncing.
+pub struct Io {
+    rx: Box<dyn RxQueue>,
+    first: Option<TxOnly>,
+    tx_first: usize,
+    burst: usize,
+    pkts: Pkts,
+    counters: Arc<GenCounters>,
+}
+
+impl Io {
+    /// Forwards `rx` to `tx` in bursts of `burst`, after `tx_first`
+    /// bursts of `size`-byte frames from `pool`.
+    pub fn new(
+        rx: Box<dyn RxQueue>,
+        tx: Box<dyn TxQueue>,
+        pool: Arc<Mempool>,
+        size: usize,
+        burst: usize,
+        tx_first: usize,
+    ) -> (Io, Arc<GenCounters>) {
+        let (first, _) = TxOnly::new(tx, pool, size, 1, burst, 0.0);
+        let counters = Arc::new(GenCounters::default());
+        let t = Io {
+            rx,
+            first: Some(first),
+            tx_first,
+            burst: burst.clamp(1, rpmd_pmd::port::MAX_BURST),
+            pkts: Pkts::new(),
+            counters: counters.clone(),
+        };
+        (t, counters)
+    }
+}
+
+impl Task for Io {
+    fn run(&mut self, quota: usize) -> usize {
+        let Some(tx) = self.first.as_mut() else {
+            return 0;
+        };
+        while self.tx_first > 0 {
+            tx.send(tx.burst);
+            self.tx_first -= 1;
+        }
+        let n = self
+            .rx
+            .rx_burst(&mut self.pkts, self.burst.min(quota.max(1)));
+        if n > 0 {
+            let bytes: usize = self.pkts.iter().map(|m| m.pkt_len()).sum();
+            self.counters.packets.add(n as u64);
+            self.counters.bytes.add(bytes as u64);
+            tx.tx.tx_burst(&mut self.pkts);
+            self.counters.dropped.add(self.pkts.len() as u64);
+            self.pkts.clear();
+        }
+        n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,12 +354,15 @@ mod tests {
         let pool = Mempool::new(&pc).unwrap();
         let frame = template(9000);
         let mut m = pool.get().unwrap();
-        assert!(fill(&mut m, &frame, &pool));
+        assert!(fill(&mut m, &frame, &pool, false));
         assert_eq!((m.pkt_len(), m.nb_segs()), (9000, 5));
         let bytes: Vec<u8> = m.segments().flat_map(|s| s.iter().copied()).collect();
         assert_eq!(bytes, frame);
         let mut short = pool.get().unwrap();
-        assert!(!fill(&mut short, &frame, &pool), "3 mbufs left, 5 needed");
+        assert!(
+            !fill(&mut short, &frame, &pool, false),
+            "3 mbufs left, 5 needed"
+        );
         drop((m, short));
         assert_eq!(pool.available(), 8);
     }

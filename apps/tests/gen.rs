@@ -207,3 +207,27 @@ fn gen_on_two_queue_pairs_both_ways() {
         "{per:?}: {log}"
     );
 }
+
+#[test]
+fn io_mode_sends_back_what_it_receives() {
+    // null receives endless frames and frees what it sends: every frame
+    // io received went out again or was counted as dropped.
+    let (rc, s, log) = gen(&[
+        "--mode",
+        "io",
+        "--dev",
+        "null",
+        "--duration",
+        "1",
+        "--no-telemetry",
+    ]);
+    assert_eq!(rc, 0, "{log}");
+    let rx = s["rx_packets"].as_u64().unwrap();
+    let port = &s["ports"][0];
+    assert!(rx > 10_000, "{log}");
+    assert_eq!(
+        port["opackets"].as_u64().unwrap() + s["tx_dropped"].as_u64().unwrap_or(0),
+        rx,
+        "{log}"
+    );
+}

@@ -354,3 +354,18 @@ pub(crate) fn enter_netns(ns: BorrowedFd<'_>) -> io::Result<()> {
     // this thread's network namespace.
     check(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
 }
+
+/// An anonymous shared file of `len` bytes: the unit tests' stand-in for
+/// a socket's ring memory, mapped twice (our side and the "kernel's").
+#[cfg(test)]
+pub(crate) fn memfd(len: usize) -> OwnedFd {
+    // SAFETY: memfd_create with a NUL-terminated name; the result is a new
+    // fd we own, sized with ftruncate below.
+    let fd = check(unsafe { libc::memfd_create(c"rpmd-test-ring".as_ptr(), libc::MFD_CLOEXEC) })
+        .expect("memfd");
+    // SAFETY: as in `socket`.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ftruncate on our own fd.
+    check(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) }).expect("ftruncate");
+    fd
+}

@@ -5,7 +5,7 @@
 //! ends of an in-process ring pair (tx on the first lcore, rx on the
 //! second). Exit status: 0 done, 1 failure, 2 bad usage.
 use clap::{Parser, ValueEnum};
-use rpmd_apps::gen::{GenCounters, RxOnly, TxOnly};
+use rpmd_apps::gen::{GenCounters, Io, RxOnly, TxOnly};
 use rpmd_apps::opts::PollOpts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::Runtime;
@@ -20,6 +20,9 @@ enum Mode {
     Txonly,
     /// Receive and free frames.
     Rxonly,
+    /// Receive and send back on the same port (rx queue k to tx queue k),
+    /// after --tx-first bursts.
+    Io,
 }
 
 /// Transmit-only / receive-only traffic, like testpmd's txonly and rxonly
@@ -57,6 +60,15 @@ struct Args {
     /// txq (testpmd's --txq).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
     txq: u16,
+    /// io: bursts of frames sent before forwarding starts (testpmd's
+    /// `start tx_first N`).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
+    tx_first: u16,
+    /// txonly: write only each frame's headers, as testpmd's txonly does
+    /// (the payload is what the mbuf holds; zeros unless the pool also
+    /// receives), so that a comparison measures the port, not the copy.
+    #[arg(long)]
+    headers_only: bool,
     /// Seconds to run (default: until Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
@@ -115,17 +127,21 @@ fn run(a: &Args) -> Result<(), String> {
     for (i, d) in devs.iter().enumerate() {
         // The embedded topology sends on its first port, receives on the
         // second.
-        let tx_here = if embedded {
-            i == 0
+        let role = if embedded {
+            if i == 0 {
+                Mode::Txonly
+            } else {
+                Mode::Rxonly
+            }
         } else {
-            mode == Mode::Txonly
+            mode
         };
-        let counts = if tx_here {
+        let counts = if role == Mode::Txonly {
             &mut tx_counts
         } else {
             &mut rx_counts
         };
-        ports.push(start_port(a, &reg, &mut rt, &pool, i, d, tx_here, counts)?);
+        ports.push(start_port(a, &reg, &mut rt, &pool, i, d, role, counts)?);
     }
     if !a.json {
         println!(
@@ -164,9 +180,9 @@ fn run(a: &Args) -> Result<(), String> {
     down.map_err(|e| e.to_string())
 }
 
-/// Opens and starts port `i` (`d`), and runs a txonly (`tx_here`) or
-/// rxonly task per queue, queue k on lcore (i + k) mod lcores; their
-/// counters go to `counts`.
+/// Opens and starts port `i` (`d`), and runs a txonly, rxonly or io task
+/// (`role`) per queue (io: per rx/tx pair), queue k on lcore (i + k) mod
+/// lcores; their counters go to `counts`.
 #[allow(clippy::too_many_arguments)]
 fn start_port(
     a: &Args,
@@ -175,7 +191,7 @@ fn start_port(
     pool: &Arc<Mempool>,
     i: usize,
     d: &str,
-    tx_here: bool,
+    role: Mode,
     counts: &mut Counts,
 ) -> Result<Box<dyn rpmd_pmd::Port>, String> {
     let mut p = reg.open(d).map_err(|e| e.to_string())?;
@@ -188,7 +204,20 @@ fn start_port(
     .map_err(|e| e.to_string())?;
     let q = p.start().map_err(|e| e.to_string())?;
     let n = rt.lcores().len();
-    if tx_here {
+    if role == Mode::Io {
+        for (k, (rxq, txq)) in q.rx.into_iter().zip(q.tx).enumerate() {
+            let (t, c) = Io::new(
+                rxq,
+                txq,
+                pool.clone(),
+                a.size as usize,
+                a.burst as usize,
+                a.tx_first as usize,
+            );
+            rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
+            counts.push(c);
+        }
+    } else if role == Mode::Txonly {
         for (k, txq) in q.tx.into_iter().enumerate() {
             let (t, c) = TxOnly::new(
                 txq,
@@ -198,6 +227,7 @@ fn start_port(
                 a.burst as usize,
                 a.rate / a.txq as f64,
             );
+            let t = t.headers_only(a.headers_only);
             rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
             counts.push(c);
         }
@@ -209,9 +239,8 @@ fn start_port(
         }
     }
     tracing::info!(
-        "{d}: {} on {} queue(s)",
-        if tx_here { "txonly" } else { "rxonly" },
-        if tx_here { a.txq } else { a.rxq }
+        "{d}: {role:?} on {} queue(s)",
+        if role == Mode::Txonly { a.txq } else { a.rxq }
     );
     Ok(p)
 }

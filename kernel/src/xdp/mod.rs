@@ -135,17 +135,36 @@ struct AfXdp {
 /// One socket: its fd and where it is bound; the rings belong to the
 /// queue handles.
 struct Socket {
+    /// Declared first: dropped (closed) before `graveyard`, so the kernel
+    /// has let go of the UMEM before the mbufs it held are freed.
     fd: OwnedFd,
+    /// Mbufs still posted to the kernel when their queue handle went:
+    /// freed only once the socket is closed (the kernel may write a fill
+    /// buffer, or read a TX one, until then).
+    graveyard: std::sync::Mutex<Vec<Posted>>,
     queue: u32,
-    prog: Arc<Attachment>,
+    /// None only in unit tests, which play the kernel's side of the rings.
+    prog: Option<Arc<Attachment>>,
     zerocopy: bool,
+}
+
+impl Socket {
+    fn bury(&self, p: &mut Posted) {
+        let p = std::mem::replace(p, Posted { slots: Vec::new() });
+        self.graveyard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(p);
+    }
 }
 
 impl Drop for Socket {
     fn drop(&mut self) {
         // The kernel also drops the entry when the socket closes; clearing
         // it first stops redirects to a socket on its way out.
-        self.prog.remove(self.queue);
+        if let Some(p) = &self.prog {
+            p.remove(self.queue);
+        }
     }
 }
 
@@ -424,8 +443,9 @@ impl AfXdp {
         Ok((
             Socket {
                 fd,
+                graveyard: Default::default(),
                 queue,
-                prog: prog.clone(),
+                prog: Some(prog.clone()),
                 zerocopy,
             },
             rings,
@@ -531,6 +551,12 @@ impl XdpRx {
             drop(m);
             None
         }
+    }
+}
+
+impl Drop for XdpRx {
+    fn drop(&mut self) {
+        self.sock.bury(&mut self.posted);
     }
 }
 
@@ -659,6 +685,12 @@ impl XdpTx {
     }
 }
 
+impl Drop for XdpTx {
+    fn drop(&mut self) {
+        self.sock.bury(&mut self.posted);
+    }
+}
+
 impl TxQueue for XdpTx {
     fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
         if pkts.is_empty() || !self.live.load(Ordering::Relaxed) {
@@ -710,3 +742,6 @@ impl TxQueue for XdpTx {
         self.posted.slots.iter().filter(|s| s.is_some()).count()
     }
 }
+
+#[cfg(test)]
+mod tests;
