@@ -32,6 +32,12 @@ pub struct PollOpts {
     /// without rx interrupts wake this often).
     #[arg(long, default_value_t = 100)]
     pub sleep_us: u64,
+    /// Sleep with kernel busy polling: the kernel polls the devices of
+    /// the lcore's sockets (af_xdp ports) for this many microseconds
+    /// before the lcore blocks (0 = off; per-epoll busy polling, Linux
+    /// 6.9). Pairs with the port's busy_poll_us.
+    #[arg(long, default_value_t = 0)]
+    pub kernel_busy_poll_us: u32,
 }
 
 impl PollOpts {
@@ -45,6 +51,13 @@ impl PollOpts {
                 YieldOn::Pressure => SignalKind::Pressure,
             },
             sleep: Duration::from_micros(self.sleep_us.max(1)),
+            kernel_busy_poll: (self.kernel_busy_poll_us > 0).then_some(
+                rpmd_sched::KernelBusyPoll {
+                    usecs: self.kernel_busy_poll_us,
+                    budget: 64,
+                    prefer: true,
+                },
+            ),
             ..LcoreConfig::default()
         }
     }
@@ -65,8 +78,13 @@ impl PollOpts {
         } else {
             format!("spin {} us", self.spin_us)
         };
+        let kernel = if self.kernel_busy_poll_us > 0 {
+            format!(", kernel busy poll {} us", self.kernel_busy_poll_us)
+        } else {
+            String::new()
+        };
         format!(
-            "{spin}, yield {:?}, sleep {} us",
+            "{spin}, yield {:?}, sleep {} us{kernel}",
             self.yield_on, self.sleep_us
         )
         .to_lowercase()

@@ -195,3 +195,32 @@ fn kernel_port_errors_name_their_cause_and_leave_nothing_attached() {
         assert!(!attached());
     }
 }
+
+#[test]
+fn ctrl_c_detaches_the_xdp_program() {
+    let test = "ctrl_c_detaches_the_xdp_program";
+    if !lab_available(test) {
+        return;
+    }
+    let mut lab = Lab::new();
+    let a = lab.netns("a");
+    let net = (lab.tag.parse::<u64>().unwrap_or(0) % 200 + 20) as u8;
+    let v = lab.veth("ca", &a, "eth0", &format!("10.82.{net}.1/24"), 1);
+    let w = lab.veth("cb", &a, "eth1", &format!("10.83.{net}.1/24"), 1);
+    let l2 = spawn_l2fwd(&[format!("af_xdp:{v}"), format!("af_xdp:{w}")], "60");
+    let attached = || {
+        sh(&format!("ip link show {v}; ip link show {w}"))
+            .matches("prog/xdp")
+            .count()
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while attached() < 2 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(attached(), 2, "l2fwd attached its program to both ports");
+    // SAFETY: signalling our own child, which is still running.
+    assert_eq!(unsafe { libc::kill(l2.id() as i32, libc::SIGINT) }, 0);
+    let (code, out, err) = finish(l2);
+    assert_eq!(code, 0, "a Ctrl-C is a clean stop\n{out}\n{err}");
+    assert_eq!(attached(), 0, "detached on Ctrl-C");
+}

@@ -221,3 +221,87 @@ fn tap_two_queues_carry_frames_both_ways() {
     drop(port);
     assert_eq!(pool.available(), pool.size());
 }
+
+/// The control path answers from the kernel's interface: promiscuous and
+/// all-multicast are the interface flags, MTU and MAC are the kernel's,
+/// and the kernel's own counters are xstats.
+#[test]
+fn control_path_is_the_kernel_interface() {
+    if !lab_available("control_path_is_the_kernel_interface") {
+        return;
+    }
+    let mut lab = Lab::new();
+    let ns = lab.netns("c");
+    let root = lab.veth("rc", &ns, "eth0", "10.76.0.1/24", 1);
+    for kind in ["af_packet", "af_xdp"] {
+        let pool = pool(&format!("ctl-{kind}"), 2048);
+        let (mut port, q) = start(&format!("{kind}:{root}"), &pool, 1);
+        let flags = || sh(&format!("ip link show {root}"));
+        port.set_promiscuous(true).unwrap();
+        assert!(port.promiscuous() && flags().contains("PROMISC"), "{kind}");
+        port.set_promiscuous(false).unwrap();
+        assert!(
+            !port.promiscuous() && !flags().contains("PROMISC"),
+            "{kind}"
+        );
+        port.set_allmulticast(true).unwrap();
+        assert!(
+            port.allmulticast() && flags().contains("ALLMULTI"),
+            "{kind}"
+        );
+        port.set_allmulticast(false).unwrap();
+        let mac = sh(&format!("cat /sys/class/net/{root}/address"));
+        assert_eq!(port.mac_addr().to_string(), mac.trim(), "{kind}");
+        assert!(port.link().up, "{kind}");
+        assert_eq!(port.mtu(), 1500);
+        assert!(
+            port.set_mtu(1400).is_err(),
+            "{kind}: MTU change while started"
+        );
+        let names: Vec<String> = port.xstats().into_iter().map(|x| x.name).collect();
+        let want = if kind == "af_xdp" {
+            "xdp_q0_rx_dropped"
+        } else {
+            "kernel_packet_drops"
+        };
+        assert!(
+            names.iter().any(|n| n == want) && names.iter().any(|n| n == "kernel_rx_dropped"),
+            "{kind}: {names:?}"
+        );
+        drop(q);
+        port.stop().unwrap();
+        assert!(
+            !port.link().up,
+            "{kind}: a stopped port reports its link down"
+        );
+        port.set_mtu(1400).unwrap();
+        assert_eq!(sh(&format!("cat /sys/class/net/{root}/mtu")).trim(), "1400");
+        port.set_mtu(1500).unwrap();
+        // A second start on the same port (its first queues gone).
+        let q = port
+            .start()
+            .unwrap_or_else(|e| panic!("{kind}: restart: {e}"));
+        assert!(port.link().up, "{kind}: up again");
+        drop(q);
+        drop(port);
+        assert_eq!(pool.available(), pool.size(), "{kind}");
+    }
+    // Zero-copy where the driver has none (veth): an error that says so.
+    let pool = pool("zc", 2048);
+    let mut reg = rpmd_pmd::Registry::new();
+    rpmd_kernel::register(&mut reg);
+    let mut p = reg.open(&format!("af_xdp:{root},zerocopy=1")).unwrap();
+    let conf = rpmd_pmd::PortConfig {
+        rx_pool: Some(std::sync::Arc::new(pool.clone())),
+        ..Default::default()
+    };
+    p.configure(&conf).unwrap();
+    let e = p.start().expect_err("zero-copy on veth").to_string();
+    assert!(e.contains("zero-copy") && e.contains("zerocopy=0"), "{e}");
+    drop(p);
+    assert!(
+        !sh(&format!("ip link show {root}")).contains("prog/xdp"),
+        "nothing left attached"
+    );
+    assert_eq!(pool.available(), pool.size());
+}

@@ -11,6 +11,9 @@
 //! once more for work (closing the race with a packet that arrived
 //! meanwhile), and blocks on their wake-up eventfds and its own command
 //! eventfd, with a timeout, so it also sleeps when no task has an eventfd.
+//! With [`KernelBusyPoll`] it sleeps in an epoll with busy polling
+//! instead, so the kernel polls the devices of the tasks' sockets first
+//! (see [`crate::kbusy`]).
 //!
 //! Commands (add a task, remove one, stop) reach an lcore through a
 //! lock-free queue (crossbeam `ArrayQueue`) plus an eventfd that wakes it
@@ -18,6 +21,7 @@
 //! runs on its lcore, so work it accepted is completed or handed on.
 #![allow(unsafe_code)]
 
+use crate::kbusy::{BusySleep, KernelBusyPoll};
 use crate::policy::{Budget, SpinPolicy};
 use crate::signal::{RunnableSignal, SignalKind};
 use crate::{Error, Telemetry};
@@ -101,6 +105,8 @@ pub struct LcoreConfig {
     /// Longest sleep (also the sleep of lcores whose tasks have no
     /// eventfd).
     pub sleep: Duration,
+    /// Sleep in an epoll with kernel busy polling (None: `ppoll`).
+    pub kernel_busy_poll: Option<KernelBusyPoll>,
 }
 
 impl Default for LcoreConfig {
@@ -111,6 +117,7 @@ impl Default for LcoreConfig {
             signal: SignalKind::Off,
             signal_every: Duration::from_micros(2),
             sleep: Duration::from_micros(100),
+            kernel_busy_poll: None,
         }
     }
 }
@@ -380,6 +387,12 @@ struct Poller {
     /// Reused across sleeps: an interrupt-driven lcore sleeps once per
     /// packet burst, which must not cost an allocation.
     pfds: Vec<libc::pollfd>,
+    /// The kernel busy-poll sleep, when configured and offered by the
+    /// kernel; `raw_fds` is its reused fd list, `tasks_changed` set when a
+    /// command changed the tasks.
+    busy_sleep: Option<BusySleep>,
+    raw_fds: Vec<std::os::fd::RawFd>,
+    tasks_changed: bool,
     /// The clock is read once per round that finds work, and once every
     /// CLOCK_EVERY rounds while spinning: each `rdtsc` costs about 20 ns
     /// here, and an empty round is the time a packet waits to be noticed.
@@ -395,6 +408,13 @@ struct Poller {
 impl Poller {
     fn new(cfg: LcoreConfig) -> Poller {
         rpmd_pmd::clock::init();
+        let busy_sleep = cfg.kernel_busy_poll.and_then(|p| match BusySleep::new(p) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("rpmd: warning: no kernel busy polling for the lcore's sleep ({e}; per-epoll busy polling needs Linux 6.9); sleeping without it");
+                None
+            }
+        });
         Poller {
             budget: Budget::new(cfg.spin),
             signal: RunnableSignal::new(cfg.signal.clone()),
@@ -410,6 +430,9 @@ impl Poller {
             next_check: 0,
             woke: None,
             pfds: Vec::with_capacity(8),
+            busy_sleep,
+            raw_fds: Vec::with_capacity(8),
+            tasks_changed: true,
             last: clock::now(),
             empty_rounds: 0,
             spinning: false,
@@ -422,8 +445,12 @@ impl Poller {
         let mut stop = false;
         while let Some(c) = s.commands.pop() {
             match c {
-                Command::Add(id, t) => self.tasks.push((id, t)),
+                Command::Add(id, t) => {
+                    self.tasks.push((id, t));
+                    self.tasks_changed = true;
+                }
                 Command::Remove(id) => {
+                    self.tasks_changed = true;
                     if let Some(i) = self.tasks.iter().position(|t| t.0 == id) {
                         let (_, mut t) = self.tasks.remove(i);
                         t.finish();
@@ -509,17 +536,29 @@ impl Poller {
             t.set_notify(true);
         }
         if !self.tasks.iter().any(|(_, t)| t.has_work()) && s.commands.is_empty() {
-            self.pfds.clear();
-            self.pfds.push(pollin(s.wake.as_fd()));
-            let fds = self
-                .tasks
-                .iter()
-                .filter_map(|(_, t)| t.wake_fd())
-                .map(pollin);
-            self.pfds.extend(fds);
             st.sleeps.add(1);
             let z = clock::now();
-            sleep_on(&mut self.pfds, self.cfg.sleep);
+            if let Some(b) = self.busy_sleep.as_mut() {
+                self.raw_fds.clear();
+                self.raw_fds.push(s.wake.as_fd().as_raw_fd());
+                let fds = self.tasks.iter().filter_map(|(_, t)| t.wake_fd());
+                self.raw_fds.extend(fds.map(|f| f.as_raw_fd()));
+                b.sleep(
+                    &self.raw_fds,
+                    std::mem::take(&mut self.tasks_changed),
+                    self.cfg.sleep,
+                );
+            } else {
+                self.pfds.clear();
+                self.pfds.push(pollin(s.wake.as_fd()));
+                let fds = self
+                    .tasks
+                    .iter()
+                    .filter_map(|(_, t)| t.wake_fd())
+                    .map(pollin);
+                self.pfds.extend(fds);
+                sleep_on(&mut self.pfds, self.cfg.sleep);
+            }
             let w = clock::now();
             st.sleep_ns.add(clock::to_ns(w - z));
             self.woke = Some(w);

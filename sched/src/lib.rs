@@ -28,12 +28,14 @@
 #![deny(unsafe_code)]
 
 pub mod backlog;
+pub mod kbusy;
 pub mod lcore;
 pub mod policy;
 pub mod signal;
 pub mod tasks;
 pub mod txlock;
 
+pub use kbusy::KernelBusyPoll;
 pub use lcore::{Lcore, LcoreConfig, LcoreStats, Task, TaskId};
 pub use policy::SpinPolicy;
 pub use signal::SignalKind;
