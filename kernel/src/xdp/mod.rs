@@ -503,27 +503,25 @@ impl XdpRx {
         }
     }
 
-    /// Posts free mbufs to the fill ring, in bursts of 32.
+    /// Posts free mbufs to the fill ring, 32 at a time, while it has room
+    /// for a whole batch.
     fn refill(&mut self) {
-        loop {
-            let free = self.fill.free(32).min(32);
-            if free < 32 && self.fill.free(self.fill.size()) < 32 {
+        const BATCH: u32 = 32;
+        while self.fill.free(BATCH) >= BATCH {
+            let short = BATCH as usize - self.spare.len().min(BATCH as usize);
+            if short > 0 && self.pool.get_bulk(&mut self.spare, short).is_err() {
+                self.stats.nombuf.add(1);
                 break;
             }
-            if self.spare.len() < free as usize {
-                let want = free as usize - self.spare.len();
-                if self.pool.get_bulk(&mut self.spare, want).is_err() {
-                    self.stats.nombuf.add(1);
-                    break;
-                }
-            }
             let mut k = 0;
-            while k < free {
+            while k < BATCH {
                 let Some(m) = self.spare.pop() else { break };
-                let Some(off) = self.pool.buffer_offset(&m) else {
-                    break;
-                };
-                let Some(slot) = self.pool.buffer_at(off) else {
+                // Always ours: the spares come from the UMEM pool.
+                let Some((off, slot)) = self
+                    .pool
+                    .buffer_offset(&m)
+                    .and_then(|o| Some((o, self.pool.buffer_at(o)?)))
+                else {
                     break;
                 };
                 self.fill.put_addr(k, off as u64);
@@ -531,7 +529,7 @@ impl XdpRx {
                 k += 1;
             }
             self.fill.submit(k);
-            if k < 32 {
+            if k < BATCH {
                 break;
             }
         }
