@@ -258,6 +258,24 @@ fn control_path_is_the_kernel_interface() {
             port.set_mtu(1400).is_err(),
             "{kind}: MTU change while started"
         );
+        if kind == "af_xdp" {
+            // A second port on the same queue: refused, the first unharmed.
+            let mut reg = rpmd_pmd::Registry::new();
+            rpmd_kernel::register(&mut reg);
+            let mut p2 = reg.open(&format!("af_xdp:{root}")).unwrap();
+            let conf = rpmd_pmd::PortConfig {
+                rx_pool: Some(std::sync::Arc::new(pool.clone())),
+                ..Default::default()
+            };
+            p2.configure(&conf).unwrap();
+            let e = p2.start().expect_err("the queue is taken").to_string();
+            assert!(e.contains("another AF_XDP socket holds that queue"), "{e}");
+            drop(p2);
+            assert!(
+                sh(&format!("ip link show {root}")).contains("prog/xdp"),
+                "the first port's program stays"
+            );
+        }
         let names: Vec<String> = port.xstats().into_iter().map(|x| x.name).collect();
         let want = if kind == "af_xdp" {
             "xdp_q0_rx_dropped"

@@ -410,11 +410,12 @@ impl AfXdp {
             sxdp_queue_id: queue,
             sxdp_shared_umem_fd: 0,
         };
-        sys::bind(b, &sxdp).map_err(|err| {
+        bind_queue(b, &sxdp).map_err(|err| {
             if self.opts.zerocopy == Some(true) && matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) {
                 return driver(port, &format!("binding to {} queue {queue} in zero-copy mode ({} offers no AF_XDP zero-copy: use zerocopy=0)", dev.name, dev.name), err);
             }
-            driver(port, &format!("binding to {} queue {queue}", dev.name), err)
+            let hint = if err.raw_os_error() == Some(libc::EBUSY) { " (another AF_XDP socket holds that queue)" } else { "" };
+            driver(port, &format!("binding to {} queue {queue}{hint}", dev.name), err)
         })?;
         let zerocopy = sys::getsockopt::<libc::xdp_options>(b, libc::SOL_XDP, libc::XDP_OPTIONS)
             .map(|(o, _)| o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
@@ -450,6 +451,25 @@ impl AfXdp {
             },
             rings,
         ))
+    }
+}
+
+/// Binds an AF_XDP socket to its queue. A queue whose previous socket was
+/// just closed stays taken until the kernel's deferred release of that
+/// socket's buffer pool has run (a work item): EBUSY is retried for up to
+/// a second before it is an error.
+fn bind_queue(fd: BorrowedFd<'_>, sxdp: &libc::sockaddr_xdp) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match sys::bind(fd, sxdp) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            r => return r,
+        }
     }
 }
 

@@ -71,11 +71,6 @@ impl XskRing {
         Some(r)
     }
 
-    /// Entries in the ring.
-    pub(crate) fn size(&self) -> u32 {
-        self.size
-    }
-
     /// Producer: free entries, at least `want` if possible (the consumer
     /// counter is read again only when the cached view has too few).
     #[inline(always)]
