@@ -5,7 +5,7 @@
 //!   mempool, so frames move between the kernel and mbufs without a copy
 //!   on rpmd's side; libxdp's default XDP program steers the interface's
 //!   frames to them; kernel busy polling as an option.
-//! - `af_packet:IFNAME` ([`packet`]): packet sockets with TPACKET_V2 mmap
+//! - `af_packet:IFNAME` ([`packet`]): packet sockets with TPACKET_V2 (or V3) mmap
 //!   rings, for kernels or interfaces without XDP.
 //! - `tap:NAME` ([`tap`]): a TAP interface rpmd creates, for the host's
 //!   own stack and tools.

@@ -120,6 +120,16 @@ fn af_packet_qdisc_bypass_and_two_queues() {
 }
 
 #[test]
+fn af_packet_v3_talks_to_the_kernel() {
+    veth_case(
+        "af_packet_v3_talks_to_the_kernel",
+        "af_packet",
+        ",version=3",
+        1,
+    );
+}
+
+#[test]
 fn af_xdp_native_talks_to_the_kernel() {
     veth_case(
         "af_xdp_native_talks_to_the_kernel",

@@ -350,8 +350,16 @@ impl AfXdp {
             flags: libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG,
             tx_metadata_len: 0,
         };
-        sys::setsockopt(b, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg)
-            .map_err(e("registering the mempool as UMEM"))?;
+        sys::setsockopt(b, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|err| {
+            if err.raw_os_error() == Some(libc::EINVAL) {
+                let what = format!(
+                    "registering the mempool as UMEM (its {}-byte mbuf buffers are AF_XDP's chunks: the kernel takes 2048 to 4096 bytes, more only on hugepages)",
+                    pool.buf_len()
+                );
+                return driver(port, &what, err);
+            }
+            e("registering the mempool as UMEM")(err)
+        })?;
         let (rx_n, tx_n) = (conf.rx_desc as u32, conf.tx_desc as u32);
         for (opt, n, what) in [
             (libc::XDP_UMEM_FILL_RING, rx_n, "sizing the fill ring"),
