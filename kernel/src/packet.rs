@@ -180,17 +180,7 @@ struct Rings {
 
 impl Rings {
     fn open(port: &str, dev: &Netdev, o: &Options, fanout: Option<u32>) -> Result<Rings, Error> {
-        let e = |what: &str| {
-            let what = what.to_string();
-            move |err: std::io::Error| {
-                let hint = if err.raw_os_error() == Some(libc::EPERM) {
-                    " (packet sockets need CAP_NET_RAW: run as root)"
-                } else {
-                    ""
-                };
-                driver(port, &format!("{what}{hint}"), err)
-            }
-        };
+        let e = |what: &'static str| move |err: std::io::Error| os_error(port, what, err);
         let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
         let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, proto)
             .map_err(e("opening a packet socket"))?;
@@ -210,48 +200,9 @@ impl Rings {
         }
         // A slot holds the header, the MAC offset's alignment and a frame.
         let frame_size = (frame_len(dev.mtu()?) + 128).next_power_of_two().max(2048);
-        let block = if o.v3 {
-            V3_BLOCK.max(frame_size)
-        } else {
-            frame_size.max(4096)
-        };
-        let ring_bytes = (o.frames as usize * frame_size).max(block);
-        let (block_nr, frame_nr) = (
-            (ring_bytes / block) as u32,
-            (ring_bytes / frame_size) as u32,
-        );
-        if o.v3 {
-            let req = |retire: u32| libc::tpacket_req3 {
-                tp_block_size: block as u32,
-                tp_block_nr: block_nr,
-                tp_frame_size: frame_size as u32,
-                tp_frame_nr: frame_nr,
-                tp_retire_blk_tov: retire,
-                tp_sizeof_priv: 0,
-                tp_feature_req_word: 0,
-            };
-            sys::setsockopt(
-                b,
-                libc::SOL_PACKET,
-                libc::PACKET_RX_RING,
-                &req(V3_RETIRE_MS),
-            )
-            .map_err(e("setting up the RX ring"))?;
-            sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req(0))
-                .map_err(e("setting up the TX ring"))?;
-        } else {
-            let req = libc::tpacket_req {
-                tp_block_size: block as u32,
-                tp_block_nr: block_nr,
-                tp_frame_size: frame_size as u32,
-                tp_frame_nr: frame_nr,
-            };
-            sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
-                .map_err(e("setting up the RX ring"))?;
-            sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req)
-                .map_err(e("setting up the TX ring"))?;
-        }
-        let map = Mapping::new(b, 2 * ring_bytes, 0).map_err(e("mapping the rings"))?;
+        let geo = Geometry::new(o, frame_size);
+        geo.request(port, b, o.v3)?;
+        let map = Mapping::new(b, 2 * geo.ring_bytes, 0).map_err(e("mapping the rings"))?;
         let mut sll: libc::sockaddr_ll = zeroed_sll();
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = proto as u16;
@@ -266,12 +217,85 @@ impl Rings {
             fd: Arc::new(fd),
             map,
             frame_size,
-            frames: frame_nr,
+            frames: geo.frame_nr,
             hdr: if o.v3 { V3 } else { V2 },
-            v3_blocks: if o.v3 { block_nr } else { 0 },
-            block_size: block,
-            tx_base: ring_bytes,
+            v3_blocks: if o.v3 { geo.block_nr } else { 0 },
+            block_size: geo.block,
+            tx_base: geo.ring_bytes,
         })
+    }
+}
+
+/// A packet socket call's error, with the hint its errno calls for.
+fn os_error(port: &str, what: &str, err: std::io::Error) -> Error {
+    let hint = if err.raw_os_error() == Some(libc::EPERM) {
+        " (packet sockets need CAP_NET_RAW: run as root)"
+    } else {
+        ""
+    };
+    driver(port, &format!("{what}{hint}"), err)
+}
+
+/// The sizes of one ring (RX and TX are the same).
+struct Geometry {
+    block: usize,
+    block_nr: u32,
+    frame_nr: u32,
+    ring_bytes: usize,
+}
+
+impl Geometry {
+    fn new(o: &Options, frame_size: usize) -> Geometry {
+        let block = if o.v3 {
+            V3_BLOCK.max(frame_size)
+        } else {
+            frame_size.max(4096)
+        };
+        let ring_bytes = (o.frames as usize * frame_size).max(block);
+        Geometry {
+            block,
+            block_nr: (ring_bytes / block) as u32,
+            frame_nr: (ring_bytes / frame_size) as u32,
+            ring_bytes,
+        }
+    }
+
+    /// Asks for the RX and TX rings (V3: the RX ring in blocks retired
+    /// after V3_RETIRE_MS; a V3 TX ring takes no retire timeout).
+    fn request(&self, port: &str, b: BorrowedFd<'_>, v3: bool) -> Result<(), Error> {
+        let frame_size = (self.ring_bytes / self.frame_nr as usize) as u32;
+        let set = |what, r: std::io::Result<()>| r.map_err(|e| os_error(port, what, e));
+        if v3 {
+            let req = |retire: u32| libc::tpacket_req3 {
+                tp_block_size: self.block as u32,
+                tp_block_nr: self.block_nr,
+                tp_frame_size: frame_size,
+                tp_frame_nr: self.frame_nr,
+                tp_retire_blk_tov: retire,
+                tp_sizeof_priv: 0,
+                tp_feature_req_word: 0,
+            };
+            let rx = sys::setsockopt(
+                b,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                &req(V3_RETIRE_MS),
+            );
+            set("setting up the RX ring", rx)?;
+            let tx = sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req(0));
+            set("setting up the TX ring", tx)
+        } else {
+            let req = libc::tpacket_req {
+                tp_block_size: self.block as u32,
+                tp_block_nr: self.block_nr,
+                tp_frame_size: frame_size,
+                tp_frame_nr: self.frame_nr,
+            };
+            let rx = sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_RX_RING, &req);
+            set("setting up the RX ring", rx)?;
+            let tx = sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_TX_RING, &req);
+            set("setting up the TX ring", tx)
+        }
     }
 }
 
@@ -619,3 +643,7 @@ impl TxQueue for PacketTx {
         n
     }
 }
+
+#[cfg(test)]
+#[path = "packet_tests.rs"]
+mod tests;

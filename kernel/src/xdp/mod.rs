@@ -22,10 +22,11 @@
 //! (need_wakeup) and an idle lcore may sleep on the socket fd.
 mod prog;
 mod ring;
+mod socket;
 
-use crate::netdev::{driver, Netdev};
+use crate::netdev::Netdev;
 use crate::port::{frame_len, rx_pool, Backend, KernelPort, Live};
-use crate::sys::{self, Mapping};
+use crate::sys;
 use crossbeam_utils::CachePadded;
 use prog::{Attachment, Mode};
 use ring::XskRing;
@@ -35,7 +36,8 @@ use rpmd_pmd::port::{
     Xstat,
 };
 use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use socket::{RingSet, Socket};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -132,50 +134,6 @@ struct AfXdp {
     prog: Option<Arc<Attachment>>,
 }
 
-/// One socket: its fd and where it is bound; the rings belong to the
-/// queue handles.
-struct Socket {
-    /// Declared first: dropped (closed) before `graveyard`, so the kernel
-    /// has let go of the UMEM before the mbufs it held are freed.
-    fd: OwnedFd,
-    /// Mbufs still posted to the kernel when their queue handle went:
-    /// freed only once the socket is closed (the kernel may write a fill
-    /// buffer, or read a TX one, until then).
-    graveyard: std::sync::Mutex<Vec<Posted>>,
-    queue: u32,
-    /// None only in unit tests, which play the kernel's side of the rings.
-    prog: Option<Arc<Attachment>>,
-    zerocopy: bool,
-}
-
-impl Socket {
-    fn bury(&self, p: &mut Posted) {
-        let p = std::mem::replace(p, Posted { slots: Vec::new() });
-        self.graveyard
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(p);
-    }
-}
-
-impl Drop for Socket {
-    fn drop(&mut self) {
-        // The kernel also drops the entry when the socket closes; clearing
-        // it first stops redirects to a socket on its way out.
-        if let Some(p) = &self.prog {
-            p.remove(self.queue);
-        }
-    }
-}
-
-/// A socket's four rings before they are split between the handles.
-struct RingSet {
-    fill: XskRing,
-    comp: XskRing,
-    rx: XskRing,
-    tx: XskRing,
-}
-
 impl Backend for AfXdp {
     fn driver(&self) -> &'static str {
         "af_xdp"
@@ -237,7 +195,15 @@ impl Backend for AfXdp {
         };
         let mut socks = Vec::new();
         for i in 0..n {
-            let (sock, rings) = self.open_socket(port, dev, &pool, &prog, i, conf)?;
+            let (sock, rings) = socket::open(
+                port,
+                dev,
+                &pool,
+                &prog,
+                &self.opts,
+                self.opts.queue + i,
+                conf,
+            )?;
             let sock = Arc::new(sock);
             socks.push(sock.clone());
             let RingSet { fill, comp, rx, tx } = rings;
@@ -306,177 +272,6 @@ impl Backend for AfXdp {
                 name: "xdp_mode_native".into(),
                 value: (p.mode == Mode::Native) as u64,
             });
-        }
-    }
-}
-
-impl AfXdp {
-    /// Socket `i`: UMEM, rings, bind, map entry, busy-poll options.
-    fn open_socket(
-        &self,
-        port: &str,
-        dev: &Netdev,
-        pool: &Mempool,
-        prog: &Arc<Attachment>,
-        i: u32,
-        conf: &PortConfig,
-    ) -> Result<(Socket, RingSet), Error> {
-        let e = |what: &'static str| {
-            move |err: std::io::Error| {
-                let hint = match err.raw_os_error() {
-                    Some(libc::EPERM) => {
-                        " (AF_XDP needs CAP_NET_RAW and CAP_NET_ADMIN: run as root)"
-                    }
-                    Some(libc::EAFNOSUPPORT) => {
-                        " (this kernel has no AF_XDP: CONFIG_XDP_SOCKETS; use af_packet)"
-                    }
-                    Some(libc::ENOMEM | libc::ENOBUFS) => {
-                        " (the UMEM is pinned: raise ulimit -l, or run as root)"
-                    }
-                    _ => "",
-                };
-                driver(port, &format!("{what}{hint}"), err)
-            }
-        };
-        let fd =
-            sys::socket(libc::AF_XDP, libc::SOCK_RAW, 0).map_err(e("opening an AF_XDP socket"))?;
-        let b = fd.as_fd();
-        let region = pool.region();
-        let reg = libc::xdp_umem_reg {
-            addr: region.as_ptr() as u64,
-            len: region.len() as u64,
-            chunk_size: pool.buf_len() as u32,
-            headroom: 0,
-            flags: libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG,
-            tx_metadata_len: 0,
-        };
-        sys::setsockopt(b, libc::SOL_XDP, libc::XDP_UMEM_REG, &reg).map_err(|err| {
-            if err.raw_os_error() == Some(libc::EINVAL) {
-                let what = format!(
-                    "registering the mempool as UMEM (its {}-byte mbuf buffers are AF_XDP's chunks: the kernel takes 2048 to 4096 bytes, more only on hugepages)",
-                    pool.buf_len()
-                );
-                return driver(port, &what, err);
-            }
-            e("registering the mempool as UMEM")(err)
-        })?;
-        let (rx_n, tx_n) = (conf.rx_desc as u32, conf.tx_desc as u32);
-        for (opt, n, what) in [
-            (libc::XDP_UMEM_FILL_RING, rx_n, "sizing the fill ring"),
-            (
-                libc::XDP_UMEM_COMPLETION_RING,
-                tx_n,
-                "sizing the completion ring",
-            ),
-            (libc::XDP_RX_RING, rx_n, "sizing the RX ring"),
-            (libc::XDP_TX_RING, tx_n, "sizing the TX ring"),
-        ] {
-            sys::setsockopt(b, libc::SOL_XDP, opt, &n).map_err(e(what))?;
-        }
-        let (off, _) =
-            sys::getsockopt::<libc::xdp_mmap_offsets>(b, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)
-                .map_err(e("reading the ring offsets"))?;
-        let map = |o: &libc::xdp_ring_offset,
-                   n: u32,
-                   entry: usize,
-                   pgoff: u64,
-                   producer: bool|
-         -> Result<XskRing, Error> {
-            let len = o.desc as usize + n as usize * entry;
-            let m = Mapping::new(b, len, pgoff).map_err(e("mapping a ring"))?;
-            XskRing::new(m, o, n, entry, producer).ok_or_else(|| Error::Port {
-                port: port.into(),
-                detail: "the kernel's ring offsets fall outside the ring mapping".into(),
-            })
-        };
-        let rings = RingSet {
-            fill: map(&off.fr, rx_n, 8, libc::XDP_UMEM_PGOFF_FILL_RING, true)?,
-            comp: map(
-                &off.cr,
-                tx_n,
-                8,
-                libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-                false,
-            )?,
-            rx: map(&off.rx, rx_n, 16, libc::XDP_PGOFF_RX_RING as u64, false)?,
-            tx: map(&off.tx, tx_n, 16, libc::XDP_PGOFF_TX_RING as u64, true)?,
-        };
-        let queue = self.opts.queue + i;
-        let mut flags = 0u16;
-        if self.opts.need_wakeup {
-            flags |= libc::XDP_USE_NEED_WAKEUP;
-        }
-        match self.opts.zerocopy {
-            Some(true) => flags |= libc::XDP_ZEROCOPY,
-            Some(false) => flags |= libc::XDP_COPY,
-            None => {}
-        }
-        let sxdp = libc::sockaddr_xdp {
-            sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: flags,
-            sxdp_ifindex: dev.ifindex,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: 0,
-        };
-        bind_queue(b, &sxdp).map_err(|err| {
-            if self.opts.zerocopy == Some(true) && matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) {
-                return driver(port, &format!("binding to {} queue {queue} in zero-copy mode ({} offers no AF_XDP zero-copy: use zerocopy=0)", dev.name, dev.name), err);
-            }
-            let hint = if err.raw_os_error() == Some(libc::EBUSY) { " (another AF_XDP socket holds that queue)" } else { "" };
-            driver(port, &format!("binding to {} queue {queue}{hint}", dev.name), err)
-        })?;
-        let zerocopy = sys::getsockopt::<libc::xdp_options>(b, libc::SOL_XDP, libc::XDP_OPTIONS)
-            .map(|(o, _)| o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
-            .unwrap_or(false);
-        if self.opts.busy_poll_us > 0 {
-            for (opt, v, what) in [
-                (libc::SO_PREFER_BUSY_POLL, 1i32, "SO_PREFER_BUSY_POLL"),
-                (
-                    libc::SO_BUSY_POLL,
-                    self.opts.busy_poll_us as i32,
-                    "SO_BUSY_POLL",
-                ),
-                (
-                    libc::SO_BUSY_POLL_BUDGET,
-                    self.opts.busy_budget as i32,
-                    "SO_BUSY_POLL_BUDGET",
-                ),
-            ] {
-                sys::setsockopt(b, libc::SOL_SOCKET, opt, &v).map_err(e(what))?;
-            }
-        }
-        prog.insert(queue, sys::raw(&fd)).map_err(|d| Error::Port {
-            port: port.into(),
-            detail: d,
-        })?;
-        Ok((
-            Socket {
-                fd,
-                graveyard: Default::default(),
-                queue,
-                prog: Some(prog.clone()),
-                zerocopy,
-            },
-            rings,
-        ))
-    }
-}
-
-/// Binds an AF_XDP socket to its queue. A queue whose previous socket was
-/// just closed stays taken until the kernel's deferred release of that
-/// socket's buffer pool has run (a work item): EBUSY is retried for up to
-/// a second before it is an error.
-fn bind_queue(fd: BorrowedFd<'_>, sxdp: &libc::sockaddr_xdp) -> std::io::Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    loop {
-        match sys::bind(fd, sxdp) {
-            Err(e)
-                if e.raw_os_error() == Some(libc::EBUSY)
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            r => return r,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! might. Every address and length is checked before an mbuf is handed
 //! out or freed, and the pool is whole at the end.
 use super::*;
-use crate::sys::memfd;
+use crate::sys::{memfd, Mapping};
 use rpmd_pmd::MempoolConfig;
 use std::os::fd::AsFd;
 
