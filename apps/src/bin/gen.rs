@@ -105,6 +105,13 @@ fn main() -> ExitCode {
 type Counts = Vec<Arc<GenCounters>>;
 
 fn run(a: &Args) -> Result<(), String> {
+    // Caught from before the ports start: a Ctrl-C while they come up
+    // ends the run cleanly too (an XDP program detached, a TAP removed).
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
+        tracing::warn!("cannot catch Ctrl-C: {e}");
+    }
     let embedded = a.dev.is_none();
     let mode = a.mode.unwrap_or(Mode::Txonly);
     let cores = a
@@ -171,7 +178,7 @@ fn run(a: &Args) -> Result<(), String> {
             vec![(*pool).clone()],
         ),
     );
-    let secs = status_until_done(a, &tx_counts, &rx_counts);
+    let secs = status_until_done(a, &stop, &tx_counts, &rx_counts);
     let down = rt.shutdown();
     drop(telemetry);
     let ports = ports.lock().unwrap_or_else(|e| e.into_inner());
@@ -258,12 +265,7 @@ fn read(cs: &[Arc<GenCounters>]) -> (u64, u64, u64) {
 
 /// Prints rates once a second until Ctrl-C or `--duration`; the seconds
 /// it ran.
-fn status_until_done(a: &Args, tx_counts: &Counts, rx_counts: &Counts) -> f64 {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
-        tracing::warn!("cannot catch Ctrl-C: {e}");
-    }
+fn status_until_done(a: &Args, stop: &AtomicBool, tx_counts: &Counts, rx_counts: &Counts) -> f64 {
     let t0 = Instant::now();
     let end = a.duration.map(Duration::from_secs_f64);
     let mut next = Duration::from_secs(1);

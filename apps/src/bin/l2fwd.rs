@@ -103,6 +103,13 @@ fn main() -> ExitCode {
             println!("l2fwd: ports {:?}, lcores {}", a.devices, a.cores);
         }
     }
+    // Caught from before the start: a Ctrl-C while ports come up ends the
+    // run cleanly too (ports stopped and dropped: an XDP program detached).
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
+        eprintln!("l2fwd: cannot catch Ctrl-C: {e}");
+    }
     let mut l = match L2fwd::start(&cfg) {
         Ok(l) => l,
         Err(e) => {
@@ -110,11 +117,6 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
-        eprintln!("l2fwd: cannot catch Ctrl-C: {e}");
-    }
     let mut last = totals(&l);
     let mut last_t = Duration::ZERO;
     let json = a.json;
