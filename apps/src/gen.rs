@@ -284,7 +284,8 @@ impl Task for RxOnly {
 /// tx_first N`), so two io ends facing each other keep frames bouncing.
 pub struct Io {
     rx: Box<dyn RxQueue>,
-    first: Option<TxOnly>,
+    /// Sends the first bursts and owns the tx queue.
+    tx: TxOnly,
     tx_first: usize,
     burst: usize,
     pkts: Pkts,
@@ -306,7 +307,7 @@ impl Io {
         let counters = Arc::new(GenCounters::default());
         let t = Io {
             rx,
-            first: Some(first),
+            tx: first,
             tx_first,
             burst: burst.clamp(1, rpmd_pmd::port::MAX_BURST),
             pkts: Pkts::new(),
@@ -318,9 +319,7 @@ impl Io {
 
 impl Task for Io {
     fn run(&mut self, quota: usize) -> usize {
-        let Some(tx) = self.first.as_mut() else {
-            return 0;
-        };
+        let tx = &mut self.tx;
         while self.tx_first > 0 {
             tx.send(tx.burst);
             self.tx_first -= 1;

@@ -18,13 +18,12 @@
 //! queues share the interface's traffic through a PACKET_FANOUT hash
 //! group. The kernel's drop counter (PACKET_STATISTICS) is an xstat.
 use crate::netdev::{driver, Netdev};
-use crate::port::{check_room, frame_len, rx_pool, Backend, KernelPort, Live};
+use crate::port::{copy_rx_pool, copying_port_caps, frame_len, Backend, KernelPort, Live};
 use crate::sys::{self, Mapping};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
-    Xstat,
+    Capabilities, DevArgs, Driver, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue, Xstat,
 };
 use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -317,18 +316,7 @@ impl Backend for AfPacket {
     }
 
     fn capabilities(&self, _: &Netdev) -> Capabilities {
-        Capabilities {
-            max_rx_queues: self.opts.queues,
-            max_tx_queues: self.opts.queues,
-            min_desc: 1,
-            max_desc: u16::MAX,
-            desc_pow2: false,
-            offloads: Offloads::TX_MULTI_SEGS,
-            min_mtu: 68,
-            max_mtu: 9000,
-            rx_interrupts: true,
-            needs_rx_pool: true,
-        }
+        copying_port_caps(self.opts.queues)
     }
 
     fn start(
@@ -339,8 +327,7 @@ impl Backend for AfPacket {
         stats: &StatsBlock,
         live: &Live,
     ) -> Result<Queues, Error> {
-        let pool = rx_pool(port, conf)?;
-        check_room(port, dev, pool.data_room(), "an rx mbuf's data room")?;
+        let pool = copy_rx_pool(port, dev, conf)?;
         let n = conf.rx_queues.max(conf.tx_queues) as usize;
         let fanout = (n > 1).then(|| std::process::id() ^ dev.ifindex << 8);
         let mut rings = Vec::new();

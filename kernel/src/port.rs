@@ -197,9 +197,39 @@ pub(crate) fn rx_pool(port: &str, conf: &PortConfig) -> Result<rpmd_pmd::Mempool
         })
 }
 
+/// The capabilities of a port that copies frames between kernel memory
+/// and mbufs (af_packet, tap): any ring depth, chains on TX, rx
+/// interrupts through the socket or TAP fd.
+pub(crate) fn copying_port_caps(queues: u16) -> Capabilities {
+    Capabilities {
+        max_rx_queues: queues,
+        max_tx_queues: queues,
+        min_desc: 1,
+        max_desc: u16::MAX,
+        desc_pow2: false,
+        offloads: rpmd_pmd::port::Offloads::TX_MULTI_SEGS,
+        min_mtu: 68,
+        max_mtu: 9000,
+        rx_interrupts: true,
+        needs_rx_pool: true,
+    }
+}
+
+/// A copying port's rx pool, whose data room must hold a frame of the
+/// interface's MTU.
+pub(crate) fn copy_rx_pool(
+    port: &str,
+    dev: &Netdev,
+    conf: &PortConfig,
+) -> Result<rpmd_pmd::Mempool, Error> {
+    let pool = rx_pool(port, conf)?;
+    check_room(port, dev, pool.data_room(), "an rx mbuf's data room")?;
+    Ok(pool)
+}
+
 /// Checks that a frame of the interface's MTU fits `room` bytes of an
 /// mbuf, with the error a user can act on.
-pub(crate) fn check_room(port: &str, dev: &Netdev, room: usize, what: &str) -> Result<(), Error> {
+fn check_room(port: &str, dev: &Netdev, room: usize, what: &str) -> Result<(), Error> {
     let mtu = dev.mtu()?;
     if frame_len(mtu) > room {
         return Err(Error::Config {

@@ -8,14 +8,14 @@
 //! Every frame is one read(2) or write(2), as in `net_tap`: a TAP fd has
 //! no ring to share. Start brings the interface up, stop takes it down.
 use crate::netdev::{check_ifname, driver, Netdev};
-use crate::port::{check_room, rx_pool, Backend, KernelPort, Live};
+use crate::port::{copy_rx_pool, copying_port_caps, Backend, KernelPort, Live};
 use crate::sys;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
+    Capabilities, DevArgs, Driver, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
 };
-use rpmd_pmd::{DmaDomain, Error, Mempool};
+use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
 use std::io::IoSlice;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -104,18 +104,7 @@ impl Backend for Tap {
     }
 
     fn capabilities(&self, _: &Netdev) -> Capabilities {
-        Capabilities {
-            max_rx_queues: self.queues,
-            max_tx_queues: self.queues,
-            min_desc: 1,
-            max_desc: u16::MAX,
-            desc_pow2: false,
-            offloads: Offloads::TX_MULTI_SEGS,
-            min_mtu: 68,
-            max_mtu: 9000,
-            rx_interrupts: true,
-            needs_rx_pool: true,
-        }
+        copying_port_caps(self.queues)
     }
 
     fn start(
@@ -126,8 +115,7 @@ impl Backend for Tap {
         stats: &StatsBlock,
         live: &Live,
     ) -> Result<Queues, Error> {
-        let pool = rx_pool(port, conf)?;
-        check_room(port, dev, pool.data_room(), "an rx mbuf's data room")?;
+        let pool = copy_rx_pool(port, dev, conf)?;
         let n = conf.rx_queues.max(conf.tx_queues) as usize;
         let mut fds = vec![self.first.clone()];
         for _ in 1..n {
@@ -144,6 +132,7 @@ impl Backend for Tap {
                 q.rx.push(Box::new(TapRx {
                     fd: fd.clone(),
                     pool: pool.clone(),
+                    spare: None,
                     live: live.clone(),
                     stats: stats.rx(i),
                 }));
@@ -170,6 +159,9 @@ impl Backend for Tap {
 struct TapRx {
     fd: Arc<OwnedFd>,
     pool: Mempool,
+    /// An empty mbuf kept from the read that found nothing, so an idle
+    /// poll costs one read(2) and no pool traffic.
+    spare: Option<Mbuf>,
     live: Live,
     stats: Arc<CachePadded<QueueStats>>,
 }
@@ -183,9 +175,15 @@ impl RxQueue for TapRx {
         let (mut got, mut bytes) = (0usize, 0u64);
         let local = self.pool.local();
         while got < room {
-            let Ok(mut m) = local.get() else {
-                self.stats.nombuf.add(1);
-                break;
+            let mut m = match self.spare.take() {
+                Some(m) => m,
+                None => match local.get() {
+                    Ok(m) => m,
+                    Err(_) => {
+                        self.stats.nombuf.add(1);
+                        break;
+                    }
+                },
             };
             let cap = m.tailroom();
             let Some(buf) = m.append(cap) else { break };
@@ -199,7 +197,12 @@ impl RxQueue for TapRx {
                 // Shorter than an Ethernet header, or as long as the room
                 // (cut short by the read): not a frame we can pass on.
                 Ok(_) => self.stats.errors.add(1),
-                Err(_) => break,
+                Err(_) => {
+                    // Nothing to read (EAGAIN): keep the buffer, emptied.
+                    m.trim(cap);
+                    self.spare = Some(m);
+                    break;
+                }
             }
         }
         self.stats.packets.add(got as u64);

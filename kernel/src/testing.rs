@@ -96,16 +96,6 @@ impl Lab {
         ));
         root
     }
-
-    /// Stops tracking a link removed by other means.
-    pub fn forget_link(&mut self, name: &str) {
-        self.links.retain(|l| l != name);
-    }
-
-    /// Removes `name` (a root-namespace link) with the lab.
-    pub fn track_link(&mut self, name: &str) {
-        self.links.push(name.into());
-    }
 }
 
 impl Default for Lab {

@@ -272,7 +272,7 @@ impl Mbuf {
     }
 
     /// The buffer's first byte (the headroom's start), for drivers that
-    /// locate buffers by address ([`Mempool::buffer_offset`](crate::Mempool::buffer_offset)).
+    /// locate buffers by address ([`Mempool::slot_of`](crate::Mempool::slot_of)).
     pub fn buf_addr(&self) -> *const u8 {
         self.hdr().buf_addr
     }

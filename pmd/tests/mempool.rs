@@ -301,7 +301,7 @@ fn buffers_are_found_by_region_offset() {
     let mut seen = std::collections::HashSet::new();
     for _ in 0..p.size() {
         let mut m = p.get().unwrap();
-        let off = p.buffer_offset(&m).expect("our own mbuf");
+        let off = p.slot_of(&m).expect("our own mbuf").buf_offset;
         assert_eq!(off, m.buf_addr() as usize - base);
         let slot = p.buffer_at(off + 300).unwrap();
         assert_eq!((slot.buf_offset, slot.buf_len), (off, p.buf_len()));
@@ -316,12 +316,12 @@ fn buffers_are_found_by_region_offset() {
         held.push(m);
     }
     // Headers and offsets past the end belong to no buffer.
-    let first = p.buffer_offset(&held[0]).unwrap();
+    let first = p.slot_of(&held[0]).unwrap().buf_offset;
     assert!(held
         .iter()
-        .all(|m| p.buffer_offset(m).unwrap() != first - 1));
+        .all(|m| p.slot_of(m).unwrap().buf_offset != first - 1));
     assert_eq!(p.buffer_at(p.region().len()), None);
     assert_eq!(p.buffer_at(usize::MAX), None);
     let other = pool("locate-other", 8, 0);
-    assert_eq!(other.buffer_offset(&held[1]), None);
+    assert_eq!(other.slot_of(&held[1]), None);
 }

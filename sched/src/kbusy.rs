@@ -132,9 +132,18 @@ mod tests {
             budget: 64,
             prefer: true,
         };
-        let Ok(mut b) = BusySleep::new(p) else {
-            eprintln!("no per-epoll busy polling in this kernel (EPIOCSPARAMS, Linux 6.9)");
-            return;
+        let mut b = match BusySleep::new(p) {
+            Ok(b) => b,
+            Err(e) => {
+                let why = format!(
+                    "no per-epoll busy polling in this kernel ({e}; EPIOCSPARAMS needs Linux 6.9)"
+                );
+                rpmd_pmd::testing::missing_capability(
+                    "kbusy::sleeps_until_readable_or_timeout",
+                    &why,
+                );
+                return;
+            }
         };
         let e = EventFd::new().unwrap();
         let fds = [e.as_fd().as_raw_fd()];

@@ -35,7 +35,7 @@ use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
     Xstat,
 };
-use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
+use rpmd_pmd::{BufferSlot, DmaDomain, Error, Mbuf, Mempool};
 use socket::{RingSet, Socket};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering;
@@ -340,14 +340,10 @@ impl XdpRx {
             while k < BATCH {
                 let Some(m) = self.spare.pop() else { break };
                 // Always ours: the spares come from the UMEM pool.
-                let Some((off, slot)) = self
-                    .pool
-                    .buffer_offset(&m)
-                    .and_then(|o| Some((o, self.pool.buffer_at(o)?)))
-                else {
+                let Some(slot) = self.pool.slot_of(&m) else {
                     break;
                 };
-                self.fill.put_addr(k, off as u64);
+                self.fill.put_addr(k, slot.buf_offset as u64);
                 self.posted.slots[slot.index] = Some(m);
                 k += 1;
             }
@@ -489,11 +485,13 @@ impl XdpTx {
         }
     }
 
-    /// An mbuf of our UMEM pool holding `m`'s frame: `m` itself, or a
-    /// copy (another pool's mbuf, or a chain).
-    fn in_umem(&self, m: Mbuf) -> Option<Mbuf> {
-        if m.nb_segs() == 1 && self.pool.buffer_offset(&m).is_some() {
-            return Some(m);
+    /// An mbuf of our UMEM pool holding `m`'s frame, and where it sits:
+    /// `m` itself, or a copy (another pool's mbuf, or a chain).
+    fn in_umem(&self, m: Mbuf) -> Option<(Mbuf, BufferSlot)> {
+        if m.nb_segs() == 1 {
+            if let Some(slot) = self.pool.slot_of(&m) {
+                return Some((m, slot));
+            }
         }
         let mut c = self.pool.get().ok()?;
         let buf = c.append(m.pkt_len())?;
@@ -502,7 +500,8 @@ impl XdpTx {
             buf[at..at + s.len()].copy_from_slice(s);
             at += s.len();
         }
-        Some(c)
+        let slot = self.pool.slot_of(&c)?;
+        Some((c, slot))
     }
 }
 
@@ -523,20 +522,13 @@ impl TxQueue for XdpTx {
         let (mut k, mut bytes, mut errors) = (0u32, 0u64, 0u64);
         for _ in 0..free {
             let Some(m) = pkts.pop() else { break };
-            let Some(m) = self.in_umem(m) else {
-                errors += 1;
-                continue;
-            };
-            let Some((off, slot)) = self
-                .pool
-                .buffer_offset(&m)
-                .and_then(|o| Some((o, self.pool.buffer_at(o)?)))
-            else {
+            let Some((m, slot)) = self.in_umem(m) else {
                 errors += 1;
                 continue;
             };
             let len = m.data_len();
-            self.tx.put_desc(k, (off + m.headroom()) as u64, len as u32);
+            self.tx
+                .put_desc(k, (slot.buf_offset + m.headroom()) as u64, len as u32);
             self.posted.slots[slot.index] = Some(m);
             bytes += len as u64;
             k += 1;

@@ -302,15 +302,12 @@ pub(crate) fn attach(
             }
         }
     }
-    let modes: &[Mode] = match mode {
-        Some(m) => std::slice::from_ref(match m {
-            Mode::Native => &Mode::Native,
-            Mode::Skb => &Mode::Skb,
-        }),
-        None => &[Mode::Native, Mode::Skb],
+    let modes = match mode {
+        Some(m) => vec![m],
+        None => vec![Mode::Native, Mode::Skb],
     };
     let mut tried = Vec::new();
-    for &m in modes {
+    for m in modes {
         match load_and_attach(ifindex, m, entries) {
             Ok((prog, map_fd)) => {
                 let _ =

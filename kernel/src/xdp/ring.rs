@@ -61,13 +61,13 @@ impl XskRing {
             r.map.atomic_u32(r.producer).load(Ordering::Relaxed),
             r.map.atomic_u32(r.consumer).load(Ordering::Relaxed),
         );
-        if producer_side {
-            r.cached_prod = p;
-            r.cached_cons = c.wrapping_add(size);
+        // A producer caches the consumer one lap ahead (free = cons - prod).
+        r.cached_prod = p;
+        r.cached_cons = if producer_side {
+            c.wrapping_add(size)
         } else {
-            r.cached_prod = p;
-            r.cached_cons = c;
-        }
+            c
+        };
         Some(r)
     }
 

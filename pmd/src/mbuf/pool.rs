@@ -224,13 +224,12 @@ impl Mempool {
         })
     }
 
-    /// The region offset of `m`'s buffer start, when `m` is one of this
-    /// pool's mbufs.
-    pub fn buffer_offset(&self, m: &Mbuf) -> Option<usize> {
+    /// Where `m`'s buffer sits, when `m` is one of this pool's mbufs (one
+    /// lookup gives both its index and its region offset).
+    pub fn slot_of(&self, m: &Mbuf) -> Option<BufferSlot> {
         let base = self.inner().region.as_ptr() as usize;
         let off = (m.buf_addr() as usize).checked_sub(base)?;
-        let slot = self.buffer_at(off)?;
-        (slot.buf_offset == off).then_some(off)
+        self.buffer_at(off).filter(|s| s.buf_offset == off)
     }
 }
 
