@@ -27,11 +27,7 @@ type Ports = Vec<Box<dyn rpmd_pmd::Port>>;
 
 /// A client (and what it reports through) and a server joined by a fresh
 /// `shm` link, with the two ports, which must outlive the tasks' runs.
-fn tasks(
-    reg: &Registry,
-    pool: &Arc<Mempool>,
-    k: u32,
-) -> (Client, Arc<ClientShared>, Server, Ports) {
+fn tasks(reg: &Registry, pool: &Mempool, k: u32) -> (Client, Arc<ClientShared>, Server, Ports) {
     let name = format!("shm:rr-parts-{}-{k}", std::process::id());
     let open = || -> (Box<dyn rpmd_pmd::Port>, Queues) {
         let mut p = reg.open(&name).expect("shm port");
@@ -89,7 +85,7 @@ fn main() {
     let reg = Registry::new();
     let mut c = MempoolConfig::new("rr-parts", 4096);
     c.cache_size = 256;
-    let pool = Arc::new(Mempool::new(&c).expect("mempool"));
+    let pool = Mempool::new(&c).expect("mempool");
     let ticks = clock::ticks(Duration::from_secs_f64(secs));
 
     if run("single") {

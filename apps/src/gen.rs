@@ -63,7 +63,7 @@ pub fn set_flow(f: &mut [u8], flow: u16) {
 /// Transmit-only.
 pub struct TxOnly {
     tx: Box<dyn TxQueue>,
-    pool: Arc<Mempool>,
+    pool: Mempool,
     frame: Vec<u8>,
     flows: u16,
     flow: u16,
@@ -94,7 +94,7 @@ impl TxOnly {
     /// at `rate` frames/s (0 = line rate).
     pub fn new(
         tx: Box<dyn TxQueue>,
-        pool: Arc<Mempool>,
+        pool: Mempool,
         size: usize,
         flows: u16,
         burst: usize,
@@ -298,7 +298,7 @@ impl Io {
     pub fn new(
         rx: Box<dyn RxQueue>,
         tx: Box<dyn TxQueue>,
-        pool: Arc<Mempool>,
+        pool: Mempool,
         size: usize,
         burst: usize,
         tx_first: usize,

@@ -220,13 +220,13 @@ impl Task for GenSink {
 /// The pools, one or one per device, each registered in the registry's
 /// domain before any port starts: a port that shares memory by snapshot
 /// (virtio-user's memory table) then reaches them all.
-fn make_pools(cfg: &Config, reg: &Registry, devices: usize) -> Result<Vec<Arc<Mempool>>, String> {
+fn make_pools(cfg: &Config, reg: &Registry, devices: usize) -> Result<Vec<Mempool>, String> {
     let npools = if cfg.per_port_pool { devices } else { 1 };
     let mut pools = Vec::with_capacity(npools);
     for k in 0..npools {
         let mut pcfg = MempoolConfig::new(&format!("l2fwd{k}"), cfg.mbufs);
         pcfg.cache_size = 256.min(cfg.mbufs / 4);
-        let pool = Arc::new(Mempool::new(&pcfg).map_err(|e| e.to_string())?);
+        let pool = Mempool::new(&pcfg).map_err(|e| e.to_string())?;
         reg.domain()
             .register_pool(&pool)
             .map_err(|e| e.to_string())?;
@@ -248,7 +248,7 @@ fn open_ports(
     cfg: &Config,
     reg: &Registry,
     devices: &[String],
-    pools: &[Arc<Mempool>],
+    pools: &[Mempool],
 ) -> Result<Opened, String> {
     let mut o = Opened {
         ports: Vec::new(),
@@ -346,7 +346,7 @@ fn embedded_peers(
     reg: &Registry,
     devices: &[String],
     nq: usize,
-    pool: &Arc<Mempool>,
+    pool: &Mempool,
 ) -> Result<(Vec<Box<dyn Port>>, GenSink), String> {
     let mut ports = Vec::new();
     let mut peers = Vec::new();
@@ -368,7 +368,7 @@ fn embedded_peers(
     let counts = Arc::new((Counter::default(), Counter::default()));
     let gs = GenSink {
         peers,
-        pool: (**pool).clone(),
+        pool: pool.clone(),
         template,
         out: Pkts::new(),
         inp: Pkts::new(),
@@ -418,7 +418,7 @@ pub struct L2fwd {
     pub port_ids: Vec<usize>,
     /// The pools, dropped after the ports (fields drop in order), so
     /// every mbuf still queued in a port is back before a pool goes.
-    _pools: Vec<Arc<Mempool>>,
+    _pools: Vec<Mempool>,
 }
 
 impl L2fwd {
@@ -463,7 +463,7 @@ impl L2fwd {
             rt.add(lcores - 1, gs).map_err(|e| e.to_string())?;
         }
         let ports = Arc::new(Mutex::new(opened.ports));
-        let pool_handles = pools.iter().map(|p| (**p).clone()).collect();
+        let pool_handles = pools.to_vec();
         let src = Sources::new(&ports, opened.port_ids.clone(), &rt, pool_handles);
         let telemetry = crate::telemetry::serve("l2fwd", cfg.telemetry.as_deref(), src);
         Ok(L2fwd {
@@ -537,7 +537,7 @@ impl L2fwd {
     /// lcore that died (a task panicked) is the error.
     pub fn stop(&mut self) -> Result<(), String> {
         let down = match self.runtime.take() {
-            Some(rt) => rt.shutdown().map_err(|e| e.to_string()),
+            Some(rt) => rt.shutdown().map(drop).map_err(|e| e.to_string()),
             None => Ok(()),
         };
         for p in lock(&self.ports).iter_mut() {

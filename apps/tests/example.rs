@@ -3,7 +3,6 @@
 //! frames both ways, and checks what arrives and what the app counted.
 use rpmd_pmd::{Mempool, MempoolConfig, Pkts, PortConfig, Queues, Registry};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// An Ethernet/IPv4/UDP frame to `dport`.
@@ -12,8 +11,10 @@ fn udp(dport: u16) -> Vec<u8> {
     f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
     f[14] = 0x45;
+    f[16..18].copy_from_slice(&28u16.to_be_bytes()); // IPv4 total length
     f[23] = 17;
     f[14 + 20 + 2..14 + 20 + 4].copy_from_slice(&dport.to_be_bytes());
+    f[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&8u16.to_be_bytes()); // UDP length
     f
 }
 
@@ -53,7 +54,7 @@ fn the_example_app_forwards_and_counts_udp_ports() {
         format!("shm:udpc-b-{}", std::process::id()),
     );
     let reg = Registry::new();
-    let pool = Arc::new(Mempool::new(&MempoolConfig::new("udpc-test", 1024)).unwrap());
+    let pool = Mempool::new(&MempoolConfig::new("udpc-test", 1024)).unwrap();
     let mut ends = Vec::new();
     for d in [&a, &b] {
         let mut p = reg.open(d).unwrap();

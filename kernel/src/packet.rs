@@ -23,7 +23,7 @@ use crate::sys::{self, Mapping};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue, Xstat,
+    Capabilities, DevArgs, Driver, Pkts, Port, PortConfig, Queues, RxQueue, RxStamp, TxQueue, Xstat,
 };
 use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -145,7 +145,7 @@ impl Driver for AfPacketDriver {
             queues: queues as u16,
         };
         Ok(Box::new(KernelPort::new(
-            args.raw(),
+            args,
             dev,
             AfPacket {
                 opts,
@@ -326,6 +326,7 @@ impl Backend for AfPacket {
         conf: &PortConfig,
         stats: &StatsBlock,
         live: &Live,
+        stamp: RxStamp,
     ) -> Result<Queues, Error> {
         let pool = copy_rx_pool(port, dev, conf)?;
         let n = conf.rx_queues.max(conf.tx_queues) as usize;
@@ -336,10 +337,7 @@ impl Backend for AfPacket {
         }
         self.socks = rings.iter().map(|r| r.fd.clone()).collect();
         *self.drops.lock().unwrap_or_else(|p| p.into_inner()) = (0, 0);
-        let mut q = Queues {
-            rx: Vec::new(),
-            tx: Vec::new(),
-        };
+        let mut q = Queues::default();
         for (i, r) in rings.into_iter().enumerate() {
             let r = Arc::new(r);
             if i < conf.rx_queues as usize {
@@ -349,6 +347,7 @@ impl Backend for AfPacket {
                     pool: pool.clone(),
                     live: live.clone(),
                     stats: stats.rx(i),
+                    stamp,
                 }));
             }
             if i < conf.tx_queues as usize {
@@ -397,6 +396,7 @@ struct PacketRx {
     pool: Mempool,
     live: Live,
     stats: Arc<CachePadded<QueueStats>>,
+    stamp: RxStamp,
 }
 
 impl PacketRx {
@@ -544,7 +544,7 @@ impl RxQueue for PacketRx {
         }
         self.stats.packets.add(got as u64);
         self.stats.bytes.add(bytes);
-        got
+        self.stamp.apply(out, got)
     }
 
     fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {

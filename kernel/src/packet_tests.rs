@@ -39,6 +39,13 @@ fn rx(
         pool: pool.clone(),
         live,
         stats: stats.clone(),
+        stamp: rpmd_pmd::port::RxStamp::new(
+            7,
+            &rpmd_pmd::PortConfig {
+                rx_ptypes: true,
+                ..Default::default()
+            },
+        ),
     };
     (q, kernel, stats, pool)
 }
@@ -71,6 +78,7 @@ fn v2_slots_with_bad_offsets_are_dropped_and_handed_back() {
     k.write::<u16>(6144 + V2.vlan_tci, 5);
     let mut out = Pkts::new();
     assert_eq!(q.rx_burst(&mut out, 32), 2);
+    assert!(out.iter().all(|m| m.port() == 7), "the stamp's port id");
     assert_eq!((out[0].data_len(), out[0].data()[0]), (60, 1));
     // The stripped tag is back: 0x8100, TCI 5, then the rest.
     assert_eq!(out[1].data_len(), 64);

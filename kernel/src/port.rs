@@ -4,7 +4,9 @@
 use crate::netdev::Netdev;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::StatsBlock;
-use rpmd_pmd::port::{Capabilities, Link, MacAddr, Port, PortConfig, PortStats, Queues, Xstat};
+use rpmd_pmd::port::{
+    Capabilities, DevArgs, Link, MacAddr, Port, PortConfig, PortStats, Queues, RxStamp, Xstat,
+};
 use rpmd_pmd::Error;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,6 +29,7 @@ pub(crate) trait Backend: Send {
         conf: &PortConfig,
         stats: &StatsBlock,
         live: &Live,
+        stamp: RxStamp,
     ) -> Result<Queues, Error>;
     /// Undoes what start set up in the kernel beyond the queues (which
     /// their handles own).
@@ -38,6 +41,8 @@ pub(crate) trait Backend: Send {
 /// A kernel-attached port.
 pub(crate) struct KernelPort<B: Backend> {
     pub(crate) name: String,
+    /// Stamped on received mbufs.
+    port_id: u16,
     pub(crate) dev: Netdev,
     pub(crate) backend: B,
     conf: Option<PortConfig>,
@@ -46,9 +51,10 @@ pub(crate) struct KernelPort<B: Backend> {
 }
 
 impl<B: Backend> KernelPort<B> {
-    pub(crate) fn new(name: &str, dev: Netdev, backend: B) -> Self {
+    pub(crate) fn new(args: &DevArgs, dev: Netdev, backend: B) -> Self {
         KernelPort {
-            name: name.into(),
+            name: args.raw().into(),
+            port_id: args.port_id(),
             dev,
             backend,
             conf: None,
@@ -117,9 +123,10 @@ impl<B: Backend> Port for KernelPort<B> {
             return Err(self.err("already started"));
         }
         let live: Live = Arc::new(CachePadded::new(AtomicBool::new(true)));
+        let stamp = RxStamp::new(self.port_id, &conf);
         let q = self
             .backend
-            .start(&self.name, &self.dev, &conf, &self.stats, &live)?;
+            .start(&self.name, &self.dev, &conf, &self.stats, &live, stamp)?;
         self.live = Some(live);
         Ok(q)
     }
@@ -187,14 +194,11 @@ impl<B: Backend> Port for KernelPort<B> {
 
 /// The rx pool a start needs, or the error saying so.
 pub(crate) fn rx_pool(port: &str, conf: &PortConfig) -> Result<rpmd_pmd::Mempool, Error> {
-    conf.rx_pool
-        .as_deref()
-        .cloned()
-        .ok_or_else(|| Error::Config {
-            port: port.into(),
-            what: "rx_pool",
-            detail: "this port needs a mempool for receive buffers".into(),
-        })
+    conf.rx_pool.clone().ok_or_else(|| Error::Config {
+        port: port.into(),
+        what: "rx_pool",
+        detail: "this port needs a mempool for receive buffers".into(),
+    })
 }
 
 /// The capabilities of a port that copies frames between kernel memory

@@ -13,7 +13,7 @@ use crate::sys;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
+    Capabilities, DevArgs, Driver, Pkts, Port, PortConfig, Queues, RxQueue, RxStamp, TxQueue,
 };
 use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
 use std::io::IoSlice;
@@ -51,7 +51,7 @@ impl Driver for TapDriver {
         let first = attach(args.raw(), &name)?;
         let dev = Netdev::open(args.raw(), &name)?;
         Ok(Box::new(KernelPort::new(
-            args.raw(),
+            args,
             dev,
             Tap {
                 first: Arc::new(first),
@@ -114,6 +114,7 @@ impl Backend for Tap {
         conf: &PortConfig,
         stats: &StatsBlock,
         live: &Live,
+        stamp: RxStamp,
     ) -> Result<Queues, Error> {
         let pool = copy_rx_pool(port, dev, conf)?;
         let n = conf.rx_queues.max(conf.tx_queues) as usize;
@@ -123,10 +124,7 @@ impl Backend for Tap {
         }
         dev.set_flag(libc::IFF_UP, true)?;
         self.up = true;
-        let mut q = Queues {
-            rx: Vec::new(),
-            tx: Vec::new(),
-        };
+        let mut q = Queues::default();
         for (i, fd) in fds.into_iter().enumerate() {
             if i < conf.rx_queues as usize {
                 q.rx.push(Box::new(TapRx {
@@ -135,6 +133,7 @@ impl Backend for Tap {
                     spare: None,
                     live: live.clone(),
                     stats: stats.rx(i),
+                    stamp,
                 }));
             }
             if i < conf.tx_queues as usize {
@@ -164,6 +163,7 @@ struct TapRx {
     spare: Option<Mbuf>,
     live: Live,
     stats: Arc<CachePadded<QueueStats>>,
+    stamp: RxStamp,
 }
 
 impl RxQueue for TapRx {
@@ -207,7 +207,7 @@ impl RxQueue for TapRx {
         }
         self.stats.packets.add(got as u64);
         self.stats.bytes.add(bytes);
-        got
+        self.stamp.apply(out, got)
     }
 
     fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {

@@ -274,7 +274,7 @@ fn control_path_is_the_kernel_interface() {
             rpmd_kernel::register(&mut reg);
             let mut p2 = reg.open(&format!("af_xdp:{root}")).unwrap();
             let conf = rpmd_pmd::PortConfig {
-                rx_pool: Some(std::sync::Arc::new(pool.clone())),
+                rx_pool: Some(pool.clone()),
                 ..Default::default()
             };
             p2.configure(&conf).unwrap();
@@ -320,7 +320,7 @@ fn control_path_is_the_kernel_interface() {
     rpmd_kernel::register(&mut reg);
     let mut p = reg.open(&format!("af_xdp:{root},zerocopy=1")).unwrap();
     let conf = rpmd_pmd::PortConfig {
-        rx_pool: Some(std::sync::Arc::new(pool.clone())),
+        rx_pool: Some(pool.clone()),
         ..Default::default()
     };
     p.configure(&conf).unwrap();

@@ -77,7 +77,7 @@ pub trait SpanSource: Send + Sync {
 #[derive(Clone)]
 enum Held {
     Region(Arc<DmaRegion>),
-    Pool(Arc<Mempool>),
+    Pool(Mempool),
 }
 
 impl Held {
@@ -174,7 +174,7 @@ impl DmaDomain {
 
     /// Registers `pool`'s memory (once: again is a no-op) and maps it into
     /// every attached target. The pool lives as long as the domain.
-    pub fn register_pool(&self, pool: &Arc<Mempool>) -> Result<(), Error> {
+    pub fn register_pool(&self, pool: &Mempool) -> Result<(), Error> {
         self.register(Held::Pool(pool.clone()))
     }
 
@@ -397,10 +397,10 @@ mod tests {
         }
     }
 
-    fn pool(name: &str) -> Arc<Mempool> {
+    fn pool(name: &str) -> Mempool {
         let mut c = MempoolConfig::new(name, 64);
         c.cache_size = 0;
-        Arc::new(Mempool::new(&c).unwrap())
+        Mempool::new(&c).unwrap()
     }
 
     #[test]

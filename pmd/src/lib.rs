@@ -12,6 +12,8 @@
 //! - [`clock`]: the TSC as a calibrated clock for poll loops (a read is
 //!   one instruction; `Instant::now()` is a vDSO call).
 //! - [`lcore`]: per-thread lcore ids that key per-core state.
+//! - [`hdr`]: checked views of Ethernet, VLAN, ARP, IPv4, IPv6, UDP and
+//!   TCP headers over an mbuf's bytes, and DPDK-style packet types.
 //! - [`port`]: the driver-independent port API ([`Port`], queue handles
 //!   with `rx_burst`/`tx_burst`, stats, capabilities), device strings and
 //!   the driver [`Registry`], and the software ports `ring:NAME`
@@ -44,6 +46,7 @@ pub mod domain;
 pub mod endian;
 mod error;
 pub mod function;
+pub mod hdr;
 pub mod hugepages;
 pub mod lcore;
 pub mod mbuf;

@@ -424,6 +424,45 @@ impl Mbuf {
         })
     }
 
+    /// A deep copy from `pool` (DPDK's `rte_pktmbuf_copy`): the data of
+    /// every segment, chained over as many of `pool`'s mbufs as it takes,
+    /// and the metadata (port, packet type, offload flags, VLAN tag, RSS
+    /// hash, TX header lengths). Fails, taking nothing, when `pool` runs
+    /// out.
+    pub fn copy(&self, pool: &crate::Mempool) -> Result<Mbuf, crate::Error> {
+        let mut head = pool.get()?;
+        let mut tail: Option<Mbuf> = None;
+        for mut seg in self.segments() {
+            while !seg.is_empty() {
+                let cur = tail.as_mut().unwrap_or(&mut head);
+                let room = cur.tailroom().min(seg.len());
+                if room == 0 {
+                    if let Some(full) = tail.replace(pool.get()?) {
+                        head.chain(full).map_err(|_| chain_full())?;
+                    }
+                    continue;
+                }
+                let (now, rest) = seg.split_at(room);
+                cur.append(room)
+                    .expect("within the tailroom")
+                    .copy_from_slice(now);
+                seg = rest;
+            }
+        }
+        if let Some(t) = tail {
+            head.chain(t).map_err(|_| chain_full())?;
+        }
+        let (src, h) = (self.hdr(), head.hdr_mut());
+        h.port = src.port;
+        h.packet_type = src.packet_type;
+        h.ol_flags = src.ol_flags;
+        h.vlan_tci = src.vlan_tci;
+        h.rss_hash = src.rss_hash;
+        h.l2_len = src.l2_len;
+        h.l3_len = src.l3_len;
+        Ok(head)
+    }
+
     /// Input port (`u16::MAX` when unset).
     pub fn port(&self) -> u16 {
         self.hdr().port
@@ -487,6 +526,13 @@ impl Mbuf {
     /// Sets the VLAN tag control information.
     pub fn set_vlan_tci(&mut self, v: u16) {
         self.hdr_mut().vlan_tci = v;
+    }
+}
+
+fn chain_full() -> crate::Error {
+    crate::Error::Invalid {
+        what: "mbuf copy",
+        detail: "the copy needs more segments than a chain holds".into(),
     }
 }
 

@@ -180,10 +180,8 @@ impl Port for Faulty {
         }
         let q = self.inner.start()?;
         let f = &self.faults;
-        Ok(Queues {
-            rx: q
-                .rx
-                .into_iter()
+        let rx =
+            q.rx.into_iter()
                 .map(|inner| {
                     Box::new(FaultyRx {
                         inner,
@@ -191,18 +189,17 @@ impl Port for Faulty {
                         seen: 0,
                     }) as Box<dyn RxQueue>
                 })
-                .collect(),
-            tx: q
-                .tx
-                .into_iter()
+                .collect();
+        let tx =
+            q.tx.into_iter()
                 .map(|inner| {
                     Box::new(FaultyTx {
                         inner,
                         faults: f.clone(),
                     }) as Box<dyn TxQueue>
                 })
-                .collect(),
-        })
+                .collect();
+        Ok(Queues::new(rx, tx))
     }
     fn stop(&mut self) -> Result<(), Error> {
         self.inner.stop()

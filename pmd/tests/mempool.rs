@@ -325,3 +325,36 @@ fn buffers_are_found_by_region_offset() {
     let other = pool("locate-other", 8, 0);
     assert_eq!(other.slot_of(&held[1]), None);
 }
+
+#[test]
+fn copy_duplicates_data_and_metadata_across_segments() {
+    let mut small = MempoolConfig::new("copy-small", 16);
+    small.data_room = 100;
+    small.cache_size = 0;
+    let small = Mempool::new(&small).unwrap();
+    let big = pool("copy-big", 16, 0);
+    let mut m = big.get().unwrap();
+    let data: Vec<u8> = (0..250u32).map(|i| i as u8).collect();
+    m.append(250).unwrap().copy_from_slice(&data);
+    m.set_port(3);
+    m.set_packet_type(0x211);
+    m.set_vlan_tci(42);
+    let c = m.copy(&small).unwrap();
+    assert_eq!(c.nb_segs(), 3, "250 bytes in 100-byte rooms");
+    assert_eq!(c.pkt_len(), 250);
+    assert_eq!(c.segments().flatten().copied().collect::<Vec<u8>>(), data);
+    assert_eq!((c.port(), c.packet_type(), c.vlan_tci()), (3, 0x211, 42));
+    // The copy is a copy: the original is untouched by writes to it.
+    let mut back = c.copy(&big).unwrap();
+    assert_eq!((back.nb_segs(), back.data()), (1, &data[..]));
+    back.data_mut()[0] = 0xee;
+    assert_eq!(m.data()[0], 0);
+    drop((c, back));
+    assert_eq!(small.available(), 16);
+    // A pool that runs out: an error, and nothing taken.
+    let hold: Vec<_> = (0..14).map(|_| small.get().unwrap()).collect();
+    assert!(m.copy(&small).is_err());
+    assert_eq!(small.available(), 2);
+    drop(hold);
+    assert_eq!(small.available(), 16);
+}

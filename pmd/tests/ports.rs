@@ -6,10 +6,10 @@ use rpmd_pmd::{Error, Mempool, MempoolConfig, Registry};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-fn pool(name: &str, n: u32) -> Arc<Mempool> {
+fn pool(name: &str, n: u32) -> Mempool {
     let mut c = MempoolConfig::new(name, n);
     c.cache_size = 0;
-    Arc::new(Mempool::new(&c).unwrap())
+    Mempool::new(&c).unwrap()
 }
 
 /// A frame whose bytes say which (tag) it is.
@@ -344,4 +344,102 @@ fn loopback_and_injected_faults() {
     assert_eq!(p.stats().ierrors, 4);
     drop(got);
     assert_eq!(mp.available(), 256, "dropped frames went back to the pool");
+}
+
+#[test]
+fn received_mbufs_carry_the_port_id_and_packet_type_of_every_software_port() {
+    let p = pool("t-stamp", 256);
+    let reg = Registry::new();
+    // Ports are numbered in the order the registry opens them.
+    let mut null = reg.open("null,size=60").unwrap();
+    let name = format!("t-stamp-{}", std::process::id());
+    let mut a = reg.open(&format!("ring:{name}")).unwrap();
+    let mut b = reg.open(&format!("ring:{name}")).unwrap();
+    let mut shm_a = reg.open_as(&format!("shm:{name}"), 40).unwrap();
+    let mut shm_b = reg.open(&format!("shm:{name}")).unwrap();
+    let typed = PortConfig {
+        rx_ptypes: true,
+        ..PortConfig::with_pool(&p)
+    };
+    let mut qs = Vec::new();
+    for port in [&mut null, &mut a, &mut b, &mut shm_a, &mut shm_b] {
+        port.configure(&typed).unwrap();
+        qs.push(port.start().unwrap());
+    }
+    let mut got = Pkts::new();
+    assert_eq!(qs[0].rx_burst(0, &mut got, 4), 4);
+    assert!(got.iter().all(|m| m.port() == 0));
+    got.clear();
+    let udp = rpmd_pmd::hdr::tests_support::udp_frame(53);
+    let mut out = Pkts::new();
+    for q in [1, 3] {
+        let mut m = p.get().unwrap();
+        m.append(udp.len()).unwrap().copy_from_slice(&udp);
+        out.push(m).unwrap();
+        assert_eq!(qs[q].tx_burst(0, &mut out), 1);
+    }
+    // ring b is port 2; shm b is port 4 (shm a took id 40 out of order,
+    // which does not move the count).
+    for (q, want) in [(2, 2), (4, 3)] {
+        let t0 = std::time::Instant::now();
+        while qs[q].rx_burst(0, &mut got, 1) == 0 {
+            assert!(t0.elapsed().as_secs() < 5, "no frame on port {want}");
+        }
+        let m = got.pop().unwrap();
+        assert_eq!(m.port(), want);
+        let t = rpmd_pmd::hdr::PacketType(m.packet_type());
+        assert_eq!(t.to_string(), "L2_ETHER L3_IPV4 L4_UDP");
+    }
+    drop(qs);
+    assert_eq!(p.available(), 256);
+}
+
+#[test]
+fn queues_are_taken_one_by_one_and_not_twice() {
+    let p = pool("t-take", 64);
+    let reg = Registry::new();
+    let mut port = reg.open("null").unwrap();
+    port.configure(&PortConfig {
+        rx_queues: 2,
+        ..PortConfig::with_pool(&p)
+    })
+    .unwrap();
+    let mut q = port.start().unwrap();
+    let mut rx1 = q.take_rx(1).unwrap();
+    let mut got = Pkts::new();
+    assert_eq!(rx1.rx_burst(&mut got, 2), 2);
+    // The slot left behind receives nothing; queue 0 is still in place.
+    assert_eq!(q.rx_burst(1, &mut got, 2), 0);
+    assert_eq!(q.rx_burst(0, &mut got, 2), 2);
+    let again = q.take_rx(1).map(|_| ()).unwrap_err().to_string();
+    assert!(again.contains("taken already"), "{again}");
+    let none = q.take_tx(5).map(|_| ()).unwrap_err().to_string();
+    assert!(none.contains("does not exist"), "{none}");
+    assert!(q.take_tx(0).is_ok());
+}
+
+#[test]
+fn the_pool_may_be_dropped_before_the_ports_and_queues_using_it() {
+    let reg = Registry::new();
+    let name = format!("t-order-{}", std::process::id());
+    let pool = pool("t-order", 128);
+    let watch = pool.clone();
+    let mut a = reg.open(&format!("shm:{name}")).unwrap();
+    let mut b = reg.open(&format!("shm:{name}")).unwrap();
+    a.configure(&PortConfig::with_pool(&pool)).unwrap();
+    b.configure(&PortConfig::with_pool(&pool)).unwrap();
+    let (mut qa, mut qb) = (a.start().unwrap(), b.start().unwrap());
+    let mut out = Pkts::new();
+    out.push(frame(&pool, 1, 60)).unwrap();
+    qa.tx_burst(0, &mut out);
+    drop(pool); // the app's handle first: the ports hold theirs
+    let mut got = Pkts::new();
+    let t0 = std::time::Instant::now();
+    while qb.rx_burst(0, &mut got, 1) == 0 {
+        assert!(t0.elapsed().as_secs() < 5);
+    }
+    check(&got[0], 1, 60);
+    drop(got);
+    drop((qa, qb, a, b));
+    assert_eq!(watch.available(), 128, "every mbuf back, nothing leaked");
 }

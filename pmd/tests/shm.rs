@@ -7,16 +7,15 @@ use rpmd_pmd::port::{Offloads, Pkts, Port, PortConfig, Queues};
 use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, Registry};
 use std::os::unix::fs::FileExt;
 use std::process::{Child, Command};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn pool(name: &str, n: u32) -> Arc<Mempool> {
+fn pool(name: &str, n: u32) -> Mempool {
     let mut c = MempoolConfig::new(name, n);
     c.cache_size = 0;
-    Arc::new(Mempool::new(&c).unwrap())
+    Mempool::new(&c).unwrap()
 }
 
-fn conf(pool: &Arc<Mempool>) -> PortConfig {
+fn conf(pool: &Mempool) -> PortConfig {
     PortConfig {
         rx_pool: Some(pool.clone()),
         offloads: Offloads::RX_SCATTER | Offloads::TX_MULTI_SEGS,
@@ -26,7 +25,7 @@ fn conf(pool: &Arc<Mempool>) -> PortConfig {
 
 /// Both sides of link `n` in this process, side A opened with `opts`
 /// (e.g. `,slots=64`), configured with `conf(p)` and started.
-fn pair(r: &Registry, n: &str, opts: &str, p: &Arc<Mempool>) -> [(Box<dyn Port>, Queues); 2] {
+fn pair(r: &Registry, n: &str, opts: &str, p: &Mempool) -> [(Box<dyn Port>, Queues); 2] {
     let mut a = r.open(&format!("shm:{n}{opts}")).unwrap();
     let mut b = r.open(&format!("shm:{n}")).unwrap();
     a.configure(&conf(p)).unwrap();

@@ -29,6 +29,7 @@ use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::clock;
 use rpmd_pmd::vfio::EventFd;
+use std::any::Any;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -91,6 +92,64 @@ impl<T: Task> Task for CachePadded<T> {
     }
 }
 
+/// A task as an lcore holds it: padded (above) and able to give itself
+/// back as `Any`, so that [`Stopped::take`] can return it by type.
+trait Held: Task {
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+impl<T: Task + 'static> Held for CachePadded<T> {
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        Box::new(CachePadded::into_inner(*self))
+    }
+}
+
+/// The tasks an lcore (or a whole [`Runtime`](crate::Runtime)) ran until
+/// it stopped, each after its `finish`: results leave the run loop in the
+/// tasks themselves, with no `Arc` needed.
+#[derive(Default)]
+pub struct Stopped {
+    tasks: Vec<(TaskId, Box<dyn Any + Send>)>,
+}
+
+impl Stopped {
+    /// Takes back task `id`, if it was still on its lcore at the stop and
+    /// is a `T`.
+    pub fn take<T: Task + 'static>(&mut self, id: TaskId) -> Option<T> {
+        let i = self
+            .tasks
+            .iter()
+            .position(|(t, a)| *t == id && a.is::<T>())?;
+        let (_, any) = self.tasks.swap_remove(i);
+        any.downcast::<T>().ok().map(|b| *b)
+    }
+
+    /// Ids of the tasks held.
+    pub fn ids(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.tasks.iter().map(|(id, _)| *id)
+    }
+
+    /// How many tasks are held.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether none are.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    pub(crate) fn extend(&mut self, other: Stopped) {
+        self.tasks.extend(other.tasks);
+    }
+}
+
+impl std::fmt::Debug for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.ids()).finish()
+    }
+}
+
 /// How an lcore polls.
 #[derive(Clone, Debug)]
 pub struct LcoreConfig {
@@ -127,7 +186,7 @@ impl Default for LcoreConfig {
 pub struct TaskId(pub u64);
 
 enum Command {
-    Add(TaskId, Box<dyn Task>),
+    Add(TaskId, Box<dyn Held>),
     Remove(TaskId),
     Signal(SignalKind),
     Stop,
@@ -164,7 +223,7 @@ impl std::fmt::Debug for LcoreStats {
 pub struct Lcore {
     cpu: usize,
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle<Stopped>>,
 }
 
 impl std::fmt::Debug for Lcore {
@@ -193,7 +252,7 @@ impl Lcore {
                     if pinned { crate::signal::gettid() } else { -1 },
                     Ordering::Release,
                 );
-                run(&s, cfg);
+                run(&s, cfg)
             })
             .map_err(|e| Error::Setup(format!("spawn lcore {cpu}: {e}")))?;
         // The thread stores its id (or -1) first thing; if it died before
@@ -281,15 +340,16 @@ impl Lcore {
         &self.shared.stats
     }
 
-    /// Stops it after its tasks finish, and waits; a task that panicked
-    /// comes back as [`Error::LcoreDied`] with the panic's message.
-    pub fn stop(mut self) -> Result<(), Error> {
+    /// Stops it after its tasks finish, and waits; returns the tasks. A
+    /// task that panicked comes back as [`Error::LcoreDied`] with the
+    /// panic's message.
+    pub fn stop(mut self) -> Result<Stopped, Error> {
         self.stop_inner()
     }
 
-    fn stop_inner(&mut self) -> Result<(), Error> {
+    fn stop_inner(&mut self) -> Result<Stopped, Error> {
         let Some(t) = self.thread.take() else {
-            return Ok(());
+            return Ok(Stopped::default());
         };
         self.send(Command::Stop);
         t.join().map_err(|p| Error::LcoreDied {
@@ -342,17 +402,21 @@ const CLOCK_EVERY: u32 = 8;
 /// An lcore's loop: poll every task; after a round with work, account
 /// it; after an empty one, spin within the budget (yielding when the
 /// signal fires), then arm the tasks' notifications and sleep.
-fn run(s: &Shared, cfg: LcoreConfig) {
+fn run(s: &Shared, cfg: LcoreConfig) -> Stopped {
     let mut p = Poller::new(cfg);
     loop {
         // `is_empty` is two plain loads, where `pop` on an empty queue
         // issues a full fence, which would wait for the stores of a frame
         // just sent before this round could poll.
         if !s.commands.is_empty() && p.take_commands(s) {
-            for (_, t) in p.tasks.iter_mut() {
+            let tasks = std::mem::take(&mut p.tasks);
+            let tasks = tasks.into_iter().map(|(id, mut t)| {
                 t.finish();
-            }
-            return;
+                (id, t.into_any())
+            });
+            return Stopped {
+                tasks: tasks.collect(),
+            };
         }
         let mut work = 0;
         for (_, t) in p.tasks.iter_mut() {
@@ -372,7 +436,7 @@ fn run(s: &Shared, cfg: LcoreConfig) {
 /// busy round.
 struct Poller {
     cfg: LcoreConfig,
-    tasks: Vec<(TaskId, Box<dyn Task>)>,
+    tasks: Vec<(TaskId, Box<dyn Held>)>,
     budget: Budget,
     signal: RunnableSignal,
     signal_every: u64,

@@ -36,10 +36,10 @@ pub mod tasks;
 pub mod txlock;
 
 pub use kbusy::KernelBusyPoll;
-pub use lcore::{Lcore, LcoreConfig, LcoreStats, Task, TaskId};
+pub use lcore::{Lcore, LcoreConfig, LcoreStats, Stopped, Task, TaskId};
 pub use policy::SpinPolicy;
 pub use signal::SignalKind;
-pub use tasks::{Forward, Runtime, Timer};
+pub use tasks::{Forward, Runtime, RxTask, RxWork, Timer};
 pub use txlock::TxLock;
 
 use rpmd_pmd::port::stats::Counter;
@@ -58,6 +58,10 @@ pub enum Error {
     /// An lcore could not be started.
     #[error("lcore setup: {0}")]
     Setup(String),
+    /// A port operation failed (so that an app's set-up can use `?` on
+    /// both crates' calls with this one error type).
+    #[error(transparent)]
+    Port(#[from] rpmd_pmd::Error),
     /// An lcore's thread has ended: one of its tasks panicked.
     #[error("lcore on CPU {cpu} died: a task panicked: {message}")]
     LcoreDied {

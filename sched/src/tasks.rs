@@ -3,9 +3,11 @@
 //! - [`Forward`]: receive on one port queue, optionally process the burst,
 //!   transmit on another (an l2fwd lcore's work); sleeps on the rx queue's
 //!   interrupt eventfd where the port has one.
+//! - [`RxTask`]: any work on one rx queue (an [`RxWork`] or a closure),
+//!   with the queue's interrupt handed to the lcore like `Forward`'s.
 //! - [`Timer`]: runs a closure every period (stats, TX buffer flushes).
 //! - [`Runtime`]: lcores started from a DPDK-style core list (`-l 0-1`).
-use crate::lcore::{Lcore, LcoreConfig, Task, TaskId};
+use crate::lcore::{Lcore, LcoreConfig, Stopped, Task, TaskId};
 use crate::{parse_cores, Error};
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
 use std::os::fd::BorrowedFd;
@@ -92,6 +94,70 @@ impl Task for Forward {
     }
 }
 
+/// What an [`RxTask`] does with its rx queue each round: receive up to
+/// `quota` packets and handle them, returning how many it did. Closures
+/// `FnMut(&mut dyn RxQueue, usize) -> usize` are `RxWork`; a struct is the
+/// place for state that [`Stopped::take`](crate::Stopped::take) should
+/// hand back.
+pub trait RxWork: Send {
+    /// One round's work on `rx`.
+    fn work(&mut self, rx: &mut dyn RxQueue, quota: usize) -> usize;
+
+    /// Runs once when the task leaves its lcore.
+    fn finish(&mut self) {}
+}
+
+impl<F: FnMut(&mut dyn RxQueue, usize) -> usize + Send> RxWork for F {
+    fn work(&mut self, rx: &mut dyn RxQueue, quota: usize) -> usize {
+        self(rx, quota)
+    }
+}
+
+/// A task that polls one rx queue: it forwards the queue's interrupt
+/// eventfd, arming and pending-work check to its lcore, so the lcore can
+/// sleep on the interrupt as it does for [`Forward`]. Write the work (an
+/// [`RxWork`]) and leave the [`Task`] plumbing to this.
+pub struct RxTask<W> {
+    rx: Box<dyn RxQueue>,
+    /// The work, with whatever state it keeps.
+    pub work: W,
+}
+
+impl<W: RxWork> RxTask<W> {
+    /// A task running `work` on `rx`.
+    pub fn new(rx: Box<dyn RxQueue>, work: W) -> Self {
+        RxTask { rx, work }
+    }
+
+    /// The queue and the work, taken apart (after a stop).
+    pub fn into_parts(self) -> (Box<dyn RxQueue>, W) {
+        (self.rx, self.work)
+    }
+}
+
+impl<W: RxWork> Task for RxTask<W> {
+    #[inline]
+    fn run(&mut self, quota: usize) -> usize {
+        self.work.work(&mut *self.rx, quota)
+    }
+
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.rx.interrupt_fd()
+    }
+
+    fn set_notify(&mut self, armed: bool) {
+        let _ = self.rx.set_interrupt(armed);
+    }
+
+    fn has_work(&self) -> bool {
+        self.rx.has_work()
+    }
+
+    fn finish(&mut self) {
+        self.work.finish();
+    }
+}
+
 /// Runs `f` every `period` (checked each round; never more often).
 pub struct Timer {
     period: Duration,
@@ -167,17 +233,21 @@ impl Runtime {
         }
     }
 
-    /// Stops every lcore after its tasks finish; the first lcore that
-    /// died (a task panicked) is reported as [`Error::LcoreDied`], after
-    /// every lcore has stopped.
-    pub fn shutdown(self) -> Result<(), Error> {
-        let mut first = Ok(());
+    /// Stops every lcore after its tasks finish and returns the tasks
+    /// (take each back with [`Stopped::take`] and the id [`add`](Self::add)
+    /// gave). The first lcore that died (a task panicked) is reported as
+    /// [`Error::LcoreDied`] instead, after every lcore has stopped.
+    pub fn shutdown(self) -> Result<Stopped, Error> {
+        let mut all = Stopped::default();
+        let mut died = None;
         for l in self.lcores {
-            let r = l.stop();
-            if first.is_ok() {
-                first = r;
+            match l.stop() {
+                Ok(s) => all.extend(s),
+                Err(e) => {
+                    died.get_or_insert(e);
+                }
             }
         }
-        first
+        died.map_or(Ok(all), Err)
     }
 }

@@ -411,3 +411,49 @@ fn tasks_live_on_cache_lines_of_their_own() {
     assert!(a.abs_diff(b) >= 128, "{a:#x} {b:#x}");
     l.stop().expect("no task panicked");
 }
+
+/// A custom task's state comes back at shutdown, and an `RxTask` around a
+/// port's rx queue runs its work.
+#[test]
+fn tasks_come_back_at_shutdown_with_their_state() {
+    use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+    use rpmd_sched::{RxTask, Stopped};
+    let mut c = MempoolConfig::new("sched-back", 256);
+    c.cache_size = 0;
+    let pool = Mempool::new(&c).unwrap();
+    let mut port = Registry::new().open("null").unwrap();
+    port.configure(&PortConfig::with_pool(&pool)).unwrap();
+    let mut q = port.start().unwrap();
+    struct Count {
+        frames: u64,
+        pkts: rpmd_pmd::Pkts,
+    }
+    impl rpmd_sched::RxWork for Count {
+        fn work(&mut self, rx: &mut dyn rpmd_pmd::port::RxQueue, quota: usize) -> usize {
+            let n = rx.rx_burst(&mut self.pkts, quota.min(32));
+            self.frames += n as u64;
+            self.pkts.clear();
+            n
+        }
+    }
+    let work = Count {
+        frames: 0,
+        pkts: rpmd_pmd::Pkts::new(),
+    };
+    let mut rt = Runtime::start("0", LcoreConfig::default()).unwrap();
+    let id = rt.add(0, RxTask::new(q.take_rx(0).unwrap(), work)).unwrap();
+    let t0 = Instant::now();
+    while rt.lcores()[0].stats().work.get() < 10_000 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no work done");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut done: Stopped = rt.shutdown().unwrap();
+    assert_eq!(done.len(), 1);
+    // Asked for the wrong type, nothing; then the right one.
+    assert!(done.take::<rpmd_sched::Timer>(id).is_none());
+    let task: RxTask<Count> = done.take(id).expect("the task comes back");
+    assert!(task.work.frames >= 10_000, "{}", task.work.frames);
+    assert!(done.is_empty());
+    drop(task);
+    assert_eq!(pool.available(), 256);
+}

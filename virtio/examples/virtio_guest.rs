@@ -276,11 +276,7 @@ fn rx_interrupt(q: &mut Queues, pool: &Mempool, mac: [u8; 6]) -> R<()> {
 
 /// Opens `dev`, configures `pairs` queue pairs on `pool`, starts it and
 /// waits up to 5 s for the link.
-fn open_started(
-    dev: &str,
-    pool: &Arc<Mempool>,
-    pairs: u16,
-) -> R<(Box<dyn rpmd_pmd::Port>, Queues)> {
+fn open_started(dev: &str, pool: &Mempool, pairs: u16) -> R<(Box<dyn rpmd_pmd::Port>, Queues)> {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let mut p = reg.open(dev).map_err(|e| e.to_string())?;
@@ -323,7 +319,7 @@ fn stop_all(mut p: Box<dyn rpmd_pmd::Port>, q: Queues, pool: &Mempool) -> R<()> 
 /// A device that refuses the features: QEMU's modern device with
 /// iommu_platform=on clears FEATURES_OK unless ACCESS_PLATFORM (bit 33) is
 /// accepted; `drop_features` keeps it out.
-fn refused(bdf: &str, pool: &Arc<Mempool>) -> R<String> {
+fn refused(bdf: &str, pool: &Mempool) -> R<String> {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let mut p = reg
@@ -357,7 +353,7 @@ fn mq_frame(mac: [u8; 6], q: u32, i: u32) -> Vec<u8> {
 }
 
 /// Two queue pairs against testpmd io: each pair's frames come back on it.
-fn mq(bdf: &str, pool: &Arc<Mempool>) -> R<String> {
+fn mq(bdf: &str, pool: &Mempool) -> R<String> {
     const N: u32 = 300;
     let (p, mut q) = open_started(&format!("pci:{bdf}"), pool, 2)?;
     let caps = p.capabilities();
@@ -441,7 +437,7 @@ fn finish_mq(
     ))
 }
 
-fn run(bdf: &str, opts: &str, pool: &Arc<Mempool>) -> R<String> {
+fn run(bdf: &str, opts: &str, pool: &Mempool) -> R<String> {
     let (mut p, mut q) = open_started(&format!("pci:{bdf}{opts}"), pool, 1)?;
     let mac = p.mac_addr().0;
     exchange(&mut q, pool, mac, 0, 1000)?;
@@ -480,7 +476,7 @@ fn run(bdf: &str, opts: &str, pool: &Arc<Mempool>) -> R<String> {
 
 /// A function without a control queue: no CTRL_RX negotiated, receive
 /// filters refused with an error, frames still exchanged.
-fn no_ctrl(bdf: &str, pool: &Arc<Mempool>) -> R<String> {
+fn no_ctrl(bdf: &str, pool: &Mempool) -> R<String> {
     let (mut p, mut q) = open_started(&format!("pci:{bdf}"), pool, 1)?;
     let feats = p
         .xstats()
@@ -520,10 +516,8 @@ fn same_group(a: &str, b: &str) -> R<String> {
     let mut ports = Vec::new();
     let mut pools = Vec::new();
     for (k, bdf) in [a, b].iter().enumerate() {
-        let pool = Arc::new(
-            Mempool::new(&MempoolConfig::new(&format!("group-{k}"), 1024))
-                .map_err(|e| e.to_string())?,
-        );
+        let pool = Mempool::new(&MempoolConfig::new(&format!("group-{k}"), 1024))
+            .map_err(|e| e.to_string())?;
         reg.domain()
             .register_pool(&pool)
             .map_err(|e| e.to_string())?;

@@ -12,7 +12,6 @@ use crate::consts::ctrl;
 use crate::net::{Kick, Ring};
 use rpmd_pmd::port::MacAddr;
 use rpmd_pmd::{Error as PmdError, Mempool};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the device has to acknowledge a command.
@@ -27,7 +26,7 @@ pub(crate) trait Control: Send {
 pub(crate) struct CtrlQueue<Q: Ring> {
     pub(crate) q: Q,
     pub(crate) kick: Kick,
-    pub(crate) pool: Arc<Mempool>,
+    pub(crate) pool: Mempool,
     /// A command timed out: its buffer may still be written by the
     /// device, so the queue is not used again until the next start.
     pub(crate) stuck: bool,

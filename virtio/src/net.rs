@@ -13,7 +13,7 @@ use crossbeam_utils::CachePadded;
 use rpmd_pmd::domain::Reach;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::stats::StatsBlock;
-use rpmd_pmd::port::{Pkts, Queues, RxQueue, TxQueue};
+use rpmd_pmd::port::{Pkts, Queues, RxQueue, RxStamp, TxQueue};
 use rpmd_pmd::vfio::Regs;
 use rpmd_pmd::{mbuf, DmaRegion, Mbuf, Mempool};
 use rpmd_ring::Burst;
@@ -256,12 +256,13 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     pub(crate) mrg: bool,
     /// GUEST_CSUM negotiated: header checksum flags become mbuf flags.
     pub(crate) csum: bool,
-    pub(crate) pool: Arc<Mempool>,
+    pub(crate) pool: Mempool,
     pub(crate) kick: Kick,
     pub(crate) live: Arc<AtomicBool>,
     pub(crate) stats: Arc<CachePadded<QueueStats>>,
     pub(crate) _rings: Arc<DmaRegion>,
     pub(crate) refill: Burst<rpmd_pmd::Mbuf, 64>,
+    pub(crate) stamp: RxStamp,
     /// Shared with the port (virtio-user's reconnection watch asks for
     /// restarts through it); the ring's mbufs wait there once the handle
     /// is dropped.
@@ -272,7 +273,7 @@ pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
     pub(crate) q: Q,
     /// CSUM negotiated: mbuf checksum requests go into the header.
     pub(crate) csum: bool,
-    pub(crate) pool: Arc<Mempool>,
+    pub(crate) pool: Mempool,
     pub(crate) done: Burst<rpmd_pmd::Mbuf, 64>,
     pub(crate) kick: Kick,
     pub(crate) live: Arc<AtomicBool>,
@@ -288,6 +289,28 @@ pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
 
 impl<Q: Ring> RxQueue for VirtioRx<Q> {
     fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        let n = self.receive(out, max);
+        self.stamp.apply(out, n)
+    }
+
+    fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.call.as_ref().map(|c| c.as_fd())
+    }
+
+    fn set_interrupt(&mut self, enabled: bool) -> Result<(), PmdError> {
+        self.arm(enabled);
+        Ok(())
+    }
+
+    fn has_work(&self) -> bool {
+        self.q.has_used()
+    }
+}
+
+impl<Q: Ring> VirtioRx<Q> {
+    /// What `rx_burst` receives, before the stamp.
+    #[inline(always)]
+    fn receive(&mut self, out: &mut Pkts, max: usize) -> usize {
         if !self.live.load(Relaxed) {
             return 0;
         }
@@ -376,19 +399,6 @@ impl<Q: Ring> RxQueue for VirtioRx<Q> {
         self.stats.packets.add(n as u64);
         self.stats.bytes.add(bytes as u64);
         n
-    }
-
-    fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.call.as_ref().map(|c| c.as_fd())
-    }
-
-    fn set_interrupt(&mut self, enabled: bool) -> Result<(), PmdError> {
-        self.arm(enabled);
-        Ok(())
-    }
-
-    fn has_work(&self) -> bool {
-        self.q.has_used()
     }
 }
 
@@ -571,7 +581,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
 /// What a port's queue handles share; both transports build their
 /// handles through [`build_handles`].
 pub(crate) struct Handles<'a> {
-    pub(crate) pool: &'a Arc<Mempool>,
+    pub(crate) pool: &'a Mempool,
     pub(crate) rings: &'a Arc<DmaRegion>,
     pub(crate) live: &'a Arc<AtomicBool>,
     pub(crate) stats: &'a StatsBlock,
@@ -582,6 +592,8 @@ pub(crate) struct Handles<'a> {
     /// Handles wanted: RX of pairs below `rx_queues`, TX below `tx_queues`.
     pub(crate) rx_queues: usize,
     pub(crate) tx_queues: usize,
+    /// Port id and packet types for received mbufs.
+    pub(crate) stamp: RxStamp,
 }
 
 /// One handle per wanted queue of `queues` (RX of pair p at 2p, TX at
@@ -623,6 +635,7 @@ pub(crate) fn build_handles<Q: Ring>(
                 stats: h.stats.rx(pair),
                 _rings: h.rings.clone(),
                 refill: Burst::new(),
+                stamp: h.stamp,
                 home: home(k),
             }) as Box<dyn RxQueue>);
         } else if k % 2 == 1 && pair < h.tx_queues {
@@ -640,7 +653,7 @@ pub(crate) fn build_handles<Q: Ring>(
             }) as Box<dyn TxQueue>);
         }
     }
-    Ok(Queues { rx, tx })
+    Ok(Queues::new(rx, tx))
 }
 
 /// Counts `n` protocol violations of the device on a queue, and marks the
@@ -729,7 +742,7 @@ pub(crate) fn max_mtu(want_mrg: bool, offered: u64) -> u16 {
 pub(crate) fn start_config(
     conf: &Option<rpmd_pmd::PortConfig>,
     port: &str,
-) -> Result<(rpmd_pmd::PortConfig, Arc<Mempool>), PmdError> {
+) -> Result<(rpmd_pmd::PortConfig, Mempool), PmdError> {
     let perr = |d: &str| PmdError::Port {
         port: port.to_string(),
         detail: d.to_string(),
@@ -871,12 +884,11 @@ mod tests {
 
     /// A TX queue on a split ring of `size` in test memory; the pool's
     /// region is the shared one.
-    fn tx_queue(name: &str, size: u16) -> (VirtioTx, Arc<Mempool>, crate::testdev::SplitDevice) {
+    fn tx_queue(name: &str, size: u16) -> (VirtioTx, Mempool, crate::testdev::SplitDevice) {
         let (region, pool) = crate::split::test_memory(name, 64);
         let l = crate::split::Layout::new(size).unwrap();
         let q = SplitQueue::new(&region, 0, l).unwrap();
         let dev = crate::testdev::SplitDevice::new(region.as_ptr(), l);
-        let pool = Arc::new(pool);
         let d = rpmd_pmd::DmaDomain::new();
         d.register_pool(&pool).unwrap();
         let tx = VirtioTx {

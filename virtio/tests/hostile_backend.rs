@@ -20,17 +20,16 @@ use rpmd_pmd::port::{Pkts, Port, Queues};
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const POOL: u32 = 2048;
 
-fn open(path: &str, opts: &str) -> (Box<dyn Port>, Queues, Arc<Mempool>) {
+fn open(path: &str, opts: &str) -> (Box<dyn Port>, Queues, Mempool) {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let mut pc = MempoolConfig::new("hostile", POOL);
     pc.cache_size = 0;
-    let pool = Arc::new(Mempool::new(&pc).unwrap());
+    let pool = Mempool::new(&pc).unwrap();
     let mut p = reg
         .open(&format!("virtio-user:{path},mrg_rxbuf=0,event_idx=0{opts}"))
         .unwrap();
@@ -312,10 +311,10 @@ fn receive_modes_the_backend_cannot_apply_are_errors() {
 }
 
 /// An uncached pool of `n` mbufs.
-fn pool(name: &str, n: u32) -> Arc<Mempool> {
+fn pool(name: &str, n: u32) -> Mempool {
     let mut pc = MempoolConfig::new(name, n);
     pc.cache_size = 0;
-    Arc::new(Mempool::new(&pc).unwrap())
+    Mempool::new(&pc).unwrap()
 }
 
 /// Sends `n` frames built in `pool`, retrying what TX does not take, and

@@ -39,7 +39,7 @@ fn packed_rings_without_in_order() {
 fn io_round_trip(t: &Testpmd, opts: &str) {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
-    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vt", 4096)).unwrap());
+    let pool = Mempool::new(&MempoolConfig::new("vt", 4096)).unwrap();
     let mut p = reg.open(&format!("virtio-user:{}{opts}", t.sock)).unwrap();
     p.configure(&PortConfig {
         rx_pool: Some(pool.clone()),
@@ -257,7 +257,7 @@ fn jumbo_round_trip_on(mrg: bool, packed: bool) {
     };
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
-    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtj", 4096)).unwrap());
+    let pool = Mempool::new(&MempoolConfig::new("vtj", 4096)).unwrap();
     let dev = format!(
         "virtio-user:{},mrg_rxbuf={},packed_vq={}",
         t.sock, mrg as u8, packed as u8

@@ -363,7 +363,7 @@ fn server_mode_with_a_client_testpmd_that_comes_back() {
         spawn_testpmd_as(&sock, &log, &format!("srv{id}"), "io", 1, true, false).unwrap();
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
-    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vtsrv", 4096)).unwrap());
+    let pool = Mempool::new(&MempoolConfig::new("vtsrv", 4096)).unwrap();
     let mut p = reg
         .open(&format!("virtio-user:{sock},server=1,timeout_ms=20000"))
         .unwrap_or_else(|e| panic!("{e}; testpmd log: {log}"));

@@ -123,7 +123,7 @@ fn run(a: &Args) -> Result<(), String> {
     rpmd_kernel::register(&mut reg);
     let mut pc = MempoolConfig::new("gen", 8192);
     pc.cache_size = 256;
-    let pool = Arc::new(Mempool::new(&pc).map_err(|e| format!("mempool: {e}"))?);
+    let pool = Mempool::new(&pc).map_err(|e| format!("mempool: {e}"))?;
     let mut rt = Runtime::start(&cores, a.poll.lcore_config()).map_err(|e| e.to_string())?;
     let devs = match &a.dev {
         Some(d) => vec![d.clone()],
@@ -175,7 +175,7 @@ fn run(a: &Args) -> Result<(), String> {
             &ports,
             (0..devs.len()).collect(),
             &rt,
-            vec![(*pool).clone()],
+            vec![pool.clone()],
         ),
     );
     let secs = status_until_done(a, &stop, &tx_counts, &rx_counts);
@@ -184,7 +184,7 @@ fn run(a: &Args) -> Result<(), String> {
     let ports = ports.lock().unwrap_or_else(|e| e.into_inner());
     print_summary(a, secs, &tx_counts, &rx_counts, &ports);
     // A task that panicked: after the summary, a failure.
-    down.map_err(|e| e.to_string())
+    down.map(drop).map_err(|e| e.to_string())
 }
 
 /// Opens and starts port `i` (`d`), and runs a txonly, rxonly or io task
@@ -195,7 +195,7 @@ fn start_port(
     a: &Args,
     reg: &Registry,
     rt: &mut Runtime,
-    pool: &Arc<Mempool>,
+    pool: &Mempool,
     i: usize,
     d: &str,
     role: Mode,

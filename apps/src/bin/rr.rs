@@ -90,18 +90,16 @@ struct Args {
     json: bool,
 }
 
-fn pool(name: &str) -> Result<Arc<Mempool>, String> {
+fn pool(name: &str) -> Result<Mempool, String> {
     let mut c = MempoolConfig::new(name, 4096);
     c.cache_size = 256;
-    Mempool::new(&c)
-        .map(Arc::new)
-        .map_err(|e| format!("mempool: {e}"))
+    Mempool::new(&c).map_err(|e| format!("mempool: {e}"))
 }
 
 fn open(
     reg: &Registry,
     dev: &str,
-    pool: &Arc<Mempool>,
+    pool: &Mempool,
 ) -> Result<(Box<dyn rpmd_pmd::Port>, rpmd_pmd::Queues), String> {
     let mut p = reg.open(dev).map_err(|e| e.to_string())?;
     p.configure(&PortConfig {
@@ -225,12 +223,12 @@ fn serve_telemetry(
     a: &Args,
     ports: &Arc<std::sync::Mutex<Vec<Box<dyn rpmd_pmd::Port>>>>,
     rt: &Runtime,
-    pool: &Arc<Mempool>,
+    pool: &Mempool,
 ) -> Option<rpmd_apps::telemetry::Server> {
     let n = ports.lock().map_or(0, |p| p.len());
     a.telemetry.start(
         "rr",
-        rpmd_apps::telemetry::Sources::new(ports, (0..n).collect(), rt, vec![(**pool).clone()]),
+        rpmd_apps::telemetry::Sources::new(ports, (0..n).collect(), rt, vec![pool.clone()]),
     )
 }
 
@@ -289,7 +287,7 @@ fn start_client(
     d: &str,
     p: &dyn rpmd_pmd::Port,
     mut q: rpmd_pmd::Queues,
-    pool: &Arc<Mempool>,
+    pool: &Mempool,
     stop: &AtomicBool,
 ) -> Result<Option<Arc<ClientShared>>, String> {
     let t0 = Instant::now();

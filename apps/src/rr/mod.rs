@@ -67,7 +67,7 @@ struct Session {
 pub struct Client {
     rx: Box<dyn RxQueue>,
     tx: Box<dyn TxQueue>,
-    pool: Arc<Mempool>,
+    pool: Mempool,
     template: Vec<u8>,
     sessions: Vec<Session>,
     /// Clock ticks (`rpmd_pmd::clock`) throughout: stamps, start, timeouts.
@@ -97,7 +97,7 @@ impl Client {
     pub fn new(
         rx: Box<dyn RxQueue>,
         tx: Box<dyn TxQueue>,
-        pool: Arc<Mempool>,
+        pool: Mempool,
         sessions: u16,
         req: usize,
         warmup: Duration,

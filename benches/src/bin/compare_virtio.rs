@@ -183,9 +183,7 @@ fn run_ours(role: Role, size: usize, packed: bool, secs: f64, huge: &str, sock: 
             pin(1);
             let mut reg = Registry::new();
             rpmd_virtio::register(&mut reg);
-            let pool = std::sync::Arc::new(
-                Mempool::new(&MempoolConfig::new("cv", 16384)).expect("mempool"),
-            );
+            let pool = Mempool::new(&MempoolConfig::new("cv", 16384)).expect("mempool");
             let mut p = reg
                 .open(&format!("virtio-user:{sock},packed_vq={}", packed as u8))
                 .expect("virtio-user port");

@@ -32,8 +32,8 @@ use prog::{Attachment, Mode};
 use ring::XskRing;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, TxQueue,
-    Xstat,
+    Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, RxStamp,
+    TxQueue, Xstat,
 };
 use rpmd_pmd::{BufferSlot, DmaDomain, Error, Mbuf, Mempool};
 use socket::{RingSet, Socket};
@@ -117,7 +117,7 @@ impl Driver for AfXdpDriver {
             busy_budget: busy_budget as u32,
         };
         Ok(Box::new(KernelPort::new(
-            args.raw(),
+            args,
             dev,
             AfXdp {
                 opts,
@@ -161,6 +161,7 @@ impl Backend for AfXdp {
         conf: &PortConfig,
         stats: &StatsBlock,
         live: &Live,
+        stamp: RxStamp,
     ) -> Result<Queues, Error> {
         let pool = rx_pool(port, conf)?;
         let chunk = pool.buf_len();
@@ -189,10 +190,7 @@ impl Backend for AfXdp {
                 detail: e,
             }
         })?;
-        let mut q = Queues {
-            rx: Vec::new(),
-            tx: Vec::new(),
-        };
+        let mut q = Queues::default();
         let mut socks = Vec::new();
         for i in 0..n {
             let (sock, rings) = socket::open(
@@ -217,6 +215,7 @@ impl Backend for AfXdp {
                     stats.rx(i as usize),
                     &self.opts,
                 );
+                h.stamp = stamp;
                 h.refill();
                 q.rx.push(Box::new(h));
             }
@@ -300,6 +299,7 @@ struct XdpRx {
     live: Live,
     stats: Arc<CachePadded<QueueStats>>,
     busy_poll: bool,
+    stamp: RxStamp,
 }
 
 impl XdpRx {
@@ -323,6 +323,7 @@ impl XdpRx {
             live,
             stats,
             busy_poll: o.busy_poll_us > 0,
+            stamp: RxStamp::new(0, &PortConfig::default()),
         }
     }
 
@@ -413,7 +414,7 @@ impl RxQueue for XdpRx {
             self.stats.errors.add(bad);
             self.stats.device_errors.add(bad);
         }
-        got
+        self.stamp.apply(out, got)
     }
 
     fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {

@@ -6,7 +6,6 @@
 pub use rpmd_kernel::testing::*;
 use rpmd_pmd::port::{Pkts, PortConfig, Queues};
 use rpmd_pmd::{Mempool, MempoolConfig, Port, Registry};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A pool for a test port.
@@ -20,7 +19,7 @@ pub fn pool(name: &str, n: u32) -> Mempool {
 pub fn start(dev: &str, pool: &Mempool, queues: u16) -> (Box<dyn Port>, Queues) {
     let mut reg = Registry::new();
     rpmd_kernel::register(&mut reg);
-    let pool = Arc::new(pool.clone());
+    let pool = pool.clone();
     reg.domain().register_pool(&pool).unwrap();
     let mut p = reg.open(dev).unwrap_or_else(|e| panic!("{dev}: {e}"));
     let conf = PortConfig {

@@ -23,6 +23,7 @@ pub struct DevArgs {
     kind: String,
     target: Option<String>,
     opts: Vec<(String, String)>,
+    port_id: u16,
 }
 
 fn malformed(raw: &str, reason: String) -> Error {
@@ -87,7 +88,20 @@ impl DevArgs {
             kind: kind.to_string(),
             target: target.map(str::to_string),
             opts: parsed,
+            port_id: 0,
         })
+    }
+
+    /// The port id the registry gives the port opened from this string
+    /// (its opens are numbered from 0, as DPDK numbers ethdev ports);
+    /// drivers stamp it on every received mbuf ([`Mbuf::port`](crate::Mbuf::port)).
+    pub fn port_id(&self) -> u16 {
+        self.port_id
+    }
+
+    /// Sets the port id (the registry does, before a driver's open).
+    pub fn set_port_id(&mut self, id: u16) {
+        self.port_id = id;
     }
 
     /// The whole string, trimmed.

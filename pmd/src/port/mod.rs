@@ -230,8 +230,27 @@ pub struct PortConfig {
     pub offloads: Offloads,
     /// MTU to set, or `None` to keep the port's.
     pub mtu: Option<u16>,
-    /// Where receive buffers come from (hardware and null ports).
-    pub rx_pool: Option<Arc<Mempool>>,
+    /// Where receive buffers come from (hardware and null ports). A
+    /// [`Mempool`] is a handle: the port keeps a clone, so the pool lives
+    /// as long as any port or queue that uses it, whatever the order the
+    /// app drops them in.
+    pub rx_pool: Option<Mempool>,
+    /// Classify every received frame into [`Mbuf::packet_type`] (DPDK's
+    /// `RTE_PTYPE_*`, see [`crate::hdr::PacketType`]); off by default, as
+    /// it reads every frame's headers. None of rpmd's ports has hardware
+    /// that does it, so it is done in software by all of them alike.
+    pub rx_ptypes: bool,
+}
+
+impl PortConfig {
+    /// The default configuration (one queue each way, 1024 descriptors)
+    /// receiving into `pool`.
+    pub fn with_pool(pool: &Mempool) -> Self {
+        PortConfig {
+            rx_pool: Some(pool.clone()),
+            ..PortConfig::default()
+        }
+    }
 }
 
 impl Default for PortConfig {
@@ -244,6 +263,7 @@ impl Default for PortConfig {
             offloads: Offloads::NONE,
             mtu: None,
             rx_pool: None,
+            rx_ptypes: false,
         }
     }
 }
@@ -360,15 +380,109 @@ pub trait TxQueue: Send {
     }
 }
 
-/// The data path of a started port: one handle per queue.
+/// What every driver writes into each mbuf it receives besides the frame:
+/// the port id (from [`DevArgs::port_id`]) and, when configured, the
+/// packet type.
+#[derive(Clone, Copy, Debug)]
+pub struct RxStamp {
+    port: u16,
+    ptypes: bool,
+}
+
+impl RxStamp {
+    /// The stamp for a port opened as `port` with `conf`.
+    pub fn new(port: u16, conf: &PortConfig) -> Self {
+        RxStamp {
+            port,
+            ptypes: conf.rx_ptypes,
+        }
+    }
+
+    /// Stamps the last `n` mbufs of `out` (the ones an `rx_burst` just
+    /// added); returns `n`.
+    #[inline(always)]
+    pub fn apply(&self, out: &mut Pkts, n: usize) -> usize {
+        let len = out.len();
+        for m in &mut out[len - n..] {
+            m.set_port(self.port);
+            if self.ptypes {
+                m.set_packet_type(crate::hdr::PacketType::of(m.data()).0);
+            }
+        }
+        n
+    }
+}
+
+/// The data path of a started port: one handle per queue. Hand each to
+/// the task that polls it with [`take_rx`](Queues::take_rx) and
+/// [`take_tx`](Queues::take_tx), which keep the other queues' indices.
+#[derive(Default)]
 pub struct Queues {
     /// Receive queues, by index.
     pub rx: Vec<Box<dyn RxQueue>>,
     /// Transmit queues, by index.
     pub tx: Vec<Box<dyn TxQueue>>,
+    /// Queues already taken: (`true` for rx, index).
+    taken: Vec<(bool, usize)>,
+}
+
+/// What stands in a [`Queues`] slot whose queue was taken.
+struct TakenQueue;
+
+impl RxQueue for TakenQueue {
+    fn rx_burst(&mut self, _out: &mut Pkts, _max: usize) -> usize {
+        0
+    }
+}
+
+impl TxQueue for TakenQueue {
+    fn tx_burst(&mut self, _pkts: &mut Pkts) -> usize {
+        0
+    }
 }
 
 impl Queues {
+    /// The queues a port's `start` hands out.
+    pub fn new(rx: Vec<Box<dyn RxQueue>>, tx: Vec<Box<dyn TxQueue>>) -> Self {
+        Queues {
+            rx,
+            tx,
+            taken: Vec::new(),
+        }
+    }
+
+    /// Takes rx queue `q` out (its slot then receives nothing).
+    pub fn take_rx(&mut self, q: usize) -> Result<Box<dyn RxQueue>, Error> {
+        let n = self.rx.len();
+        self.check_take(true, q, n)?;
+        Ok(std::mem::replace(&mut self.rx[q], Box::new(TakenQueue)))
+    }
+
+    /// Takes tx queue `q` out (its slot then sends nothing).
+    pub fn take_tx(&mut self, q: usize) -> Result<Box<dyn TxQueue>, Error> {
+        let n = self.tx.len();
+        self.check_take(false, q, n)?;
+        Ok(std::mem::replace(&mut self.tx[q], Box::new(TakenQueue)))
+    }
+
+    fn check_take(&mut self, rx: bool, q: usize, n: usize) -> Result<(), Error> {
+        let what = if rx { "rx queue" } else { "tx queue" };
+        if q >= n {
+            return Err(Error::Invalid {
+                what,
+                detail: format!("queue {q} does not exist: the port started {n}"),
+            });
+        }
+        if self.taken.contains(&(rx, q)) {
+            return Err(Error::Invalid {
+                what,
+                detail: format!("queue {q} was taken already"),
+            });
+        }
+        self.taken.push((rx, q));
+        Ok(())
+    }
+
     /// `rx_burst` on queue `queue`; 0 for a queue that does not exist.
     pub fn rx_burst(&mut self, queue: u16, out: &mut Pkts, max: usize) -> usize {
         match self.rx.get_mut(queue as usize) {
@@ -505,9 +619,20 @@ pub(crate) struct SoftState {
     pub(crate) promisc: bool,
     pub(crate) allmulti: bool,
     pub(crate) mtu: u16,
+    /// The port id stamped on received mbufs, and the stamp of the
+    /// current configuration.
+    pub(crate) port_id: u16,
+    pub(crate) stamp: RxStamp,
 }
 
 impl SoftState {
+    /// Stamps received mbufs with `id`.
+    pub(crate) fn with_port_id(mut self, id: u16) -> Self {
+        self.port_id = id;
+        self.stamp.port = id;
+        self
+    }
+
     pub(crate) fn new(name: &str) -> Self {
         SoftState {
             name: name.to_string(),
@@ -517,6 +642,8 @@ impl SoftState {
             promisc: true,
             allmulti: true,
             mtu: 1500,
+            port_id: 0,
+            stamp: RxStamp::new(0, &PortConfig::default()),
         }
     }
 
@@ -541,6 +668,7 @@ impl SoftState {
             self.mtu = m;
         }
         self.stats = stats::StatsBlock::new(conf.rx_queues, conf.tx_queues);
+        self.stamp = RxStamp::new(self.port_id, conf);
         Ok(())
     }
 

@@ -10,7 +10,7 @@
 use super::stats::QueueStats;
 use super::{
     soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
-    PortConfig, PortStats, Queues, RxQueue, SoftState, TxQueue, Xstat,
+    PortConfig, PortStats, Queues, RxQueue, RxStamp, SoftState, TxQueue, Xstat,
 };
 use crate::{Error, Mbuf, Mempool};
 use crossbeam_utils::CachePadded;
@@ -46,7 +46,7 @@ impl Driver for NullDriver {
             return Err(bad(format!("queues={queues}; 1..=16 allowed")));
         }
         Ok(Box::new(NullPort {
-            soft: SoftState::new(args.raw()),
+            soft: SoftState::new(args.raw()).with_port_id(args.port_id()),
             size: size as usize,
             max_queues: queues as u16,
             conf: None,
@@ -63,10 +63,11 @@ pub struct NullPort {
 }
 
 struct NullRx {
-    pool: Arc<Mempool>,
+    pool: Mempool,
     size: usize,
     live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
+    stamp: RxStamp,
 }
 
 struct NullTx {
@@ -105,7 +106,7 @@ impl RxQueue for NullRx {
         }
         self.stats.packets.add(got as u64);
         self.stats.bytes.add((got * self.size) as u64);
-        got
+        self.stamp.apply(out, got)
     }
 }
 
@@ -170,6 +171,7 @@ impl Port for NullPort {
                     size: self.size,
                     live: live.clone(),
                     stats: self.soft.stats.rx(q),
+                    stamp: self.soft.stamp,
                 }) as Box<dyn RxQueue>
             })
             .collect();
@@ -182,7 +184,7 @@ impl Port for NullPort {
             })
             .collect();
         self.soft.started = true;
-        Ok(Queues { rx, tx })
+        Ok(Queues::new(rx, tx))
     }
 
     fn link(&self) -> Link {

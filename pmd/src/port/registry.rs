@@ -18,6 +18,7 @@ use crate::function::{PciBus, PciFunction};
 use crate::pci::{PciAddr, PciDevice, PciId, Sysfs};
 use crate::vfio::VfioBus;
 use crate::Error;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
 /// A driver for devices named by kind (`ring:NAME`, `null`, `virtio-user:PATH`).
@@ -57,6 +58,8 @@ pub struct Registry {
     pci: Vec<Box<dyn PciDriver>>,
     bus: Box<dyn PciBus>,
     domain: DmaDomain,
+    /// The id of the next port opened.
+    next_port_id: AtomicU16,
 }
 
 impl Default for Registry {
@@ -83,6 +86,7 @@ impl Registry {
             pci: Vec::new(),
             bus: Box::new(VfioBus::default()),
             domain: DmaDomain::new(),
+            next_port_id: AtomicU16::new(0),
         }
     }
 
@@ -152,13 +156,24 @@ impl Registry {
 
     /// Opens the port a device string names.
     pub fn open(&self, s: &str) -> Result<Box<dyn Port>, Error> {
-        let args = match DevArgs::parse(s) {
+        let id = self.next_port_id.load(Ordering::Relaxed);
+        let p = self.open_as(s, id)?;
+        self.next_port_id
+            .store(id.wrapping_add(1), Ordering::Relaxed);
+        Ok(p)
+    }
+
+    /// Opens a port with port id `id` (stamped on its received mbufs)
+    /// rather than the next in order.
+    pub fn open_as(&self, s: &str, id: u16) -> Result<Box<dyn Port>, Error> {
+        let mut args = match DevArgs::parse(s) {
             Ok(a) => a,
             Err(Error::DeviceString { input, reason, .. }) => {
                 return Err(self.reject(&input, reason))
             }
             Err(e) => return Err(e),
         };
+        args.set_port_id(id);
         if args.kind() == "pci" {
             return self.open_pci(&args);
         }

@@ -15,7 +15,7 @@
 use super::stats::QueueStats;
 use super::{
     soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
-    PortConfig, PortStats, Queues, RxQueue, SoftState, TxQueue, Xstat,
+    PortConfig, PortStats, Queues, RxQueue, RxStamp, SoftState, TxQueue, Xstat,
 };
 use crate::{Error, Mbuf};
 use crossbeam_utils::CachePadded;
@@ -108,7 +108,7 @@ impl Driver for RingDriver {
         };
         Ok(Box::new(RingPort {
             driver: "ring",
-            soft: SoftState::new(args.raw()),
+            soft: SoftState::new(args.raw()).with_port_id(args.port_id()),
             mac: MacAddr::from_name(&name, id),
             link,
             side: Some((id, side)),
@@ -243,6 +243,7 @@ struct RingRx {
     cons: Held<Cons>,
     live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
+    stamp: RxStamp,
 }
 
 struct RingTx {
@@ -268,7 +269,7 @@ impl RxQueue for RingRx {
             self.stats.packets.add(n as u64);
             self.stats.bytes.add(bytes as u64);
         }
-        n
+        self.stamp.apply(out, n)
     }
 }
 
@@ -343,6 +344,7 @@ impl Port for RingPort {
                     cons,
                     live: live.clone(),
                     stats: self.soft.stats.rx(q),
+                    stamp: self.soft.stamp,
                 }) as Box<dyn RxQueue>
             })
             .collect();
@@ -358,7 +360,7 @@ impl Port for RingPort {
             })
             .collect();
         self.soft.started = true;
-        Ok(Queues { rx, tx })
+        Ok(Queues::new(rx, tx))
     }
 
     fn link(&self) -> Link {

@@ -184,6 +184,7 @@ impl PciDriver for VirtioPciDriver {
         let msix = if t.is_legacy() { 0 } else { d.msix_vectors() };
         Ok(Box::new(VirtioPciPort {
             name,
+            port_id: args.port_id(),
             func,
             t,
             offered,
@@ -271,6 +272,8 @@ impl Transport {
 /// A virtio-net PCI function driven through VFIO.
 pub struct VirtioPciPort {
     name: String,
+    /// Stamped on received mbufs.
+    pub(crate) port_id: u16,
     /// The function: BARs, MSI-X, its DMA domain.
     func: Arc<dyn PciFunction>,
     t: Transport,

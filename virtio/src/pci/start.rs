@@ -20,7 +20,7 @@ use crate::packed::{PackedLayout, PackedQueue};
 use crate::psrc;
 use crate::split::{Layout, SplitQueue};
 use rpmd_pmd::port::stats::StatsBlock;
-use rpmd_pmd::port::{MacAddr, PortConfig, Queues};
+use rpmd_pmd::port::{MacAddr, PortConfig, Queues, RxStamp};
 use rpmd_pmd::{DmaRegion, IovaMode};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -215,7 +215,7 @@ impl VirtioPciPort {
         queues: Vec<Q>,
         plan: &[(u16, u16)],
         rings: Arc<DmaRegion>,
-        pool: Arc<rpmd_pmd::Mempool>,
+        pool: rpmd_pmd::Mempool,
         base: u8,
         conf: &PortConfig,
     ) -> Result<Queues, PmdError> {
@@ -292,6 +292,7 @@ impl VirtioPciPort {
             features: self.features,
             rx_queues: conf.rx_queues as usize,
             tx_queues: conf.tx_queues as usize,
+            stamp: RxStamp::new(self.port_id, conf),
         };
         build_handles(
             &h,

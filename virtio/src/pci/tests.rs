@@ -17,10 +17,10 @@ fn registry(model: &Arc<NetModel>) -> Registry {
     reg
 }
 
-fn pool(name: &str, n: u32) -> Arc<Mempool> {
+fn pool(name: &str, n: u32) -> Mempool {
     let mut c = MempoolConfig::new(name, n);
     c.cache_size = 0;
-    Arc::new(Mempool::new(&c).unwrap())
+    Mempool::new(&c).unwrap()
 }
 
 fn frame(pool: &Mempool, tag: u16, len: usize) -> rpmd_pmd::Mbuf {

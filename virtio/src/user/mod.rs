@@ -89,7 +89,8 @@ use control::{
 use rpmd_pmd::domain::{DomainWatcher, Reach, Span, SpanSource};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, Xstat,
+    Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, RxStamp,
+    Xstat,
 };
 use rpmd_pmd::{DmaDomain, DmaRegion, IovaMode};
 use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
@@ -165,6 +166,7 @@ impl Driver for VirtioUserDriver {
         let (ctl, offered, proto, mem_slots) = (h.ctl, h.offered, h.proto, h.mem_slots);
         Ok(Box::new(VirtioUserPort {
             name: args.raw().to_string(),
+            port_id: args.port_id(),
             endpoint: Arc::new(ep),
             watched: Arc::new(Watched {
                 ctl: std::sync::Mutex::new(ctl),
@@ -291,6 +293,8 @@ const MEM_TABLE_MAX: usize = 8;
 /// A virtio-user port.
 pub struct VirtioUserPort {
     name: String,
+    /// Stamped on received mbufs.
+    port_id: u16,
     /// Where the backend is (client) or comes from (server).
     endpoint: Arc<Endpoint>,
     /// The connection, shared with the watch thread while started.
@@ -402,7 +406,7 @@ impl VirtioUserPort {
         ring_len: usize,
         rings: Arc<DmaRegion>,
         conf: &PortConfig,
-        pool: Arc<rpmd_pmd::Mempool>,
+        pool: rpmd_pmd::Mempool,
     ) -> Result<Queues, PmdError> {
         let (vrings, kicks, mut calls) = self.vrings(&queues, ring_len)?;
         // A home per vring that gets a queue handle (RX of pairs below
@@ -465,6 +469,7 @@ impl VirtioUserPort {
             features: self.features,
             rx_queues: conf.rx_queues as usize,
             tx_queues: conf.tx_queues as usize,
+            stamp: RxStamp::new(self.port_id, conf),
         };
         let queues = queues.into_iter().zip(kicks.into_iter().map(Kick::Event));
         build_handles(
@@ -480,7 +485,7 @@ impl VirtioUserPort {
     /// registered there by now (so TX can hand over their mbufs; later
     /// ones are not seen until the next start). vhost-user's memory table
     /// takes 8 regions.
-    fn shared_regions(&self, pool: &Arc<rpmd_pmd::Mempool>) -> Result<Vec<Span>, PmdError> {
+    fn shared_regions(&self, pool: &rpmd_pmd::Mempool) -> Result<Vec<Span>, PmdError> {
         self.domain.register_pool(pool)?;
         let shared: Vec<Span> = self
             .domain

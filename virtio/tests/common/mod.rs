@@ -200,11 +200,7 @@ pub fn frame(tag: u32, len: usize) -> Vec<u8> {
 }
 
 /// A started port with its queues and the pool its RX queues fill from.
-pub type Started = (
-    Box<dyn rpmd_pmd::Port>,
-    rpmd_pmd::Queues,
-    std::sync::Arc<Mempool>,
-);
+pub type Started = (Box<dyn rpmd_pmd::Port>, rpmd_pmd::Queues, Mempool);
 
 pub fn port(t: &Testpmd) -> Started {
     port_with(t, "")
@@ -220,7 +216,7 @@ pub fn port_with(t: &Testpmd, opts: &str) -> Started {
 pub fn port_config(t: &Testpmd, opts: &str, conf: PortConfig) -> Started {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
-    let pool = std::sync::Arc::new(Mempool::new(&MempoolConfig::new("vts", 4096)).unwrap());
+    let pool = Mempool::new(&MempoolConfig::new("vts", 4096)).unwrap();
     let mut p = reg.open(&format!("virtio-user:{}{opts}", t.sock)).unwrap();
     p.configure(&PortConfig {
         rx_pool: Some(pool.clone()),

@@ -26,7 +26,7 @@ mod region;
 use super::stats::QueueStats;
 use super::{
     soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
-    PortConfig, PortStats, Queues, RxQueue, SoftState, TxQueue, Xstat,
+    PortConfig, PortStats, Queues, RxQueue, RxStamp, SoftState, TxQueue, Xstat,
 };
 use crate::{Error, Mbuf, Mempool};
 use crossbeam_utils::CachePadded;
@@ -93,7 +93,7 @@ impl Driver for ShmDriver {
         let link = Shared::attach(name, args.raw(), want, explicit)?;
         let side = link.side;
         Ok(Box::new(ShmPort {
-            soft: SoftState::new(args.raw()),
+            soft: SoftState::new(args.raw()).with_port_id(args.port_id()),
             mac: MacAddr::from_name(name, side),
             link: Arc::new(link),
             conf: None,
@@ -390,9 +390,10 @@ struct ShmRx {
     ring: RingView,
     /// The next index to read (we are the only consumer).
     tail: u32,
-    pool: Arc<Mempool>,
+    pool: Mempool,
     live: super::LiveFlag,
     stats: Arc<CachePadded<QueueStats>>,
+    stamp: RxStamp,
     _claim: Claim,
 }
 
@@ -524,7 +525,8 @@ impl RxQueue for ShmRx {
         if c >> 16 != seq_of(self.tail) || max == 0 {
             return 0;
         }
-        self.receive(out, max)
+        let n = self.receive(out, max);
+        self.stamp.apply(out, n)
     }
 }
 
@@ -654,6 +656,7 @@ impl Port for ShmPort {
                     pool: pool.clone(),
                     live: live.clone(),
                     stats: self.soft.stats.rx(q),
+                    stamp: self.soft.stamp,
                     _claim: claim,
                 }) as Box<dyn RxQueue>
             })
@@ -677,7 +680,7 @@ impl Port for ShmPort {
             })
             .collect();
         self.soft.started = true;
-        Ok(Queues { rx, tx })
+        Ok(Queues::new(rx, tx))
     }
 
     fn link(&self) -> Link {

@@ -1,0 +1,391 @@
+//! Network- and transport-layer views: IPv4, IPv6, UDP, TCP.
+use super::{be16, be32, l4_checksum, need, put16, put32, HdrError};
+use crate::net::{ipv4_header_checksum, ones_sum};
+
+/// An IP protocol number (IPv4 protocol, IPv6 next header).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct IpProto(pub u8);
+
+impl IpProto {
+    /// ICMP.
+    pub const ICMP: IpProto = IpProto(1);
+    /// TCP.
+    pub const TCP: IpProto = IpProto(6);
+    /// UDP.
+    pub const UDP: IpProto = IpProto(17);
+    /// ICMPv6.
+    pub const ICMPV6: IpProto = IpProto(58);
+}
+
+fn malformed(what: &'static str, field: &'static str, value: u32) -> HdrError {
+    HdrError::Malformed { what, field, value }
+}
+
+/// An IPv4 header with its options. The view ends at the header's total
+/// length, so an Ethernet pad after the datagram is not payload.
+#[derive(Clone, Copy, Debug)]
+pub struct Ipv4<T> {
+    b: T,
+    hlen: usize,
+    total: usize,
+}
+
+impl<T: AsRef<[u8]>> Ipv4<T> {
+    /// A view of `b`: version 4, header length at least 20 and within the
+    /// total length, total length within `b`.
+    pub fn new_checked(b: T) -> Result<Self, HdrError> {
+        let s = b.as_ref();
+        need("IPv4", s, 20)?;
+        if s[0] >> 4 != 4 {
+            return Err(malformed("IPv4", "version", (s[0] >> 4) as u32));
+        }
+        let hlen = (s[0] & 0xf) as usize * 4;
+        if hlen < 20 {
+            return Err(malformed("IPv4", "header length", hlen as u32));
+        }
+        let total = be16(s, 2) as usize;
+        if total < hlen {
+            return Err(malformed("IPv4", "total length", total as u32));
+        }
+        need("IPv4", s, total)?;
+        Ok(Ipv4 { b, hlen, total })
+    }
+
+    /// Header length with options, in bytes.
+    pub fn header_len(&self) -> usize {
+        self.hlen
+    }
+
+    /// Total length (header and payload).
+    pub fn total_len(&self) -> usize {
+        self.total
+    }
+
+    /// Time to live.
+    pub fn ttl(&self) -> u8 {
+        self.b.as_ref()[8]
+    }
+
+    /// The protocol of the payload.
+    pub fn protocol(&self) -> IpProto {
+        IpProto(self.b.as_ref()[9])
+    }
+
+    /// The header checksum field.
+    pub fn checksum(&self) -> u16 {
+        be16(self.b.as_ref(), 10)
+    }
+
+    /// Whether the header checksum is right.
+    pub fn checksum_ok(&self) -> bool {
+        ipv4_header_checksum(self.header()) == self.checksum()
+    }
+
+    /// Source address.
+    pub fn src(&self) -> [u8; 4] {
+        be32(self.b.as_ref(), 12).to_be_bytes()
+    }
+
+    /// Destination address.
+    pub fn dst(&self) -> [u8; 4] {
+        be32(self.b.as_ref(), 16).to_be_bytes()
+    }
+
+    /// Whether this is a fragment (more fragments, or an offset).
+    pub fn is_fragment(&self) -> bool {
+        be16(self.b.as_ref(), 6) & 0x3fff != 0
+    }
+
+    /// The header, options included.
+    pub fn header(&self) -> &[u8] {
+        &self.b.as_ref()[..self.hlen]
+    }
+
+    /// The payload, up to the total length.
+    pub fn payload(&self) -> &[u8] {
+        &self.b.as_ref()[self.hlen..self.total]
+    }
+
+    /// The pseudo-header sum for the payload's UDP/TCP checksum.
+    pub fn pseudo_sum(&self) -> u32 {
+        let b = self.b.as_ref();
+        let len = (self.total - self.hlen) as u32;
+        ones_sum(&b[12..20], self.protocol().0 as u32 + len)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4<T> {
+    /// Sets the source address (the checksum is not updated).
+    pub fn set_src(&mut self, a: [u8; 4]) {
+        put32(self.b.as_mut(), 12, u32::from_be_bytes(a));
+    }
+
+    /// Sets the destination address (the checksum is not updated).
+    pub fn set_dst(&mut self, a: [u8; 4]) {
+        put32(self.b.as_mut(), 16, u32::from_be_bytes(a));
+    }
+
+    /// Sets the time to live (the checksum is not updated).
+    pub fn set_ttl(&mut self, ttl: u8) {
+        self.b.as_mut()[8] = ttl;
+    }
+
+    /// Computes and stores the header checksum.
+    pub fn fill_checksum(&mut self) {
+        let c = ipv4_header_checksum(self.header());
+        put16(self.b.as_mut(), 10, c);
+    }
+
+    /// The payload, writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let (h, t) = (self.hlen, self.total);
+        &mut self.b.as_mut()[h..t]
+    }
+}
+
+/// An IPv6 fixed header (40 bytes); extension headers are payload. The
+/// view ends at the payload length.
+#[derive(Clone, Copy, Debug)]
+pub struct Ipv6<T> {
+    b: T,
+    end: usize,
+}
+
+impl<T: AsRef<[u8]>> Ipv6<T> {
+    /// Fixed header length.
+    pub const LEN: usize = 40;
+
+    /// A view of `b`: version 6, the payload length within `b`.
+    pub fn new_checked(b: T) -> Result<Self, HdrError> {
+        let s = b.as_ref();
+        need("IPv6", s, Self::LEN)?;
+        if s[0] >> 4 != 6 {
+            return Err(malformed("IPv6", "version", (s[0] >> 4) as u32));
+        }
+        let end = Self::LEN + be16(s, 4) as usize;
+        need("IPv6", s, end)?;
+        Ok(Ipv6 { b, end })
+    }
+
+    /// Payload length (extension headers included).
+    pub fn payload_len(&self) -> usize {
+        self.end - Self::LEN
+    }
+
+    /// The next header's protocol.
+    pub fn next_header(&self) -> IpProto {
+        IpProto(self.b.as_ref()[6])
+    }
+
+    /// Hop limit.
+    pub fn hop_limit(&self) -> u8 {
+        self.b.as_ref()[7]
+    }
+
+    /// Source address.
+    pub fn src(&self) -> [u8; 16] {
+        self.b.as_ref()[8..24].try_into().expect("16 bytes")
+    }
+
+    /// Destination address.
+    pub fn dst(&self) -> [u8; 16] {
+        self.b.as_ref()[24..40].try_into().expect("16 bytes")
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.b.as_ref()[Self::LEN..self.end]
+    }
+
+    /// The pseudo-header sum for an upper-layer checksum, when the next
+    /// header is the upper layer (no extension headers).
+    pub fn pseudo_sum(&self) -> u32 {
+        let b = self.b.as_ref();
+        let len = self.payload_len() as u32;
+        ones_sum(
+            &b[8..40],
+            self.next_header().0 as u32 + (len >> 16) + (len & 0xffff),
+        )
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6<T> {
+    /// The payload, writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let end = self.end;
+        &mut self.b.as_mut()[Self::LEN..end]
+    }
+
+    /// Sets the hop limit.
+    pub fn set_hop_limit(&mut self, h: u8) {
+        self.b.as_mut()[7] = h;
+    }
+}
+
+/// A UDP header (8 bytes); the view ends at the UDP length.
+#[derive(Clone, Copy, Debug)]
+pub struct Udp<T> {
+    b: T,
+    len: usize,
+}
+
+impl<T: AsRef<[u8]>> Udp<T> {
+    /// Header length.
+    pub const LEN: usize = 8;
+
+    /// A view of `b`: the length field at least 8 and within `b`.
+    pub fn new_checked(b: T) -> Result<Self, HdrError> {
+        let s = b.as_ref();
+        need("UDP", s, Self::LEN)?;
+        let len = be16(s, 4) as usize;
+        if len < Self::LEN {
+            return Err(malformed("UDP", "length", len as u32));
+        }
+        need("UDP", s, len)?;
+        Ok(Udp { b, len })
+    }
+
+    /// Source port.
+    pub fn src_port(&self) -> u16 {
+        be16(self.b.as_ref(), 0)
+    }
+
+    /// Destination port.
+    pub fn dst_port(&self) -> u16 {
+        be16(self.b.as_ref(), 2)
+    }
+
+    /// The length field (header and payload).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the datagram carries no payload.
+    pub fn is_empty(&self) -> bool {
+        self.len == Self::LEN
+    }
+
+    /// The checksum field (0: none, over IPv4).
+    pub fn checksum(&self) -> u16 {
+        be16(self.b.as_ref(), 6)
+    }
+
+    /// The checksum this datagram should carry under `pseudo` (from
+    /// [`Ipv4::pseudo_sum`] or [`Ipv6::pseudo_sum`]); 0 is sent as
+    /// 0xffff.
+    pub fn compute_checksum(&self, pseudo: u32) -> u16 {
+        match l4_checksum(&self.b.as_ref()[..self.len], pseudo, 6) {
+            0 => 0xffff,
+            c => c,
+        }
+    }
+
+    /// The payload, up to the UDP length.
+    pub fn payload(&self) -> &[u8] {
+        &self.b.as_ref()[Self::LEN..self.len]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Udp<T> {
+    /// Sets the source port.
+    pub fn set_src_port(&mut self, p: u16) {
+        put16(self.b.as_mut(), 0, p);
+    }
+
+    /// Sets the destination port.
+    pub fn set_dst_port(&mut self, p: u16) {
+        put16(self.b.as_mut(), 2, p);
+    }
+
+    /// Computes and stores the checksum under `pseudo`.
+    pub fn fill_checksum(&mut self, pseudo: u32) {
+        let c = self.compute_checksum(pseudo);
+        put16(self.b.as_mut(), 6, c);
+    }
+}
+
+/// A TCP header with its options; the payload is the rest of the slice.
+#[derive(Clone, Copy, Debug)]
+pub struct Tcp<T> {
+    b: T,
+    hlen: usize,
+}
+
+impl<T: AsRef<[u8]>> Tcp<T> {
+    /// A view of `b`: data offset at least 5 words and within `b`.
+    pub fn new_checked(b: T) -> Result<Self, HdrError> {
+        let s = b.as_ref();
+        need("TCP", s, 20)?;
+        let hlen = (s[12] >> 4) as usize * 4;
+        if hlen < 20 {
+            return Err(malformed("TCP", "data offset", hlen as u32));
+        }
+        need("TCP", s, hlen)?;
+        Ok(Tcp { b, hlen })
+    }
+
+    /// Source port.
+    pub fn src_port(&self) -> u16 {
+        be16(self.b.as_ref(), 0)
+    }
+
+    /// Destination port.
+    pub fn dst_port(&self) -> u16 {
+        be16(self.b.as_ref(), 2)
+    }
+
+    /// Sequence number.
+    pub fn seq(&self) -> u32 {
+        be32(self.b.as_ref(), 4)
+    }
+
+    /// Acknowledgement number.
+    pub fn ack(&self) -> u32 {
+        be32(self.b.as_ref(), 8)
+    }
+
+    /// The flag bits (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10,
+    /// URG 0x20, ECE 0x40, CWR 0x80).
+    pub fn flags(&self) -> u8 {
+        self.b.as_ref()[13]
+    }
+
+    /// Header length with options.
+    pub fn header_len(&self) -> usize {
+        self.hlen
+    }
+
+    /// The checksum field.
+    pub fn checksum(&self) -> u16 {
+        be16(self.b.as_ref(), 16)
+    }
+
+    /// The checksum the segment (the whole slice) should carry under
+    /// `pseudo`.
+    pub fn compute_checksum(&self, pseudo: u32) -> u16 {
+        l4_checksum(self.b.as_ref(), pseudo, 16)
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.b.as_ref()[self.hlen..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Tcp<T> {
+    /// Sets the source port.
+    pub fn set_src_port(&mut self, p: u16) {
+        put16(self.b.as_mut(), 0, p);
+    }
+
+    /// Sets the destination port.
+    pub fn set_dst_port(&mut self, p: u16) {
+        put16(self.b.as_mut(), 2, p);
+    }
+
+    /// Computes and stores the checksum under `pseudo`.
+    pub fn fill_checksum(&mut self, pseudo: u32) {
+        let c = self.compute_checksum(pseudo);
+        put16(self.b.as_mut(), 16, c);
+    }
+}

@@ -1,0 +1,175 @@
+//! The views against frames etherparse builds (its checksums are the
+//! reference), and against bytes that are not what they claim.
+use super::tests_support::udp_frame;
+use super::*;
+use etherparse::PacketBuilder;
+
+fn built(b: etherparse::PacketBuilderStep<etherparse::UdpHeader>, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    b.write(&mut out, payload).unwrap();
+    out
+}
+
+#[test]
+fn ipv4_udp_fields_and_checksums_match_etherparse() {
+    let f = built(
+        PacketBuilder::ethernet2([1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12])
+            .ipv4([192, 168, 1, 1], [192, 168, 1, 2], 33)
+            .udp(4000, 53),
+        b"hello, checksum",
+    );
+    let eth = Ethernet::new_checked(&f[..]).unwrap();
+    assert_eq!(eth.dst(), MacAddr([7, 8, 9, 10, 11, 12]));
+    assert_eq!(eth.src().to_string(), "01:02:03:04:05:06");
+    let ip = Ipv4::new_checked(eth.payload()).unwrap();
+    assert_eq!(
+        (ip.src(), ip.dst(), ip.ttl()),
+        ([192, 168, 1, 1], [192, 168, 1, 2], 33)
+    );
+    assert!(ip.checksum_ok());
+    let udp = Udp::new_checked(ip.payload()).unwrap();
+    assert_eq!((udp.src_port(), udp.dst_port()), (4000, 53));
+    assert_eq!(udp.payload(), b"hello, checksum");
+    assert_eq!(udp.compute_checksum(ip.pseudo_sum()), udp.checksum());
+    assert_eq!(
+        PacketType::of(&f).0,
+        PacketType::L2_ETHER | PacketType::L3_IPV4 | PacketType::L4_UDP
+    );
+}
+
+#[test]
+fn ipv6_tcp_checksum_matches_etherparse() {
+    let mut f = Vec::new();
+    PacketBuilder::ethernet2([1; 6], [2; 6])
+        .ipv6([1; 16], [2; 16], 64)
+        .tcp(1234, 80, 99, 4096)
+        .syn()
+        .write(&mut f, b"GET /")
+        .unwrap();
+    let eth = Ethernet::new_checked(&f[..]).unwrap();
+    assert_eq!(eth.ethertype(), EtherType::IPV6);
+    let ip = Ipv6::new_checked(eth.payload()).unwrap();
+    assert_eq!(ip.next_header(), IpProto::TCP);
+    let tcp = Tcp::new_checked(ip.payload()).unwrap();
+    assert_eq!((tcp.src_port(), tcp.dst_port(), tcp.seq()), (1234, 80, 99));
+    assert_eq!(tcp.flags() & 0x02, 0x02);
+    assert_eq!(tcp.payload(), b"GET /");
+    assert_eq!(tcp.compute_checksum(ip.pseudo_sum()), tcp.checksum());
+    assert_eq!(PacketType::of(&f).to_string(), "L2_ETHER L3_IPV6 L4_TCP");
+}
+
+#[test]
+fn setters_rewrite_and_checksums_refill() {
+    let mut f = udp_frame(7);
+    let mut eth = Ethernet::new_checked(&mut f[..]).unwrap();
+    let (d, s) = (eth.dst(), eth.src());
+    eth.swap_addrs();
+    assert_eq!((eth.dst(), eth.src()), (s, d));
+    let mut ip = Ipv4::new_checked(eth.payload_mut()).unwrap();
+    ip.set_dst([10, 9, 8, 7]);
+    assert!(!ip.checksum_ok());
+    ip.fill_checksum();
+    assert!(ip.checksum_ok());
+    let pseudo = ip.pseudo_sum();
+    let mut udp = Udp::new_checked(ip.payload_mut()).unwrap();
+    udp.set_dst_port(9);
+    udp.fill_checksum(pseudo);
+    // etherparse agrees with what we stored.
+    let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
+    let Some(etherparse::TransportSlice::Udp(u)) = p.transport else {
+        panic!("not UDP")
+    };
+    let Some(etherparse::NetSlice::Ipv4(v4)) = p.net else {
+        panic!("not IPv4")
+    };
+    let want = u
+        .to_header()
+        .calc_checksum_ipv4(&v4.header().to_header(), u.payload())
+        .unwrap();
+    assert_eq!(u.checksum(), want);
+    assert_eq!(u.destination_port(), 9);
+}
+
+#[test]
+fn padding_after_the_datagram_is_not_payload() {
+    let f = udp_frame(53); // 14 + 28 bytes of datagram, padded to 60
+    let eth = Ethernet::new_checked(&f[..]).unwrap();
+    let ip = Ipv4::new_checked(eth.payload()).unwrap();
+    assert_eq!(ip.payload().len(), 8);
+    assert!(Udp::new_checked(ip.payload()).unwrap().is_empty());
+}
+
+#[test]
+fn vlan_tags_are_walked_and_classified() {
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x20, 0x0a, 0x08, 0x06]);
+    f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&[0; 20]);
+    let eth = Ethernet::new_checked(&f[..]).unwrap();
+    let v = Vlan::new_checked(eth.payload()).unwrap();
+    assert_eq!((v.vid(), v.ethertype()), (100, EtherType::VLAN));
+    let (tags, t, rest) = eth.untagged().unwrap();
+    assert_eq!((tags, t), (2, EtherType::ARP));
+    let arp = Arp::new_checked(rest).unwrap();
+    assert_eq!(arp.operation(), Arp::<&[u8]>::REQUEST);
+    assert_eq!(PacketType::of(&f).0, PacketType::L2_ETHER_ARP);
+}
+
+#[test]
+fn bytes_that_are_not_the_header_are_refused_with_the_reason() {
+    let f = udp_frame(1);
+    assert_eq!(
+        Ethernet::new_checked(&f[..10]).unwrap_err(),
+        HdrError::Truncated {
+            what: "Ethernet",
+            need: 14,
+            have: 10
+        }
+    );
+    let mut ip = f[14..].to_vec();
+    ip[0] = 0x65;
+    let e = Ipv4::new_checked(&ip[..]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "IPv4: version is 6, which no valid header has"
+    );
+    ip[0] = 0x44;
+    assert!(matches!(
+        Ipv4::new_checked(&ip[..]),
+        Err(HdrError::Malformed {
+            field: "header length",
+            ..
+        })
+    ));
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&900u16.to_be_bytes()); // longer than the frame
+    assert!(matches!(
+        Ipv4::new_checked(&ip[..]),
+        Err(HdrError::Truncated { need: 900, .. })
+    ));
+    let mut udp = f[34..42].to_vec();
+    udp[4..6].copy_from_slice(&3u16.to_be_bytes());
+    assert!(Udp::new_checked(&udp[..]).is_err());
+    let mut tcp = [0u8; 20];
+    tcp[12] = 0xf0; // 60-byte header in 20 bytes
+    assert!(matches!(
+        Tcp::new_checked(&tcp[..]),
+        Err(HdrError::Truncated { need: 60, .. })
+    ));
+    assert!(Ipv6::new_checked(&[0x60; 39][..]).is_err());
+    assert!(Arp::new_checked(&[0u8; 28][..]).is_err());
+    assert_eq!(PacketType::of(&f[..13]).0, 0);
+}
+
+#[test]
+fn every_cut_of_every_frame_parses_or_errs_without_panicking() {
+    let f = udp_frame(5);
+    for cut in 0..=f.len() {
+        let _ = PacketType::of(&f[..cut]);
+        if let Ok(ip) = Ipv4::new_checked(&f[14.min(cut)..cut]) {
+            let _ = Udp::new_checked(ip.payload()).map(|u| u.compute_checksum(ip.pseudo_sum()));
+        }
+        let _ = Tcp::new_checked(&f[..cut]).map(|t| t.payload().len());
+        let _ = Ipv6::new_checked(&f[..cut]).map(|i| i.pseudo_sum());
+    }
+}
