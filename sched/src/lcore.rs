@@ -36,7 +36,29 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Work an lcore runs.
+/// Work an lcore runs. Only `run` is required; a task that polls an rx
+/// queue should be an [`RxTask`](crate::RxTask) (or forward the three
+/// notification methods to its queue), or its lcore sleeps on a timer
+/// instead of the queue's interrupt.
+///
+/// ```
+/// use rpmd_sched::{LcoreConfig, Runtime, Task};
+/// struct Count(u64);
+/// impl Task for Count {
+///     fn run(&mut self, quota: usize) -> usize {
+///         self.0 += 1;
+///         quota.min(1) // one unit of work a round
+///     }
+/// }
+/// let mut rt = Runtime::start("0", LcoreConfig::default())?;
+/// let id = rt.add(0, Count(0))?;
+/// while rt.lcores()[0].stats().work.get() == 0 {
+///     std::thread::yield_now(); // the lcore calibrates its clock first
+/// }
+/// let n = rt.shutdown()?.take::<Count>(id).unwrap().0;
+/// assert!(n > 0);
+/// # Ok::<(), rpmd_sched::Error>(())
+/// ```
 pub trait Task: Send {
     /// Does up to `quota` units of work (packets) and returns how many it
     /// did. Must not block.

@@ -22,6 +22,35 @@
 //! - [`Telemetry`]: per-lcore counters: rounds, busy and empty polls, work,
 //!   busy and idle time, spins, yields, sleeps, wake-ups.
 //!
+//! A whole app's run loop, with ports from [`rpmd_pmd`]: two `null`
+//! ports forwarded into each other by [`Forward`] tasks on one lcore, then
+//! stopped, with the tasks (and what they counted) handed back:
+//!
+//! ```
+//! use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+//! use rpmd_sched::{Forward, LcoreConfig, Runtime};
+//!
+//! # fn main() -> Result<(), rpmd_sched::Error> {
+//! let pool = Mempool::new(&MempoolConfig::new("doc-pool", 1024))?;
+//! let reg = Registry::new();
+//! let (mut a, mut b) = (reg.open("null")?, reg.open("null")?);
+//! a.configure(&PortConfig::with_pool(&pool))?;
+//! b.configure(&PortConfig::with_pool(&pool))?;
+//! let (mut qa, mut qb) = (a.start()?, b.start()?);
+//!
+//! let mut rt = Runtime::start("0", LcoreConfig::default())?;
+//! let fwd = Forward::new(qa.take_rx(0)?, qb.take_tx(0)?, 32);
+//! let id = rt.add(0, fwd)?;
+//! while rt.lcores()[0].stats().work.get() < 1000 {
+//!     std::thread::yield_now();
+//! }
+//! let mut stopped = rt.shutdown()?; // an lcore whose task panicked is an Err
+//! let fwd: Forward = stopped.take(id).expect("it ran to the end");
+//! assert_eq!(fwd.dropped, 0); // null's tx takes everything
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! `unsafe` is limited to system calls (`ppoll`, `getrusage`, `gettid`)
 //! and the lock's cell, each with its reason.
 #![deny(missing_docs)]
@@ -179,6 +208,11 @@ mod wake_tests {
 }
 
 /// Parses a DPDK-style core list: `0-3`, `0,2,4-5`, `1`.
+///
+/// ```
+/// assert_eq!(rpmd_sched::parse_cores("0,2-3").unwrap(), vec![0, 2, 3]);
+/// assert!(rpmd_sched::parse_cores("3-1").is_err());
+/// ```
 pub fn parse_cores(s: &str) -> Result<Vec<usize>, Error> {
     let bad = |reason: String| Error::CoreList {
         input: s.to_string(),

@@ -15,6 +15,15 @@
 use std::time::Duration;
 
 /// The spin budget rule.
+///
+/// ```
+/// use rpmd_sched::SpinPolicy;
+/// use std::time::Duration;
+/// let busy_read = SpinPolicy::Fixed(Duration::from_micros(50)); // the default
+/// assert_eq!(busy_read, SpinPolicy::default());
+/// let never = SpinPolicy::Fixed(Duration::ZERO); // sleep as soon as idle
+/// # let _ = (never, SpinPolicy::adaptive());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpinPolicy {
     /// Spin this long after the last work, then sleep (0 = never spin).

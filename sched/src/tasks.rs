@@ -19,6 +19,25 @@ pub type BurstFn = Box<dyn FnMut(&mut Pkts) + Send>;
 
 /// rx queue → (process) → tx queue. Packets the tx queue does not take are
 /// dropped and counted.
+///
+/// ```
+/// # use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry, Pkts};
+/// # use rpmd_sched::Forward;
+/// # let pool = Mempool::new(&MempoolConfig::new("doc-fwd", 256)).unwrap();
+/// # let mut p = Registry::new().open("null").unwrap();
+/// # p.configure(&PortConfig::with_pool(&pool)).unwrap();
+/// # let mut q = p.start().unwrap();
+/// // Swap the MAC addresses of every frame on its way through.
+/// let swap = |pkts: &mut Pkts| {
+///     for m in pkts.iter_mut() {
+///         if let Ok(mut eth) = rpmd_pmd::hdr::Ethernet::new_checked(m.data_mut()) {
+///             eth.swap_addrs();
+///         }
+///     }
+/// };
+/// let task = Forward::new(q.take_rx(0)?, q.take_tx(0)?, 32).with(Box::new(swap));
+/// # Ok::<(), rpmd_pmd::Error>(())
+/// ```
 pub struct Forward {
     rx: Box<dyn RxQueue>,
     tx: Box<dyn TxQueue>,
@@ -117,6 +136,27 @@ impl<F: FnMut(&mut dyn RxQueue, usize) -> usize + Send> RxWork for F {
 /// eventfd, arming and pending-work check to its lcore, so the lcore can
 /// sleep on the interrupt as it does for [`Forward`]. Write the work (an
 /// [`RxWork`]) and leave the [`Task`] plumbing to this.
+///
+/// ```
+/// # use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry, Pkts};
+/// use rpmd_pmd::port::RxQueue;
+/// use rpmd_sched::{LcoreConfig, Runtime, RxTask};
+/// # let pool = Mempool::new(&MempoolConfig::new("doc-rxtask", 256)).unwrap();
+/// # let mut p = Registry::new().open("null").unwrap();
+/// # p.configure(&PortConfig::with_pool(&pool)).unwrap();
+/// # let mut q = p.start().unwrap();
+/// // A closure is an RxWork: receive and drop (testpmd's rxonly).
+/// let mut pkts = Pkts::new();
+/// let rxonly = move |rx: &mut dyn RxQueue, quota: usize| {
+///     let n = rx.rx_burst(&mut pkts, quota.min(32));
+///     pkts.clear();
+///     n
+/// };
+/// let mut rt = Runtime::start("0", LcoreConfig::default())?;
+/// rt.add(0, RxTask::new(q.take_rx(0)?, rxonly))?;
+/// rt.shutdown()?;
+/// # Ok::<(), rpmd_sched::Error>(())
+/// ```
 pub struct RxTask<W> {
     rx: Box<dyn RxQueue>,
     /// The work, with whatever state it keeps.
@@ -159,6 +199,16 @@ impl<W: RxWork> Task for RxTask<W> {
 }
 
 /// Runs `f` every `period` (checked each round; never more often).
+///
+/// ```
+/// use rpmd_sched::{LcoreConfig, Runtime, Timer};
+/// use std::time::Duration;
+/// let mut rt = Runtime::start("0", LcoreConfig::default())?;
+/// let tick = Timer::new(Duration::from_millis(100), Box::new(|| println!("tick")));
+/// rt.add(0, tick)?;
+/// rt.shutdown()?;
+/// # Ok::<(), rpmd_sched::Error>(())
+/// ```
 pub struct Timer {
     period: Duration,
     next: Instant,
@@ -189,7 +239,21 @@ impl Task for Timer {
     }
 }
 
-/// A set of lcores started from a core list.
+/// A set of lcores started from a core list: `add` places tasks,
+/// `shutdown` stops every lcore and returns the tasks (see the crate
+/// docs for a whole app).
+///
+/// ```
+/// use rpmd_sched::{LcoreConfig, Runtime, SpinPolicy};
+/// let cfg = LcoreConfig {
+///     spin: SpinPolicy::adaptive(), // spin 0-200 µs after the last work
+///     ..LcoreConfig::default()
+/// };
+/// let rt = Runtime::start("0", cfg)?;
+/// assert_eq!(rt.lcores()[0].cpu(), 0);
+/// rt.shutdown()?;
+/// # Ok::<(), rpmd_sched::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Runtime {
     lcores: Vec<Lcore>,

@@ -71,6 +71,14 @@ struct Flags {
 
 /// A lock around `T` (a software TX queue and the driver queue behind it)
 /// that favours the side draining it; see the module docs.
+///
+/// ```
+/// use rpmd_sched::TxLock;
+/// let q = TxLock::new(Vec::<u32>::new());
+/// q.lock_enqueue().push(1); // producers: behind the busylock
+/// let drained: Vec<u32> = q.lock_drain().drain(..).collect(); // the drainer goes first
+/// assert_eq!(drained, [1]);
+/// ```
 pub struct TxLock<T> {
     f: CachePadded<Locked<T>>,
 }

@@ -69,6 +69,17 @@ impl MempoolConfig {
 }
 
 /// A pool of mbufs; cloning gives another handle to the same pool.
+///
+/// ```
+/// use rpmd_pmd::{Mempool, MempoolConfig};
+/// let pool = Mempool::new(&MempoolConfig::new("doc", 512))?;
+/// let mut m = pool.get()?; // an mbuf, reset and empty
+/// m.append(4).unwrap().copy_from_slice(b"ping");
+/// assert_eq!((m.data(), pool.available()), (&b"ping"[..], 511));
+/// drop(m); // back to the pool
+/// assert_eq!(pool.available(), 512);
+/// # Ok::<(), rpmd_pmd::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Mempool {
     inner: Option<Arc<PoolInner>>,

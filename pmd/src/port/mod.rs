@@ -512,7 +512,25 @@ impl fmt::Debug for Queues {
 }
 
 /// A port: control operations. The data path lives in the [`Queues`]
-/// returned by [`start`](Port::start).
+/// returned by [`start`](Port::start). Control calls take `&mut self`:
+/// make them from one thread (the app's main thread), never from an
+/// lcore while its queues are polled there.
+///
+/// ```
+/// use rpmd_pmd::{Mempool, MempoolConfig, Pkts, PortConfig, Registry};
+/// let pool = Mempool::new(&MempoolConfig::new("doc-port", 1024))?;
+/// let reg = Registry::new(); // ring:, shm:, null; drivers crates add more
+/// let mut port = reg.open("null,size=64")?;
+/// port.configure(&PortConfig::with_pool(&pool))?;
+/// let mut q = port.start()?;
+/// let mut pkts = Pkts::new();
+/// let n = q.rx_burst(0, &mut pkts, 32); // null makes 64-byte frames
+/// assert_eq!((n, pkts[0].data_len()), (32, 64));
+/// let sent = q.tx_burst(0, &mut pkts); // and swallows them
+/// assert_eq!((sent, port.stats().ipackets), (32, 32));
+/// port.stop()?;
+/// # Ok::<(), rpmd_pmd::Error>(())
+/// ```
 pub trait Port: Send {
     /// The driver's name (`"ring"`, `"null"`, `"virtio"`, ...).
     fn driver(&self) -> &'static str;
