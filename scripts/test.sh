@@ -29,13 +29,13 @@ skip_suite() {
     echo "$1: $2" >>"$RPMD_SKIP_LOG"
 }
 
-step "installing test dependencies (Debian: dpdk-dev, qemu-system-x86, cpio)"
+step "installing test dependencies (Debian: dpdk-dev, qemu-system-x86, cpio, tshark, gnuplot-nox)"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
     apt-get install -y -q dpdk-dev
     apt-get install -y -q --no-install-recommends qemu-system-x86 cpio binutils xz-utils zstd \
-        libxdp1 libbpf1 iputils-ping
+        libxdp1 libbpf1 iputils-ping tshark gnuplot-nox
 else
     echo "not root (or no apt-get): no package installs; tests needing them are skipped" >&2
 fi

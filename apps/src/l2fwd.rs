@@ -13,6 +13,7 @@
 //! fed by a built-in generator and drained by a built-in sink, running on
 //! the last lcore. Frames go generator → port 0 → l2fwd → port 1 → sink,
 //! and the other way round.
+use crate::capture::{CaptureSummary, Captures, PcapSpec};
 use crate::telemetry::{Server, Sources};
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
@@ -50,6 +51,8 @@ pub struct Config {
     pub per_port_pool: bool,
     /// Serve DPDK telemetry under this file prefix (`None`: off).
     pub telemetry: Option<String>,
+    /// Packet capture (`--pcap`): ports are numbered as the devices.
+    pub pcap: Vec<PcapSpec>,
 }
 
 /// Counters of one queue pair of a port, kept by the application. One
@@ -288,6 +291,7 @@ fn forwarding_tasks(
     o: &mut Opened,
     counters: &Arc<Vec<PortCounters>>,
     fwd_lcores: usize,
+    cap: &mut Captures,
 ) -> Result<Vec<Fwd>, String> {
     let (n, nq) = (o.ports.len(), cfg.queues.max(1) as usize);
     let mut tasks: Vec<Fwd> = (0..fwd_lcores)
@@ -302,31 +306,14 @@ fn forwarding_tasks(
             pkts: Pkts::new(),
         })
         .collect();
-    let mut rx_queues: Vec<_> = o
-        .queues
-        .iter_mut()
-        .map(|q| q.as_mut().map(|q| std::mem::take(&mut q.rx)))
-        .collect();
-    let mut tx_queues: Vec<_> = o
-        .queues
-        .iter_mut()
-        .map(|q| q.as_mut().map(|q| std::mem::take(&mut q.tx)))
-        .collect();
     for k in 0..n * nq {
         let (i, qi) = (k / nq, k % nq);
         let l = (k / cfg.rx_per_lcore.max(1)) % fwd_lcores;
         let dst = i ^ 1;
-        let taken = || format!("port {i} has no queue pair {qi}");
-        let rxq = rx_queues[i]
-            .as_mut()
-            .filter(|v| !v.is_empty())
-            .ok_or_else(taken)?
-            .remove(0);
-        let txq = tx_queues[dst]
-            .as_mut()
-            .filter(|v| !v.is_empty())
-            .ok_or_else(taken)?
-            .remove(0);
+        let rxq = queues_of(o, i)?.take_rx(qi).map_err(|e| e.to_string())?;
+        let txq = queues_of(o, dst)?.take_tx(qi).map_err(|e| e.to_string())?;
+        let rxq = cap.rx(o.port_ids[i], &o.names[i], rxq);
+        let txq = cap.tx(o.port_ids[dst], &o.names[dst], txq);
         let txi = tasks[l].tx.len();
         tasks[l].rx.push((k, txi, rxq));
         tasks[l].tx.push(TxBuffer {
@@ -338,6 +325,12 @@ fn forwarding_tasks(
         });
     }
     Ok(tasks)
+}
+
+fn queues_of(o: &mut Opened, p: usize) -> Result<&mut Queues, String> {
+    o.queues[p]
+        .as_mut()
+        .ok_or_else(|| format!("port {p} has no queues"))
 }
 
 /// The far ends of the embedded topology's two ring ports, fed and
@@ -416,9 +409,12 @@ pub struct L2fwd {
     /// Each used port's number among the devices given (its bit in the
     /// mask): port k of the counters is device `port_ids[k]`.
     pub port_ids: Vec<usize>,
-    /// The pools, dropped after the ports (fields drop in order), so
-    /// every mbuf still queued in a port is back before a pool goes.
+    /// The pools (for telemetry; the ports hold their own handles).
     _pools: Vec<Mempool>,
+    /// The `--pcap` files, closed by `stop`.
+    captures: Option<Captures>,
+    /// What went into each capture file, once stopped.
+    pub captured: Vec<CaptureSummary>,
 }
 
 impl L2fwd {
@@ -451,7 +447,12 @@ impl L2fwd {
         } else {
             lcores
         };
-        let tasks = forwarding_tasks(cfg, &mut opened, &counters, fwd_lcores)?;
+        let mut cap = Captures::new(&cfg.pcap, &devices)?;
+        if let Some(s) = cfg.pcap.iter().find(|s| !opened.port_ids.contains(&s.port)) {
+            return Err(format!("--pcap: port {} is not in the port mask", s.port));
+        }
+        let tasks = forwarding_tasks(cfg, &mut opened, &counters, fwd_lcores, &mut cap)?;
+        cap.start()?;
         for (l, t) in tasks.into_iter().enumerate() {
             rt.add(l, t).map_err(|e| e.to_string())?;
         }
@@ -476,6 +477,8 @@ impl L2fwd {
             names: opened.names,
             port_ids: opened.port_ids,
             _pools: pools,
+            captures: Some(cap),
+            captured: Vec::new(),
         })
     }
 
@@ -543,7 +546,20 @@ impl L2fwd {
         for p in lock(&self.ports).iter_mut() {
             let _ = p.stop();
         }
-        down
+        // The lcores are gone, so every captured frame is in a ring.
+        let mut capture = Ok(());
+        for r in self
+            .captures
+            .take()
+            .map(Captures::finish)
+            .unwrap_or_default()
+        {
+            match r {
+                Ok(s) => self.captured.push(s),
+                Err(e) => capture = Err(format!("capture: {e}")),
+            }
+        }
+        down.and(capture)
     }
 
     /// Where telemetry is served, if it is.

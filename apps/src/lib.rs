@@ -10,6 +10,8 @@
 //! - `gen` ([`gen`]): testpmd-style txonly and rxonly.
 //! - [`opts`]: the run-loop options the apps share (spin budget, adaptive,
 //!   yield signal, sleep).
+//! - [`capture`]: pcapng capture off the data path (`--pcap`), like
+//!   `dpdk-dumpcap`.
 //! - [`telemetry`]: DPDK's telemetry v2 protocol on a Unix socket, so
 //!   `dpdk-telemetry.py` reads an rpmd app's ports, lcores and pools.
 //! - `rpmd-bind` (like dpdk-devbind): lists network devices with their
@@ -20,6 +22,7 @@
 #![deny(unsafe_code)]
 
 pub mod bound;
+pub mod capture;
 pub mod gen;
 pub mod l2fwd;
 pub mod opts;

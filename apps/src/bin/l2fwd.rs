@@ -55,6 +55,11 @@ struct Args {
     per_port_pool: bool,
     #[command(flatten)]
     telemetry: rpmd_apps::opts::TelemetryOpts,
+    /// Capture a port's frames to a pcapng file, like dpdk-dumpcap:
+    /// PORT[:rx|tx|both]=FILE (ports numbered as the --dev list); repeat
+    /// for more ports (the same FILE takes several).
+    #[arg(long = "pcap", value_name = "PORT[:DIR]=FILE")]
+    pcap: Vec<rpmd_apps::capture::PcapSpec>,
 }
 
 fn parse_mask(s: &str) -> Result<u64, String> {
@@ -95,6 +100,7 @@ fn main() -> ExitCode {
         mbufs: 8192,
         per_port_pool: a.per_port_pool,
         telemetry: a.telemetry.prefix(),
+        pcap: a.pcap.clone(),
     };
     if !a.json {
         if a.devices.is_empty() {
@@ -198,6 +204,14 @@ fn main() -> ExitCode {
         }
         for line in &lcores {
             println!("  {line}");
+        }
+        for c in &l.captured {
+            println!(
+                "  capture {}: {} frames written, {} not captured (capture ring or pool full)",
+                c.path.display(),
+                c.written,
+                c.dropped
+            );
         }
     }
     if let Err(e) = down {
