@@ -5,12 +5,17 @@
 //! and the last byte of the source IP differ per flow, as testpmd's
 //! `--txonly-multi-flow` does). Frames are built once from an etherparse
 //! template; per frame only the flow fields are patched. [`RxOnly`]
-//! receives and frees, counting frames and bytes.
+//! receives and frees, counting frames and bytes. [`Io`] sends back what
+//! it receives, rewritten as one of testpmd's forwarding modes has it
+//! ([`Rewrite`]); [`Flowgen`] sends flows and drops what comes in.
+use crate::fwd::CsumCounters;
+pub use crate::fwd::Rewrite;
 use rpmd_pmd::clock;
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
 use rpmd_pmd::{Mbuf, Mempool};
 use rpmd_sched::Task;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 /// Frames and bytes moved, frames that found the port full (tx only).
@@ -22,6 +27,8 @@ pub struct GenCounters {
     pub bytes: Counter,
     /// Frames not taken by a full tx queue (freed, as testpmd does).
     pub dropped: Counter,
+    /// Bad checksums found (csum mode).
+    pub csum: CsumCounters,
 }
 
 /// A UDP/IPv4 frame of `size` bytes (60..=9000) for flow 0.
@@ -290,9 +297,16 @@ pub struct Io {
     burst: usize,
     pkts: Pkts,
     counters: Arc<GenCounters>,
+    rewrite: Rewrite,
 }
 
 impl Io {
+    /// Rewrites each frame as forwarding mode `r` does before sending it.
+    pub fn rewrite(mut self, r: Rewrite) -> Self {
+        self.rewrite = r;
+        self
+    }
+
     /// Forwards `rx` to `tx` in bursts of `burst`, after `tx_first`
     /// bursts of `size`-byte frames from `pool`.
     pub fn new(
@@ -312,6 +326,7 @@ impl Io {
             burst: burst.clamp(1, rpmd_pmd::port::MAX_BURST),
             pkts: Pkts::new(),
             counters: counters.clone(),
+            rewrite: Rewrite::None,
         };
         (t, counters)
     }
@@ -331,11 +346,54 @@ impl Task for Io {
             let bytes: usize = self.pkts.iter().map(|m| m.pkt_len()).sum();
             self.counters.packets.add(n as u64);
             self.counters.bytes.add(bytes as u64);
+            if self.rewrite != Rewrite::None {
+                for m in self.pkts.iter_mut() {
+                    self.rewrite.apply(m, &self.counters.csum);
+                }
+            }
             tx.tx.tx_burst(&mut self.pkts);
             self.counters.dropped.add(self.pkts.len() as u64);
             self.pkts.clear();
         }
         n
+    }
+
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.rx.interrupt_fd()
+    }
+
+    fn set_notify(&mut self, armed: bool) {
+        let _ = self.rx.set_interrupt(armed);
+    }
+
+    fn has_work(&self) -> bool {
+        self.rx.has_work()
+    }
+}
+
+/// testpmd's flowgen: sends frames over many flows (as [`TxOnly`]) and
+/// receives and drops whatever arrives on the paired rx queue.
+pub struct Flowgen {
+    tx: TxOnly,
+    rx: RxOnly,
+}
+
+impl Flowgen {
+    /// Flows of `size`-byte frames out of `tx` at `rate` (0 = line rate),
+    /// `rx` drained; the counters of each side.
+    pub fn new(tx: TxOnly, rx: RxOnly) -> Flowgen {
+        Flowgen { tx, rx }
+    }
+}
+
+impl Task for Flowgen {
+    fn run(&mut self, quota: usize) -> usize {
+        self.tx.run(quota) + self.rx.run(quota)
+    }
+
+    fn finish(&mut self) {
+        self.tx.finish();
+        self.rx.finish();
     }
 }
 

@@ -7,7 +7,8 @@
 //! - `rr` ([`rr`]): request/response transactions like netperf TCP_RR,
 //!   with per-session latency percentiles, reported against the
 //!   core-to-core cache-line round trip ([`bound`]).
-//! - `gen` ([`gen`]): testpmd-style txonly and rxonly.
+//! - `gen` ([`gen`]): testpmd's forwarding modes on one port: txonly,
+//!   rxonly, io, mac, macswap, csum ([`fwd`]) and flowgen.
 //! - [`opts`]: the run-loop options the apps share (spin budget, adaptive,
 //!   yield signal, sleep).
 //! - [`capture`]: pcapng capture off the data path (`--pcap`), like
@@ -23,6 +24,7 @@
 
 pub mod bound;
 pub mod capture;
+pub mod fwd;
 pub mod gen;
 pub mod l2fwd;
 pub mod opts;

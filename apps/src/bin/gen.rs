@@ -1,11 +1,14 @@
-//! gen: testpmd-style txonly / rxonly on any port.
+//! gen: testpmd's forwarding modes on any port.
 //!
 //! `gen --mode txonly --dev virtio-user:/tmp/vhost.sock --size 64 --flows 16`
-//! sends; `--mode rxonly` receives and counts. With no --dev it runs both
-//! ends of an in-process ring pair (tx on the first lcore, rx on the
-//! second). Exit status: 0 done, 1 failure, 2 bad usage.
+//! sends; `--mode rxonly` receives and counts; io, mac, macswap and csum
+//! send back what they receive (rx queue k to tx queue k), rewritten as
+//! testpmd's modes do; flowgen sends flows and drops what comes in. With
+//! no --dev it runs both ends of an in-process ring pair (tx on the first
+//! lcore, rx on the second). Exit status: 0 done, 1 failure, 2 bad usage.
 use clap::{Parser, ValueEnum};
-use rpmd_apps::gen::{GenCounters, Io, RxOnly, TxOnly};
+use rpmd_apps::capture::{Captures, PcapSpec};
+use rpmd_apps::gen::{Flowgen, GenCounters, Io, Rewrite, RxOnly, TxOnly};
 use rpmd_apps::opts::PollOpts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::Runtime;
@@ -23,6 +26,24 @@ enum Mode {
     /// Receive and send back on the same port (rx queue k to tx queue k),
     /// after --tx-first bursts.
     Io,
+    /// As io, with the source MAC set to the port's and the destination
+    /// to --eth-peer.
+    Mac,
+    /// As io, with source and destination MAC swapped.
+    Macswap,
+    /// As io, with IPv4 and UDP/TCP checksums checked (bad ones counted)
+    /// and recomputed.
+    Csum,
+    /// Send frames over --flows flows (default 1024) and drop what is
+    /// received.
+    Flowgen,
+}
+
+impl Mode {
+    /// Whether the mode sends back what it receives.
+    fn forwards(self) -> bool {
+        matches!(self, Mode::Io | Mode::Mac | Mode::Macswap | Mode::Csum)
+    }
 }
 
 /// Transmit-only / receive-only traffic, like testpmd's txonly and rxonly
@@ -43,9 +64,10 @@ struct Args {
     /// Frame bytes (60..=9000; testpmd's --txpkts).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(60..=9000))]
     size: u16,
-    /// Flows to cycle over (UDP source port and source IP per flow).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
-    flows: u16,
+    /// Flows to cycle over (UDP source port and source IP per flow;
+    /// default 1, flowgen 1024).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    flows: Option<u16>,
     /// Frames per second to send (0 = as fast as the port takes them).
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
@@ -60,7 +82,28 @@ struct Args {
     /// txq (testpmd's --txq).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
     txq: u16,
-    /// io: bursts of frames sent before forwarding starts (testpmd's
+    /// Descriptors per rx queue (testpmd's --rxd).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(64..=32768))]
+    rxd: u16,
+    /// Descriptors per tx queue (testpmd's --txd).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(64..=32768))]
+    txd: u16,
+    /// Mbufs in the pool (testpmd's --total-num-mbufs).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u32).range(512..=1048576))]
+    mbufs: u32,
+    /// Bytes of buffer per mbuf, headroom (128) included (testpmd's
+    /// --mbuf-size; default 2176).
+    #[arg(long, default_value_t = 2176, value_parser = clap::value_parser!(u16).range(256..=65535))]
+    mbuf_size: u16,
+    /// mac mode: the destination MAC (testpmd's --eth-peer; default
+    /// 02:00:00:00:00:00).
+    #[arg(long, value_parser = parse_mac)]
+    eth_peer: Option<[u8; 6]>,
+    /// Capture frames to a pcapng file: PORT[:rx|tx|both]=FILE (port 0
+    /// is --dev; without --dev, 0 sends and 1 receives).
+    #[arg(long = "pcap", value_name = "PORT[:DIR]=FILE")]
+    pcap: Vec<PcapSpec>,
+    /// io modes: bursts of frames sent before forwarding starts (testpmd's
     /// `start tx_first N`).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
     tx_first: u16,
@@ -79,6 +122,19 @@ struct Args {
     /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<_> = s.split(':').collect();
+    let bad = || format!("{s:?} is not a MAC address (write it 02:00:00:00:00:01)");
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut m = [0u8; 6];
+    for (b, p) in m.iter_mut().zip(parts) {
+        *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(m)
 }
 
 fn main() -> ExitCode {
@@ -121,8 +177,9 @@ fn run(a: &Args) -> Result<(), String> {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     rpmd_kernel::register(&mut reg);
-    let mut pc = MempoolConfig::new("gen", 8192);
-    pc.cache_size = 256;
+    let mut pc = MempoolConfig::new("gen", a.mbufs);
+    pc.cache_size = 256.min(a.mbufs / 4);
+    pc.data_room = a.mbuf_size - pc.headroom;
     let pool = Mempool::new(&pc).map_err(|e| format!("mempool: {e}"))?;
     let mut rt = Runtime::start(&cores, a.poll.lcore_config()).map_err(|e| e.to_string())?;
     let devs = match &a.dev {
@@ -130,6 +187,12 @@ fn run(a: &Args) -> Result<(), String> {
         None => vec!["ring:gen".to_string(), "ring:gen".to_string()],
     };
     let (mut tx_counts, mut rx_counts) = (Counts::new(), Counts::new());
+    let mut setup = Setup {
+        a,
+        reg: &reg,
+        pool: &pool,
+        cap: Captures::new(&a.pcap, &devs)?,
+    };
     let mut ports = Vec::new();
     for (i, d) in devs.iter().enumerate() {
         // The embedded topology sends on its first port, receives on the
@@ -143,12 +206,8 @@ fn run(a: &Args) -> Result<(), String> {
         } else {
             mode
         };
-        let counts = if role == Mode::Txonly {
-            &mut tx_counts
-        } else {
-            &mut rx_counts
-        };
-        ports.push(start_port(a, &reg, &mut rt, &pool, i, d, role, counts)?);
+        let counts = (&mut tx_counts, &mut rx_counts);
+        ports.push(start_port(&mut setup, &mut rt, i, d, role, counts)?);
     }
     if !a.json {
         println!(
@@ -159,7 +218,7 @@ fn run(a: &Args) -> Result<(), String> {
                 format!("{mode:?} on {}", devs[0]).to_lowercase()
             },
             a.size,
-            a.flows,
+            flows(a, mode),
             if a.rate > 0.0 {
                 format!("{} pps", a.rate)
             } else {
@@ -178,78 +237,138 @@ fn run(a: &Args) -> Result<(), String> {
             vec![pool.clone()],
         ),
     );
+    setup.cap.start()?;
     let secs = status_until_done(a, &stop, &tx_counts, &rx_counts);
     let down = rt.shutdown();
     drop(telemetry);
     let ports = ports.lock().unwrap_or_else(|e| e.into_inner());
     print_summary(a, secs, &tx_counts, &rx_counts, &ports);
+    let mut failed = down.map(drop).map_err(|e| e.to_string());
+    for c in setup.cap.finish() {
+        match c {
+            Ok(c) if !a.json => println!(
+                "  capture {}: {} frames written, {} not captured (capture ring or pool full)",
+                c.path.display(),
+                c.written,
+                c.dropped
+            ),
+            Ok(_) => {}
+            Err(e) => failed = failed.and(Err(format!("capture: {e}"))),
+        }
+    }
     // A task that panicked: after the summary, a failure.
-    down.map(drop).map_err(|e| e.to_string())
+    failed
 }
 
-/// Opens and starts port `i` (`d`), and runs a txonly, rxonly or io task
-/// (`role`) per queue (io: per rx/tx pair), queue k on lcore (i + k) mod
-/// lcores; their counters go to `counts`.
-#[allow(clippy::too_many_arguments)]
+/// The flows to send over: --flows, else 1024 for flowgen and 1 for the
+/// others.
+fn flows(a: &Args, mode: Mode) -> u16 {
+    a.flows
+        .unwrap_or(if mode == Mode::Flowgen { 1024 } else { 1 })
+}
+
+/// What every port's tasks share.
+struct Setup<'a> {
+    a: &'a Args,
+    reg: &'a Registry,
+    pool: &'a Mempool,
+    cap: Captures,
+}
+
+/// Opens and starts port `i` (`d`), and runs the tasks of `role` on it: one
+/// per queue (a pair of rx and tx queue k for the modes that receive and
+/// send), queue k on lcore (i + k) mod lcores; their counters go to
+/// `counts`.
 fn start_port(
-    a: &Args,
-    reg: &Registry,
+    s: &mut Setup,
     rt: &mut Runtime,
-    pool: &Mempool,
     i: usize,
     d: &str,
     role: Mode,
-    counts: &mut Counts,
+    (tx_counts, rx_counts): (&mut Counts, &mut Counts),
 ) -> Result<Box<dyn rpmd_pmd::Port>, String> {
-    let mut p = reg.open(d).map_err(|e| e.to_string())?;
+    let a = s.a;
+    let mut p = s.reg.open(d).map_err(|e| e.to_string())?;
     p.configure(&PortConfig {
-        rx_pool: Some(pool.clone()),
         rx_queues: a.rxq,
         tx_queues: a.txq,
-        ..PortConfig::default()
+        rx_desc: a.rxd,
+        tx_desc: a.txd,
+        ..PortConfig::with_pool(s.pool)
     })
     .map_err(|e| e.to_string())?;
-    let q = p.start().map_err(|e| e.to_string())?;
+    let mut q = p.start().map_err(|e| e.to_string())?;
     let n = rt.lcores().len();
-    if role == Mode::Io {
-        for (k, (rxq, txq)) in q.rx.into_iter().zip(q.tx).enumerate() {
-            let (t, c) = Io::new(
-                rxq,
-                txq,
-                pool.clone(),
-                a.size as usize,
-                a.burst as usize,
-                a.tx_first as usize,
-            );
-            rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
-            counts.push(c);
-        }
-    } else if role == Mode::Txonly {
-        for (k, txq) in q.tx.into_iter().enumerate() {
-            let (t, c) = TxOnly::new(
-                txq,
-                pool.clone(),
-                a.size as usize,
-                a.flows,
-                a.burst as usize,
-                a.rate / a.txq as f64,
-            );
-            let t = t.headers_only(a.headers_only);
-            rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
-            counts.push(c);
-        }
-    } else {
-        for (k, rxq) in q.rx.into_iter().enumerate() {
-            let (t, c) = RxOnly::new(rxq, a.burst as usize);
-            rt.add((i + k) % n, t).map_err(|e| e.to_string())?;
-            counts.push(c);
-        }
+    let (size, burst) = (a.size as usize, a.burst as usize);
+    let txonly = |tx, rate| {
+        let (t, c) = TxOnly::new(tx, s.pool.clone(), size, flows(a, role), burst, rate);
+        (t.headers_only(a.headers_only), c)
+    };
+    let (nrx, ntx) = (q.rx.len(), q.tx.len());
+    let tasks = match role {
+        Mode::Txonly => ntx,
+        Mode::Rxonly => nrx,
+        _ => nrx.min(ntx),
+    };
+    for k in 0..tasks {
+        let lcore = (i + k) % n;
+        let mut rx = || q.take_rx(k).map(|r| s.cap.rx(i, d, r));
+        let rxq = if role == Mode::Txonly {
+            None
+        } else {
+            Some(rx().map_err(|e| e.to_string())?)
+        };
+        let txq = if role == Mode::Rxonly {
+            None
+        } else {
+            Some(s.cap.tx(i, d, q.take_tx(k).map_err(|e| e.to_string())?))
+        };
+        let added = match (role, rxq, txq) {
+            (Mode::Txonly, _, Some(tx)) => {
+                let (t, c) = txonly(tx, a.rate / a.txq as f64);
+                tx_counts.push(c);
+                rt.add(lcore, t)
+            }
+            (Mode::Rxonly, Some(rx), _) => {
+                let (t, c) = RxOnly::new(rx, burst);
+                rx_counts.push(c);
+                rt.add(lcore, t)
+            }
+            (Mode::Flowgen, Some(rx), Some(tx)) => {
+                let (t, c) = txonly(tx, a.rate / tasks as f64);
+                let (r, rc) = RxOnly::new(rx, burst);
+                tx_counts.push(c);
+                rx_counts.push(rc);
+                rt.add(lcore, Flowgen::new(t, r))
+            }
+            (mode, Some(rx), Some(tx)) if mode.forwards() => {
+                let peer = a.eth_peer.unwrap_or([2, 0, 0, 0, 0, i as u8]);
+                let rewrite = match mode {
+                    Mode::Mac => Rewrite::Mac {
+                        src: rpmd_pmd::hdr::MacAddr(p.mac_addr().0),
+                        dst: rpmd_pmd::hdr::MacAddr(peer),
+                    },
+                    Mode::Macswap => Rewrite::MacSwap,
+                    Mode::Csum => Rewrite::Csum,
+                    _ => Rewrite::None,
+                };
+                let (t, c) = Io::new(rx, tx, s.pool.clone(), size, burst, a.tx_first as usize);
+                rx_counts.push(c);
+                rt.add(lcore, t.rewrite(rewrite))
+            }
+            _ => unreachable!("each mode takes the queues it needs"),
+        };
+        added.map_err(|e| e.to_string())?;
     }
-    tracing::info!(
-        "{d}: {role:?} on {} queue(s)",
-        if role == Mode::Txonly { a.txq } else { a.rxq }
-    );
+    tracing::info!("{d}: {role:?} on {tasks} queue(s)");
     Ok(p)
+}
+
+/// Bad IPv4 and L4 checksums the csum tasks found.
+fn bad_checksums(cs: &[Arc<GenCounters>]) -> (u64, u64) {
+    cs.iter().fold((0, 0), |t, c| {
+        (t.0 + c.csum.bad_ip.get(), t.1 + c.csum.bad_l4.get())
+    })
 }
 
 /// Packets, bytes and drops summed over `cs`.
@@ -340,5 +459,9 @@ fn print_summary(
             "  {n}: ipackets {} opackets {} ierrors {} oerrors {} rx_nombuf {}",
             s.ipackets, s.opackets, s.ierrors, s.oerrors, s.rx_nombuf
         );
+    }
+    if a.mode == Some(Mode::Csum) {
+        let (ip, l4) = bad_checksums(rx_counts);
+        println!("  csum: bad IPv4 checksums {ip}, bad L4 checksums {l4} (recomputed)");
     }
 }
