@@ -63,7 +63,7 @@ rpmd_run() { # KIND SIZE EXTRA ROLE
     ip netns exec $NS $GEN --mode $txmode --spin-us 100000000 --dev "$kind:vdl0$extra" -l 0 --size $size --duration $SECS --no-telemetry \
         >/dev/null 2>&1
     wait $rx
-    grep -o '"rx_pps":[0-9.]*' "$OUT/afxdp_rpmd_rx.log" | cut -d: -f2 | awk '{print $1 / 1e6}' | steady
+    grep '"type":"progress"' "$OUT/afxdp_rpmd_rx.log" | grep -o '"rx_mpps":[0-9.e+-]*' | cut -d: -f2 | steady
 }
 
 # kind size role variant DPDK-devargs rpmd-devargs ("-": none)

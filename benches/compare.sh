@@ -68,7 +68,7 @@ OUT=target/compare
 mkdir -p "$OUT"
 
 # rr's p50 over its bound, from the JSON summary on stdin.
-rr_ratio() { python3 -c 'import json,sys; s=json.loads(sys.stdin.read().splitlines()[-1])["summary"]; print("%.3f %.0f %.0f %.0f" % (s["p50_over_bound"], s["p50_ns"], s["bound_p50_ns"], s["tps"]))'; }
+rr_ratio() { python3 -c 'import json,sys; s=json.loads(sys.stdin.read().splitlines()[-1]); print("%.3f %.0f %.0f %.0f" % (s["p50_over_bound"], s["p50_ns"], s["bound_p50_ns"], s["tps"]))'; }
 
 run_suites() {
 for s in $suite; do

@@ -11,6 +11,7 @@
 //!   rxonly, io, mac, macswap, csum ([`fwd`]) and flowgen.
 //! - [`opts`]: the run-loop options the apps share (spin budget, adaptive,
 //!   yield signal, sleep).
+//! - [`cli`]: exit codes and the value checks every app's options share.
 //! - [`capture`]: pcapng capture off the data path (`--pcap`), like
 //!   `dpdk-dumpcap`.
 //! - [`telemetry`]: DPDK's telemetry v2 protocol on a Unix socket, so
@@ -24,6 +25,7 @@
 
 pub mod bound;
 pub mod capture;
+pub mod cli;
 pub mod fwd;
 pub mod gen;
 pub mod l2fwd;

@@ -91,12 +91,29 @@ impl PollOpts {
     }
 }
 
-/// Logs (tracing) to stderr, so stdout stays for results and `--json`.
+/// Logs (tracing) to stderr, so stdout stays for results and `--json`:
+/// level from `RUST_LOG` (default info), colours only on a terminal.
 pub fn init_logging() {
-    tracing_subscriber::fmt()
+    use std::io::IsTerminal;
+    use tracing_subscriber::prelude::*;
+    // RUST_LOG in env_logger's common form ("debug", "warn,rpmd_apps=debug");
+    // unset or unreadable: info and above.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new()
+                .with_default(tracing_subscriber::filter::LevelFilter::INFO)
+        });
+    // Colours only for a person at a terminal (and not with NO_COLOR).
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
-        .init();
+        .with_ansi(ansi);
+    let _ = tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .try_init();
 }
 
 /// DPDK telemetry, as every app serves it ([`crate::telemetry`]).

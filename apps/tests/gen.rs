@@ -17,7 +17,7 @@ fn gen(args: &[&str]) -> (i32, Value, String) {
     let v: Value = serde_json::from_str(&last).unwrap_or(Value::Null);
     (
         o.status.code().unwrap_or(-1),
-        v["summary"].clone(),
+        v.clone(),
         format!("{stdout}{err}"),
     )
 }

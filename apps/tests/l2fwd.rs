@@ -33,7 +33,15 @@ fn embedded_topology_forwards_and_accounts_for_every_frame() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert!(lines.len() >= 3, "status lines and a summary: {out}");
-    let s = &lines.last().unwrap()["summary"];
+    let s = lines.last().unwrap();
+    assert_eq!(s["type"], "summary");
+    // JSON Lines: every line says what it is, with the same keys for the
+    // same things.
+    for p in &lines[..lines.len() - 1] {
+        assert_eq!(p["type"], "progress", "{p}");
+        assert!(p["seconds"].is_f64() && p["mpps"].is_f64(), "{p}");
+    }
+    assert!(s["seconds"].is_f64() && s["mpps"].is_f64(), "{s}");
     let fwd = s["forwarded"].as_u64().unwrap();
     let gen = s["generated"].as_u64().unwrap();
     let sunk = s["sunk"].as_u64().unwrap();
@@ -72,11 +80,12 @@ fn null_ports_and_bad_options() {
     ]);
     assert_eq!(rc, 0, "{out}{err}");
     assert!(out.contains("summary: forwarded"), "{out}");
+    // Bad usage, found before anything starts: status 2.
     let (rc, _, err) = l2fwd(&["--dev", "ring:odd", "--duration", "0.2"]);
-    assert_eq!(rc, 1);
+    assert_eq!(rc, 2);
     assert!(err.contains("even number of ports"), "{err}");
     let (rc, _, err) = l2fwd(&["--dev", "nosuch:x", "--dev", "null", "--duration", "0.2"]);
-    assert_eq!(rc, 1);
+    assert_eq!(rc, 2);
     assert!(
         err.contains("no driver for device kind `nosuch`") && err.contains("ring:NAME"),
         "{err}"
@@ -84,7 +93,7 @@ fn null_ports_and_bad_options() {
     let (rc, _, err) = l2fwd(&["--burst", "0"]);
     assert_eq!(rc, 2, "{err}");
     let (rc, _, _) = l2fwd(&["-l", "9-3", "--duration", "0.2"]);
-    assert_eq!(rc, 1);
+    assert_eq!(rc, 2);
     let (rc, out, _) = l2fwd(&["--help"]);
     assert_eq!(rc, 0);
     assert!(out.contains("--portmask") && out.contains("--dev"));
@@ -123,7 +132,7 @@ fn jumbo_chains_that_do_not_fit_are_counted_as_dropped() {
     assert_eq!(rc, 0, "{out}{err}");
     let last = out.lines().last().unwrap_or("{}");
     let v: serde_json::Value = serde_json::from_str(last).unwrap();
-    let ports = v["summary"]["ports"].as_array().unwrap().clone();
+    let ports = v["ports"].as_array().unwrap().clone();
     let n = |p: usize, k: &str| ports[p][k].as_u64().unwrap();
     assert!(n(0, "rx") > 1000 && n(1, "rx") > 1000, "{out}");
     assert!(n(1, "dropped") > 0, "the TX rings filled: {out}");
@@ -161,7 +170,7 @@ fn two_queue_pairs_per_port_all_carry_traffic() {
     let _ = common::finish(t);
     assert_eq!(rc, 0, "{out}{err}");
     let v: serde_json::Value = last_json(&out);
-    let ports = v["summary"]["ports"].as_array().unwrap().clone();
+    let ports = v["ports"].as_array().unwrap().clone();
     for (p, other) in [(0, 1), (1, 0)] {
         let qs = ports[p]["queues"].as_array().unwrap();
         let oq = ports[other]["queues"].as_array().unwrap();
@@ -183,7 +192,7 @@ fn summary_rates_labels_and_port_mask() {
     let (rc, out, err) = l2fwd(&["--duration", "0.5", "--json"]);
     assert_eq!(rc, 0, "{out}{err}");
     let v: serde_json::Value = last_json(&out);
-    let s = &v["summary"];
+    let s = &v;
     let secs = s["seconds"].as_f64().unwrap();
     assert!((0.45..1.0).contains(&secs), "{secs} s for 0.5: {out}");
     let fwd = s["forwarded"].as_f64().unwrap();
@@ -202,7 +211,7 @@ fn summary_rates_labels_and_port_mask() {
     let (rc, out, err) = l2fwd(&args);
     assert_eq!(rc, 0, "{out}{err}");
     let v: serde_json::Value = last_json(&out);
-    let ports: Vec<u64> = v["summary"]["ports"]
+    let ports: Vec<u64> = v["ports"]
         .as_array()
         .unwrap()
         .iter()
@@ -242,7 +251,7 @@ fn ports_with_their_own_pools_forward_each_others_mbufs() {
     let _ = common::finish(t);
     assert_eq!(rc, 0, "{out}{err}");
     let v = last_json(&out);
-    let ports = v["summary"]["ports"].as_array().unwrap().clone();
+    let ports = v["ports"].as_array().unwrap().clone();
     let n = |p: usize, k: &str| ports[p][k].as_u64().unwrap();
     for (p, o) in [(0, 1), (1, 0)] {
         assert!(n(p, "rx") > 1000, "{out}");
@@ -255,6 +264,6 @@ fn ports_with_their_own_pools_forward_each_others_mbufs() {
 fn embedded_topology_with_a_pool_per_port() {
     let (rc, out, err) = l2fwd(&["--duration", "0.5", "--json", "--per-port-pool"]);
     assert_eq!(rc, 0, "{out}{err}");
-    let s = &last_json(&out)["summary"];
+    let s = &last_json(&out);
     assert!(s["forwarded"].as_u64().unwrap() > 10_000, "{out}");
 }

@@ -106,12 +106,75 @@ fn refusals_and_usage_errors() {
     assert_eq!(rc, 2, "{out}");
     assert!(out.contains("malformed address"), "{out}");
     let (rc, out) = run(&root, &["--bind", "vfio-pci"]);
-    assert_eq!(rc, 1);
+    assert_eq!(rc, 2, "bad usage: {out}");
     assert!(out.contains("needs at least one PCI address"), "{out}");
+    let (rc, out) = run(&root, &["--unbind"]);
+    assert_eq!(rc, 2, "bad usage: {out}");
     let (rc, out) = run(&root, &["--bind", "vfio-pci", "00:05.0"]);
     assert_eq!(rc, 1);
     assert!(out.contains("no such device"), "{out}");
     let (rc, _) = run(&root, &["--no-such-flag"]);
     assert_eq!(rc, 2);
     fs::remove_dir_all(&root).unwrap();
+}
+
+/// `--hugepages` shows the pool before and after, and will not shrink it
+/// below the pages in use unless forced. Uses the real sysfs pool (root):
+/// reserves a few pages, holds some with a mempool, and puts the count
+/// back as it was.
+#[test]
+fn hugepages_shows_before_and_after_and_keeps_pages_in_use() {
+    use rpmd_pmd::hugepages::{pool, reserve};
+    const SIZE: u64 = 2 << 20;
+    let Ok(Some(orig)) = pool(SIZE) else {
+        rpmd_pmd::testing::missing_capability("rpmd-bind hugepages", "no 2 MiB hugepage pool");
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        rpmd_pmd::testing::missing_peer("rpmd-bind hugepages", "root, to write nr_hugepages");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_rpmd-bind");
+    let bind = |args: &[&str]| {
+        let o = std::process::Command::new(bin).args(args).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code().unwrap_or(-1), text)
+    };
+    let want = orig.total + 8;
+    let (rc, out) = bind(&["--hugepages", &want.to_string()]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(
+        out.contains("hugepages before:") && out.contains("hugepages after:"),
+        "{out}"
+    );
+    let now = pool(SIZE).unwrap().unwrap();
+    if now.free < 4 {
+        let _ = reserve(SIZE, orig.total);
+        rpmd_pmd::testing::missing_capability(
+            "rpmd-bind hugepages",
+            "memory too fragmented for 4 free hugepages",
+        );
+        return;
+    }
+    // A pool of about 3 pages, on hugepages.
+    let held = rpmd_pmd::Mempool::new(&rpmd_pmd::MempoolConfig::new("bind-huge", 2048)).unwrap();
+    let in_use = pool(SIZE).unwrap().unwrap();
+    assert!(in_use.free < now.free, "the mempool sits on hugepages");
+    let (rc, out) = bind(&["--hugepages", "0"]);
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains("in use") && out.contains("--force"), "{out}");
+    assert_eq!(
+        pool(SIZE).unwrap().unwrap().total,
+        in_use.total,
+        "left as it was"
+    );
+    drop(held);
+    let (rc, out) = bind(&["--hugepages", &orig.total.to_string()]);
+    assert_eq!(rc, 0, "{out}");
+    assert_eq!(pool(SIZE).unwrap().unwrap().total, orig.total, "put back");
 }

@@ -8,6 +8,7 @@
 //! lcore, rx on the second). Exit status: 0 done, 1 failure, 2 bad usage.
 use clap::{Parser, ValueEnum};
 use rpmd_apps::capture::{Captures, PcapSpec};
+use rpmd_apps::cli;
 use rpmd_apps::gen::{Flowgen, GenCounters, Io, Rewrite, RxOnly, TxOnly};
 use rpmd_apps::opts::PollOpts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
@@ -56,10 +57,10 @@ struct Args {
     mode: Option<Mode>,
     /// The port, as a device string (virtio-user:PATH, shm:NAME, ring:NAME,
     /// null, pci:ADDR). Without it: both ends of ring:gen in this process.
-    #[arg(long)]
+    #[arg(long, value_parser = cli::device)]
     dev: Option<String>,
     /// Cores (one; two without --dev: tx then rx).
-    #[arg(short = 'l', long = "lcores")]
+    #[arg(short = 'l', long = "lcores", value_parser = cli::core_list)]
     cores: Option<String>,
     /// Frame bytes (60..=9000; testpmd's --txpkts).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(60..=9000))]
@@ -69,7 +70,7 @@ struct Args {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4096))]
     flows: Option<u16>,
     /// Frames per second to send (0 = as fast as the port takes them).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative_rate, allow_hyphen_values = true)]
     rate: f64,
     /// Burst size.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -113,15 +114,25 @@ struct Args {
     #[arg(long)]
     headers_only: bool,
     /// Seconds to run (default: until Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = cli::seconds, allow_hyphen_values = true)]
     duration: Option<f64>,
     #[command(flatten)]
     poll: PollOpts,
     #[command(flatten)]
     telemetry: rpmd_apps::opts::TelemetryOpts,
-    /// Machine-readable output: one JSON object per line.
+    /// Machine-readable output: JSON Lines, each with a "type"
+    /// ("progress" every second, "summary" at the end).
     #[arg(long)]
     json: bool,
+}
+
+fn non_negative_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a rate in frames per second (0 = line rate)"
+        )),
+    }
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {
@@ -140,9 +151,8 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
 fn main() -> ExitCode {
     let a = Args::parse();
     rpmd_apps::opts::init_logging();
-    if a.duration.is_some_and(|d| d <= 0.0) || a.rate < 0.0 {
-        eprintln!("gen: --duration must be positive and --rate not negative");
-        return ExitCode::from(2);
+    if let Err(e) = cli::check_devices(a.dev.as_slice()) {
+        return e.report("gen");
     }
     if a.size > 2048 && a.dev.is_none() {
         eprintln!("gen: --size above 2048 needs a port with multi-segment frames (--dev)");
@@ -398,9 +408,11 @@ fn status_until_done(a: &Args, stop: &AtomicBool, tx_counts: &Counts, rx_counts:
         let (txp, rxp) = (tx.0 - ltx.0, rx.0 - lrx.0);
         let (txg, rxg) = ((tx.1 - ltx.1) as f64 * 8e-9, (rx.1 - lrx.1) as f64 * 8e-9);
         if a.json {
-            println!(
-                "{}",
-                serde_json::json!({"t": next.as_secs_f64(), "tx_pps": txp, "rx_pps": rxp, "tx_gbps": txg, "rx_gbps": rxg, "tx_dropped": tx.2 - ltx.2})
+            cli::json_line(
+                "progress",
+                serde_json::json!({"seconds": next.as_secs_f64(), "tx_packets": txp, "rx_packets": rxp,
+                    "tx_mpps": txp as f64 / 1e6, "rx_mpps": rxp as f64 / 1e6,
+                    "tx_gbps": txg, "rx_gbps": rxg, "tx_dropped": tx.2 - ltx.2}),
             );
         } else {
             println!(
@@ -437,12 +449,14 @@ fn print_summary(
             .iter()
             .map(|(n, s)| serde_json::json!({"device": n, "ipackets": s.ipackets, "opackets": s.opackets, "ibytes": s.ibytes, "obytes": s.obytes, "ierrors": s.ierrors, "oerrors": s.oerrors, "rx_nombuf": s.rx_nombuf}))
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({"summary": {"seconds": secs, "tx_packets": tx.0, "tx_bytes": tx.1, "tx_dropped": tx.2,
+        let (bad_ip, bad_l4) = bad_checksums(rx_counts);
+        cli::json_line(
+            "summary",
+            serde_json::json!({"seconds": secs, "tx_packets": tx.0, "tx_bytes": tx.1, "tx_dropped": tx.2,
                 "rx_packets": rx.0, "rx_bytes": rx.1, "tx_mpps": tx.0 as f64 / secs / 1e6, "rx_mpps": rx.0 as f64 / secs / 1e6,
+                "tx_gbps": tx.1 as f64 * 8e-9 / secs, "rx_gbps": rx.1 as f64 * 8e-9 / secs,
                 "tx_queue_packets": txq_packets, "rx_queue_packets": rxq_packets,
-                "ports": ports}})
+                "bad_ip_csum": bad_ip, "bad_l4_csum": bad_l4, "ports": ports}),
         );
         return;
     }

@@ -1,9 +1,11 @@
 //! l2fwd: forward frames between port pairs, like DPDK's l2fwd.
 //!
 //! With no `--dev`, runs the embedded topology (no NIC needed). Prints
-//! per-port statistics every second and a summary at exit (`--json`: one
-//! JSON object per line). Exit status: 0 done, 1 failure, 2 bad usage.
+//! per-port statistics every second and a summary at exit (`--json`: JSON
+//! Lines, each with a `"type"`: `"progress"` or `"summary"`). Exit status:
+//! 0 done, 1 failure, 2 bad usage.
 use clap::Parser;
+use rpmd_apps::cli;
 use rpmd_apps::l2fwd::{Config, L2fwd};
 use rpmd_apps::opts::PollOpts;
 use std::process::ExitCode;
@@ -18,7 +20,7 @@ use std::time::Duration;
 #[command(name = "l2fwd", version)]
 struct Args {
     /// Cores to run on, DPDK style (0-1, 0,2).
-    #[arg(short = 'l', long = "lcores", default_value = "0-1")]
+    #[arg(short = 'l', long = "lcores", default_value = "0-1", value_parser = cli::core_list)]
     cores: String,
     /// Port mask in hex (bit i = port i, the i-th --dev; default: all).
     #[arg(short = 'p', long = "portmask", value_parser = parse_mask)]
@@ -31,7 +33,7 @@ struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
     queues: u16,
     /// A port, as a device string (pci:ADDR, virtio-user:PATH, ring:NAME, null); repeat for each.
-    #[arg(long = "dev")]
+    #[arg(long = "dev", value_parser = cli::device)]
     devices: Vec<String>,
     /// Do not rewrite MAC addresses.
     #[arg(long)]
@@ -40,14 +42,15 @@ struct Args {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=256))]
     burst: u16,
     /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = cli::seconds, allow_hyphen_values = true)]
     duration: Option<f64>,
     #[command(flatten)]
     poll: PollOpts,
     /// Seconds between statistics lines.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = cli::seconds, allow_hyphen_values = true)]
     period: f64,
-    /// Machine-readable output: one JSON object per line.
+    /// Machine-readable output: JSON Lines, each with a "type"
+    /// ("progress" every period, "summary" at the end).
     #[arg(long)]
     json: bool,
     /// A mempool per port (each port transmits the other's mbufs).
@@ -73,9 +76,9 @@ fn totals(l: &L2fwd) -> Vec<(u64, u64, u64, u64)> {
 
 fn main() -> ExitCode {
     let a = Args::parse();
-    if a.duration.is_some_and(|d| d <= 0.0) || a.period <= 0.0 {
-        eprintln!("l2fwd: --duration and --period must be positive");
-        return ExitCode::from(2);
+    rpmd_apps::opts::init_logging();
+    if let Err(e) = cli::check_devices(&a.devices) {
+        return e.report("l2fwd");
     }
     // The embedded topology has two ports.
     let n = if a.devices.is_empty() {
@@ -86,6 +89,11 @@ fn main() -> ExitCode {
     let portmask = a.portmask.unwrap_or(rpmd_apps::l2fwd::all_ports(n));
     if let Err(e) = rpmd_apps::l2fwd::check_portmask(portmask, n) {
         eprintln!("l2fwd: {e}");
+        return ExitCode::from(2);
+    }
+    let used = portmask.count_ones();
+    if used < 2 || used % 2 != 0 {
+        eprintln!("l2fwd: l2fwd needs an even number of ports (pairs 0-1, 2-3, ...); the port mask selects {used}");
         return ExitCode::from(2);
     }
     let cfg = Config {
@@ -146,7 +154,7 @@ fn main() -> ExitCode {
                     .iter()
                     .map(|r| serde_json::json!({"port": r.0, "rx_pps": r.1, "tx_pps": r.2, "dropped": r.3, "tx_gbps": r.4}))
                     .collect();
-                println!("{}", serde_json::json!({"t": t.as_secs_f64(), "ports": ports, "total_tx_mpps": total_tx / 1e6}));
+                cli::json_line("progress", serde_json::json!({"seconds": t.as_secs_f64(), "ports": ports, "mpps": total_tx / 1e6}));
             } else {
                 let parts: Vec<String> = rows
                     .iter()
@@ -180,9 +188,16 @@ fn main() -> ExitCode {
                 serde_json::json!({"port": l.port_ids[i], "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs})
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({"summary": {"seconds": elapsed.as_secs_f64(), "forwarded": fwd, "dropped": dropped, "mpps": mpps, "generated": gen.map(|g| g.0), "sunk": gen.map(|g| g.1), "ports": ports}})
+        let captured: Vec<_> = l
+            .captured
+            .iter()
+            .map(
+                |c| serde_json::json!({"file": c.path, "written": c.written, "dropped": c.dropped}),
+            )
+            .collect();
+        cli::json_line(
+            "summary",
+            serde_json::json!({"seconds": elapsed.as_secs_f64(), "forwarded": fwd, "dropped": dropped, "mpps": mpps, "generated": gen.map(|g| g.0), "sunk": gen.map(|g| g.1), "ports": ports, "captures": captured}),
         );
     } else {
         println!(

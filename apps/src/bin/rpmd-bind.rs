@@ -30,11 +30,13 @@ struct Args {
     #[arg(short, long)]
     preflight: bool,
 
-    /// Reserve this many 2 MiB hugepages.
+    /// Set the 2 MiB hugepage pool to N pages, showing it before and
+    /// after (shrinking below the pages in use needs --force).
     #[arg(long, value_name = "N")]
     hugepages: Option<u64>,
 
-    /// Unbind even if the device has a network interface that is up.
+    /// Unbind even if the device has a network interface that is up;
+    /// shrink the hugepage pool below the pages in use.
     #[arg(long)]
     force: bool,
 
@@ -120,18 +122,47 @@ fn check_interfaces_down(s: &Sysfs, a: PciAddr, force: bool) -> Result<(), Strin
     Ok(())
 }
 
+/// Sets the 2 MiB pool to `n` pages, showing it before and after; a pool
+/// would shrink below the pages in use only with `force` (the kernel
+/// then keeps those as surplus pages until they are freed).
+fn hugepages(n: u64, force: bool) -> Result<(), String> {
+    use rpmd_pmd::hugepages::{describe, pool, reserve};
+    const SIZE: u64 = 2 << 20;
+    let before = pool(SIZE).map_err(|e| e.to_string())?.ok_or(
+        "this kernel has no 2 MiB hugepages (no /sys/kernel/mm/hugepages/hugepages-2048kB)",
+    )?;
+    println!(
+        "hugepages before: {}",
+        describe(std::slice::from_ref(&before))
+    );
+    let in_use = before.total.saturating_sub(before.free);
+    if n < in_use && !force {
+        return Err(format!(
+            "refusing to shrink the 2 MiB pool to {n} pages: {in_use} are in use (by DPDK or rpmd apps, or a mount of hugetlbfs); stop those first, or pass --force to ask the kernel anyway"
+        ));
+    }
+    let after = reserve(SIZE, n).map_err(|e| e.to_string())?;
+    println!(
+        "hugepages after:  {}",
+        describe(std::slice::from_ref(&after))
+    );
+    if after.total != n {
+        println!(
+            "note: the kernel holds {} pages, not the {n} asked for (too little contiguous free memory to reserve more, or pages in use that it cannot free yet)",
+            after.total
+        );
+    }
+    Ok(())
+}
+
 fn run(args: &Args, addrs: &[PciAddr]) -> Result<bool, String> {
     let s = Sysfs::new(&args.sysfs);
     let mut did = false;
     if let Some(n) = args.hugepages {
-        let p = rpmd_pmd::hugepages::reserve(2 << 20, n).map_err(|e| e.to_string())?;
-        println!("hugepages: {}", rpmd_pmd::hugepages::describe(&[p]));
+        hugepages(n, args.force)?;
         did = true;
     }
     if let Some(drv) = &args.bind {
-        if addrs.is_empty() {
-            return Err("--bind needs at least one PCI address".into());
-        }
         for &a in addrs {
             check_interfaces_down(&s, a, args.force)?;
             s.bind(a, drv).map_err(|e| e.to_string())?;
@@ -140,9 +171,6 @@ fn run(args: &Args, addrs: &[PciAddr]) -> Result<bool, String> {
         did = true;
     }
     if args.unbind {
-        if addrs.is_empty() {
-            return Err("--unbind needs at least one PCI address".into());
-        }
         for &a in addrs {
             check_interfaces_down(&s, a, args.force)?;
             s.unbind(a).map_err(|e| e.to_string())?;
@@ -180,6 +208,7 @@ fn run(args: &Args, addrs: &[PciAddr]) -> Result<bool, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    rpmd_apps::opts::init_logging();
     let addrs: Result<Vec<PciAddr>, _> = args.devices.iter().map(|d| d.parse()).collect();
     let addrs = match addrs {
         Ok(a) => a,
@@ -188,6 +217,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if (args.bind.is_some() || args.unbind) && addrs.is_empty() {
+        let what = if args.unbind { "--unbind" } else { "--bind" };
+        eprintln!("rpmd-bind: {what} needs at least one PCI address (e.g. 0000:00:04.0)");
+        return ExitCode::from(2);
+    }
     match run(&args, &addrs) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

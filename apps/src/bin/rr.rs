@@ -8,6 +8,7 @@
 use clap::{Parser, ValueEnum};
 use crossbeam_utils::CachePadded;
 use rpmd_apps::bound::Bound;
+use rpmd_apps::cli;
 use rpmd_apps::opts::PollOpts;
 use rpmd_apps::rr::{self, frame, Client, ClientShared, Server, SessionResult};
 use rpmd_pmd::port::stats::Counter;
@@ -41,11 +42,11 @@ struct Args {
     /// pci:ADDR). With --role both: the client's port, the server taking a
     /// second --dev or the other end of the same shm:/ring: name (default
     /// shm:rr-PID).
-    #[arg(long = "dev")]
+    #[arg(long = "dev", value_parser = cli::device)]
     devices: Vec<String>,
     /// Cores: with --role both, server then client (0-1); otherwise the
     /// one core to run on (default: server 0, client 1).
-    #[arg(short = 'l', long = "lcores")]
+    #[arg(short = 'l', long = "lcores", value_parser = cli::core_list)]
     cores: Option<String>,
     /// Concurrent sessions (flows), each with one transaction in flight.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=rr::MAX_SESSIONS as i64))]
@@ -57,10 +58,10 @@ struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1458))]
     resp_size: u16,
     /// Seconds to run (the server: until Ctrl-C when not given).
-    #[arg(long)]
+    #[arg(long, value_parser = cli::seconds, allow_hyphen_values = true)]
     duration: Option<f64>,
     /// Seconds at the start whose transactions are not recorded.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = cli::seconds_or_zero, allow_hyphen_values = true)]
     warmup: f64,
     /// A request unanswered this long (ms) is sent again and counted lost.
     #[arg(long, default_value_t = 100)]
@@ -70,7 +71,7 @@ struct Args {
     #[command(flatten)]
     telemetry: rpmd_apps::opts::TelemetryOpts,
     /// Seconds to wait for the client's link (the peer may be starting).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = cli::seconds, allow_hyphen_values = true)]
     link_timeout: f64,
     /// Skip the cache-line round-trip bound measured before the run.
     #[arg(long)]
@@ -85,7 +86,8 @@ struct Args {
     /// `latency_ns,percentile` rows, for a CDF plot.
     #[arg(long)]
     cdf: Option<std::path::PathBuf>,
-    /// Machine-readable output: one JSON object per line.
+    /// Machine-readable output: JSON Lines, each with a "type"
+    /// ("progress" every second, "summary" at the end).
     #[arg(long)]
     json: bool,
 }
@@ -118,9 +120,8 @@ fn us(ns: u64) -> f64 {
 fn main() -> ExitCode {
     let a = Args::parse();
     rpmd_apps::opts::init_logging();
-    if a.duration.is_some_and(|d| d <= 0.0) || a.warmup < 0.0 {
-        eprintln!("rr: --duration must be positive and --warmup not negative");
-        return ExitCode::from(2);
+    if let Err(e) = cli::check_devices(&a.devices) {
+        return e.report("rr");
     }
     if a.role != Role::Both && a.devices.len() != 1 {
         eprintln!("rr: --role client and --role server take exactly one --dev (e.g. --dev shm:rr)");
@@ -321,7 +322,7 @@ fn print_stopped(a: &Args, d: &str) {
     if a.json {
         println!(
             "{}",
-            serde_json::json!({"summary": {"role": format!("{:?}", a.role).to_lowercase(), "stopped": "before the link came up", "device": d, "transactions": 0}})
+            serde_json::json!({"type": "summary", "role": format!("{:?}", a.role).to_lowercase(), "stopped": "before the link came up", "device": d, "transactions": 0})
         );
     } else {
         println!("summary: stopped before the link of {d} came up; no transactions");
@@ -345,16 +346,17 @@ fn status_until_done(
         if t0.elapsed() < next {
             continue;
         }
-        let (what, now) = match (client, server) {
-            (Some(c), _) => ("trans/s", c.transactions.get()),
-            (None, Some(s)) => ("answered/s", s.0.get()),
-            _ => ("", 0),
+        // The keys of the summary: tps (client), answered_per_s (server).
+        let (key, what, now) = match (client, server) {
+            (Some(c), _) => ("tps", "trans/s", c.transactions.get()),
+            (None, Some(s)) => ("answered_per_s", "answered/s", s.0.get()),
+            _ => ("tps", "", 0),
         };
         let rate = now - last_count;
         if a.json {
-            println!(
-                "{}",
-                serde_json::json!({"t": next.as_secs_f64(), what: rate})
+            cli::json_line(
+                "progress",
+                serde_json::json!({"seconds": next.as_secs_f64(), key: rate}),
             );
         } else {
             println!("[{:6.1}s] {rate} {what}", next.as_secs_f64());
@@ -370,7 +372,8 @@ fn print_server_summary(a: &Args, secs: f64, server: Option<&ServerCounts>) {
     if a.json {
         println!(
             "{}",
-            serde_json::json!({"summary": {"role": "server", "seconds": secs, "answered": n, "dropped": dropped}})
+            serde_json::json!({"type": "summary", "role": "server", "seconds": secs, "answered": n,
+                "answered_per_s": n as f64 / secs.max(1e-9), "dropped": dropped})
         );
     } else {
         println!("summary: answered {n} requests in {secs:.1} s, dropped {dropped}");
@@ -440,13 +443,13 @@ fn print_json_summary(
         .collect();
     println!(
         "{}",
-        serde_json::json!({"summary": {
+        serde_json::json!({"type": "summary",
             "role": format!("{:?}", a.role).to_lowercase(), "seconds": measured, "sessions": sess,
             "transactions": count, "tps": count as f64 / measured, "lost": lost, "stray": shared.stray.get(),
             "mean_ns": mean, "p50_ns": pct[0], "p90_ns": pct[1], "p95_ns": pct[2], "p99_ns": pct[3], "p999_ns": pct[4],
             "bound_p50_ns": bound.map(|b| b.0.p50_ns), "bound_min_ns": bound.map(|b| b.0.min_ns),
             "p50_over_bound": ratio, "two_line_p50_ns": bound.map(|b| b.1.p50_ns),
-            "p50_over_two_line": ratio2, "poll": a.poll.describe()}})
+            "p50_over_two_line": ratio2, "poll": a.poll.describe()})
     );
 }
 

@@ -166,13 +166,7 @@ impl Registry {
     /// Opens a port with port id `id` (stamped on its received mbufs)
     /// rather than the next in order.
     pub fn open_as(&self, s: &str, id: u16) -> Result<Box<dyn Port>, Error> {
-        let mut args = match DevArgs::parse(s) {
-            Ok(a) => a,
-            Err(Error::DeviceString { input, reason, .. }) => {
-                return Err(self.reject(&input, reason))
-            }
-            Err(e) => return Err(e),
-        };
+        let mut args = self.parse(s)?;
         args.set_port_id(id);
         if args.kind() == "pci" {
             return self.open_pci(&args);
@@ -182,17 +176,40 @@ impl Registry {
                 Error::DeviceString { input, reason, .. } => self.reject(&input, reason),
                 e => e,
             }),
-            None => Err(self.reject(
-                args.raw(),
-                format!(
-                    "no driver for device kind `{}`{}",
-                    args.kind(),
-                    registered_by(args.kind())
-                        .map(|r| format!(" in this registry; {r}"))
-                        .unwrap_or_default()
-                ),
-            )),
+            None => Err(self.unknown_kind(&args)),
         }
+    }
+
+    /// Checks `s` as [`open`](Self::open) would before opening: its
+    /// syntax, and that a driver takes its kind (the error names the
+    /// accepted forms, as `open`'s does).
+    pub fn check(&self, s: &str) -> Result<(), Error> {
+        let args = self.parse(s)?;
+        if args.kind() == "pci" || self.vdevs.iter().any(|d| d.kind() == args.kind()) {
+            return Ok(());
+        }
+        Err(self.unknown_kind(&args))
+    }
+
+    /// Parses `s`; a malformed string's error lists the accepted forms.
+    fn parse(&self, s: &str) -> Result<DevArgs, Error> {
+        DevArgs::parse(s).map_err(|e| match e {
+            Error::DeviceString { input, reason, .. } => self.reject(&input, reason),
+            e => e,
+        })
+    }
+
+    fn unknown_kind(&self, args: &DevArgs) -> Error {
+        self.reject(
+            args.raw(),
+            format!(
+                "no driver for device kind `{}`{}",
+                args.kind(),
+                registered_by(args.kind())
+                    .map(|r| format!(" in this registry; {r}"))
+                    .unwrap_or_default()
+            ),
+        )
     }
 
     fn open_pci(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {

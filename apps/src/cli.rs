@@ -1,0 +1,120 @@
+//! What the bundled apps' command lines share: exit codes, and value
+//! checks that turn bad usage into exit status 2 before anything starts
+//! (clap reports a failed value parser with the option's name and exits
+//! 2).
+//!
+//! Exit status of every app: 0 a clean stop, 1 a failure while running
+//! (a port that would not start, an lcore that died), 2 bad usage.
+use rpmd_pmd::port::DevArgs;
+use rpmd_pmd::Registry;
+use std::process::ExitCode;
+
+/// Exit status of a failure at run time.
+pub const FAILURE: u8 = 1;
+/// Exit status of bad usage.
+pub const USAGE: u8 = 2;
+
+/// How an app ends when it does not end well.
+#[derive(Debug)]
+pub enum Exit {
+    /// Bad usage: status 2.
+    Usage(String),
+    /// A failure while running: status 1.
+    Failure(String),
+}
+
+impl Exit {
+    /// Prints the message as `APP: message` and gives the status.
+    pub fn report(self, app: &str) -> ExitCode {
+        let (msg, code) = match self {
+            Exit::Usage(m) => (m, USAGE),
+            Exit::Failure(m) => (m, FAILURE),
+        };
+        eprintln!("{app}: {msg}");
+        ExitCode::from(code)
+    }
+}
+
+impl From<String> for Exit {
+    /// A plain message is a run-time failure.
+    fn from(m: String) -> Exit {
+        Exit::Failure(m)
+    }
+}
+
+/// A number of seconds: positive and finite. For clap, with
+/// `allow_hyphen_values`, so `--duration -1` reaches this check.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        Ok(_) => Err(format!("{s} is not a positive number of seconds")),
+        Err(_) => Err(format!("{s:?} is not a number of seconds")),
+    }
+}
+
+/// Seconds that may be zero.
+pub fn seconds_or_zero(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} is not zero or a positive number of seconds")),
+    }
+}
+
+/// A DPDK-style core list (`0-1`, `0,2`), checked.
+pub fn core_list(s: &str) -> Result<String, String> {
+    rpmd_sched::parse_cores(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// A device string whose syntax is right (the kind is checked by
+/// [`check_devices`], which knows the drivers).
+pub fn device(s: &str) -> Result<String, String> {
+    DevArgs::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// The registry of every app: the built-in ports, virtio and the kernel's.
+pub fn registry() -> Registry {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    rpmd_kernel::register(&mut reg);
+    reg
+}
+
+/// Bad usage unless every device's kind has a driver.
+pub fn check_devices(devices: &[String]) -> Result<(), Exit> {
+    let reg = registry();
+    for d in devices {
+        reg.check(d).map_err(|e| Exit::Usage(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Prints one line of `--json` output: JSON Lines, each an object whose
+/// `"type"` says what it is (`"progress"` once a period, `"summary"` at
+/// the end); `fields` must be an object.
+pub fn json_line(kind: &str, mut fields: serde_json::Value) {
+    if let Some(o) = fields.as_object_mut() {
+        o.insert("type".into(), kind.into());
+    }
+    println!("{fields}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_checked_with_their_reason() {
+        assert_eq!(seconds("1.5"), Ok(1.5));
+        assert!(seconds("-1").unwrap_err().contains("positive"));
+        assert!(seconds("0").is_err() && seconds("inf").is_err() && seconds("x").is_err());
+        assert_eq!(seconds_or_zero("0"), Ok(0.0));
+        assert!(core_list("3-1").unwrap_err().contains("backwards"));
+        assert!(device("ring:a,").unwrap_err().contains("trailing"));
+        assert!(check_devices(&["nope:x".into()]).is_err());
+        assert!(check_devices(&["ring:a".into(), "af_xdp:veth0".into()]).is_ok());
+    }
+}
