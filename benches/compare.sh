@@ -25,8 +25,9 @@
 # --runs defaults to 3, and to 9 (of 2 s) for virtio, whose rates vary
 # most from one process to the next. Each suite ends with
 # `RESULT <suite> worst_ratio=<x>`; the run ends with one table of them.
-# CSVs, the log and PNG plots (Mpps vs burst size, rr latency CDF; gnuplot)
-# go to target/compare/.
+# CSVs, the log and a PNG plot per suite (gnuplot: each suite's medians
+# side by side; l2fwd's Mpps vs burst size; rr's latency CDF) go to
+# target/compare/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
@@ -52,10 +53,10 @@ for s in $suite; do
     case " $suites ring-aa mempool-aa " in *" $s "*) ;; *) echo "compare.sh: unknown suite '$s' (accepted: $suites ring-aa mempool-aa)" >&2; exit 2 ;; esac
 done
 
-# DPDK for every suite; gnuplot only for the suites that draw.
+# DPDK and gnuplot (every suite draws).
 pkgs=""
 command -v dpdk-test >/dev/null || pkgs="dpdk-dev"
-case " $suite " in *" l2fwd "*|*" rr "*|*" afxdp "*) command -v gnuplot >/dev/null || pkgs="$pkgs gnuplot-nox" ;; esac
+command -v gnuplot >/dev/null || pkgs="$pkgs gnuplot-nox"
 if [ -n "$pkgs" ]; then
     echo "== installing from Debian: $pkgs"
     export DEBIAN_FRONTEND=noninteractive
@@ -68,6 +69,17 @@ OUT=target/compare
 mkdir -p "$OUT"
 
 # rr's p50 over its bound, from the JSON summary on stdin.
+# A suite's medians side by side: bars per row of CSV (row,COL1,COL2,...;
+# written by the comparison through RPMD_PLOT_CSV) -> PNG.
+plot_bars() { # CSV PNG TITLE YLABEL
+    [ -s "$1" ] || { echo "plot: no rows in $1"; return 0; }
+    gnuplot -e "set terminal png size 1000,560; set output '$2'; set datafile separator ','; \
+        set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1; \
+        set key autotitle columnhead; set xtics rotate by -35 noenhanced; set title '$3' noenhanced; \
+        set ylabel '$4'; set yrange [0:*]; set bmargin 8; \
+        plot for [i=2:*] '$1' using i:xtic(1)" && echo "plot: $2"
+}
+
 rr_ratio() { python3 -c 'import json,sys; s=json.loads(sys.stdin.read().splitlines()[-1]); print("%.3f %.0f %.0f %.0f" % (s["p50_over_bound"], s["p50_ns"], s["bound_p50_ns"], s["tps"]))'; }
 
 run_suites() {
@@ -75,11 +87,13 @@ for s in $suite; do
     case "$s" in
         ring)
             echo "== ring: DPDK ring_perf_autotest vs rpmd ring_perf, $runs interleaved runs each"
-            target/release/compare_ring --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
+            RPMD_PLOT_CSV="$OUT/ring.csv" target/release/compare_ring --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
+            plot_bars "$OUT/ring.csv" "$OUT/ring.png" "ring: DPDK ring_perf vs rpmd ring_perf" "cycles per element (lower is faster)"
             ;;
         ring-aa)
             echo "== ring-aa: DPDK ring_perf_autotest against itself (A/A), $runs interleaved runs each"
-            target/release/compare_ring --aa --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
+            RPMD_PLOT_CSV="$OUT/ring_aa.csv" target/release/compare_ring --aa --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
+            plot_bars "$OUT/ring_aa.csv" "$OUT/ring_aa.png" "ring: DPDK against itself (A/A)" "cycles per element"
             ;;
         mempool|mempool-aa)
             if [ "$s" = mempool ]; then
@@ -92,13 +106,15 @@ for s in $suite; do
             command -v pkg-config >/dev/null || apt-get install -y -q pkg-config
             gcc -O3 -march=native -o target/release/mempool_peer benches/dpdk/mempool_peer.c \
                 $(pkg-config --cflags --libs libdpdk)
-            target/release/compare_mempool --peer target/release/mempool_peer --runs "$runs" \
+            RPMD_PLOT_CSV="$OUT/$s.csv" target/release/compare_mempool --peer target/release/mempool_peer --runs "$runs" \
                 --seconds "${MEMPOOL_SECONDS:-1}" --huge-dir "$HUGE_DIR" $mode \
                 $([ "${MEMPOOL_ALL:-0}" = 1 ] && echo --all)
+            plot_bars "$OUT/$s.csv" "$OUT/$s.png" "$s: DPDK rte_mempool vs rpmd (per case)" "objects per second (higher is faster)"
             ;;
         virtio)
             echo "== virtio: rpmd's virtio-user vs DPDK's net_virtio_user against testpmd's net_vhost, $vruns interleaved runs each"
-            target/release/compare_virtio --huge-dir "$HUGE_DIR" --runs "$vruns" --seconds 2
+            RPMD_PLOT_CSV="$OUT/virtio.csv" target/release/compare_virtio --huge-dir "$HUGE_DIR" --runs "$vruns" --seconds 2
+            plot_bars "$OUT/virtio.csv" "$OUT/virtio.png" "virtio-user against testpmd vhost: DPDK vs rpmd" "Mpps (median)"
             ;;
         l2fwd)
             echo "== l2fwd: rpmd l2fwd vs testpmd io/mac forwarding between two vhost-user ports (testpmd flowgen), $runs interleaved runs each, and a burst sweep"
@@ -154,12 +170,14 @@ for s in $suite; do
             ;;
         txlock)
             echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"
-            target/release/txlock --seconds 2 --runs "$runs"
+            RPMD_PLOT_CSV="$OUT/txlock.csv" target/release/txlock --seconds 2 --runs "$runs"
+            plot_bars "$OUT/txlock.csv" "$OUT/txlock.png" "txlock: packets delivered through one shared TX queue" "million delivered per second"
             ;;
         seeds)
             echo "== seeds: the run-loop experiments (yield to a runnable sibling, signal costs, spin budgets, backlog drain)"
             target/release/yield_signal_cost
-            target/release/seeds yield --runs "$runs" --seconds 2
+            RPMD_PLOT_CSV="$OUT/seeds_yield.csv" target/release/seeds yield --runs "$runs" --seconds 2
+            plot_bars "$OUT/seeds_yield.csv" "$OUT/seeds.png" "seeds: yield to a runnable sibling, off vs on" "thousand transactions per second"
             target/release/seeds spin --runs "$runs" --seconds 2
             target/release/seeds backlog --runs "$runs" --seconds 2
             ;;

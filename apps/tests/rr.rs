@@ -21,7 +21,8 @@ fn out(o: Output) -> (i32, String, String) {
 fn summary(stdout: &str) -> Value {
     let last = stdout.lines().last().unwrap_or("{}");
     let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    v.clone()
+    assert_eq!(v["type"], "summary", "{stdout}");
+    v
 }
 
 fn check_client(s: &Value, sessions: usize, min_tps: f64) {
@@ -238,4 +239,50 @@ fn two_processes_through_testpmd() {
     assert_eq!(rc, 0, "client: {o}{e}\nserver: {so}{se}");
     assert_eq!(src, 0, "server: {so}{se}");
     check_client(&summary(&o), 1, 50.0);
+}
+
+/// `--plot` draws the latency CDF as a PNG (with gnuplot), and the JSON
+/// progress lines carry the summary's key for the same rate.
+#[test]
+fn plot_draws_the_latency_cdf() {
+    if Command::new("gnuplot").arg("--version").output().is_err() {
+        rpmd_pmd::testing::missing_peer(
+            "apps rr plot_draws_the_latency_cdf",
+            "gnuplot (Debian package gnuplot-nox)",
+        );
+        return;
+    }
+    let png = std::env::temp_dir().join(format!("rr-plot-{}.png", std::process::id()));
+    let o = rr()
+        .args([
+            "--duration",
+            "2.2",
+            "--no-bound",
+            "--no-telemetry",
+            "--json",
+            "--plot",
+        ])
+        .arg(&png)
+        .output()
+        .unwrap();
+    let (rc, stdout, err) = out(o);
+    assert_eq!(rc, 0, "{stdout}{err}");
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    assert!(
+        bytes.len() > 2000,
+        "with something drawn: {} bytes",
+        bytes.len()
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let progress: Vec<_> = lines.iter().filter(|l| l["type"] == "progress").collect();
+    assert!(
+        !progress.is_empty() && progress.iter().all(|p| p["tps"].is_u64()),
+        "{stdout}"
+    );
+    assert!(summary(&stdout)["tps"].is_f64());
+    let _ = std::fs::remove_file(&png);
 }

@@ -43,6 +43,34 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// The rows of a comparison's table for `compare.sh` to plot: when
+/// `RPMD_PLOT_CSV` names a file, it gets a header (`row,` and the column
+/// names) and one line per row (its name and values); otherwise nothing
+/// is written.
+pub struct PlotCsv(Option<std::io::BufWriter<std::fs::File>>);
+
+impl PlotCsv {
+    /// The file of `RPMD_PLOT_CSV`, with these columns.
+    pub fn from_env(columns: &[&str]) -> PlotCsv {
+        use std::io::Write;
+        let f = std::env::var_os("RPMD_PLOT_CSV").and_then(|p| std::fs::File::create(p).ok());
+        let mut w = f.map(std::io::BufWriter::new);
+        if let Some(w) = w.as_mut() {
+            let _ = writeln!(w, "row,{}", columns.join(","));
+        }
+        PlotCsv(w)
+    }
+
+    /// One row: its name (commas become spaces) and its values.
+    pub fn row(&mut self, name: &str, values: &[f64]) {
+        use std::io::Write;
+        if let Some(w) = self.0.as_mut() {
+            let v: Vec<String> = values.iter().map(f64::to_string).collect();
+            let _ = writeln!(w, "{},{}", name.replace(',', " "), v.join(","));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

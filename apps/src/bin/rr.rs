@@ -86,6 +86,10 @@ struct Args {
     /// `latency_ns,percentile` rows, for a CDF plot.
     #[arg(long)]
     cdf: Option<std::path::PathBuf>,
+    /// Draw the latency CDF (all sessions) into this PNG (gnuplot; Debian
+    /// package gnuplot-nox).
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
     /// Machine-readable output: JSON Lines, each with a "type"
     /// ("progress" every second, "summary" at the end).
     #[arg(long)]
@@ -399,12 +403,15 @@ fn report_client(
     for r in &results {
         let _ = total.add(&r.latency);
     }
+    let mut csv = String::from("latency_ns,percentile\n");
+    for v in total.iter_quantiles(20) {
+        csv += &format!("{},{:.4}\n", v.value_iterated_to(), v.percentile());
+    }
     if let Some(path) = &a.cdf {
-        let mut csv = String::from("latency_ns,percentile\n");
-        for v in total.iter_quantiles(20) {
-            csv += &format!("{},{:.4}\n", v.value_iterated_to(), v.percentile());
-        }
-        std::fs::write(path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, &csv).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(png) = &a.plot {
+        plot_cdf(&csv, png, a.sessions)?;
     }
     if a.json {
         print_json_summary(a, shared, &results, &total, measured, bound);
@@ -418,6 +425,33 @@ fn report_client(
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Draws the CDF in `csv` into `png` with gnuplot.
+fn plot_cdf(csv: &str, png: &std::path::Path, sessions: u16) -> Result<(), String> {
+    let data = png.with_extension("cdf.csv");
+    std::fs::write(&data, csv).map_err(|e| format!("{}: {e}", data.display()))?;
+    let script = format!(
+        "set terminal png size 800,500; set output '{}'; set logscale x; set grid; \
+         set xlabel 'round trip (us)'; set ylabel 'percentile'; set key right bottom; \
+         set datafile separator ','; set title 'rr latency CDF, {sessions} session(s)'; \
+         plot '{}' every ::1 using ($1/1000):2 with lines lw 2 title 'all sessions'",
+        png.display(),
+        data.display()
+    );
+    let out = std::process::Command::new("gnuplot")
+        .args(["-e", &script])
+        .output()
+        .map_err(|e| format!("--plot needs gnuplot (apt-get install gnuplot-nox): {e}"))?;
+    let _ = std::fs::remove_file(&data);
+    if !out.status.success() {
+        return Err(format!(
+            "gnuplot could not draw {}: {}",
+            png.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
 }
 
 fn print_json_summary(

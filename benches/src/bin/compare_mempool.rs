@@ -156,6 +156,7 @@ fn main() {
     }
     println!(" {:>11}", "pairs");
     let mut worst = (0.0f64, String::new());
+    let mut plot = rpmd_benches::PlotCsv::from_env(&[a, b]);
     for case in &cases {
         let (mut d, mut r, mut m) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..o.runs {
@@ -186,6 +187,7 @@ fn main() {
         let hi = pairs.iter().copied().fold(0.0, f64::max);
         let (dm, rm) = (median(d), median(r));
         let ratio = dm / rm;
+        plot.row(case, &[dm, rm]);
         if ratio > worst.0 {
             worst = (ratio, case.clone());
         }

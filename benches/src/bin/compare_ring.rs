@@ -232,6 +232,7 @@ fn main() {
         "pairs"
     );
     let mut worst = (0.0f64, String::new());
+    let mut plot = rpmd_benches::PlotCsv::from_env(&[a, b]);
     for name in dpdk_runs[0].keys() {
         let d: Vec<f64> = dpdk_runs
             .iter()
@@ -260,6 +261,7 @@ fn main() {
         let hi = pairs.iter().copied().fold(0.0, f64::max);
         let (dm, om) = (median(d), median(ours));
         let ratio = om / dm;
+        plot.row(name, &[dm, om]);
         println!("{name:<24} {dm:>12.3} {om:>12.3} {ratio:>12.3} {lo:>6.2}-{hi:<6.2}");
         if ratio > worst.0 {
             worst = (ratio, name.clone());

@@ -318,6 +318,7 @@ fn main() {
         "role", "bytes", "ring", "DPDK Mpps", "rpmd Mpps", "DPDK/rpmd"
     );
     let mut worst = (0.0f64, String::new());
+    let mut plot = rpmd_benches::PlotCsv::from_env(&["DPDK", "rpmd"]);
     for packed in [false, true] {
         let ring = if packed { "packed" } else { "split" };
         for role in [Role::TxOnly, Role::RxOnly, Role::Io] {
@@ -340,6 +341,7 @@ fn main() {
                 }
                 let (dm, rm) = (median(d), median(r));
                 let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
+                plot.row(&row, &[dm, rm]);
                 println!(
                     "{:<8} {:>6} {:>7} {:>10.2} {:>10.2} {:>10.3}",
                     role.name(),

@@ -419,6 +419,7 @@ fn main() {
                 "sessions", "yield off tps", "yield on tps", "on/off"
             );
             let mut gains = Vec::new();
+            let mut plot = rpmd_benches::PlotCsv::from_env(&["yield off", "yield on"]);
             for sessions in [2, 1] {
                 let (mut off, mut on) = (Vec::new(), Vec::new());
                 for _ in 0..runs {
@@ -427,6 +428,7 @@ fn main() {
                 }
                 let (off, on) = (median(off), median(on));
                 println!("{sessions:<10} {off:>16.0} {on:>16.0} {:>8.3}", on / off);
+                plot.row(&format!("{sessions} sessions"), &[off / 1e3, on / 1e3]);
                 gains.push(on / off);
             }
             println!(

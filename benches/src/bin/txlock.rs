@@ -405,6 +405,7 @@ fn main() {
     } else {
         &[2, 4]
     };
+    let mut plot = rpmd_benches::PlotCsv::from_env(&LOCKS);
     for &n in contended {
         let res = interleaved(runs, |name| run(make(name), n, secs));
         let mut med = Vec::new();
@@ -426,6 +427,8 @@ fn main() {
             );
             med.push(m);
         }
+        let mdel: Vec<f64> = med.iter().map(|m| m / 1e6).collect();
+        plot.row(&format!("{n} enqueuers"), &mdel);
         let best_other = med[..ours].iter().cloned().fold(0.0, f64::max);
         let ratio = best_other / med[ours].max(1.0);
         println!("     best other / rpmd: {ratio:.3}");
