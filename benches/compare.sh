@@ -19,7 +19,9 @@
 # in front of a shared TX queue vs spin, mutex and busylock), afxdp (our
 # af_xdp and af_packet ports vs DPDK's net_af_xdp and net_af_packet on one
 # veth pair, txonly -> rxonly, kernel busy polling off and on; benches/
-# afxdp.sh, which runs DPDK twice per round as its A/A). No SUITE runs
+# afxdp.sh, which runs DPDK twice per round as its A/A), capture (what
+# --pcap costs l2fwd; benches/capture.sh, no capture twice per round as its
+# A/A). No SUITE runs
 # all of them. ring-aa and mempool-aa (not part of "all") run DPDK against
 # itself, to show how far a row at parity reads from 1.0 by noise alone.
 # --runs defaults to 3, and to 9 (of 2 s) for virtio, whose rates vary
@@ -32,13 +34,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool virtio l2fwd rr seeds txlock afxdp"
+suites="ring mempool virtio l2fwd rr seeds txlock afxdp capture"
 suite=all
 runs=
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -167,6 +169,11 @@ for s in $suite; do
         afxdp)
             echo "== afxdp: rpmd af_xdp/af_packet vs DPDK net_af_xdp/net_af_packet over one veth pair (txonly -> rxonly), $runs interleaved runs each, DPDK twice (A/A)"
             bash benches/afxdp.sh "$HUGE_DIR" "$runs" 4 "$OUT"
+            ;;
+        capture)
+            echo "== capture: l2fwd's Mpps with --pcap off and on (embedded topology), $runs interleaved rounds, no-capture twice per round (A/A)"
+            bash benches/capture.sh "$runs" 4 "$OUT"
+            plot_bars "$OUT/capture.csv" "$OUT/capture.png" "l2fwd (embedded topology) with and without --pcap" "Mpps forwarded"
             ;;
         txlock)
             echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"
