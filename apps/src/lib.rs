@@ -7,6 +7,8 @@
 //! - `rr` ([`rr`]): request/response transactions like netperf TCP_RR,
 //!   with per-session latency percentiles, reported against the
 //!   core-to-core cache-line round trip ([`bound`]).
+//! - `vswitch` ([`vswitch`]): a learning layer-2 switch across any ports
+//!   (MAC learning with ageing, flooding), with a demo of three stations.
 //! - `gen` ([`gen`]): testpmd's forwarding modes on one port: txonly,
 //!   rxonly, io, mac, macswap, csum ([`fwd`]) and flowgen.
 //! - [`opts`]: the run-loop options the apps share (spin budget, adaptive,
@@ -32,3 +34,4 @@ pub mod l2fwd;
 pub mod opts;
 pub mod rr;
 pub mod telemetry;
+pub mod vswitch;

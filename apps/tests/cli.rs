@@ -18,6 +18,7 @@ fn bad_usage_exits_2_before_anything_starts() {
         ("l2fwd", env!("CARGO_BIN_EXE_l2fwd")),
         ("gen", env!("CARGO_BIN_EXE_gen")),
         ("rr", env!("CARGO_BIN_EXE_rr")),
+        ("vswitch", env!("CARGO_BIN_EXE_vswitch")),
     ];
     for (name, bin) in apps {
         for (args, want) in [

@@ -147,10 +147,10 @@ fn a_prefix_in_use_is_refused_and_the_second_runs_without() {
 
 /// gen and rr serve it too: their ports, lcores and pool.
 #[test]
-fn gen_and_rr_answer_dpdk_telemetry_py() {
+fn gen_rr_and_vswitch_answer_dpdk_telemetry_py() {
     if !client_present() {
         rpmd_pmd::testing::missing_peer(
-            "apps telemetry gen/rr",
+            "apps telemetry gen/rr/vswitch",
             "needs dpdk-telemetry.py (apt-get install dpdk-dev)",
         );
         return;
@@ -162,6 +162,7 @@ fn gen_and_rr_answer_dpdk_telemetry_py() {
             vec!["--duration", "3", "--no-bound"],
             2,
         ),
+        (env!("CARGO_BIN_EXE_vswitch"), vec!["--duration", "3"], 3),
     ] {
         let name = app.rsplit('/').next().unwrap();
         let prefix = format!("rpmd-tel3-{}-{name}", std::process::id());
