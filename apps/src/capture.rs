@@ -113,6 +113,23 @@ pub struct CaptureSummary {
     pub dropped: u64,
 }
 
+impl CaptureSummary {
+    /// The summary line an app prints at exit.
+    pub fn line(&self) -> String {
+        format!(
+            "capture {}: {} frames written, {} not captured (capture ring or pool full)",
+            self.path.display(),
+            self.written,
+            self.dropped
+        )
+    }
+
+    /// As one JSON object, for an app's `--json` summary.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({"file": self.path, "written": self.written, "dropped": self.dropped})
+    }
+}
+
 /// The capture errors: the file, or the capture pool.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
@@ -570,8 +587,20 @@ impl Captures {
             .try_for_each(|f| f.start().map_err(|e| e.to_string()))
     }
 
-    /// Closes every file (after the lcores stopped).
-    pub fn finish(self) -> Vec<Result<CaptureSummary, CaptureError>> {
-        self.files.into_iter().map(CaptureFile::finish).collect()
+    /// Closes every file (after the lcores stopped), adding what went
+    /// into each to `done`; the first error, after all are closed.
+    pub fn finish(self, done: &mut Vec<CaptureSummary>) -> Result<(), String> {
+        let mut first = Ok(());
+        for r in self.files.into_iter().map(CaptureFile::finish) {
+            match r {
+                Ok(s) => done.push(s),
+                Err(e) => {
+                    if first.is_ok() {
+                        first = Err(format!("capture: {e}"));
+                    }
+                }
+            }
+        }
+        first
     }
 }

@@ -547,18 +547,10 @@ impl L2fwd {
             let _ = p.stop();
         }
         // The lcores are gone, so every captured frame is in a ring.
-        let mut capture = Ok(());
-        for r in self
-            .captures
-            .take()
-            .map(Captures::finish)
-            .unwrap_or_default()
-        {
-            match r {
-                Ok(s) => self.captured.push(s),
-                Err(e) => capture = Err(format!("capture: {e}")),
-            }
-        }
+        let capture = match self.captures.take() {
+            Some(c) => c.finish(&mut self.captured),
+            None => Ok(()),
+        };
         down.and(capture)
     }
 

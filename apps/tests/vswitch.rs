@@ -43,9 +43,10 @@ fn the_demo_learns_and_stops_flooding() {
     );
     assert!(delivered > 100_000, "{s}");
     assert_eq!(s["learned"], 3, "{s}");
-    // Only the first frames flood; each broadcast reaches the two others.
+    // Only the first frames flood; a broadcast (one frame in 1024 built,
+    // some of them refused by a full ring) reaches the two others.
     assert!(mis < 1000, "{s}");
-    assert!(bcast > 0 && bcast <= 2 * (sent / 1024 + 3), "{s}");
+    assert!(bcast > 0 && bcast < sent / 200, "{s}");
     let flooded: u64 = s["ports"]
         .as_array()
         .unwrap()

@@ -253,19 +253,12 @@ fn run(a: &Args) -> Result<(), String> {
     drop(telemetry);
     let ports = ports.lock().unwrap_or_else(|e| e.into_inner());
     print_summary(a, secs, &tx_counts, &rx_counts, &ports);
-    let mut failed = down.map(drop).map_err(|e| e.to_string());
-    for c in setup.cap.finish() {
-        match c {
-            Ok(c) if !a.json => println!(
-                "  capture {}: {} frames written, {} not captured (capture ring or pool full)",
-                c.path.display(),
-                c.written,
-                c.dropped
-            ),
-            Ok(_) => {}
-            Err(e) => failed = failed.and(Err(format!("capture: {e}"))),
-        }
+    let mut captured = Vec::new();
+    let capture = setup.cap.finish(&mut captured);
+    if !a.json {
+        captured.iter().for_each(|c| println!("  {}", c.line()));
     }
+    let failed = down.map(drop).map_err(|e| e.to_string()).and(capture);
     // A task that panicked: after the summary, a failure.
     failed
 }
@@ -355,8 +348,8 @@ fn start_port(
                 let peer = a.eth_peer.unwrap_or([2, 0, 0, 0, 0, i as u8]);
                 let rewrite = match mode {
                     Mode::Mac => Rewrite::Mac {
-                        src: rpmd_pmd::hdr::MacAddr(p.mac_addr().0),
-                        dst: rpmd_pmd::hdr::MacAddr(peer),
+                        src: p.mac_addr(),
+                        dst: rpmd_pmd::port::MacAddr(peer),
                     },
                     Mode::Macswap => Rewrite::MacSwap,
                     Mode::Csum => Rewrite::Csum,

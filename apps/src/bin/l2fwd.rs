@@ -188,13 +188,7 @@ fn main() -> ExitCode {
                 serde_json::json!({"port": l.port_ids[i], "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs})
             })
             .collect();
-        let captured: Vec<_> = l
-            .captured
-            .iter()
-            .map(
-                |c| serde_json::json!({"file": c.path, "written": c.written, "dropped": c.dropped}),
-            )
-            .collect();
+        let captured: Vec<_> = l.captured.iter().map(|c| c.json()).collect();
         cli::json_line(
             "summary",
             serde_json::json!({"seconds": elapsed.as_secs_f64(), "forwarded": fwd, "dropped": dropped, "mpps": mpps, "generated": gen.map(|g| g.0), "sunk": gen.map(|g| g.1), "ports": ports, "captures": captured}),
@@ -221,12 +215,7 @@ fn main() -> ExitCode {
             println!("  {line}");
         }
         for c in &l.captured {
-            println!(
-                "  capture {}: {} frames written, {} not captured (capture ring or pool full)",
-                c.path.display(),
-                c.written,
-                c.dropped
-            );
+            println!("  {}", c.line());
         }
     }
     if let Err(e) = down {

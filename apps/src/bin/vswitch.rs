@@ -187,13 +187,7 @@ fn main() -> ExitCode {
     });
     if a.json {
         let ports = port_json(&v, &end, None);
-        let caps: Vec<_> = v
-            .captured
-            .iter()
-            .map(
-                |c| serde_json::json!({"file": c.path, "written": c.written, "dropped": c.dropped}),
-            )
-            .collect();
+        let caps: Vec<_> = v.captured.iter().map(|c| c.json()).collect();
         let demo = demo.map(|d| serde_json::json!({"sent": d.0, "delivered": d.1, "broadcasts": d.2, "misdelivered": d.3}));
         cli::json_line(
             "summary",
@@ -214,12 +208,7 @@ fn main() -> ExitCode {
             println!("  demo stations: sent {s}, delivered {d}, broadcasts {b}, misdelivered {m} (floods before learning)");
         }
         for c in &v.captured {
-            println!(
-                "  capture {}: {} frames written, {} not captured (capture ring or pool full)",
-                c.path.display(),
-                c.written,
-                c.dropped
-            );
+            println!("  {}", c.line());
         }
     }
     match down {

@@ -1,37 +1,7 @@
 //! Link-layer views: Ethernet, VLAN tags, ARP.
 use super::{be16, need, put16, HdrError};
-use std::fmt;
 
-/// A MAC address.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct MacAddr(pub [u8; 6]);
-
-impl MacAddr {
-    /// ff:ff:ff:ff:ff:ff.
-    pub const BROADCAST: MacAddr = MacAddr([0xff; 6]);
-
-    /// Whether the group bit is set (multicast or broadcast).
-    pub fn is_multicast(&self) -> bool {
-        self.0[0] & 1 == 1
-    }
-}
-
-impl fmt::Display for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let m = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        )
-    }
-}
-
-impl fmt::Debug for MacAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
+pub use crate::port::MacAddr;
 
 /// An EtherType (host order).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

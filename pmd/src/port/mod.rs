@@ -56,6 +56,14 @@ pub type Pkts = Burst<Mbuf, MAX_BURST>;
 pub struct MacAddr(pub [u8; 6]);
 
 impl MacAddr {
+    /// ff:ff:ff:ff:ff:ff.
+    pub const BROADCAST: MacAddr = MacAddr([0xff; 6]);
+
+    /// Whether the group bit is set (multicast or broadcast).
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] & 1 == 1
+    }
+
     /// A locally administered unicast address `02:00:00:00:hi:lo` for
     /// software ports that have no address of their own.
     pub const fn local(n: u16) -> Self {
