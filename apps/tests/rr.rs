@@ -63,8 +63,10 @@ fn one_process_over_shm_reports_percentiles_per_session() {
         assert_eq!(s["lost"].as_u64(), Some(0), "{s}");
         assert!(s["bound_p50_ns"].as_f64().unwrap() > 0.0, "{s}");
         assert!(s["p50_over_bound"].as_f64().unwrap() > 0.5, "{s}");
-        // A status line per second before the summary.
-        assert!(o.lines().next().unwrap().contains("trans/s"), "{o}");
+        // A progress line per second before the summary, with the
+        // summary's key for the rate.
+        let first: Value = serde_json::from_str(o.lines().next().unwrap()).unwrap();
+        assert!(first["type"] == "progress" && first["tps"].is_u64(), "{o}");
     }
 }
 
