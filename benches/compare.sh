@@ -75,7 +75,9 @@ mkdir -p "$OUT"
 # written by the comparison through RPMD_PLOT_CSV) -> PNG.
 plot_bars() { # CSV PNG TITLE YLABEL
     [ -s "$1" ] || { echo "plot: no rows in $1"; return 0; }
-    gnuplot -e "set terminal png size 1000,560; set output '$2'; set datafile separator ','; \
+    local w=$(( 360 + 34 * $(wc -l <"$1") ))
+    [ "$w" -lt 700 ] && w=700
+    gnuplot -e "set terminal png size $w,560; set output '$2'; set datafile separator ','; \
         set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1; \
         set key autotitle columnhead; set xtics rotate by -35 noenhanced; set title '$3' noenhanced; \
         set ylabel '$4'; set yrange [0:*]; set bmargin 8; \

@@ -68,6 +68,12 @@ if command -v dpdk-test >/dev/null && [ "$(id -u)" = 0 ]; then
 else
     skip_suite "benchmark smoke (benches/compare.sh ring)" "needs root and dpdk-test (apt-get install dpdk-dev)"
 fi
+if cargo +nightly --version >/dev/null 2>&1; then
+    step "fuzzing: every target 10 s (scripts/fuzz.sh)"
+    bash scripts/fuzz.sh --seconds 10
+else
+    skip_suite "fuzzing (scripts/fuzz.sh)" "needs the nightly toolchain (rustup toolchain install nightly)"
+fi
 skipped=$(wc -l <"$RPMD_SKIP_LOG")
 if [ "$skipped" -eq 0 ]; then
     step "all checks passed, none skipped"
