@@ -34,7 +34,7 @@
 use crate::Error;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
 
@@ -115,6 +115,7 @@ unsafe impl Sync for DmaRegion {}
 static FALLBACK_WARNING: Once = Once::new();
 
 /// Creates a memfd backed by pages of `page` size.
+#[cfg(not(miri))]
 fn memfd(name: &str, page: PageSize) -> Result<File, Error> {
     let cname = std::ffi::CString::new(name.replace('\0', "_")).map_err(|e| Error::Invalid {
         what: "region name",
@@ -133,7 +134,19 @@ fn memfd(name: &str, page: PageSize) -> Result<File, Error> {
         return Err(Error::sys(format!("memfd_create({name})")));
     }
     // SAFETY: `fd` is a new descriptor that nothing else owns.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// Under Miri, which has neither memfds nor shared mappings, a region is
+/// heap memory (scripts/miri.sh runs with isolation off, so the file can
+/// be /dev/null); the rest of the crate, the unsafe core Miri checks, is
+/// the same.
+#[cfg(miri)]
+fn memfd(name: &str, _page: PageSize) -> Result<File, Error> {
+    File::open("/dev/null").map_err(|source| Error::Sys {
+        what: format!("the stand-in file of {name} under Miri"),
+        source,
+    })
 }
 
 /// A shared mapping of a memfd, unmapped on drop. (memmap2 cannot take an
@@ -145,23 +158,56 @@ struct Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        #[cfg(not(miri))]
         // SAFETY: `ptr..ptr+len` is a mapping we made and nobody else
         // unmaps; the region (and every pointer into it) is gone.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len)
+        };
+        #[cfg(miri)]
+        // SAFETY: allocated by `map` with this layout; the region (and
+        // every pointer into it) is gone.
+        unsafe {
+            std::alloc::dealloc(self.ptr, miri_layout(self.len))
+        };
     }
+}
+
+/// The layout of a region's heap memory under Miri.
+#[cfg(miri)]
+fn miri_layout(len: usize) -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(len, 4096).expect("a page-aligned layout")
+}
+
+/// Zeroed heap memory for a region under Miri (see `memfd`).
+#[cfg(miri)]
+fn map(_file: &File, len: usize, _align: usize, what: &str) -> Result<Mapping, Error> {
+    // SAFETY: the layout has a non-zero size (regions are never empty).
+    let p = unsafe { std::alloc::alloc_zeroed(miri_layout(len)) };
+    if p.is_null() {
+        return Err(Error::Invalid {
+            what: "region under Miri",
+            detail: format!("{len} bytes of {what} could not be allocated"),
+        });
+    }
+    Ok(Mapping { ptr: p, len })
 }
 
 /// Lowest address hint: 4 GiB, above where a 32-bit device could reach and
 /// far below the 39-bit limit of a narrow IOMMU.
+#[cfg(not(miri))]
 const HINT_BASE: u64 = 1 << 32;
 /// Hints stop where the narrowest IOMMU we know of (VT-d with 39-bit
 /// guest address width) ends.
+#[cfg(not(miri))]
 const HINT_LIMIT: u64 = 1 << 39;
 /// Next address hint; advanced past every region placed.
+#[cfg(not(miri))]
 static NEXT_HINT: AtomicU64 = AtomicU64::new(HINT_BASE);
 
 /// Sizes, populates and maps `file` shared, at a low address when one is
 /// free (see the module docs).
+#[cfg(not(miri))]
 fn map(file: &File, len: usize, align: usize, what: &str) -> Result<Mapping, Error> {
     file.set_len(len as u64).map_err(|source| Error::Sys {
         what: format!("ftruncate {what} to {len} bytes"),

@@ -159,7 +159,9 @@ fn mbufs_cross_threads_and_nothing_is_lost() {
     let p2 = p.clone();
     let producer = std::thread::spawn(move || {
         let mut b: Burst<Mbuf, 32> = Burst::new();
-        for i in 0..20_000usize {
+        // Fewer rounds under Miri, which interprets every step.
+        let rounds = if cfg!(miri) { 300 } else { 20_000 };
+        for i in 0..rounds {
             if p2.get_bulk(&mut b, 1 + i % 32).is_err() {
                 std::thread::yield_now();
                 continue;

@@ -143,12 +143,18 @@ impl<T, const N: usize> Burst<T, N> {
     /// the mbufs a transmit path has copied out.
     pub fn drop_front(&mut self, n: usize) {
         let n = n.min(self.len());
-        let front: *mut [T] = &mut self[..n];
+        let start = self.start;
         // Advance first, so a panicking drop cannot cause a double drop.
+        // (The pointer is made after: `advance_front` borrows all of
+        // `self`, which would end a pointer taken before it; Miri.)
         self.advance_front(n);
-        // SAFETY: `front` covered `n` live values that the burst no longer
-        // counts as its own; each is dropped exactly once, here.
-        unsafe { front.drop_in_place() };
+        // SAFETY: `buf[start..start + n]` held `n` live values that the
+        // burst no longer counts as its own (advancing moves no value);
+        // `MaybeUninit<T>` has `T`'s layout; each is dropped once, here.
+        unsafe {
+            let front = self.buf.as_mut_ptr().add(start).cast::<T>();
+            std::ptr::slice_from_raw_parts_mut(front, n).drop_in_place()
+        };
     }
 
     /// Keeps the first `len` values and drops the rest (like
