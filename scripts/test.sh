@@ -69,6 +69,10 @@ else
     skip_suite "benchmark smoke (benches/compare.sh ring)" "needs root and dpdk-test (apt-get install dpdk-dev)"
 fi
 if cargo +nightly --version >/dev/null 2>&1; then
+    step "Miri: the ring's unit and functional tests (the mempool's too: scripts/miri.sh, 12 min)"
+    cargo +nightly miri --version >/dev/null 2>&1 || rustup component add --toolchain nightly miri rust-src
+    MIRIFLAGS="-Zmiri-disable-isolation" CARGO_TARGET_DIR=target/miri \
+        cargo +nightly miri test -q -p rpmd-ring --lib --test functional
     step "fuzzing: every target 10 s (scripts/fuzz.sh)"
     bash scripts/fuzz.sh --seconds 10
 else

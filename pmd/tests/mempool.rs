@@ -179,6 +179,7 @@ fn mbufs_cross_threads_and_nothing_is_lost() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "leaks the pool on purpose, which Miri reports")]
 fn pool_dropped_with_mbufs_out_keeps_them_valid() {
     let p = pool("t-leak", 4, 0);
     let mut m = p.get().unwrap();
@@ -189,6 +190,7 @@ fn pool_dropped_with_mbufs_out_keeps_them_valid() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "mlock and pagemap: system calls Miri lacks")]
 fn pa_mode_needs_root_or_says_why() {
     let mut c = MempoolConfig::new("t-pa", 512);
     c.iova_mode = IovaMode::Pa;
