@@ -7,7 +7,9 @@ use libfuzzer_sys::fuzz_target;
 use rpmd_pmd::port::DevArgs;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
     match DevArgs::parse(s) {
         Ok(a) => {
             assert_eq!(a.raw(), s.trim());

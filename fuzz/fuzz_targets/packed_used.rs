@@ -5,24 +5,11 @@
 //! buffers that were posted, and all are home once the queue is dropped.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use rpmd_pmd::{DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
 use rpmd_virtio::packed::{PackedLayout, PackedQueue};
-use std::collections::HashSet;
-use std::sync::OnceLock;
 
-/// Ring memory and a pool, made once (a region per run would make most
-/// of the time system calls); every run zeroes the ring and leaves the
-/// pool whole.
-fn memory() -> &'static (DmaRegion, Mempool) {
-    static M: OnceLock<(DmaRegion, Mempool)> = OnceLock::new();
-    M.get_or_init(|| {
-        let region = DmaRegion::with_page_size("fz-packed", 64 << 10, IovaMode::Va, PageSize::Base4K)
-            .expect("ring memory");
-        let mut pc = MempoolConfig::new("fz-packed", 256);
-        pc.cache_size = 0;
-        (region, Mempool::new(&pc).expect("pool"))
-    })
-}
+#[path = "common.rs"]
+mod common;
+use common::{memory, Posted, POOL};
 
 fuzz_target!(|data: &[u8]| {
     let [sz, mode, rest @ ..] = data else { return };
@@ -31,15 +18,14 @@ fuzz_target!(|data: &[u8]| {
     let layout = PackedLayout::new(size).expect("layout");
     let mut q = PackedQueue::new(region, 0, layout).expect("queue");
     q.set_in_order(mode & 1 == 1);
-    let mut posted = HashSet::new();
-    let fill = |q: &mut PackedQueue, posted: &mut HashSet<usize>| {
+    let mut posted = Posted::default();
+    let fill = |q: &mut PackedQueue, posted: &mut Posted| {
         while q.free() > 0 {
-            let m = pool.get().expect("pool has room");
-            let (addr, p) = (m.data_iova().raw(), m.buf_addr() as usize);
-            if q.push(m, addr, 2048, true).is_err() {
+            let (addr, m) = posted.post(pool);
+            if let Err(m) = q.push(m, addr, 2048, true) {
+                posted.refused(&m);
                 break;
             }
-            posted.insert(p);
         }
         q.publish();
     };
@@ -67,8 +53,7 @@ fuzz_target!(|data: &[u8]| {
         for _ in 0..4 * size as usize {
             match q.pop_used() {
                 Some(Ok((m, _len))) => {
-                    let p = m.buf_addr() as usize;
-                    assert!(posted.remove(&p), "a buffer handed back twice, or never posted");
+                    posted.returned(&m);
                 }
                 Some(Err(_)) => {}
                 None => break,
@@ -77,5 +62,5 @@ fuzz_target!(|data: &[u8]| {
         fill(&mut q, &mut posted);
     }
     drop(q);
-    assert_eq!(pool.available(), 256, "every mbuf home");
+    assert_eq!(pool.available(), POOL as usize, "every mbuf home");
 });

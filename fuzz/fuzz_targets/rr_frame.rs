@@ -15,6 +15,9 @@ fuzz_target!(|data: &[u8]| {
         let len = make_response(&mut f, resp);
         assert!(len <= f.len());
         let r = parse(&f[..len]).expect("the response parses");
-        assert_eq!((r.kind, r.client_port, r.seq), (RESPONSE, p.client_port, p.seq));
+        assert_eq!(
+            (r.kind, r.client_port, r.seq),
+            (RESPONSE, p.client_port, p.seq)
+        );
     }
 });

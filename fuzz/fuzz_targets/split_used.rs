@@ -5,24 +5,11 @@
 //! with every buffer it holds back in the pool once it is dropped.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use rpmd_pmd::{DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
 use rpmd_virtio::split::{Layout, SplitQueue};
-use std::collections::HashSet;
-use std::sync::OnceLock;
 
-/// Ring memory and a pool, made once (a region per run would make most
-/// of the time system calls); every run zeroes the ring and leaves the
-/// pool whole.
-fn memory() -> &'static (DmaRegion, Mempool) {
-    static M: OnceLock<(DmaRegion, Mempool)> = OnceLock::new();
-    M.get_or_init(|| {
-        let region = DmaRegion::with_page_size("fz-split", 64 << 10, IovaMode::Va, PageSize::Base4K)
-            .expect("ring memory");
-        let mut pc = MempoolConfig::new("fz-split", 256);
-        pc.cache_size = 0;
-        (region, Mempool::new(&pc).expect("pool"))
-    })
-}
+#[path = "common.rs"]
+mod common;
+use common::{memory, Posted, POOL};
 
 fuzz_target!(|data: &[u8]| {
     let [sz, mode, rest @ ..] = data else { return };
@@ -32,15 +19,14 @@ fuzz_target!(|data: &[u8]| {
     let mut q = SplitQueue::new(region, 0, layout).expect("queue");
     q.set_in_order(mode & 1 == 1);
     q.set_event_idx(mode & 2 == 2);
-    let mut posted = HashSet::new();
-    let fill = |q: &mut SplitQueue, posted: &mut HashSet<usize>| {
+    let mut posted = Posted::default();
+    let fill = |q: &mut SplitQueue, posted: &mut Posted| {
         while q.free() > 0 {
-            let m = pool.get().expect("pool has room");
-            let (addr, p) = (m.data_iova().raw(), m.buf_addr() as usize);
-            if q.push(m, addr, 2048, true).is_err() {
+            let (addr, m) = posted.post(pool);
+            if let Err(m) = q.push(m, addr, 2048, true) {
+                posted.refused(&m);
                 break;
             }
-            posted.insert(p);
         }
         q.publish();
     };
@@ -65,8 +51,7 @@ fuzz_target!(|data: &[u8]| {
         for _ in 0..4 * size as usize {
             match q.pop_used() {
                 Some(Ok((m, _len))) => {
-                    let p = m.buf_addr() as usize;
-                    assert!(posted.remove(&p), "a buffer handed back twice, or never posted");
+                    posted.returned(&m);
                     handed += 1;
                 }
                 Some(Err(_)) => {}
@@ -78,5 +63,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     drop(q);
-    assert_eq!(pool.available(), 256, "{handed} handed back; every mbuf home");
+    assert_eq!(
+        pool.available(),
+        POOL as usize,
+        "{handed} handed back; every mbuf home"
+    );
 });
