@@ -482,6 +482,12 @@ fn a_region_another_port_refuses_is_withdrawn() {
     }
     assert!(reg.domain().register_pool(&late).is_err());
     assert_eq!(ba.counts.regions_added.load(Relaxed), 1);
+    // The withdrawal is a message the backend's thread counts when it
+    // reads it (no REPLY_ACK here): wait for it, within a bound.
+    let t0 = std::time::Instant::now();
+    while ba.counts.regions_removed.load(Relaxed) == 0 && t0.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     assert_eq!(ba.counts.regions_removed.load(Relaxed), 1, "withdrawn");
     let (p, q) = &mut ports[0];
     let mut out = Pkts::new();
