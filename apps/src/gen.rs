@@ -379,8 +379,8 @@ pub struct Flowgen {
 }
 
 impl Flowgen {
-    /// Flows of `size`-byte frames out of `tx` at `rate` (0 = line rate),
-    /// `rx` drained; the counters of each side.
+    /// Sends as `tx` does (make it with the flows wanted) and drains
+    /// `rx`, in one task; each keeps its own counters.
     pub fn new(tx: TxOnly, rx: RxOnly) -> Flowgen {
         Flowgen { tx, rx }
     }
