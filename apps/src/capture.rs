@@ -79,13 +79,12 @@ impl Tap {
             return;
         }
         let ns = now_ns();
+        // Room is read once a burst: with one producer it only grows
+        // while this burst is enqueued.
+        let room = self.ring.free();
         let mut kept = 0;
-        for m in pkts {
-            if self.ring.free() == 0 {
-                break;
-            }
+        for m in pkts.iter().take(room) {
             let Ok(copy) = m.copy(&self.pool) else { break };
-            // A full ring was ruled out above; one producer.
             if self.ring.enqueue(Record { ns, m: copy }).is_err() {
                 break;
             }

@@ -150,7 +150,8 @@ impl Switch {
 
 impl Task for Switch {
     fn run(&mut self, quota: usize) -> usize {
-        let now = (clock::now() / self.hz) as u32;
+        // The clock is read once a round, and only in a round with frames.
+        let mut now = None;
         let mut done = 0;
         for k in 0..self.rx.len() {
             let p = self.rx[k].0;
@@ -158,6 +159,7 @@ impl Task for Switch {
             if n == 0 {
                 continue;
             }
+            let now = *now.get_or_insert_with(|| (clock::now() / self.hz) as u32);
             self.counters[p].rx.add(n as u64);
             while let Some(m) = self.pkts.pop() {
                 self.switch(p, m, now);
