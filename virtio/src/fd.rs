@@ -54,3 +54,23 @@ pub(crate) fn hung_up(fd: BorrowedFd<'_>, ms: i32) -> bool {
     let n = unsafe { libc::poll(&mut p, 1, ms) };
     n == 1 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
 }
+
+/// Reads what was signalled on eventfd `f` if anything was (a `poll`
+/// first, so an fd another process owns need not be non-blocking);
+/// whether there was.
+pub(crate) fn drain_eventfd(f: &std::fs::File) -> bool {
+    use std::io::Read;
+    let mut p = libc::pollfd {
+        fd: f.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    if n != 1 || p.revents & libc::POLLIN == 0 {
+        return false;
+    }
+    let mut b = [0u8; 8];
+    let mut r: &std::fs::File = f;
+    r.read(&mut b).is_ok()
+}

@@ -57,10 +57,17 @@
 //! Not done: MSI-X on the legacy interface (its rx queue has no interrupt
 //! eventfd), several queue pairs on the legacy interface.
 //!
+//! - [`backend`]: the other half, a vhost-user backend: this process is
+//!   the virtio-net device that a VM's driver (through QEMU), DPDK's
+//!   `net_virtio_user` or our own virtio-user port attaches to, as the
+//!   `vhost-user:` port. Every address and length the frontend hands over
+//!   is checked against its memory table before use.
+//!
 //! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod backend;
 pub mod consts;
 mod ctrl;
 mod fd;
@@ -107,9 +114,10 @@ pub(crate) fn psrc(
     }
 }
 
-/// Registers `virtio-user:` and the PCI driver (for `pci:` strings naming
-/// a virtio-net function) in `reg`.
+/// Registers `virtio-user:`, the `vhost-user:` backend and the PCI driver
+/// (for `pci:` strings naming a virtio-net function) in `reg`.
 pub fn register(reg: &mut rpmd_pmd::Registry) {
     reg.register(Box::new(user::VirtioUserDriver));
+    reg.register(Box::new(backend::VhostUserDriver));
     reg.register_pci(Box::new(pci::VirtioPciDriver));
 }

@@ -585,6 +585,70 @@ impl PackedView {
     }
 }
 
+/// A split ring that lies in memory a peer shared (a vhost-user
+/// frontend's memory table), with that memory kept mapped for as long as
+/// the view: the only way a device side builds a view on peer memory.
+/// Crate-private, since a view is `Copy`: the crate keeps every copy
+/// inside the lifetime of the `PeerSplit` it came from.
+pub(crate) struct PeerSplit {
+    view: SplitView,
+    /// Keeps the mappings the view points into.
+    mem: std::sync::Arc<rpmd_pmd::peer::PeerMemory>,
+}
+
+impl PeerSplit {
+    /// The ring of `size` entries whose descriptor table, avail and used
+    /// rings start at the peer's own addresses `desc`, `avail` and `used`
+    /// (vhost-user SET_VRING_ADDR), each checked to lie wholly inside one
+    /// region of `mem` and aligned as §2.7 requires; the error says which
+    /// part failed and why.
+    pub(crate) fn new(
+        mem: std::sync::Arc<rpmd_pmd::peer::PeerMemory>,
+        size: u16,
+        desc: u64,
+        avail: u64,
+        used: u64,
+    ) -> Result<PeerSplit, String> {
+        if !size.is_power_of_two() {
+            return Err(format!("ring size {size} is not a power of two"));
+        }
+        let (d, a, u) = split_sizes(size);
+        let part = |what: &str, addr: u64, len: usize, align: usize| {
+            let s = mem.translate_user(addr, len as u64).ok_or_else(|| {
+                format!("{what} ({len} bytes at {addr:#x}) is not inside one memory region")
+            })?;
+            if s.ptr as usize % align != 0 || addr as usize % align != 0 {
+                return Err(format!("{what} at {addr:#x} is not {align}-aligned"));
+            }
+            Ok(s.ptr)
+        };
+        let (dp, ap, up) = (
+            part("descriptor table", desc, d, 16)?,
+            part("avail ring", avail, a, 2)?,
+            part("used ring", used, u, 4)?,
+        );
+        // SAFETY: each part lies inside one mapping of `mem` (checked by
+        // `translate_user`), aligned (checked above), and `mem`, kept in
+        // the returned value, keeps the mappings alive as long as the
+        // view; the peer's writes are why every access is volatile or
+        // atomic.
+        let view = unsafe { SplitView::new(dp, ap, up, size) };
+        Ok(PeerSplit { view, mem })
+    }
+
+    /// The memory the ring lies in (and its buffers, for the copies).
+    #[inline(always)]
+    pub(crate) fn mem(&self) -> &rpmd_pmd::peer::PeerMemory {
+        &self.mem
+    }
+
+    /// The view; a copy must not outlive `self`.
+    #[inline(always)]
+    pub(crate) fn view(&self) -> SplitView {
+        self.view
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,511 @@
+//! The backend's control path: the vhost-user messages (through rust-vmm's
+//! `vhost` crate, its backend side), and the thread that listens or
+//! connects, serves one frontend at a time, and starts over when it goes.
+//!
+//! A message the crate cannot parse, or one whose contents we refuse (a
+//! feature we did not offer, a region that overlaps another or lies past
+//! its file, ring addresses outside the memory table, a vring index past
+//! the queues), ends the connection: the reason is kept for the port's
+//! `last_error` and written to stderr, every ring stops, the link goes
+//! down, and the next frontend is served.
+use super::vq::{Negotiated, VringSlot};
+use crate::consts::{
+    VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MRG_RXBUF,
+    VIRTIO_RING_F_EVENT_IDX,
+};
+use rpmd_pmd::peer::{PeerMemory, PeerRegionInfo};
+use rpmd_pmd::port::stats::Counter;
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use vhost::vhost_user::message::*;
+use vhost::vhost_user::{Backend, BackendReqHandler, Error, GpuBackend};
+use vhost::vhost_user::{VhostUserBackendReqHandlerMut, VhostUserProtocolFeatures};
+use vhost::VhostUserMemoryRegionBase;
+
+type Result<T> = std::result::Result<T, Error>;
+
+/// Most regions a memory table may hold (GET_MAX_MEM_SLOTS).
+pub(crate) const MAX_REGIONS: usize = 32;
+
+/// What the port, its queues and the control thread share.
+pub(crate) struct Shared {
+    pub(crate) name: String,
+    /// RX of pair q is vring 2q (we write it), TX is 2q + 1 (we read it).
+    pub(crate) vrings: Vec<Arc<VringSlot>>,
+    pub(crate) connected: AtomicBool,
+    pub(crate) features: AtomicU64,
+    pub(crate) connections: Counter,
+    /// Connections ended because of something the frontend sent.
+    pub(crate) rejected: Counter,
+    pub(crate) last_error: Mutex<Option<String>>,
+    pub(crate) quit: AtomicBool,
+    /// A clone of the connection, to unblock the thread at the end.
+    pub(crate) closer: Mutex<Option<UnixStream>>,
+}
+
+impl Shared {
+    pub(crate) fn new(name: &str, pairs: u16) -> Self {
+        Shared {
+            name: name.to_string(),
+            vrings: (0..2 * pairs).map(|_| Arc::new(VringSlot::new())).collect(),
+            connected: AtomicBool::new(false),
+            features: AtomicU64::new(0),
+            connections: Counter::default(),
+            rejected: Counter::default(),
+            last_error: Mutex::new(None),
+            quit: AtomicBool::new(false),
+            closer: Mutex::new(None),
+        }
+    }
+
+    /// Whether the first queue pair runs (DPDK's vhost calls its device
+    /// ready then).
+    pub(crate) fn link_up(&self) -> bool {
+        self.vrings[..2]
+            .iter()
+            .all(|v| v.running.load(Ordering::Acquire))
+    }
+
+    fn note_error(&self, what: String) {
+        eprintln!("rpmd: {}: {what}", self.name);
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
+    }
+}
+
+/// What the port offers a frontend.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Offer {
+    pub(crate) features: u64,
+    pub(crate) pairs: u16,
+    pub(crate) mac: [u8; 6],
+    pub(crate) mtu: u16,
+}
+
+/// Features the backend offers, before the port's options take some out.
+pub(crate) const BASE_FEATURES: u64 = VIRTIO_F_VERSION_1
+    | VIRTIO_NET_F_MRG_RXBUF
+    | VIRTIO_RING_F_EVENT_IDX
+    | VHOST_USER_F_PROTOCOL_FEATURES
+    | crate::consts::VIRTIO_NET_F_MQ
+    | crate::consts::VIRTIO_NET_F_MTU
+    | crate::consts::VIRTIO_NET_F_MAC;
+
+/// Where frontends come from.
+pub(crate) enum Endpoint {
+    /// We listen on the path.
+    Server(UnixListener),
+    /// We connect to the path (the frontend listens).
+    Client(String),
+}
+
+/// Serves frontends until `shared.quit`.
+pub(crate) fn serve(ep: Endpoint, shared: Arc<Shared>, offer: Offer) {
+    while !shared.quit.load(Ordering::Relaxed) {
+        let Some(sock) = next_connection(&ep, &shared) else {
+            continue;
+        };
+        let closer = sock.try_clone().ok();
+        *shared.closer.lock().unwrap_or_else(|e| e.into_inner()) = closer;
+        if shared.quit.load(Ordering::Relaxed) {
+            break;
+        }
+        shared.connections.add(1);
+        shared.connected.store(true, Ordering::Release);
+        let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), offer)));
+        let mut h = BackendReqHandler::from_stream(sock, handler.clone());
+        loop {
+            match h.handle_request() {
+                Ok(()) => {}
+                Err(Error::Disconnected | Error::PartialMessage) => break,
+                Err(e) => {
+                    if !shared.quit.load(Ordering::Relaxed) {
+                        let why = handler
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .refusal
+                            .take()
+                            .unwrap_or_else(|| e.to_string());
+                        shared.rejected.add(1);
+                        shared.note_error(format!(
+                            "vhost-user frontend dropped: {why}; serving the next one"
+                        ));
+                    }
+                    break;
+                }
+            }
+        }
+        handler.lock().unwrap_or_else(|e| e.into_inner()).teardown();
+        shared.connected.store(false, Ordering::Release);
+        *shared.closer.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Waits (a bounded while) for the next frontend.
+fn next_connection(ep: &Endpoint, shared: &Shared) -> Option<UnixStream> {
+    match ep {
+        Endpoint::Server(l) => match l.accept() {
+            Ok((s, _)) => s.set_nonblocking(false).ok().map(|()| s),
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(20));
+                None
+            }
+        },
+        Endpoint::Client(path) => match UnixStream::connect(path) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(100));
+                let _ = shared;
+                None
+            }
+        },
+    }
+}
+
+/// One connection's state.
+struct Handler {
+    shared: Arc<Shared>,
+    offer: Offer,
+    acked: u64,
+    protocol: bool,
+    regions: Vec<(PeerRegionInfo, File)>,
+    mem: Option<Arc<PeerMemory>>,
+    /// Why the last request was refused, for the connection's end.
+    refusal: Option<String>,
+}
+
+impl Handler {
+    fn new(shared: Arc<Shared>, offer: Offer) -> Self {
+        Handler {
+            shared,
+            offer,
+            acked: 0,
+            protocol: false,
+            regions: Vec::new(),
+            mem: None,
+            refusal: None,
+        }
+    }
+
+    fn refuse<T>(&mut self, why: String) -> Result<T> {
+        self.refusal = Some(why);
+        Err(Error::InvalidParam)
+    }
+
+    fn slot(&mut self, index: u32) -> Result<Arc<VringSlot>> {
+        match self.shared.vrings.get(index as usize) {
+            Some(s) => Ok(s.clone()),
+            None => {
+                let n = self.shared.vrings.len();
+                self.refuse(format!("vring {index}: this port has {n} vrings"))
+            }
+        }
+    }
+
+    /// Starts vring `index` if everything is set up; an error (which
+    /// ends the connection) if its addresses are not in the memory.
+    fn try_start(&mut self, index: u32) -> Result<()> {
+        let slot = self.slot(index)?;
+        let mut v = slot.lock();
+        match v.start(self.mem.as_ref()) {
+            Ok(running) => {
+                if running {
+                    slot.counters.starts.add(1);
+                }
+                slot.running.store(running, Ordering::Release);
+                Ok(())
+            }
+            Err(why) => {
+                slot.running.store(false, Ordering::Release);
+                drop(v);
+                self.refuse(format!("vring {index}: {why}"))
+            }
+        }
+    }
+
+    /// Maps the regions again and restarts the running rings on them.
+    fn remap(&mut self) -> Result<()> {
+        let mut mem = PeerMemory::new();
+        for (info, f) in &self.regions {
+            if let Err(e) = mem.add(f.as_fd(), *info) {
+                let why = format!("memory table: {e}");
+                return self.refuse(why);
+            }
+        }
+        self.mem = Some(Arc::new(mem));
+        for i in 0..self.shared.vrings.len() {
+            let running = self.shared.vrings[i].lock().running();
+            if running {
+                self.try_start(i as u32)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every ring and forgets the connection's set-up.
+    fn teardown(&mut self) {
+        for s in &self.shared.vrings {
+            let mut v = s.lock();
+            v.stop();
+            v.cfg = Default::default();
+            s.running.store(false, Ordering::Release);
+        }
+        self.mem = None;
+        self.regions.clear();
+        self.shared.features.store(0, Ordering::Relaxed);
+    }
+}
+
+fn region_info(r: &VhostUserMemoryRegion) -> PeerRegionInfo {
+    PeerRegionInfo {
+        guest_addr: r.guest_phys_addr,
+        size: r.memory_size,
+        user_addr: r.user_addr,
+        offset: r.mmap_offset,
+    }
+}
+
+fn unsupported<T>() -> Result<T> {
+    Err(Error::InvalidOperation(
+        "not offered by rpmd's vhost-user backend",
+    ))
+}
+
+impl VhostUserBackendReqHandlerMut for Handler {
+    fn set_owner(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn reset_owner(&mut self) -> Result<()> {
+        self.teardown();
+        Ok(())
+    }
+    fn reset_device(&mut self) -> Result<()> {
+        self.teardown();
+        Ok(())
+    }
+    fn get_features(&mut self) -> Result<u64> {
+        Ok(self.offer.features)
+    }
+    fn set_features(&mut self, features: u64) -> Result<()> {
+        let extra = features & !self.offer.features;
+        if extra != 0 {
+            return self.refuse(format!(
+                "SET_FEATURES {features:#x} asks for {extra:#x}, which we did not offer ({:#x})",
+                self.offer.features
+            ));
+        }
+        self.acked = features;
+        let neg = Negotiated {
+            hdr_len: if features & (VIRTIO_F_VERSION_1 | VIRTIO_NET_F_MRG_RXBUF) != 0 {
+                12
+            } else {
+                10
+            },
+            mrg: features & VIRTIO_NET_F_MRG_RXBUF != 0,
+            event_idx: features & VIRTIO_RING_F_EVENT_IDX != 0,
+        };
+        self.protocol = features & VHOST_USER_F_PROTOCOL_FEATURES != 0;
+        for s in &self.shared.vrings {
+            let mut v = s.lock();
+            v.neg = neg;
+            // Without protocol features a ring is enabled by its kick.
+            if !self.protocol && v.cfg.kicked {
+                v.cfg.enabled = true;
+            }
+        }
+        self.shared.features.store(features, Ordering::Relaxed);
+        Ok(())
+    }
+    fn set_mem_table(
+        &mut self,
+        ctx: &[VhostUserMemoryRegion],
+        files: Vec<File>,
+        _postcopy_listening: Option<bool>,
+    ) -> Result<Option<Vec<VhostUserMemoryRegionBase>>> {
+        if ctx.len() > MAX_REGIONS || ctx.len() != files.len() {
+            return self.refuse(format!(
+                "SET_MEM_TABLE with {} regions and {} fds (at most {MAX_REGIONS})",
+                ctx.len(),
+                files.len()
+            ));
+        }
+        self.regions = ctx.iter().map(region_info).zip(files).collect();
+        self.remap()?;
+        Ok(None)
+    }
+    fn set_vring_num(&mut self, index: u32, num: u32) -> Result<()> {
+        let slot = self.slot(index)?;
+        if !(1..=32768).contains(&num) || !num.is_power_of_two() {
+            return self.refuse(format!(
+                "vring {index}: size {num} (a power of two up to 32768)"
+            ));
+        }
+        slot.lock().cfg.num = num as u16;
+        Ok(())
+    }
+    fn set_vring_addr(
+        &mut self,
+        index: u32,
+        _flags: VhostUserVringAddrFlags,
+        descriptor: u64,
+        used: u64,
+        available: u64,
+        _log: u64,
+    ) -> Result<()> {
+        let slot = self.slot(index)?;
+        let running = {
+            let mut v = slot.lock();
+            v.cfg.addrs = Some((descriptor, available, used));
+            v.running()
+        };
+        if running {
+            self.try_start(index)?;
+        }
+        Ok(())
+    }
+    fn set_vring_base(&mut self, index: u32, base: u32) -> Result<()> {
+        let slot = self.slot(index)?;
+        if base > u16::MAX as u32 {
+            return self.refuse(format!(
+                "vring {index}: base {base} (a split ring's is 16-bit)"
+            ));
+        }
+        slot.lock().cfg.base = base as u16;
+        Ok(())
+    }
+    fn get_vring_base(&mut self, index: u32) -> Result<VhostUserVringState> {
+        let slot = self.slot(index)?;
+        let mut v = slot.lock();
+        let base = v.stop();
+        v.cfg.kicked = false;
+        slot.running.store(false, Ordering::Release);
+        Ok(VhostUserVringState::new(index, base as u32))
+    }
+    fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> Result<()> {
+        let slot = self.slot(index as u32)?;
+        {
+            let mut v = slot.lock();
+            v.cfg.kick = fd.map(Arc::new);
+            v.cfg.kicked = true;
+            if !self.protocol {
+                v.cfg.enabled = true;
+            }
+        }
+        slot.kick_gen.fetch_add(1, Ordering::Release);
+        self.try_start(index as u32)
+    }
+    fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> Result<()> {
+        let slot = self.slot(index as u32)?;
+        slot.lock().cfg.call = fd;
+        Ok(())
+    }
+    fn set_vring_err(&mut self, index: u8, _fd: Option<File>) -> Result<()> {
+        self.slot(index as u32).map(drop)
+    }
+    fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
+        Ok(VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS)
+    }
+    fn set_protocol_features(&mut self, _features: u64) -> Result<()> {
+        Ok(())
+    }
+    fn get_queue_num(&mut self) -> Result<u64> {
+        // Vrings, not pairs: rust-vmm's frontend checks vring indices
+        // against it (QEMU and DPDK compare pairs with it, and a QEMU
+        // asking for more pairs than `max_virtqueue_pairs` is refused at
+        // its first vring past ours).
+        Ok(2 * self.offer.pairs as u64)
+    }
+    fn set_vring_enable(&mut self, index: u32, enable: bool) -> Result<()> {
+        let slot = self.slot(index)?;
+        slot.lock().cfg.enabled = enable;
+        if enable {
+            self.try_start(index)
+        } else {
+            let mut v = slot.lock();
+            v.stop();
+            slot.running.store(false, Ordering::Release);
+            Ok(())
+        }
+    }
+    fn get_config(&mut self, offset: u32, size: u32, _: VhostUserConfigFlags) -> Result<Vec<u8>> {
+        // §5.1.4: mac, status (LINK_UP), max_virtqueue_pairs, mtu.
+        let mut cfg = [0u8; 12];
+        cfg[..6].copy_from_slice(&self.offer.mac);
+        cfg[6..8].copy_from_slice(&1u16.to_le_bytes());
+        cfg[8..10].copy_from_slice(&self.offer.pairs.to_le_bytes());
+        cfg[10..12].copy_from_slice(&self.offer.mtu.to_le_bytes());
+        let (o, n) = (offset as usize, size as usize);
+        match cfg.get(o..o.saturating_add(n)) {
+            Some(b) => Ok(b.to_vec()),
+            None => self.refuse(format!("GET_CONFIG of {n} bytes at {o}: the config has 12")),
+        }
+    }
+    fn set_config(&mut self, _: u32, _: &[u8], _: VhostUserConfigFlags) -> Result<()> {
+        unsupported()
+    }
+    fn set_backend_req_fd(&mut self, _backend: Backend) {}
+    fn set_gpu_socket(&mut self, _gpu_backend: GpuBackend) -> Result<()> {
+        unsupported()
+    }
+    fn get_shared_object(&mut self, _uuid: VhostUserSharedMsg) -> Result<File> {
+        unsupported()
+    }
+    fn get_inflight_fd(&mut self, _: &VhostUserInflight) -> Result<(VhostUserInflight, File)> {
+        unsupported()
+    }
+    fn set_inflight_fd(&mut self, _: &VhostUserInflight, _file: File) -> Result<()> {
+        unsupported()
+    }
+    fn get_max_mem_slots(&mut self) -> Result<u64> {
+        Ok(MAX_REGIONS as u64)
+    }
+    fn add_mem_region(
+        &mut self,
+        r: &VhostUserSingleMemoryRegion,
+        fd: File,
+        _: Option<bool>,
+    ) -> Result<Option<VhostUserMemoryRegionBase>> {
+        if self.regions.len() == MAX_REGIONS {
+            return self.refuse(format!("ADD_MEM_REG past {MAX_REGIONS} regions"));
+        }
+        self.regions.push((region_info(r), fd));
+        if let Err(e) = self.remap() {
+            self.regions.pop();
+            let _ = self.remap();
+            return Err(e);
+        }
+        Ok(None)
+    }
+    fn remove_mem_region(&mut self, r: &VhostUserSingleMemoryRegion) -> Result<()> {
+        let n = self.regions.len();
+        let i = region_info(r);
+        self.regions
+            .retain(|(x, _)| !(x.guest_addr == i.guest_addr && x.size == i.size));
+        if self.regions.len() == n {
+            return self.refuse(format!("REM_MEM_REG of a region we do not have: {i:x?}"));
+        }
+        self.remap()
+    }
+    fn set_device_state_fd(
+        &mut self,
+        _: VhostTransferStateDirection,
+        _: VhostTransferStatePhase,
+        _fd: File,
+    ) -> Result<Option<File>> {
+        unsupported()
+    }
+    fn check_device_state(&mut self) -> Result<()> {
+        unsupported()
+    }
+    fn get_shmem_config(&mut self) -> Result<VhostUserShMemConfig> {
+        unsupported()
+    }
+    fn set_log_base(&mut self, _: &VhostUserLog, _file: File) -> Result<()> {
+        unsupported()
+    }
+}

@@ -1,0 +1,426 @@
+//! The vhost-user backend: this process is the virtio-net device, and a
+//! frontend (DPDK's `net_virtio_user`, QEMU for a guest's virtio-net,
+//! rpmd's own `virtio-user:` port) is the driver.
+//!
+//! Device string: `vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M]`.
+//! By default the port listens on PATH (as DPDK's `net_vhost` does);
+//! `client=1` connects to a frontend listening there (QEMU's
+//! `server=on`, virtio-user's `server=1`), retrying every 100 ms. Either
+//! way one frontend is served at a time, from open until the port is
+//! dropped; when it goes (or is dropped for breaking the protocol), the
+//! rings stop, the link goes down, and the next one is served, with no
+//! restart of the app. Q queue pairs (1..=8, default 1) are offered with
+//! VIRTIO_NET_F_MQ; rx queue q reads the guest's TX vring 2q + 1 and tx
+//! queue q writes its RX vring 2q. Offered: VERSION_1, MRG_RXBUF and
+//! EVENT_IDX (each can be taken out), MQ, MTU (M, default 1500) and MAC,
+//! and the protocol features MQ, CONFIG, REPLY_ACK and
+//! CONFIGURE_MEM_SLOTS. Split rings only, so far.
+//!
+//! The message layer is rust-vmm's `vhost` crate ([`control`]); the
+//! memory table goes through `pmd::peer` (every region checked, every
+//! address translated only when wholly inside one); the rings are the
+//! crate's typed views on that memory, and the data path is ours
+//! ([`vq`]): rx_burst copies guest TX chains into mbufs, tx_burst copies
+//! mbufs into the guest's RX buffers (mergeable when negotiated); bursts,
+//! no allocation, no syscalls but the call eventfd write when the guest
+//! asked for an interrupt. Each queue try-locks its vring once a burst,
+//! as DPDK's vhost library takes its per-queue access lock, so a control
+//! message that changes a ring waits for at most one burst.
+//!
+//! Kicks: while the queues are polled the guest is told not to kick
+//! (used.flags NO_NOTIFY, or a stale avail_event with EVENT_IDX); an rx
+//! queue arms kicks when the run loop is about to sleep, and its
+//! interrupt fd is the guest's kick eventfd.
+mod control;
+mod vq;
+
+use crate::fd::drain_eventfd;
+use crate::{perr, psrc};
+use control::{serve, Endpoint, Offer, Shared, BASE_FEATURES};
+use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
+use rpmd_pmd::port::{
+    Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, PortConfig, PortStats,
+    Queues, RxQueue, RxStamp, TxQueue, Xstat,
+};
+use rpmd_pmd::{DmaDomain, Mempool};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use vq::VringSlot;
+
+type PmdError = rpmd_pmd::Error;
+
+/// Most queue pairs a backend port offers.
+pub const MAX_PAIRS: u16 = 8;
+
+/// The `vhost-user` driver.
+pub struct VhostUserDriver;
+
+impl Driver for VhostUserDriver {
+    fn kind(&self) -> &'static str {
+        "vhost-user"
+    }
+
+    fn usage(&self) -> &'static str {
+        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
+    }
+
+    fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
+        args.only_options(&["client", "queues", "mrg_rxbuf", "event_idx", "mtu"])?;
+        let name = args.raw();
+        let path = args.require_target("a vhost-user socket path")?.to_string();
+        let pairs = args.opt_u64("queues", 1)?;
+        if !(1..=MAX_PAIRS as u64).contains(&pairs) {
+            return Err(perr(
+                name,
+                format!("queues={pairs}: 1..={MAX_PAIRS} queue pairs"),
+            ));
+        }
+        let pairs = pairs as u16;
+        let mtu = args.opt_u64("mtu", 1500)?;
+        if !(68..=9000).contains(&mtu) {
+            return Err(perr(name, format!("mtu={mtu}: 68..=9000")));
+        }
+        let mut features = BASE_FEATURES;
+        if !args.opt_bool("mrg_rxbuf", true)? {
+            features &= !crate::consts::VIRTIO_NET_F_MRG_RXBUF;
+        }
+        if !args.opt_bool("event_idx", true)? {
+            features &= !crate::consts::VIRTIO_RING_F_EVENT_IDX;
+        }
+        let client = args.opt_bool("client", false)?;
+        let ep = if client {
+            Endpoint::Client(path.clone())
+        } else {
+            Endpoint::Server(listen(name, &path)?)
+        };
+        let mac = MacAddr::from_name(&path, 0x56);
+        let offer = Offer {
+            features,
+            pairs,
+            mac: mac.0,
+            mtu: mtu as u16,
+        };
+        let shared = Arc::new(Shared::new(name, pairs));
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("rpmd-vhost-ctl".into())
+            .spawn(move || serve(ep, s, offer))
+            .map_err(|e| psrc(name, "spawning the vhost-user control thread", e))?;
+        Ok(Box::new(VhostUserPort {
+            name: name.to_string(),
+            port_id: args.port_id(),
+            path: (!client).then_some(path),
+            shared,
+            thread: Some(thread),
+            pairs,
+            mac,
+            mtu: mtu as u16,
+            pool: None,
+            queues: (1, 1),
+            stamp: RxStamp::new(args.port_id(), &PortConfig::default()),
+            started: false,
+            live: Arc::new(AtomicBool::new(false)),
+            stats: StatsBlock::new(0, 0),
+        }))
+    }
+}
+
+/// Binds the listening socket at `path`: a stale socket file is replaced,
+/// anything else there (a file, a live backend's socket) is an error.
+fn listen(name: &str, path: &str) -> Result<UnixListener, PmdError> {
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if !md.file_type().is_socket() {
+            return Err(perr(
+                name,
+                format!("{path} exists and is not a socket; remove it or choose another path"),
+            ));
+        }
+        if UnixStream::connect(path).is_ok() {
+            return Err(perr(
+                name,
+                format!("{path}: another process is listening there"),
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let l = UnixListener::bind(path).map_err(|e| psrc(name, format!("listening on {path}"), e))?;
+    l.set_nonblocking(true)
+        .map_err(|e| psrc(name, "a non-blocking listener", e))?;
+    Ok(l)
+}
+
+/// A vhost-user backend port.
+pub struct VhostUserPort {
+    name: String,
+    port_id: u16,
+    /// The socket we listen on (removed when the port goes).
+    path: Option<String>,
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pairs: u16,
+    mac: MacAddr,
+    mtu: u16,
+    pool: Option<Mempool>,
+    /// Queues of the configuration: (rx, tx).
+    queues: (u16, u16),
+    stamp: RxStamp,
+    started: bool,
+    live: Arc<AtomicBool>,
+    stats: StatsBlock,
+}
+
+impl Port for VhostUserPort {
+    fn driver(&self) -> &'static str {
+        "vhost-user"
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_rx_queues: self.pairs,
+            max_tx_queues: self.pairs,
+            // The frontend sizes the rings.
+            min_desc: 1,
+            max_desc: 32768,
+            desc_pow2: false,
+            offloads: Offloads::NONE,
+            min_mtu: 68,
+            max_mtu: 9000,
+            rx_interrupts: true,
+            needs_rx_pool: true,
+        }
+    }
+    fn configure(&mut self, conf: &PortConfig) -> Result<(), PmdError> {
+        if self.started {
+            return Err(perr(&self.name, "configure while started; stop it first"));
+        }
+        conf.validate(&self.name, &self.capabilities())?;
+        self.pool = conf.rx_pool.clone();
+        self.queues = (conf.rx_queues, conf.tx_queues);
+        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
+        self.stamp = RxStamp::new(self.port_id, conf);
+        if let Some(m) = conf.mtu {
+            self.mtu = m;
+        }
+        Ok(())
+    }
+    fn start(&mut self) -> Result<Queues, PmdError> {
+        let Some(pool) = self.pool.clone() else {
+            return Err(perr(&self.name, "start before configure"));
+        };
+        if self.started {
+            return Err(perr(&self.name, "already started"));
+        }
+        self.live = Arc::new(AtomicBool::new(true));
+        let v = &self.shared.vrings;
+        let rx = (0..self.queues.0 as usize)
+            .map(|q| {
+                Box::new(BackendRx {
+                    slot: v[2 * q + 1].clone(),
+                    pool: pool.clone(),
+                    stats: self.stats.rx(q),
+                    live: self.live.clone(),
+                    stamp: self.stamp,
+                    kick: None,
+                    kick_gen: u64::MAX,
+                }) as Box<dyn RxQueue>
+            })
+            .collect();
+        let tx = (0..self.queues.1 as usize)
+            .map(|q| {
+                Box::new(BackendTx {
+                    slot: v[2 * q].clone(),
+                    stats: self.stats.tx(q),
+                    live: self.live.clone(),
+                }) as Box<dyn TxQueue>
+            })
+            .collect();
+        self.started = true;
+        Ok(Queues::new(rx, tx))
+    }
+    fn stop(&mut self) -> Result<(), PmdError> {
+        self.live.store(false, Ordering::Relaxed);
+        self.started = false;
+        Ok(())
+    }
+    fn link(&self) -> Link {
+        let up = self.shared.connected.load(Ordering::Acquire) && self.shared.link_up();
+        Link {
+            up,
+            speed_mbps: if up { 10_000 } else { 0 },
+            full_duplex: true,
+        }
+    }
+    fn mac_addr(&self) -> MacAddr {
+        self.mac
+    }
+    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
+        no_filter(&self.name, on, "promiscuous")
+    }
+    fn promiscuous(&self) -> bool {
+        true
+    }
+    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
+        no_filter(&self.name, on, "all-multicast")
+    }
+    fn allmulticast(&self) -> bool {
+        true
+    }
+    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
+        self.capabilities().check_mtu(&self.name, mtu)?;
+        self.mtu = mtu;
+        Ok(())
+    }
+    fn mtu(&self) -> u16 {
+        self.mtu
+    }
+    fn stats(&self) -> PortStats {
+        self.stats.stats()
+    }
+    fn xstats(&self) -> Vec<Xstat> {
+        let s = &self.shared;
+        let mut x = self.stats.xstats();
+        let mut add = |name: String, value: u64| x.push(Xstat { name, value });
+        add(
+            "negotiated_features".into(),
+            s.features.load(Ordering::Relaxed),
+        );
+        add("connections".into(), s.connections.get());
+        add("frontends_rejected".into(), s.rejected.get());
+        for (i, v) in s.vrings.iter().enumerate() {
+            let (dir, q) = if i % 2 == 0 {
+                ("tx", i / 2)
+            } else {
+                ("rx", i / 2)
+            };
+            let c = &v.counters;
+            add(format!("{dir}_q{q}_calls"), c.calls.get());
+            add(format!("{dir}_q{q}_kick_arms"), c.arms.get());
+            add(format!("{dir}_q{q}_kicks"), c.kicks.get());
+            add(format!("{dir}_q{q}_ring_starts"), c.starts.get());
+        }
+        x
+    }
+    fn reset_stats(&mut self) {
+        self.stats.reset();
+    }
+}
+
+impl VhostUserPort {
+    /// Why the last frontend was dropped, if one was.
+    pub fn last_error(&self) -> Option<String> {
+        self.shared
+            .last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+fn no_filter(port: &str, on: bool, mode: &str) -> Result<(), PmdError> {
+    if on {
+        return Ok(());
+    }
+    Err(perr(
+        port,
+        format!("a vhost-user backend has no receive filter: {mode} mode stays on"),
+    ))
+}
+
+impl Drop for VhostUserPort {
+    fn drop(&mut self) {
+        self.live.store(false, Ordering::Relaxed);
+        self.shared.quit.store(true, Ordering::Relaxed);
+        if let Some(c) = self
+            .shared
+            .closer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// An rx queue: the guest's TX vring of one pair.
+struct BackendRx {
+    slot: Arc<VringSlot>,
+    pool: Mempool,
+    stats: Arc<crossbeam_utils::CachePadded<QueueStats>>,
+    live: Arc<AtomicBool>,
+    stamp: RxStamp,
+    /// The guest's kick eventfd, for the run loop's sleep.
+    kick: Option<Arc<File>>,
+    kick_gen: u64,
+}
+
+impl RxQueue for BackendRx {
+    #[inline]
+    fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        if !self.live.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let Ok(mut v) = self.slot.vring.try_lock() else {
+            return 0;
+        };
+        let n = v.dequeue(&self.pool, out, max, &self.stats, &self.slot.counters);
+        drop(v);
+        self.stamp.apply(out, n)
+    }
+
+    fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.kick.as_deref().map(|f| f.as_fd())
+    }
+
+    fn set_interrupt(&mut self, on: bool) -> Result<(), PmdError> {
+        let mut v = self.slot.lock();
+        let gen = self.slot.kick_gen.load(Ordering::Acquire);
+        if gen != self.kick_gen {
+            self.kick_gen = gen;
+            self.kick = v.cfg.kick.clone();
+        }
+        if on {
+            self.slot.counters.arms.add(1);
+        } else if self.kick.as_deref().is_some_and(drain_eventfd) {
+            self.slot.counters.kicks.add(1);
+        }
+        v.arm(on);
+        Ok(())
+    }
+
+    fn has_work(&self) -> bool {
+        self.slot.lock().has_work()
+    }
+}
+
+/// A tx queue: the guest's RX vring of one pair.
+struct BackendTx {
+    slot: Arc<VringSlot>,
+    stats: Arc<crossbeam_utils::CachePadded<QueueStats>>,
+    live: Arc<AtomicBool>,
+}
+
+impl TxQueue for BackendTx {
+    #[inline]
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
+        if !self.live.load(Ordering::Relaxed) || pkts.is_empty() {
+            return 0;
+        }
+        let Ok(mut v) = self.slot.vring.try_lock() else {
+            return 0;
+        };
+        v.enqueue(pkts, &self.stats, &self.slot.counters)
+    }
+}

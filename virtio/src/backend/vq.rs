@@ -1,0 +1,573 @@
+//! The device side of a split virtqueue in a vhost-user frontend's memory:
+//! dequeue (the guest's TX ring into mbufs, the port's rx) and enqueue
+//! (mbufs into the guest's RX buffers, the port's tx).
+//!
+//! Everything in the ring is the frontend's and untrusted. Indices and
+//! heads are checked against the ring size, chains are walked at most
+//! `size` steps, every buffer is copied through [`PeerMemory`], which
+//! refuses a range not wholly inside one region, and the device's own
+//! positions (`last_avail`, `used_idx`) live here, never re-read from the
+//! ring. A chain that breaks a rule is completed with length 0 (the
+//! frontend gets its buffer back, as Linux and DPDK drivers expect of a
+//! buffer the device could not use) and counted in `device_errors`; an
+//! avail index more than a ring ahead of ours stops the ring until the
+//! frontend sets it up again.
+use crate::consts::{
+    VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY,
+};
+use crate::vring::{PeerSplit, SplitView};
+use rpmd_pmd::peer::PeerMemory;
+use rpmd_pmd::port::stats::{Counter, QueueStats};
+use rpmd_pmd::{Mbuf, Mempool, Pkts};
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// §2.7.5: an indirect descriptor table (not offered, so never valid).
+const VRING_DESC_F_INDIRECT: u16 = 4;
+
+/// Most bytes a frame from the guest may have (a 9000-byte MTU with
+/// room to spare); longer chains are dropped, so a hostile chain cannot
+/// empty the pool.
+pub(crate) const MAX_FRAME: usize = 16 << 10;
+
+/// Most frames one dequeue takes (one bit each in a mask).
+const MAX_BURST: usize = 64;
+
+/// Most guest buffers one frame may span on enqueue, and descriptors
+/// across them.
+const MAX_HEADS: usize = 16;
+const MAX_SEGS: usize = 32;
+
+/// What the frontend set up for one vring (written by the control
+/// thread).
+#[derive(Default)]
+pub(crate) struct VringConfig {
+    pub(crate) num: u16,
+    /// Descriptor table, avail and used rings, at the frontend's own
+    /// addresses.
+    pub(crate) addrs: Option<(u64, u64, u64)>,
+    pub(crate) base: u16,
+    /// SET_VRING_KICK was received (with an fd, or none for polling).
+    pub(crate) kicked: bool,
+    pub(crate) kick: Option<Arc<File>>,
+    pub(crate) call: Option<File>,
+    pub(crate) enabled: bool,
+}
+
+/// What the negotiated features mean for the data path.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Negotiated {
+    /// The net header before each frame: 12 bytes with VERSION_1 or
+    /// MRG_RXBUF, else 10.
+    pub(crate) hdr_len: usize,
+    pub(crate) mrg: bool,
+    pub(crate) event_idx: bool,
+}
+
+/// Counters of one vring besides the queue's.
+#[derive(Default)]
+pub(crate) struct VringCounters {
+    /// Call eventfd writes (interrupts to the guest).
+    pub(crate) calls: Counter,
+    /// Times the queue armed kicks before the lcore slept.
+    pub(crate) arms: Counter,
+    /// Kicks found when waking.
+    pub(crate) kicks: Counter,
+    /// Ring starts (set-ups and restarts).
+    pub(crate) starts: Counter,
+}
+
+/// One vring: its set-up and the device's position, behind the mutex the
+/// data path try-locks once a burst (DPDK's per-queue access lock).
+pub(crate) struct VringSlot {
+    pub(crate) vring: Mutex<Vring>,
+    pub(crate) counters: VringCounters,
+    /// Whether the ring runs (kept beside the mutex for `link`).
+    pub(crate) running: AtomicBool,
+    /// Bumped when the kick fd changes, so a queue refreshes its copy.
+    pub(crate) kick_gen: AtomicU64,
+}
+
+impl VringSlot {
+    pub(crate) fn new() -> Self {
+        VringSlot {
+            vring: Mutex::new(Vring::default()),
+            counters: VringCounters::default(),
+            running: AtomicBool::new(false),
+            kick_gen: AtomicU64::new(0),
+        }
+    }
+
+    /// The vring, locked (a poisoned lock is taken over: the state is
+    /// plain data, valid after any panic).
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Vring> {
+        self.vring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The device state of one vring.
+#[derive(Default)]
+pub(crate) struct Vring {
+    pub(crate) cfg: VringConfig,
+    pub(crate) neg: Negotiated,
+    ring: Option<PeerSplit>,
+    last_avail: u16,
+    used_idx: u16,
+    /// Why the ring stopped on its own, if it did.
+    pub(crate) broken: Option<String>,
+}
+
+/// §2.7.10: whether an index moving from `old` to `new` passes `event`.
+fn need_event(event: u16, new: u16, old: u16) -> bool {
+    new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
+}
+
+impl Vring {
+    /// Whether the ring runs.
+    pub(crate) fn running(&self) -> bool {
+        self.ring.is_some()
+    }
+
+    /// (Re)starts the ring on `mem` if everything it needs was set up
+    /// (memory, size, addresses, kick, enabled); `Ok(false)` when
+    /// something is still missing, an error when the frontend's addresses
+    /// do not lie in its memory.
+    pub(crate) fn start(&mut self, mem: Option<&Arc<PeerMemory>>) -> Result<bool, String> {
+        // A running ring moved to new memory keeps its place.
+        let resume = self.ring.take().is_some();
+        let c = &self.cfg;
+        let (Some(mem), Some((d, a, u)), true, true) = (mem, c.addrs, c.kicked, c.enabled) else {
+            return Ok(false);
+        };
+        if c.num == 0 {
+            return Ok(false);
+        }
+        let ring = PeerSplit::new(mem.clone(), c.num, d, a, u)?;
+        let v = ring.view();
+        // As DPDK does: a used index other than the base (a frontend that
+        // restarted, a base from an earlier backend) is where we resume.
+        if !resume {
+            let used = v.used_idx(Ordering::Acquire);
+            self.last_avail = if used != c.base { used } else { c.base };
+            self.used_idx = self.last_avail;
+        }
+        self.broken = None;
+        // We poll: no kicks until the queue arms them.
+        if !self.neg.event_idx {
+            v.set_used_flags(VRING_USED_F_NO_NOTIFY);
+        }
+        self.ring = Some(ring);
+        Ok(true)
+    }
+
+    /// Stops the ring and returns where the next available entry is
+    /// (GET_VRING_BASE).
+    pub(crate) fn stop(&mut self) -> u16 {
+        if self.ring.take().is_some() {
+            self.cfg.base = self.last_avail;
+        }
+        self.cfg.base
+    }
+
+    fn break_ring(&mut self, why: String, st: &QueueStats) {
+        st.device_errors.add(1);
+        st.errors.add(1);
+        self.broken = Some(why);
+        self.ring = None;
+    }
+
+    /// Writes the call eventfd if the driver wants an interrupt for the
+    /// used index moving from `old` to `new`.
+    fn signal(&self, v: &SplitView, old: u16, new: u16, c: &VringCounters) {
+        let Some(call) = &self.cfg.call else { return };
+        // Partner: the driver's full barrier between writing used_event
+        // (or avail.flags) and reading used.idx again (Linux's
+        // virtqueue_enable_cb_prepare and virtqueue_poll).
+        fence(Ordering::SeqCst);
+        let want = if self.neg.event_idx {
+            need_event(v.used_event(), new, old)
+        } else {
+            v.avail_flags() & VRING_AVAIL_F_NO_INTERRUPT == 0
+        };
+        if want {
+            let _ = (&*call).write(&1u64.to_ne_bytes());
+            c.calls.add(1);
+        }
+    }
+
+    /// Arms (`on`) or disarms kicks before and after the lcore sleeps.
+    pub(crate) fn arm(&mut self, on: bool) {
+        let Some(r) = &self.ring else { return };
+        let v = r.view();
+        if on {
+            if self.neg.event_idx {
+                v.set_avail_event(self.last_avail);
+            } else {
+                v.set_used_flags(0);
+            }
+            // Partner: the driver's full barrier between publishing
+            // avail.idx and reading avail_event or used.flags (Linux's
+            // virtqueue_kick_prepare); then `has_work` looks again.
+            fence(Ordering::SeqCst);
+        } else if !self.neg.event_idx {
+            v.set_used_flags(VRING_USED_F_NO_NOTIFY);
+        }
+        // With event indices a stale avail_event stops kicks by itself.
+    }
+
+    /// Whether the driver made buffers available we have not taken.
+    pub(crate) fn has_work(&self) -> bool {
+        self.ring
+            .as_ref()
+            .is_some_and(|r| r.view().avail_idx(Ordering::Acquire) != self.last_avail)
+    }
+
+    /// Dequeues up to `max` frames the guest sent into mbufs from `pool`,
+    /// appended to `out`; returns how many.
+    pub(crate) fn dequeue(
+        &mut self,
+        pool: &Mempool,
+        out: &mut Pkts,
+        max: usize,
+        st: &QueueStats,
+        c: &VringCounters,
+    ) -> usize {
+        let Some(r) = &self.ring else { return 0 };
+        let (v, mem) = (r.view(), r.mem());
+        // Partner: the driver's Release store of avail.idx after writing
+        // the entries and descriptors.
+        let avail = v.avail_idx(Ordering::Acquire);
+        let pending = avail.wrapping_sub(self.last_avail);
+        if pending == 0 {
+            return 0;
+        }
+        if pending > v.size() {
+            let why = format!(
+                "avail.idx {avail} is {pending} entries ahead of the device's {} in a ring of {}",
+                self.last_avail,
+                v.size()
+            );
+            self.break_ring(why, st);
+            return 0;
+        }
+        let start = out.len();
+        let n = (pending as usize)
+            .min(max)
+            .min(MAX_BURST)
+            .min(out.capacity() - start);
+        if n == 0 {
+            return 0;
+        }
+        if pool.get_bulk(out, n).is_err() {
+            st.nombuf.add(n as u64);
+            return 0;
+        }
+        let old_used = self.used_idx;
+        let (mut bad, mut bytes, mut fatal) = (0u64, 0u64, None);
+        for i in 0..n {
+            let head = v.avail_entry(self.last_avail);
+            if head >= v.size() {
+                // Nothing to complete: the entry names no descriptor.
+                fatal = Some(format!("avail entry {} names head {head}", self.last_avail));
+                bad |= ((1u128 << n) - (1u128 << i)) as u64;
+                break;
+            }
+            self.last_avail = self.last_avail.wrapping_add(1);
+            match read_chain(mem, &v, head, self.neg.hdr_len, &mut out[start + i], pool) {
+                Ok(()) => bytes += out[start + i].pkt_len() as u64,
+                Err(_) => {
+                    bad |= 1 << i;
+                    st.device_errors.add(1);
+                    st.errors.add(1);
+                }
+            }
+            v.set_used_elem(self.used_idx, head as u32, 0);
+            self.used_idx = self.used_idx.wrapping_add(1);
+        }
+        // Partner: the driver's Acquire load of used.idx before it reuses
+        // the buffers.
+        v.set_used_idx(self.used_idx, Ordering::Release);
+        self.signal(&v, old_used, self.used_idx, c);
+        if let Some(why) = fatal {
+            self.break_ring(why, st);
+        }
+        if bad != 0 {
+            let mut k = 0usize;
+            out.retain(|_| {
+                k += 1;
+                k <= start || bad & (1 << (k - 1 - start)) == 0
+            });
+        }
+        let got = n - bad.count_ones() as usize;
+        st.packets.add(got as u64);
+        st.bytes.add(bytes);
+        got
+    }
+
+    /// Enqueues frames from the front of `pkts` into the guest's RX
+    /// buffers; returns how many were taken (sent, or dropped as too
+    /// large for the buffers or for a bad chain, counted in `errors`).
+    pub(crate) fn enqueue(&mut self, pkts: &mut Pkts, st: &QueueStats, c: &VringCounters) -> usize {
+        let Some(r) = &self.ring else { return 0 };
+        let (v, mem) = (r.view(), r.mem());
+        // Partner: the driver's Release store of avail.idx.
+        let avail = v.avail_idx(Ordering::Acquire);
+        let free = avail.wrapping_sub(self.last_avail);
+        if free > v.size() {
+            let why = format!(
+                "avail.idx {avail} is {free} entries ahead of the device's {} in a ring of {}",
+                self.last_avail,
+                v.size()
+            );
+            self.break_ring(why, st);
+            return 0;
+        }
+        let old_used = self.used_idx;
+        let mut plan = Plan::default();
+        let (mut taken, mut used_heads, mut sent, mut bytes) = (0usize, 0u16, 0u64, 0u64);
+        let mut fatal = None;
+        while taken < pkts.len() && fatal.is_none() {
+            let m = &pkts[taken];
+            let need = self.neg.hdr_len + m.pkt_len();
+            plan.clear();
+            let mut bad = false;
+            while plan.cap < need {
+                if used_heads + plan.nheads as u16 == free {
+                    break;
+                }
+                if plan.nheads == MAX_HEADS || (plan.nheads == 1 && !self.neg.mrg) {
+                    bad = true;
+                    break;
+                }
+                let at = self.last_avail.wrapping_add(plan.nheads as u16);
+                let head = v.avail_entry(at);
+                if head >= v.size() {
+                    // Nothing to complete: the entry names no descriptor.
+                    fatal = Some(format!("avail entry {at} names head {head}"));
+                    bad = true;
+                    break;
+                }
+                if plan.gather(mem, &v, head).is_err() {
+                    st.device_errors.add(1);
+                    bad = true;
+                    break;
+                }
+            }
+            if !bad && plan.cap < need {
+                // The ring ran dry: this frame and the rest stay.
+                st.full.add(1);
+                break;
+            }
+            if !bad && plan.write(mem, m, self.neg).is_err() {
+                bad = true;
+            }
+            if bad {
+                st.errors.add(1);
+                plan.written_zero();
+            } else {
+                sent += 1;
+                bytes += m.pkt_len() as u64;
+            }
+            for &(head, len) in &plan.heads[..plan.nheads] {
+                v.set_used_elem(self.used_idx, head as u32, len);
+                self.used_idx = self.used_idx.wrapping_add(1);
+            }
+            used_heads += plan.nheads as u16;
+            self.last_avail = self.last_avail.wrapping_add(plan.nheads as u16);
+            taken += 1;
+        }
+        if used_heads != 0 {
+            // Partner: the driver's Acquire load of used.idx before it
+            // reads the buffers.
+            v.set_used_idx(self.used_idx, Ordering::Release);
+            self.signal(&v, old_used, self.used_idx, c);
+        }
+        if let Some(why) = fatal {
+            self.break_ring(why, st);
+        }
+        pkts.drop_front(taken);
+        st.packets.add(sent);
+        st.bytes.add(bytes);
+        taken
+    }
+}
+
+/// Copies the frame of the chain at `head` into `m`, after the `hdr`
+/// bytes of the net header, chaining segments from `pool` when it does
+/// not fit one mbuf; the error names the rule the chain broke.
+fn read_chain(
+    mem: &PeerMemory,
+    v: &SplitView,
+    head: u16,
+    hdr: usize,
+    m: &mut Mbuf,
+    pool: &Mempool,
+) -> Result<(), &'static str> {
+    let size = v.size();
+    let mut id = head;
+    let mut skip = hdr as u64;
+    let mut tail: Option<Mbuf> = None;
+    let mut total = 0usize;
+    for _ in 0..size {
+        let d = v.desc(id);
+        if d.flags & (VRING_DESC_F_WRITE | VRING_DESC_F_INDIRECT) != 0 {
+            return Err("a device-writable or indirect descriptor in a TX chain");
+        }
+        let s = skip.min(d.len as u64);
+        skip -= s;
+        let mut left = d.len as u64 - s;
+        let mut a = d
+            .addr
+            .checked_add(s)
+            .ok_or("a buffer address that overflows")?;
+        total += left as usize;
+        if total > MAX_FRAME {
+            return Err("a frame longer than MAX_FRAME");
+        }
+        while left > 0 {
+            let seg = tail.as_mut().unwrap_or(&mut *m);
+            let room = seg.tailroom() as u64;
+            if room == 0 {
+                let t = pool.get().map_err(|_| "no mbuf for a segment")?;
+                if let Some(full) = tail.replace(t) {
+                    m.chain(full).map_err(|_| "too many segments")?;
+                }
+                continue;
+            }
+            let k = room.min(left);
+            let dst = seg.append(k as usize).ok_or("no tailroom")?;
+            mem.read(a, dst)
+                .map_err(|_| "a buffer outside the memory table")?;
+            a += k;
+            left -= k;
+        }
+        if d.flags & VRING_DESC_F_NEXT == 0 {
+            if let Some(t) = tail {
+                m.chain(t).map_err(|_| "too many segments")?;
+            }
+            if skip > 0 {
+                return Err("a chain shorter than the net header");
+            }
+            return Ok(());
+        }
+        id = d.id_or_next;
+        if id >= size {
+            return Err("a next link outside the descriptor table");
+        }
+    }
+    Err("a chain longer than the ring (a loop)")
+}
+
+/// The guest buffers one frame goes into.
+struct Plan {
+    /// (address, length, index into `heads`).
+    segs: [(u64, u32, u8); MAX_SEGS],
+    nsegs: usize,
+    /// (head, bytes written).
+    heads: [(u16, u32); MAX_HEADS],
+    nheads: usize,
+    cap: usize,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            segs: [(0, 0, 0); MAX_SEGS],
+            nsegs: 0,
+            heads: [(0, 0); MAX_HEADS],
+            nheads: 0,
+            cap: 0,
+        }
+    }
+}
+
+impl Plan {
+    fn clear(&mut self) {
+        self.nsegs = 0;
+        self.nheads = 0;
+        self.cap = 0;
+    }
+
+    fn written_zero(&mut self) {
+        for h in &mut self.heads[..self.nheads] {
+            h.1 = 0;
+        }
+    }
+
+    /// Adds the chain at `head` (device-writable descriptors, each inside
+    /// the memory table). The head is added even when the chain is bad,
+    /// so that it is completed (with length 0).
+    fn gather(&mut self, mem: &PeerMemory, v: &SplitView, head: u16) -> Result<(), &'static str> {
+        let h = self.nheads;
+        self.heads[h] = (head, 0);
+        self.nheads += 1;
+        let size = v.size();
+        let mut id = head;
+        for _ in 0..size {
+            let d = v.desc(id);
+            if d.flags & VRING_DESC_F_WRITE == 0 || d.flags & VRING_DESC_F_INDIRECT != 0 {
+                return Err("a read-only or indirect descriptor in an RX chain");
+            }
+            if mem.translate(d.addr, d.len as u64).is_none() {
+                return Err("a buffer outside the memory table");
+            }
+            if self.nsegs == MAX_SEGS {
+                return Err("a chain of more than MAX_SEGS descriptors");
+            }
+            self.segs[self.nsegs] = (d.addr, d.len, h as u8);
+            self.nsegs += 1;
+            self.cap += d.len as usize;
+            if d.flags & VRING_DESC_F_NEXT == 0 {
+                return Ok(());
+            }
+            id = d.id_or_next;
+            if id >= size {
+                return Err("a next link outside the descriptor table");
+            }
+        }
+        Err("a chain longer than the ring (a loop)")
+    }
+
+    /// Writes the net header and `m`'s data into the buffers.
+    fn write(&mut self, mem: &PeerMemory, m: &Mbuf, neg: Negotiated) -> Result<(), ()> {
+        let mut hdr = [0u8; 12];
+        let nbuf = if neg.mrg { self.nheads as u16 } else { 1 };
+        hdr[10..12].copy_from_slice(&nbuf.to_le_bytes());
+        let mut cur = (0usize, 0u32);
+        self.put(mem, &mut cur, &hdr[..neg.hdr_len])?;
+        for s in m.segments() {
+            self.put(mem, &mut cur, s)?;
+        }
+        Ok(())
+    }
+
+    fn put(&mut self, mem: &PeerMemory, cur: &mut (usize, u32), mut src: &[u8]) -> Result<(), ()> {
+        while !src.is_empty() {
+            let &(a, len, h) = self.segs.get(cur.0).ok_or(())?;
+            let k = ((len - cur.1) as usize).min(src.len());
+            mem.write(a + cur.1 as u64, &src[..k]).map_err(|_| ())?;
+            self.heads[h as usize].1 += k as u32;
+            cur.1 += k as u32;
+            src = &src[k..];
+            if cur.1 == len {
+                *cur = (cur.0 + 1, 0);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::need_event;
+
+    #[test]
+    fn event_index_arithmetic_wraps() {
+        assert!(need_event(5, 6, 5));
+        assert!(!need_event(5, 5, 4));
+        assert!(need_event(0xffff, 0, 0xfffe));
+        assert!(!need_event(10, 20, 15));
+    }
+}
