@@ -249,7 +249,7 @@ impl Handler {
     fn teardown(&mut self) {
         for s in &self.shared.vrings {
             let mut v = s.lock();
-            v.stop();
+            v.stop(&s.counters);
             v.cfg = Default::default();
             s.running.store(false, Ordering::Release);
         }
@@ -257,6 +257,21 @@ impl Handler {
         self.regions.clear();
         self.shared.features.store(0, Ordering::Relaxed);
     }
+}
+
+/// Whether RPMD_VHOST_TRACE is set: each request is then written to
+/// stderr as it is handled (for debugging a frontend's sequence).
+fn tracing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RPMD_VHOST_TRACE").is_some())
+}
+
+macro_rules! trace {
+    ($($a:tt)*) => {
+        if tracing() {
+            eprintln!("rpmd vhost: {}", format_args!($($a)*));
+        }
+    };
 }
 
 fn region_info(r: &VhostUserMemoryRegion) -> PeerRegionInfo {
@@ -279,6 +294,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(())
     }
     fn reset_owner(&mut self) -> Result<()> {
+        trace!("RESET_OWNER");
         self.teardown();
         Ok(())
     }
@@ -290,6 +306,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(self.offer.features)
     }
     fn set_features(&mut self, features: u64) -> Result<()> {
+        trace!("SET_FEATURES {features:#x}");
         let extra = features & !self.offer.features;
         if extra != 0 {
             return self.refuse(format!(
@@ -325,6 +342,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         files: Vec<File>,
         _postcopy_listening: Option<bool>,
     ) -> Result<Option<Vec<VhostUserMemoryRegionBase>>> {
+        trace!("SET_MEM_TABLE {} regions", ctx.len());
         if ctx.len() > MAX_REGIONS || ctx.len() != files.len() {
             return self.refuse(format!(
                 "SET_MEM_TABLE with {} regions and {} fds (at most {MAX_REGIONS})",
@@ -337,6 +355,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(None)
     }
     fn set_vring_num(&mut self, index: u32, num: u32) -> Result<()> {
+        trace!("SET_VRING_NUM {index} {num}");
         let slot = self.slot(index)?;
         if !(1..=32768).contains(&num) || !num.is_power_of_two() {
             return self.refuse(format!(
@@ -355,6 +374,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         available: u64,
         _log: u64,
     ) -> Result<()> {
+        trace!("SET_VRING_ADDR {index} desc {descriptor:#x} avail {available:#x} used {used:#x}");
         let slot = self.slot(index)?;
         let running = {
             let mut v = slot.lock();
@@ -367,6 +387,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(())
     }
     fn set_vring_base(&mut self, index: u32, base: u32) -> Result<()> {
+        trace!("SET_VRING_BASE {index} {base}");
         let slot = self.slot(index)?;
         if base > u16::MAX as u32 {
             return self.refuse(format!(
@@ -377,14 +398,17 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(())
     }
     fn get_vring_base(&mut self, index: u32) -> Result<VhostUserVringState> {
+        trace!("GET_VRING_BASE {index}");
         let slot = self.slot(index)?;
         let mut v = slot.lock();
-        let base = v.stop();
+        let base = v.stop(&slot.counters);
+        trace!("  -> base {base}");
         v.cfg.kicked = false;
         slot.running.store(false, Ordering::Release);
         Ok(VhostUserVringState::new(index, base as u32))
     }
     fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> Result<()> {
+        trace!("SET_VRING_KICK {index} fd {}", fd.is_some());
         let slot = self.slot(index as u32)?;
         {
             let mut v = slot.lock();
@@ -398,6 +422,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         self.try_start(index as u32)
     }
     fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> Result<()> {
+        trace!("SET_VRING_CALL {index} fd {}", fd.is_some());
         let slot = self.slot(index as u32)?;
         slot.lock().cfg.call = fd;
         Ok(())
@@ -421,13 +446,14 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(2 * self.offer.pairs as u64)
     }
     fn set_vring_enable(&mut self, index: u32, enable: bool) -> Result<()> {
+        trace!("SET_VRING_ENABLE {index} {enable}");
         let slot = self.slot(index)?;
         slot.lock().cfg.enabled = enable;
         if enable {
             self.try_start(index)
         } else {
             let mut v = slot.lock();
-            v.stop();
+            v.stop(&slot.counters);
             slot.running.store(false, Ordering::Release);
             Ok(())
         }

@@ -303,6 +303,9 @@ impl Port for VhostUserPort {
             add(format!("{dir}_q{q}_kick_arms"), c.arms.get());
             add(format!("{dir}_q{q}_kicks"), c.kicks.get());
             add(format!("{dir}_q{q}_ring_starts"), c.starts.get());
+            if dir == "rx" {
+                add(format!("rx_q{q}_left_at_stop"), c.left_at_stop.get());
+            }
         }
         x
     }

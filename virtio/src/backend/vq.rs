@@ -77,6 +77,9 @@ pub(crate) struct VringCounters {
     pub(crate) kicks: Counter,
     /// Ring starts (set-ups and restarts).
     pub(crate) starts: Counter,
+    /// Entries the driver had made available that the ring never took
+    /// because the frontend stopped it first (its TX frames lost there).
+    pub(crate) left_at_stop: Counter,
 }
 
 /// One vring: its set-up and the device's position, behind the mutex the
@@ -164,8 +167,15 @@ impl Vring {
 
     /// Stops the ring and returns where the next available entry is
     /// (GET_VRING_BASE).
-    pub(crate) fn stop(&mut self) -> u16 {
-        if self.ring.take().is_some() {
+    pub(crate) fn stop(&mut self, c: &VringCounters) -> u16 {
+        if let Some(r) = self.ring.take() {
+            let left = r
+                .view()
+                .avail_idx(Ordering::Acquire)
+                .wrapping_sub(self.last_avail);
+            if left <= r.view().size() {
+                c.left_at_stop.add(left as u64);
+            }
             self.cfg.base = self.last_avail;
         }
         self.cfg.base
