@@ -649,6 +649,69 @@ impl PeerSplit {
     }
 }
 
+/// A packed ring in memory a peer shared, with that memory kept mapped
+/// for as long as the view (as [`PeerSplit`]).
+pub(crate) struct PeerPacked {
+    view: PackedView,
+    mem: std::sync::Arc<rpmd_pmd::peer::PeerMemory>,
+}
+
+impl PeerPacked {
+    /// The ring of `size` descriptors at the peer's own address `desc`,
+    /// with the driver's and the device's event suppression structures at
+    /// `driver` and `device` (vhost-user SET_VRING_ADDR's avail and used
+    /// addresses), each checked to lie inside one region of `mem` and
+    /// aligned as §2.8 requires.
+    pub(crate) fn new(
+        mem: std::sync::Arc<rpmd_pmd::peer::PeerMemory>,
+        size: u16,
+        desc: u64,
+        driver: u64,
+        device: u64,
+    ) -> Result<PeerPacked, String> {
+        if size == 0 || size > 32768 {
+            return Err(format!("ring size {size} (1..=32768)"));
+        }
+        let part = |what: &str, addr: u64, len: usize, align: usize| {
+            let s = mem.translate_user(addr, len as u64).ok_or_else(|| {
+                format!("{what} ({len} bytes at {addr:#x}) is not inside one memory region")
+            })?;
+            if s.ptr as usize % align != 0 || addr as usize % align != 0 {
+                return Err(format!("{what} at {addr:#x} is not {align}-aligned"));
+            }
+            Ok(s.ptr)
+        };
+        let (dp, drv, dev) = (
+            part(
+                "descriptor ring",
+                desc,
+                size_of::<PackedDesc>() * size as usize,
+                16,
+            )?,
+            part("driver event area", driver, size_of::<EventSuppress>(), 4)?,
+            part("device event area", device, size_of::<EventSuppress>(), 4)?,
+        );
+        // SAFETY: the ring and both event structures lie inside mappings
+        // of `mem` (checked by `translate_user`), aligned (checked above);
+        // `mem`, kept in the returned value, keeps them mapped as long as
+        // the view.
+        let view = unsafe { PackedView::new(dp, drv, dev, size) };
+        Ok(PeerPacked { view, mem })
+    }
+
+    /// The memory the ring lies in.
+    #[inline(always)]
+    pub(crate) fn mem(&self) -> &rpmd_pmd::peer::PeerMemory {
+        &self.mem
+    }
+
+    /// The view; a copy must not outlive `self`.
+    #[inline(always)]
+    pub(crate) fn view(&self) -> PackedView {
+        self.view
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -187,6 +187,32 @@ fn without_mergeable_buffers_or_event_indices() {
 }
 
 #[test]
+fn packed_rings_both_ways_in_every_mode() {
+    for (tag, b, f) in [
+        ("pk", "", ",packed_vq=1"),
+        ("pkno", "", ",packed_vq=1,in_order=0,mrg_rxbuf=0"),
+        ("pknoevi", ",event_idx=0", ",packed_vq=1"),
+    ] {
+        let mut p = pair(tag, b, f, 1);
+        round_trip(&mut p, 0, 2000, &SIZES);
+        let feats = xstat(p.back.as_ref(), "negotiated_features");
+        assert!(
+            feats & (1 << 34) != 0,
+            "{tag}: RING_PACKED negotiated: {feats:#x}"
+        );
+        finish(p);
+    }
+}
+
+#[test]
+fn packed_jumbo_frames_and_two_pairs() {
+    let mut p = pair("pkj", ",mtu=9000,queues=2", ",packed_vq=1,queues=2", 2);
+    round_trip(&mut p, 0, 300, &[9000, 64, 4000, 2100]);
+    round_trip(&mut p, 1, 300, &SIZES);
+    finish(p);
+}
+
+#[test]
 fn jumbo_frames_span_mergeable_buffers_and_segments() {
     let mut p = pair("jumbo", ",mtu=9000", "", 1);
     round_trip(&mut p, 0, 300, &[9000, 64, 4000, 2100]);

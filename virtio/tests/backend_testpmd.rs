@@ -138,11 +138,20 @@ fn finish(b: Backend) {
 
 #[test]
 fn testpmd_txonly_into_us_frame_for_frame() {
+    txonly_into_us("tx", "");
+}
+
+#[test]
+fn testpmd_txonly_into_us_over_packed_rings() {
+    txonly_into_us("txp", ",packed_vq=1");
+}
+
+fn txonly_into_us(tag: &str, vopts: &str) {
     if !can_run_testpmd() {
         return;
     }
-    let mut b = backend("tx", "", 1);
-    let t = virtio_testpmd("tx", &b.sock, "", "txonly", 1);
+    let mut b = backend(tag, "", 1);
+    let t = virtio_testpmd(tag, &b.sock, vopts, "txonly", 1);
     wait_link(&b, true, &t);
     let mut inb = Pkts::new();
     let s = Instant::now();
@@ -178,11 +187,20 @@ fn testpmd_txonly_into_us_frame_for_frame() {
 
 #[test]
 fn us_into_testpmd_rxonly_frame_for_frame() {
+    us_into_rxonly("rx", "");
+}
+
+#[test]
+fn us_into_testpmd_rxonly_over_packed_rings() {
+    us_into_rxonly("rxp", ",packed_vq=1");
+}
+
+fn us_into_rxonly(tag: &str, vopts: &str) {
     if !can_run_testpmd() {
         return;
     }
-    let mut b = backend("rx", "", 1);
-    let t = virtio_testpmd("rx", &b.sock, "", "rxonly", 1);
+    let mut b = backend(tag, "", 1);
+    let t = virtio_testpmd(tag, &b.sock, vopts, "rxonly", 1);
     wait_link(&b, true, &t);
     const N: u64 = 200_000;
     let mut out = Pkts::new();
@@ -275,6 +293,8 @@ fn io_case(tag: &str, bopts: &str, vopts: &str, queues: u16) {
         .value;
     eprintln!("{tag}: negotiated {f:#x}");
     assert_eq!(f & (1 << 15) != 0, !vopts.contains("mrg_rxbuf=0"));
+    assert_eq!(f & (1 << 34) != 0, vopts.contains("packed_vq=1"));
+    assert_eq!(f & (1 << 35) != 0, !vopts.contains("in_order=0"));
     drop(t);
     finish(b);
 }
@@ -292,6 +312,16 @@ fn io_loop_without_mergeable_buffers() {
 #[test]
 fn io_loop_without_in_order() {
     io_case("ioi", "", ",in_order=0,mrg_rxbuf=0", 1);
+}
+
+#[test]
+fn io_loop_packed() {
+    io_case("iop", "", ",packed_vq=1", 1);
+}
+
+#[test]
+fn io_loop_packed_without_mergeable_buffers_or_in_order() {
+    io_case("iopn", "", ",packed_vq=1,mrg_rxbuf=0,in_order=0", 1);
 }
 
 #[test]

@@ -92,7 +92,9 @@ pub(crate) const BASE_FEATURES: u64 = VIRTIO_F_VERSION_1
     | VHOST_USER_F_PROTOCOL_FEATURES
     | crate::consts::VIRTIO_NET_F_MQ
     | crate::consts::VIRTIO_NET_F_MTU
-    | crate::consts::VIRTIO_NET_F_MAC;
+    | crate::consts::VIRTIO_NET_F_MAC
+    | crate::consts::VIRTIO_F_RING_PACKED
+    | crate::consts::VIRTIO_F_IN_ORDER;
 
 /// Where frontends come from.
 pub(crate) enum Endpoint {
@@ -323,6 +325,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
             },
             mrg: features & VIRTIO_NET_F_MRG_RXBUF != 0,
             event_idx: features & VIRTIO_RING_F_EVENT_IDX != 0,
+            packed: features & crate::consts::VIRTIO_F_RING_PACKED != 0,
         };
         self.protocol = features & VHOST_USER_F_PROTOCOL_FEATURES != 0;
         for s in &self.shared.vrings {
@@ -357,9 +360,10 @@ impl VhostUserBackendReqHandlerMut for Handler {
     fn set_vring_num(&mut self, index: u32, num: u32) -> Result<()> {
         trace!("SET_VRING_NUM {index} {num}");
         let slot = self.slot(index)?;
-        if !(1..=32768).contains(&num) || !num.is_power_of_two() {
+        let packed = self.acked & crate::consts::VIRTIO_F_RING_PACKED != 0;
+        if !(1..=32768).contains(&num) || (!packed && !num.is_power_of_two()) {
             return self.refuse(format!(
-                "vring {index}: size {num} (a power of two up to 32768)"
+                "vring {index}: size {num} (up to 32768, a power of two for split rings)"
             ));
         }
         slot.lock().cfg.num = num as u16;

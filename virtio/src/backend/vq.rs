@@ -15,7 +15,9 @@
 use crate::consts::{
     VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY,
 };
-use crate::vring::{PeerSplit, SplitView};
+use crate::vring::{DescFields, PeerPacked, PeerSplit, SplitView};
+
+mod packed;
 use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::port::stats::{Counter, QueueStats};
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
@@ -33,11 +35,11 @@ const VRING_DESC_F_INDIRECT: u16 = 4;
 pub(crate) const MAX_FRAME: usize = 16 << 10;
 
 /// Most frames one dequeue takes (one bit each in a mask).
-const MAX_BURST: usize = 64;
+pub(super) const MAX_BURST: usize = 64;
 
 /// Most guest buffers one frame may span on enqueue, and descriptors
 /// across them.
-const MAX_HEADS: usize = 16;
+pub(super) const MAX_HEADS: usize = 16;
 const MAX_SEGS: usize = 32;
 
 /// What the frontend set up for one vring (written by the control
@@ -64,6 +66,8 @@ pub(crate) struct Negotiated {
     pub(crate) hdr_len: usize,
     pub(crate) mrg: bool,
     pub(crate) event_idx: bool,
+    /// VIRTIO_F_RING_PACKED.
+    pub(crate) packed: bool,
 }
 
 /// Counters of one vring besides the queue's.
@@ -110,14 +114,25 @@ impl VringSlot {
     }
 }
 
+/// A running ring, of either layout.
+enum Ring {
+    Split(PeerSplit),
+    Packed(PeerPacked),
+}
+
 /// The device state of one vring.
 #[derive(Default)]
 pub(crate) struct Vring {
     pub(crate) cfg: VringConfig,
     pub(crate) neg: Negotiated,
-    ring: Option<PeerSplit>,
+    ring: Option<Ring>,
+    /// Split: the next avail entry; packed: the next descriptor slot.
     last_avail: u16,
+    /// Split: our used index (packed rings complete each chain in its own
+    /// slots, so the used position is `last_avail`).
     used_idx: u16,
+    /// Packed: the driver's wrap counter we expect at `last_avail`.
+    avail_wrap: bool,
     /// Why the ring stopped on its own, if it did.
     pub(crate) broken: Option<String>,
 }
@@ -147,6 +162,20 @@ impl Vring {
         if c.num == 0 {
             return Ok(false);
         }
+        if self.neg.packed {
+            let ring = PeerPacked::new(mem.clone(), c.num, d, a, u)?;
+            if !resume {
+                self.last_avail = c.base & 0x7fff;
+                self.avail_wrap = c.base & 0x8000 != 0;
+                if self.last_avail >= c.num {
+                    return Err(format!("base {:#x} past a ring of {}", c.base, c.num));
+                }
+            }
+            self.broken = None;
+            ring.view().set_device_event(0, packed::EVENT_DISABLE);
+            self.ring = Some(Ring::Packed(ring));
+            return Ok(true);
+        }
         let ring = PeerSplit::new(mem.clone(), c.num, d, a, u)?;
         let v = ring.view();
         // As DPDK does: a used index other than the base (a frontend that
@@ -161,27 +190,33 @@ impl Vring {
         if !self.neg.event_idx {
             v.set_used_flags(VRING_USED_F_NO_NOTIFY);
         }
-        self.ring = Some(ring);
+        self.ring = Some(Ring::Split(ring));
         Ok(true)
     }
 
     /// Stops the ring and returns where the next available entry is
     /// (GET_VRING_BASE).
     pub(crate) fn stop(&mut self, c: &VringCounters) -> u16 {
-        if let Some(r) = self.ring.take() {
-            let left = r
-                .view()
-                .avail_idx(Ordering::Acquire)
-                .wrapping_sub(self.last_avail);
-            if left <= r.view().size() {
-                c.left_at_stop.add(left as u64);
+        match self.ring.take() {
+            Some(Ring::Split(r)) => {
+                let v = r.view();
+                let left = v.avail_idx(Ordering::Acquire).wrapping_sub(self.last_avail);
+                if left <= v.size() {
+                    c.left_at_stop.add(left as u64);
+                }
+                self.cfg.base = self.last_avail;
             }
-            self.cfg.base = self.last_avail;
+            Some(Ring::Packed(r)) => {
+                c.left_at_stop
+                    .add(packed::available_chains(self, &r.view()));
+                self.cfg.base = self.last_avail | (self.avail_wrap as u16) << 15;
+            }
+            None => {}
         }
         self.cfg.base
     }
 
-    fn break_ring(&mut self, why: String, st: &QueueStats) {
+    pub(super) fn break_ring(&mut self, why: String, st: &QueueStats) {
         st.device_errors.add(1);
         st.errors.add(1);
         self.broken = Some(why);
@@ -192,6 +227,7 @@ impl Vring {
     /// used index moving from `old` to `new`.
     fn signal(&self, v: &SplitView, old: u16, new: u16, c: &VringCounters) {
         let Some(call) = &self.cfg.call else { return };
+
         // Partner: the driver's full barrier between writing used_event
         // (or avail.flags) and reading used.idx again (Linux's
         // virtqueue_enable_cb_prepare and virtqueue_poll).
@@ -209,8 +245,11 @@ impl Vring {
 
     /// Arms (`on`) or disarms kicks before and after the lcore sleeps.
     pub(crate) fn arm(&mut self, on: bool) {
-        let Some(r) = &self.ring else { return };
-        let v = r.view();
+        let v = match &self.ring {
+            Some(Ring::Split(r)) => r.view(),
+            Some(Ring::Packed(r)) => return packed::arm(self, &r.view(), on),
+            None => return,
+        };
         if on {
             if self.neg.event_idx {
                 v.set_avail_event(self.last_avail);
@@ -229,9 +268,11 @@ impl Vring {
 
     /// Whether the driver made buffers available we have not taken.
     pub(crate) fn has_work(&self) -> bool {
-        self.ring
-            .as_ref()
-            .is_some_and(|r| r.view().avail_idx(Ordering::Acquire) != self.last_avail)
+        match &self.ring {
+            Some(Ring::Split(r)) => r.view().avail_idx(Ordering::Acquire) != self.last_avail,
+            Some(Ring::Packed(r)) => packed::is_avail(self, &r.view(), self.last_avail),
+            None => false,
+        }
     }
 
     /// Dequeues up to `max` frames the guest sent into mbufs from `pool`,
@@ -244,8 +285,11 @@ impl Vring {
         st: &QueueStats,
         c: &VringCounters,
     ) -> usize {
-        let Some(r) = &self.ring else { return 0 };
-        let (v, mem) = (r.view(), r.mem());
+        let (v, mem) = match &self.ring {
+            Some(Ring::Split(r)) => (r.view(), r.mem()),
+            Some(Ring::Packed(_)) => return packed::dequeue(self, pool, out, max, st, c),
+            None => return 0,
+        };
         // Partner: the driver's Release store of avail.idx after writing
         // the entries and descriptors.
         let avail = v.avail_idx(Ordering::Acquire);
@@ -320,8 +364,11 @@ impl Vring {
     /// buffers; returns how many were taken (sent, or dropped as too
     /// large for the buffers or for a bad chain, counted in `errors`).
     pub(crate) fn enqueue(&mut self, pkts: &mut Pkts, st: &QueueStats, c: &VringCounters) -> usize {
-        let Some(r) = &self.ring else { return 0 };
-        let (v, mem) = (r.view(), r.mem());
+        let (v, mem) = match &self.ring {
+            Some(Ring::Split(r)) => (r.view(), r.mem()),
+            Some(Ring::Packed(_)) => return packed::enqueue(self, pkts, st, c),
+            None => return 0,
+        };
         // Partner: the driver's Release store of avail.idx.
         let avail = v.avail_idx(Ordering::Acquire);
         let free = avail.wrapping_sub(self.last_avail);
@@ -416,32 +463,68 @@ fn read_chain(
     pool: &Mempool,
 ) -> Result<(), &'static str> {
     let size = v.size();
+    let mut r = FrameReader::new(hdr);
     let mut id = head;
-    let mut skip = hdr as u64;
-    let mut tail: Option<Mbuf> = None;
-    let mut total = 0usize;
     for _ in 0..size {
         let d = v.desc(id);
+        r.add(mem, &d, m, pool)?;
+        if d.flags & VRING_DESC_F_NEXT == 0 {
+            return r.finish(m);
+        }
+        id = d.id_or_next;
+        if id >= size {
+            return Err("a next link outside the descriptor table");
+        }
+    }
+    Err("a chain longer than the ring (a loop)")
+}
+
+/// Copies a TX chain's buffers into an mbuf, descriptor by descriptor
+/// (both ring layouts).
+pub(super) struct FrameReader {
+    skip: u64,
+    total: usize,
+    tail: Option<Mbuf>,
+}
+
+impl FrameReader {
+    /// A frame after a net header of `hdr` bytes.
+    pub(super) fn new(hdr: usize) -> Self {
+        FrameReader {
+            skip: hdr as u64,
+            total: 0,
+            tail: None,
+        }
+    }
+
+    /// Copies descriptor `d`'s buffer (the part after the header).
+    pub(super) fn add(
+        &mut self,
+        mem: &PeerMemory,
+        d: &DescFields,
+        m: &mut Mbuf,
+        pool: &Mempool,
+    ) -> Result<(), &'static str> {
         if d.flags & (VRING_DESC_F_WRITE | VRING_DESC_F_INDIRECT) != 0 {
             return Err("a device-writable or indirect descriptor in a TX chain");
         }
-        let s = skip.min(d.len as u64);
-        skip -= s;
+        let s = self.skip.min(d.len as u64);
+        self.skip -= s;
         let mut left = d.len as u64 - s;
         let mut a = d
             .addr
             .checked_add(s)
             .ok_or("a buffer address that overflows")?;
-        total += left as usize;
-        if total > MAX_FRAME {
+        self.total += left as usize;
+        if self.total > MAX_FRAME {
             return Err("a frame longer than MAX_FRAME");
         }
         while left > 0 {
-            let seg = tail.as_mut().unwrap_or(&mut *m);
+            let seg = self.tail.as_mut().unwrap_or(&mut *m);
             let room = seg.tailroom() as u64;
             if room == 0 {
                 let t = pool.get().map_err(|_| "no mbuf for a segment")?;
-                if let Some(full) = tail.replace(t) {
+                if let Some(full) = self.tail.replace(t) {
                     m.chain(full).map_err(|_| "too many segments")?;
                 }
                 continue;
@@ -453,32 +536,30 @@ fn read_chain(
             a += k;
             left -= k;
         }
-        if d.flags & VRING_DESC_F_NEXT == 0 {
-            if let Some(t) = tail {
-                m.chain(t).map_err(|_| "too many segments")?;
-            }
-            if skip > 0 {
-                return Err("a chain shorter than the net header");
-            }
-            return Ok(());
-        }
-        id = d.id_or_next;
-        if id >= size {
-            return Err("a next link outside the descriptor table");
-        }
+        Ok(())
     }
-    Err("a chain longer than the ring (a loop)")
+
+    /// The chain ended: links the last segment.
+    pub(super) fn finish(mut self, m: &mut Mbuf) -> Result<(), &'static str> {
+        if let Some(t) = self.tail.take() {
+            m.chain(t).map_err(|_| "too many segments")?;
+        }
+        if self.skip > 0 {
+            return Err("a chain shorter than the net header");
+        }
+        Ok(())
+    }
 }
 
 /// The guest buffers one frame goes into.
-struct Plan {
+pub(super) struct Plan {
     /// (address, length, index into `heads`).
     segs: [(u64, u32, u8); MAX_SEGS],
     nsegs: usize,
     /// (head, bytes written).
-    heads: [(u16, u32); MAX_HEADS],
-    nheads: usize,
-    cap: usize,
+    pub(super) heads: [(u16, u32); MAX_HEADS],
+    pub(super) nheads: usize,
+    pub(super) cap: usize,
 }
 
 impl Default for Plan {
@@ -494,13 +575,13 @@ impl Default for Plan {
 }
 
 impl Plan {
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.nsegs = 0;
         self.nheads = 0;
         self.cap = 0;
     }
 
-    fn written_zero(&mut self) {
+    pub(super) fn written_zero(&mut self) {
         for h in &mut self.heads[..self.nheads] {
             h.1 = 0;
         }
@@ -510,25 +591,12 @@ impl Plan {
     /// the memory table). The head is added even when the chain is bad,
     /// so that it is completed (with length 0).
     fn gather(&mut self, mem: &PeerMemory, v: &SplitView, head: u16) -> Result<(), &'static str> {
-        let h = self.nheads;
-        self.heads[h] = (head, 0);
-        self.nheads += 1;
+        self.begin(head);
         let size = v.size();
         let mut id = head;
         for _ in 0..size {
             let d = v.desc(id);
-            if d.flags & VRING_DESC_F_WRITE == 0 || d.flags & VRING_DESC_F_INDIRECT != 0 {
-                return Err("a read-only or indirect descriptor in an RX chain");
-            }
-            if mem.translate(d.addr, d.len as u64).is_none() {
-                return Err("a buffer outside the memory table");
-            }
-            if self.nsegs == MAX_SEGS {
-                return Err("a chain of more than MAX_SEGS descriptors");
-            }
-            self.segs[self.nsegs] = (d.addr, d.len, h as u8);
-            self.nsegs += 1;
-            self.cap += d.len as usize;
+            self.add_desc(mem, &d)?;
             if d.flags & VRING_DESC_F_NEXT == 0 {
                 return Ok(());
             }
@@ -540,8 +608,35 @@ impl Plan {
         Err("a chain longer than the ring (a loop)")
     }
 
+    /// Starts a buffer (a split head, a packed buffer id).
+    pub(super) fn begin(&mut self, head: u16) {
+        self.heads[self.nheads] = (head, 0);
+        self.nheads += 1;
+    }
+
+    /// Adds descriptor `d` to the current buffer.
+    pub(super) fn add_desc(
+        &mut self,
+        mem: &PeerMemory,
+        d: &DescFields,
+    ) -> Result<(), &'static str> {
+        if d.flags & VRING_DESC_F_WRITE == 0 || d.flags & VRING_DESC_F_INDIRECT != 0 {
+            return Err("a read-only or indirect descriptor in an RX chain");
+        }
+        if mem.translate(d.addr, d.len as u64).is_none() {
+            return Err("a buffer outside the memory table");
+        }
+        if self.nsegs == MAX_SEGS {
+            return Err("a chain of more than MAX_SEGS descriptors");
+        }
+        self.segs[self.nsegs] = (d.addr, d.len, (self.nheads - 1) as u8);
+        self.nsegs += 1;
+        self.cap += d.len as usize;
+        Ok(())
+    }
+
     /// Writes the net header and `m`'s data into the buffers.
-    fn write(&mut self, mem: &PeerMemory, m: &Mbuf, neg: Negotiated) -> Result<(), ()> {
+    pub(super) fn write(&mut self, mem: &PeerMemory, m: &Mbuf, neg: Negotiated) -> Result<(), ()> {
         let mut hdr = [0u8; 12];
         let nbuf = if neg.mrg { self.nheads as u16 } else { 1 };
         hdr[10..12].copy_from_slice(&nbuf.to_le_bytes());

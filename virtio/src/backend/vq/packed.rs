@@ -1,0 +1,318 @@
+//! The device side of a packed virtqueue (virtio 1.2 §2.8) in a
+//! frontend's memory. A descriptor at `last_avail` is the driver's when
+//! its AVAIL bit equals our wrap counter and its USED bit does not; a
+//! chain runs over consecutive slots while NEXT is set, and its buffer id
+//! is in its last descriptor. Chains are completed in the order taken, so
+//! each used descriptor goes in the first slot of its own chain (where
+//! the spec's used index is) and the used position is `last_avail`.
+//!
+//! The same rules as the split side: a chain is walked at most a ring's
+//! length (one that does not end stops the ring), every buffer is copied
+//! through `PeerMemory`, and a chain that breaks a rule is completed with
+//! length 0 and counted.
+use super::{FrameReader, Plan, Ring, Vring, VringCounters, MAX_BURST, MAX_HEADS};
+use crate::consts::VRING_DESC_F_NEXT;
+use crate::vring::{DescFields, PackedView};
+use rpmd_pmd::port::stats::QueueStats;
+use rpmd_pmd::{Mempool, Pkts};
+use std::io::Write;
+use std::sync::atomic::{fence, Ordering};
+
+/// §2.8.10: event suppression flags.
+pub(crate) const EVENT_ENABLE: u16 = 0;
+pub(crate) const EVENT_DISABLE: u16 = 1;
+pub(crate) const EVENT_DESC: u16 = 2;
+
+/// §2.8.1: the AVAIL and USED flags.
+const F_AVAIL: u16 = 1 << 7;
+const F_USED: u16 = 1 << 15;
+
+/// Whether the descriptor at `slot` is available for wrap counter `wrap`.
+#[inline(always)]
+fn avail_at(v: &PackedView, slot: u16, wrap: bool) -> bool {
+    // Partner: the driver's Release store of a chain's first flags, the
+    // last write that makes the chain available.
+    let f = v.flags(slot).load(Ordering::Acquire);
+    (f & F_AVAIL != 0) == wrap && (f & F_USED != 0) != wrap
+}
+
+pub(super) fn is_avail(vr: &Vring, v: &PackedView, slot: u16) -> bool {
+    avail_at(v, slot, vr.avail_wrap)
+}
+
+/// `(slot, wrap)` moved on by `n` descriptors.
+#[inline(always)]
+fn advance(slot: u16, wrap: bool, n: u16, size: u16) -> (u16, bool) {
+    let s = slot as u32 + n as u32;
+    if s >= size as u32 {
+        ((s - size as u32) as u16, !wrap)
+    } else {
+        (s as u16, wrap)
+    }
+}
+
+/// Descriptors and buffer id of the chain at `slot`, or `None` if no
+/// descriptor of a whole ring ends it.
+fn chain_len(v: &PackedView, slot: u16) -> Option<(u16, u16)> {
+    let size = v.size();
+    let mut s = slot;
+    for k in 1..=size {
+        // The chain's first flags were loaded Acquire: the rest were
+        // written before them.
+        if v.flags(s).load(Ordering::Relaxed) & VRING_DESC_F_NEXT == 0 {
+            return Some((k, v.id(s)));
+        }
+        s = advance(s, false, 1, size).0;
+    }
+    None
+}
+
+#[inline(always)]
+fn desc(v: &PackedView, slot: u16) -> DescFields {
+    let (addr, len, id) = v.desc(slot);
+    DescFields {
+        addr,
+        len,
+        flags: v.flags(slot).load(Ordering::Relaxed),
+        id_or_next: id,
+    }
+}
+
+/// Writes the used descriptor of a chain in its first slot, flags last.
+#[inline(always)]
+fn set_used(v: &PackedView, slot: u16, wrap: bool, id: u16, len: u32) {
+    v.set_used(slot, id, len);
+    let f = if wrap { F_AVAIL | F_USED } else { 0 };
+    // Partner: the driver's Acquire load of the flags at its used
+    // position before it reads id and length.
+    v.flags(slot).store(f, Ordering::Release);
+}
+
+/// Chains available from `last_avail` (what a stop leaves untaken).
+pub(super) fn available_chains(vr: &Vring, v: &PackedView) -> u64 {
+    let (mut slot, mut wrap, mut n, mut seen) = (vr.last_avail, vr.avail_wrap, 0, 0u32);
+    while seen < v.size() as u32 && avail_at(v, slot, wrap) {
+        let Some((len, _)) = chain_len(v, slot) else {
+            break;
+        };
+        (slot, wrap) = advance(slot, wrap, len, v.size());
+        seen += len as u32;
+        n += 1;
+    }
+    n
+}
+
+/// Arms or disarms kicks (the device event suppression structure).
+pub(super) fn arm(vr: &Vring, v: &PackedView, on: bool) {
+    if !on {
+        v.set_device_event(0, EVENT_DISABLE);
+        return;
+    }
+    if vr.neg.event_idx {
+        v.set_device_event(vr.last_avail | (vr.avail_wrap as u16) << 15, EVENT_DESC);
+    } else {
+        v.set_device_event(0, EVENT_ENABLE);
+    }
+    // Partner: the driver's full barrier between making descriptors
+    // available and reading the device event structure; then `has_work`
+    // looks again.
+    fence(Ordering::SeqCst);
+}
+
+/// Writes the call eventfd if the driver asked for an interrupt for the
+/// used position moving from `old` to `new`.
+fn signal(vr: &Vring, v: &PackedView, old: (u16, bool), new: (u16, bool), c: &VringCounters) {
+    let Some(call) = &vr.cfg.call else { return };
+    // Partner: the driver's full barrier between writing its event
+    // suppression and looking at the used descriptors again.
+    fence(Ordering::SeqCst);
+    let (off_wrap, flags) = v.driver_event();
+    let want = match flags {
+        EVENT_DISABLE => false,
+        EVENT_DESC if vr.neg.event_idx => {
+            // As DPDK's vhost_vring_call_packed: indices made linear
+            // across the wrap, then §2.7.10's test.
+            let size = v.size();
+            let mut off = off_wrap & 0x7fff;
+            let (n, mut o) = (new.0, old.0);
+            if n <= o {
+                o = o.wrapping_sub(size);
+            }
+            if new.1 != (off_wrap >> 15 != 0) {
+                off = off.wrapping_sub(size);
+            }
+            n.wrapping_sub(off).wrapping_sub(1) < n.wrapping_sub(o)
+        }
+        _ => true,
+    };
+    if want {
+        let _ = (&*call).write(&1u64.to_ne_bytes());
+        c.calls.add(1);
+    }
+}
+
+/// Dequeues up to `max` frames the guest sent (see `Vring::dequeue`).
+pub(super) fn dequeue(
+    vr: &mut Vring,
+    pool: &Mempool,
+    out: &mut Pkts,
+    max: usize,
+    st: &QueueStats,
+    c: &VringCounters,
+) -> usize {
+    let Some(Ring::Packed(r)) = &vr.ring else {
+        return 0;
+    };
+    let (v, mem) = (r.view(), r.mem());
+    let size = v.size();
+    let start = out.len();
+    let n = max.min(MAX_BURST).min(out.capacity() - start);
+    if n == 0 || !avail_at(&v, vr.last_avail, vr.avail_wrap) {
+        return 0;
+    }
+    if pool.get_bulk(out, n).is_err() {
+        st.nombuf.add(n as u64);
+        return 0;
+    }
+    let old = (vr.last_avail, vr.avail_wrap);
+    let (mut done, mut bad, mut bytes, mut fatal) = (0usize, 0u64, 0u64, None);
+    while done < n {
+        let (slot, wrap) = (vr.last_avail, vr.avail_wrap);
+        if done > 0 && !avail_at(&v, slot, wrap) {
+            break;
+        }
+        let Some((len, id)) = chain_len(&v, slot) else {
+            fatal = Some(format!(
+                "the chain at slot {slot} does not end within the ring"
+            ));
+            break;
+        };
+        let m = &mut out[start + done];
+        let mut rd = FrameReader::new(vr.neg.hdr_len);
+        let mut res = Ok(());
+        let mut s = slot;
+        for _ in 0..len {
+            if res.is_ok() {
+                res = rd.add(mem, &desc(&v, s), m, pool);
+            }
+            s = advance(s, false, 1, size).0;
+        }
+        match res.and_then(|()| rd.finish(m)) {
+            Ok(()) => bytes += m.pkt_len() as u64,
+            Err(_) => {
+                bad |= 1 << done;
+                st.device_errors.add(1);
+                st.errors.add(1);
+            }
+        }
+        set_used(&v, slot, wrap, id, 0);
+        (vr.last_avail, vr.avail_wrap) = advance(slot, wrap, len, size);
+        done += 1;
+    }
+    // Mbufs taken for chains that were not there go back.
+    out.truncate(start + done);
+    if done > 0 {
+        signal(vr, &v, old, (vr.last_avail, vr.avail_wrap), c);
+    }
+    if let Some(why) = fatal {
+        vr.break_ring(why, st);
+    }
+    if bad != 0 {
+        let mut k = 0usize;
+        out.retain(|_| {
+            k += 1;
+            k <= start || bad & (1 << (k - 1 - start)) == 0
+        });
+    }
+    let got = done - bad.count_ones() as usize;
+    st.packets.add(got as u64);
+    st.bytes.add(bytes);
+    got
+}
+
+/// Enqueues frames from the front of `pkts` into the guest's RX buffers
+/// (see `Vring::enqueue`).
+pub(super) fn enqueue(
+    vr: &mut Vring,
+    pkts: &mut Pkts,
+    st: &QueueStats,
+    c: &VringCounters,
+) -> usize {
+    let Some(Ring::Packed(r)) = &vr.ring else {
+        return 0;
+    };
+    let (v, mem) = (r.view(), r.mem());
+    let size = v.size();
+    let old = (vr.last_avail, vr.avail_wrap);
+    let mut plan = Plan::default();
+    // Where each buffer of the plan starts: (slot, wrap).
+    let mut at = [(0u16, false); MAX_HEADS];
+    let (mut taken, mut sent, mut bytes, mut fatal) = (0usize, 0u64, 0u64, None);
+    while taken < pkts.len() && fatal.is_none() {
+        let m = &pkts[taken];
+        let need = vr.neg.hdr_len + m.pkt_len();
+        plan.clear();
+        let (mut cur, mut bad) = ((vr.last_avail, vr.avail_wrap), false);
+        while plan.cap < need {
+            if !avail_at(&v, cur.0, cur.1) {
+                break;
+            }
+            if plan.nheads == MAX_HEADS || (plan.nheads == 1 && !vr.neg.mrg) {
+                bad = true;
+                break;
+            }
+            let Some((len, id)) = chain_len(&v, cur.0) else {
+                fatal = Some(format!(
+                    "the chain at slot {} does not end within the ring",
+                    cur.0
+                ));
+                bad = true;
+                break;
+            };
+            at[plan.nheads] = cur;
+            plan.begin(id);
+            let mut s = cur.0;
+            for _ in 0..len {
+                if !bad && plan.add_desc(mem, &desc(&v, s)).is_err() {
+                    st.device_errors.add(1);
+                    bad = true;
+                }
+                s = advance(s, false, 1, size).0;
+            }
+            cur = advance(cur.0, cur.1, len, size);
+            if bad {
+                break;
+            }
+        }
+        if !bad && plan.cap < need {
+            // The ring ran dry: this frame and the rest stay.
+            st.full.add(1);
+            break;
+        }
+        if !bad && plan.write(mem, m, vr.neg).is_err() {
+            bad = true;
+        }
+        if bad {
+            st.errors.add(1);
+            plan.written_zero();
+        } else {
+            sent += 1;
+            bytes += m.pkt_len() as u64;
+        }
+        for (k, &(id, len)) in plan.heads[..plan.nheads].iter().enumerate() {
+            set_used(&v, at[k].0, at[k].1, id, len);
+        }
+        (vr.last_avail, vr.avail_wrap) = cur;
+        taken += 1;
+    }
+    if (vr.last_avail, vr.avail_wrap) != old {
+        signal(vr, &v, old, (vr.last_avail, vr.avail_wrap), c);
+    }
+    if let Some(why) = fatal {
+        vr.break_ring(why, st);
+    }
+    pkts.drop_front(taken);
+    st.packets.add(sent);
+    st.bytes.add(bytes);
+    taken
+}
