@@ -69,6 +69,14 @@ impl Driver for VhostUserDriver {
     }
 
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
+        Ok(Box::new(VhostUserPort::open(args)?))
+    }
+}
+
+impl VhostUserPort {
+    /// Opens the port `args` describes (what the registry does for a
+    /// `vhost-user:` string), as its own type, for [`last_error`](Self::last_error).
+    pub fn open(args: &DevArgs) -> Result<VhostUserPort, PmdError> {
         args.only_options(&["client", "queues", "mrg_rxbuf", "event_idx", "mtu"])?;
         let name = args.raw();
         let path = args.require_target("a vhost-user socket path")?.to_string();
@@ -110,7 +118,7 @@ impl Driver for VhostUserDriver {
             .name("rpmd-vhost-ctl".into())
             .spawn(move || serve(ep, s, offer))
             .map_err(|e| psrc(name, "spawning the vhost-user control thread", e))?;
-        Ok(Box::new(VhostUserPort {
+        Ok(VhostUserPort {
             name: name.to_string(),
             port_id: args.port_id(),
             path: (!client).then_some(path),
@@ -125,7 +133,7 @@ impl Driver for VhostUserDriver {
             started: false,
             live: Arc::new(AtomicBool::new(false)),
             stats: StatsBlock::new(0, 0),
-        }))
+        })
     }
 }
 
@@ -315,8 +323,14 @@ impl Port for VhostUserPort {
 }
 
 impl VhostUserPort {
-    /// Why the last frontend was dropped, if one was.
+    /// Why a ring of the current frontend stopped (its protocol broken),
+    /// or else why the last frontend was dropped, if one was.
     pub fn last_error(&self) -> Option<String> {
+        for (i, v) in self.shared.vrings.iter().enumerate() {
+            if let Some(why) = v.lock().broken.clone() {
+                return Some(format!("vring {i} stopped: {why}"));
+            }
+        }
         self.shared
             .last_error
             .lock()
@@ -379,6 +393,9 @@ impl RxQueue for BackendRx {
             return 0;
         };
         let n = v.dequeue(&self.pool, out, max, &self.stats, &self.slot.counters);
+        if v.broken.is_some() {
+            self.slot.running.store(false, Ordering::Release);
+        }
         drop(v);
         self.stamp.apply(out, n)
     }
@@ -424,6 +441,10 @@ impl TxQueue for BackendTx {
         let Ok(mut v) = self.slot.vring.try_lock() else {
             return 0;
         };
-        v.enqueue(pkts, &self.stats, &self.slot.counters)
+        let n = v.enqueue(pkts, &self.stats, &self.slot.counters);
+        if v.broken.is_some() {
+            self.slot.running.store(false, Ordering::Release);
+        }
+        n
     }
 }

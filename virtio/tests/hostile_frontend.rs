@@ -1,0 +1,520 @@
+//! Hostile frontends against the vhost-user backend: a frontend of the
+//! test's own (rust-vmm's `vhost` crate for the messages, rings written by
+//! hand in a memfd it shares) that sends what no good frontend would.
+//! Each message case must end the connection with an error naming the
+//! cause, each ring case must drop and count the descriptor (or stop the
+//! ring), and after every case a good frontend (our virtio-user port)
+//! must be served and carry frames, with every mbuf back in its pool.
+mod common;
+
+use rpmd_pmd::port::{DevArgs, Pkts};
+use rpmd_pmd::{DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize, Port, PortConfig, Queues};
+use rpmd_virtio::backend::VhostUserPort;
+use rpmd_virtio::vring::{split_sizes, DescFields, SplitView};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use vhost::vhost_user::Frontend;
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vmm_sys_util::eventfd::EventFd;
+
+const VERSION_1: u64 = 1 << 32;
+const RING: u16 = 64;
+/// Offsets in the shared region: the two rings, then buffers.
+const RX_RING: usize = 0;
+const TX_RING: usize = 0x4000;
+const BUFS: usize = 0x10000;
+const F_NEXT: u16 = 1;
+const F_WRITE: u16 = 2;
+
+struct Backend {
+    port: VhostUserPort,
+    q: Queues,
+    pool: Mempool,
+    sock: String,
+}
+
+fn backend(tag: &str) -> Backend {
+    let sock = format!("/tmp/rpmd-hf-{tag}-{}.sock", std::process::id());
+    let pool = Mempool::new(&MempoolConfig::new(&format!("hf{tag}"), 2048)).unwrap();
+    let mut port =
+        VhostUserPort::open(&DevArgs::parse(&format!("vhost-user:{sock}")).unwrap()).unwrap();
+    port.configure(&PortConfig::with_pool(&pool)).unwrap();
+    let q = port.start().unwrap();
+    Backend {
+        port,
+        q,
+        pool,
+        sock,
+    }
+}
+
+fn xstat(p: &dyn Port, name: &str) -> u64 {
+    p.xstats()
+        .into_iter()
+        .find(|x| x.name == name)
+        .unwrap_or_else(|| panic!("no xstat {name}"))
+        .value
+}
+
+/// Waits for xstat `name` of `b` to reach `n`.
+fn wait_xstat(b: &Backend, name: &str, n: u64) {
+    let t = Instant::now();
+    while xstat(&b.port, name) < n {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{name} stays below {n}; last error {:?}",
+            b.port.last_error()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A good frontend (our virtio-user port) is served and frames cross
+/// both ways; it goes again afterwards.
+fn good_frontend_works(b: &mut Backend) {
+    let mut reg = rpmd_pmd::Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let fpool = Mempool::new(&MempoolConfig::new("hfgood", 1024)).unwrap();
+    let mut f = reg.open(&format!("virtio-user:{}", b.sock)).unwrap();
+    f.configure(&PortConfig::with_pool(&fpool)).unwrap();
+    let mut fq = f.start().unwrap();
+    let t = Instant::now();
+    while !b.port.link().up {
+        assert!(t.elapsed() < Duration::from_secs(5), "link stays down");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (mut got_b, mut got_f) = (0, 0);
+    let mut p = Pkts::new();
+    while got_f < 10 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "good frontend: {got_b} / {got_f}"
+        );
+        if got_b < 10 {
+            let mut m = fpool.get().unwrap();
+            m.append(64)
+                .unwrap()
+                .copy_from_slice(&common::frame(got_b, 64));
+            p.push(m).unwrap();
+            fq.tx_burst(0, &mut p);
+            p.clear();
+        }
+        got_b += b.q.rx_burst(0, &mut p, 32) as u32;
+        b.q.tx_burst(0, &mut p);
+        p.clear();
+        got_f += fq.rx_burst(0, &mut p, 32);
+        p.clear();
+    }
+    f.stop().unwrap();
+    drop(fq);
+    drop(f);
+    let t = Instant::now();
+    while b.port.link().up {
+        assert!(t.elapsed() < Duration::from_secs(5), "link stays up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn finish(b: Backend) {
+    let Backend {
+        mut port, q, pool, ..
+    } = b;
+    port.stop().unwrap();
+    drop(q);
+    drop(port);
+    assert_eq!(pool.available(), 2048, "every mbuf back in the pool");
+}
+
+/// The hostile frontend's memory and its connection.
+struct Guest {
+    mem: DmaRegion,
+    fe: Frontend,
+    kick: [EventFd; 2],
+    call: [EventFd; 2],
+}
+
+impl Guest {
+    fn connect(sock: &str) -> Guest {
+        let mem =
+            DmaRegion::with_page_size("hfguest", 1 << 20, IovaMode::Va, PageSize::Base4K).unwrap();
+        // Room for vring indices past the port's, to send them.
+        let fe = Frontend::connect(sock, 16).unwrap();
+        let ev = || EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        Guest {
+            mem,
+            fe,
+            kick: [ev(), ev()],
+            call: [ev(), ev()],
+        }
+    }
+
+    fn base(&self) -> u64 {
+        self.mem.as_ptr() as u64
+    }
+
+    fn region(&self, offset: u64, size: u64, at: u64) -> VhostUserMemoryRegionInfo {
+        VhostUserMemoryRegionInfo {
+            guest_phys_addr: at,
+            memory_size: size,
+            userspace_addr: at,
+            mmap_offset: offset,
+            mmap_handle: self.mem.fd().as_raw_fd(),
+        }
+    }
+
+    /// Owner, VERSION_1, the whole region as memory.
+    fn handshake(&mut self) {
+        self.fe.set_owner().unwrap();
+        self.fe.get_features().unwrap();
+        self.fe.set_features(VERSION_1).unwrap();
+        let r = self.region(0, 1 << 20, self.base());
+        self.fe.set_mem_table(&[r]).unwrap();
+    }
+
+    fn ring_at(&self, off: usize) -> (u64, u64, u64) {
+        let (d, a, _) = split_sizes(RING);
+        let b = self.base() + off as u64;
+        (b, b + d as u64, (b + (d + a) as u64 + 3) & !3)
+    }
+
+    /// Vring `i` at offset `off`, its kick last (which starts it).
+    fn ring(&mut self, i: usize, off: usize) -> Result<(), vhost::Error> {
+        let (desc, avail, used) = self.ring_at(off);
+        self.fe.set_vring_num(i, RING)?;
+        self.fe.set_vring_base(i, 0)?;
+        self.fe.set_vring_addr(
+            i,
+            &VringConfigData {
+                queue_max_size: RING,
+                queue_size: RING,
+                flags: 0,
+                desc_table_addr: desc,
+                used_ring_addr: used,
+                avail_ring_addr: avail,
+                log_addr: None,
+            },
+        )?;
+        self.fe.set_vring_call(i, &self.call[i])?;
+        self.fe.set_vring_kick(i, &self.kick[i])
+    }
+
+    fn view(&self, off: usize) -> SplitView {
+        let (d, a, u) = self.ring_at(off);
+        // SAFETY: the three parts lie in our 1 MiB region (offsets well
+        // inside it), aligned; the backend writes them only atomically or
+        // volatile, as do we through the view.
+        unsafe { SplitView::new(d as *mut u8, a as *mut u8, u as *mut u8, RING) }
+    }
+
+    /// Writes `data` at buffer offset `off` of our memory.
+    fn put(&self, off: usize, data: &[u8]) {
+        // SAFETY: inside our region (the tests keep offsets below 1 MiB);
+        // the backend only reads TX buffers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.mem.as_ptr().add(off), data.len())
+        };
+    }
+}
+
+/// A TX frame (net header, then `len` bytes of frame `tag`) at buffer
+/// offset `off`: its guest address and length.
+fn tx_frame(g: &Guest, off: usize, tag: u32, len: usize) -> (u64, u32) {
+    let mut b = vec![0u8; 12];
+    b.extend_from_slice(&common::frame(tag, len));
+    g.put(BUFS + off, &b);
+    (g.base() + (BUFS + off) as u64, b.len() as u32)
+}
+
+#[test]
+fn hostile_tx_descriptors_are_dropped_and_counted() {
+    let mut b = backend("tx");
+    let mut g = Guest::connect(&b.sock);
+    g.handshake();
+    g.ring(0, RX_RING).unwrap();
+    g.ring(1, TX_RING).unwrap();
+    let v = g.view(TX_RING);
+    let good = tx_frame(&g, 0, 7, 100);
+    let d = |addr, len, flags, next| DescFields {
+        addr,
+        len,
+        flags,
+        id_or_next: next,
+    };
+    // 0: outside the memory table; 1: a loop (1 -> 1); 2: device-writable;
+    // 3: length past the end of the region; 4: a chain whose next link is
+    // past the table; 5: good.
+    v.set_desc(0, d(0x10, 100, 0, 0));
+    v.set_desc(1, d(good.0, good.1, F_NEXT, 1));
+    v.set_desc(2, d(good.0, good.1, F_WRITE, 0));
+    v.set_desc(3, d(g.base() + (1 << 20) - 10, 100, 0, 0));
+    v.set_desc(4, d(good.0, 12, F_NEXT, 500));
+    v.set_desc(5, d(good.0, good.1, 0, 0));
+    for k in 0..6 {
+        v.set_avail_entry(k, k);
+    }
+    v.set_avail_idx(6, Ordering::Release);
+    let mut p = Pkts::new();
+    let t = Instant::now();
+    while v.used_idx(Ordering::Acquire) != 6 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "entries not completed"
+        );
+        b.q.rx_burst(0, &mut p, 32);
+    }
+    assert_eq!(p.len(), 1, "only the good frame is received");
+    assert_eq!(p[0].data(), &common::frame(7, 100)[..]);
+    p.clear();
+    let s = b.port.stats();
+    assert_eq!(s.ierrors, 5, "{:?}", b.port.xstats());
+    assert_eq!(xstat(&b.port, "rx_q0_device_errors"), 5);
+    for k in 0..6 {
+        assert_eq!(v.used_elem(k), (k as u32, 0), "every chain given back");
+    }
+    // An avail index a thousand entries ahead: the ring stops, the link
+    // goes down, the error says why, and nothing hangs.
+    v.set_avail_idx(1006, Ordering::Release);
+    b.q.rx_burst(0, &mut p, 32);
+    assert!(p.is_empty());
+    assert!(!b.port.link().up);
+    let e = b.port.last_error().unwrap();
+    assert!(e.contains("ahead"), "{e}");
+    drop(g);
+    wait_link_down_then_good(&mut b);
+    finish(b);
+}
+
+fn wait_link_down_then_good(b: &mut Backend) {
+    let t = Instant::now();
+    while b.port.link().up || xstat(&b.port, "connections") == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The connection is gone once the next one is served.
+    good_frontend_works(b);
+}
+
+#[test]
+fn hostile_rx_buffers_drop_the_frame_and_count() {
+    let mut b = backend("rx");
+    let mut g = Guest::connect(&b.sock);
+    g.handshake();
+    g.ring(0, RX_RING).unwrap();
+    g.ring(1, TX_RING).unwrap();
+    let v = g.view(RX_RING);
+    let buf = g.base() + BUFS as u64;
+    let d = |addr, len, flags, next| DescFields {
+        addr,
+        len,
+        flags,
+        id_or_next: next,
+    };
+    // 0: read-only; 1: outside the memory table; 2: a loop; 3: too small
+    // for the frame (no mergeable buffers); 4: good.
+    v.set_desc(0, d(buf, 2048, 0, 0));
+    v.set_desc(1, d(0x10, 2048, F_WRITE, 0));
+    v.set_desc(2, d(buf, 1, F_WRITE | F_NEXT, 2));
+    v.set_desc(3, d(buf, 20, F_WRITE, 0));
+    v.set_desc(4, d(buf + 4096, 2048, F_WRITE, 0));
+    for k in 0..5 {
+        v.set_avail_entry(k, k);
+    }
+    v.set_avail_idx(5, Ordering::Release);
+    let mut p = Pkts::new();
+    for i in 0..5 {
+        let mut m = b.pool.get().unwrap();
+        m.append(100)
+            .unwrap()
+            .copy_from_slice(&common::frame(i, 100));
+        p.push(m).unwrap();
+    }
+    let t = Instant::now();
+    while !p.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5));
+        b.q.tx_burst(0, &mut p);
+    }
+    assert_eq!(v.used_idx(Ordering::Acquire), 5);
+    for k in 0..4 {
+        assert_eq!(
+            v.used_elem(k),
+            (k as u32, 0),
+            "bad buffer {k} given back empty"
+        );
+    }
+    assert_eq!(v.used_elem(4), (4, 112));
+    let mut got = vec![0u8; 100];
+    // SAFETY: inside our region; the backend finished writing it (used
+    // index read with Acquire above).
+    unsafe {
+        std::ptr::copy_nonoverlapping(g.mem.as_ptr().add(BUFS + 4096 + 12), got.as_mut_ptr(), 100)
+    };
+    assert_eq!(got, common::frame(4, 100), "the frame after the bad ones");
+    let s = b.port.stats();
+    assert_eq!((s.opackets, s.oerrors), (1, 4));
+    drop(g);
+    wait_link_down_then_good(&mut b);
+    finish(b);
+}
+
+/// Runs `bad` on a fresh hostile connection and checks the backend drops
+/// it with an error containing `why`, then serves a good frontend.
+fn refused(b: &mut Backend, n: u64, why: &str, bad: impl FnOnce(&mut Guest)) {
+    let mut g = Guest::connect(&b.sock);
+    bad(&mut g);
+    wait_xstat(b, "frontends_rejected", n);
+    let e = b.port.last_error().unwrap_or_default();
+    assert!(e.contains(why), "expected {why:?} in {e:?}");
+    drop(g);
+    good_frontend_works(b);
+}
+
+#[test]
+fn hostile_messages_end_the_connection_with_the_cause() {
+    let mut b = backend("msg");
+    refused(&mut b, 1, "did not offer", |g| {
+        g.fe.set_owner().unwrap();
+        let _ = g.fe.set_features(VERSION_1 | 1 << 55);
+        // Without REPLY_ACK nothing answers SET_FEATURES: a request that
+        // needs a reply shows the connection closed.
+        let _ = g.fe.get_features();
+    });
+    refused(&mut b, 2, "overlaps", |g| {
+        g.fe.set_owner().unwrap();
+        g.fe.set_features(VERSION_1).unwrap();
+        let base = g.base();
+        let r = [
+            g.region(0, 64 << 10, base),
+            g.region(64 << 10, 64 << 10, base + (32 << 10)),
+        ];
+        let _ = g.fe.set_mem_table(&r);
+        let _ = g.fe.get_features();
+    });
+    refused(&mut b, 3, "past the end", |g| {
+        g.fe.set_owner().unwrap();
+        g.fe.set_features(VERSION_1).unwrap();
+        let r = [g.region(512 << 10, 1 << 20, g.base())];
+        let _ = g.fe.set_mem_table(&r);
+        let _ = g.fe.get_features();
+    });
+    refused(&mut b, 4, "not inside one memory region", |g| {
+        g.handshake();
+        let base = g.base();
+        g.fe.set_vring_num(0, RING).unwrap();
+        let _ = g.fe.set_vring_addr(
+            0,
+            &VringConfigData {
+                queue_max_size: RING,
+                queue_size: RING,
+                flags: 0,
+                desc_table_addr: base + (1 << 20) - 512,
+                used_ring_addr: base,
+                avail_ring_addr: base + 0x2000,
+                log_addr: None,
+            },
+        );
+        let _ = g.fe.set_vring_kick(0, &g.kick[0]);
+        let _ = g.fe.get_features();
+    });
+    refused(&mut b, 5, "this port has 2 vrings", |g| {
+        g.handshake();
+        let _ = g.fe.set_vring_num(5, RING);
+        let _ = g.fe.get_features();
+    });
+    refused(&mut b, 6, "size 3", |g| {
+        g.handshake();
+        let _ = g.fe.set_vring_num(1, 3);
+        let _ = g.fe.get_features();
+    });
+    finish(b);
+}
+
+/// Raw bytes on the socket: a request header (request, flags, size) and
+/// what follows.
+fn raw(sock: &str, bytes: &[u8]) {
+    let mut s = UnixStream::connect(sock).unwrap();
+    let _ = s.write_all(bytes);
+    std::thread::sleep(Duration::from_millis(50));
+}
+
+fn header(req: u32, size: u32) -> Vec<u8> {
+    let mut h = Vec::new();
+    h.extend_from_slice(&req.to_le_bytes());
+    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(&size.to_le_bytes());
+    h
+}
+
+#[test]
+fn truncated_oversized_and_unknown_messages_and_hang_ups() {
+    let mut b = backend("raw");
+    let sock = b.sock.clone();
+    // SET_FEATURES claiming 8 bytes, with 4, then a hang-up.
+    let mut m = header(2, 8);
+    m.extend_from_slice(&[1, 2, 3, 4]);
+    raw(&sock, &m);
+    wait_xstat(&b, "connections", 1);
+    good_frontend_works(&mut b);
+    // A size far past any message.
+    raw(&sock, &header(2, 0x10_0000));
+    wait_xstat(&b, "connections", 3);
+    good_frontend_works(&mut b);
+    // An unknown request.
+    let mut m = header(999, 8);
+    m.extend_from_slice(&[0; 8]);
+    raw(&sock, &m);
+    wait_xstat(&b, "connections", 5);
+    good_frontend_works(&mut b);
+    // A frontend that hangs up mid-handshake.
+    {
+        let g = Guest::connect(&sock);
+        g.fe.set_owner().unwrap();
+        g.fe.get_features().unwrap();
+    }
+    wait_xstat(&b, "connections", 7);
+    good_frontend_works(&mut b);
+    assert!(xstat(&b.port, "frontends_rejected") >= 2);
+    finish(b);
+}
+
+#[test]
+fn bad_socket_paths_say_why() {
+    let reg = {
+        let mut r = rpmd_pmd::Registry::new();
+        rpmd_virtio::register(&mut r);
+        r
+    };
+    let file = format!("/tmp/rpmd-hf-file-{}", std::process::id());
+    std::fs::write(&file, b"not a socket").unwrap();
+    let e = reg
+        .open(&format!("vhost-user:{file}"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("is not a socket"), "{e}");
+    std::fs::remove_file(&file).unwrap();
+    let e = reg
+        .open("vhost-user:/nonexistent-dir/x.sock")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("No such file or directory"), "{e}");
+    // A live backend's socket is not taken over.
+    let b = backend("live");
+    let e = reg
+        .open(&format!("vhost-user:{}", b.sock))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("another process is listening"), "{e}");
+    for bad in [
+        "vhost-user:/tmp/x.sock,queues=9",
+        "vhost-user:/tmp/x.sock,mtu=20",
+        "vhost-user:/tmp/x.sock,nope=1",
+    ] {
+        assert!(reg.open(bad).is_err(), "{bad}");
+    }
+    finish(b);
+}
