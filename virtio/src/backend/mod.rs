@@ -32,6 +32,7 @@
 //! queue arms kicks when the run loop is about to sleep, and its
 //! interrupt fd is the guest's kick eventfd.
 mod control;
+mod lock;
 mod vq;
 
 use crate::fd::drain_eventfd;
@@ -243,6 +244,7 @@ impl Port for VhostUserPort {
             .map(|q| {
                 Box::new(BackendTx {
                     slot: v[2 * q].clone(),
+                    pool: pool.clone(),
                     stats: self.stats.tx(q),
                     live: self.live.clone(),
                 }) as Box<dyn TxQueue>
@@ -389,7 +391,7 @@ impl RxQueue for BackendRx {
         if !self.live.load(Ordering::Relaxed) {
             return 0;
         }
-        let Ok(mut v) = self.slot.vring.try_lock() else {
+        let Some(mut v) = self.slot.vring.try_lock() else {
             return 0;
         };
         let n = v.dequeue(&self.pool, out, max, &self.stats, &self.slot.counters);
@@ -428,6 +430,8 @@ impl RxQueue for BackendRx {
 /// A tx queue: the guest's RX vring of one pair.
 struct BackendTx {
     slot: Arc<VringSlot>,
+    /// For returning sent mbufs in bulk (any pool's).
+    pool: Mempool,
     stats: Arc<crossbeam_utils::CachePadded<QueueStats>>,
     live: Arc<AtomicBool>,
 }
@@ -438,12 +442,19 @@ impl TxQueue for BackendTx {
         if !self.live.load(Ordering::Relaxed) || pkts.is_empty() {
             return 0;
         }
-        let Ok(mut v) = self.slot.vring.try_lock() else {
+        let Some(mut v) = self.slot.vring.try_lock() else {
             return 0;
         };
         let n = v.enqueue(pkts, &self.stats, &self.slot.counters);
         if v.broken.is_some() {
             self.slot.running.store(false, Ordering::Release);
+        }
+        drop(v);
+        // Copied out: freed, in one pool operation when all were.
+        if n == pkts.len() {
+            self.pool.put_bulk(pkts);
+        } else {
+            pkts.drop_front(n);
         }
         n
     }

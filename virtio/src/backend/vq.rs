@@ -18,13 +18,14 @@ use crate::consts::{
 use crate::vring::{DescFields, PeerPacked, PeerSplit, SplitView};
 
 mod packed;
+use super::lock::{QueueGuard, QueueLock};
 use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::port::stats::{Counter, QueueStats};
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
 use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// §2.7.5: an indirect descriptor table (not offered, so never valid).
 const VRING_DESC_F_INDIRECT: u16 = 4;
@@ -89,7 +90,7 @@ pub(crate) struct VringCounters {
 /// One vring: its set-up and the device's position, behind the mutex the
 /// data path try-locks once a burst (DPDK's per-queue access lock).
 pub(crate) struct VringSlot {
-    pub(crate) vring: Mutex<Vring>,
+    pub(crate) vring: QueueLock<Vring>,
     pub(crate) counters: VringCounters,
     /// Whether the ring runs (kept beside the mutex for `link`).
     pub(crate) running: AtomicBool,
@@ -100,17 +101,16 @@ pub(crate) struct VringSlot {
 impl VringSlot {
     pub(crate) fn new() -> Self {
         VringSlot {
-            vring: Mutex::new(Vring::default()),
+            vring: QueueLock::new(Vring::default()),
             counters: VringCounters::default(),
             running: AtomicBool::new(false),
             kick_gen: AtomicU64::new(0),
         }
     }
 
-    /// The vring, locked (a poisoned lock is taken over: the state is
-    /// plain data, valid after any panic).
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Vring> {
-        self.vring.lock().unwrap_or_else(|e| e.into_inner())
+    /// The vring, locked (waiting for a burst in progress).
+    pub(crate) fn lock(&self) -> QueueGuard<'_, Vring> {
+        self.vring.lock()
     }
 }
 
@@ -319,9 +319,33 @@ impl Vring {
             return 0;
         }
         let old_used = self.used_idx;
+        let hdr = self.neg.hdr_len;
+        // First the burst's heads and first descriptors (independent
+        // loads, so their misses overlap), each single-buffer frame's
+        // buffer translated and prefetched; then the copies.
+        let mut firsts = [(0u16, None); MAX_BURST];
+        for (k, f) in firsts[..n].iter_mut().enumerate() {
+            let head = v.avail_entry(self.last_avail.wrapping_add(k as u16));
+            let d = v.desc(head);
+            let single = d.flags & (VRING_DESC_F_NEXT | VRING_DESC_F_WRITE | VRING_DESC_F_INDIRECT)
+                == 0
+                && d.len as usize >= hdr;
+            let slice = if single && head < v.size() {
+                mem.slice(d.addr, d.len as u64)
+            } else {
+                None
+            };
+            if let Some(sl) = slice {
+                sl.prefetch(hdr);
+                if sl.len() > hdr + 64 {
+                    sl.prefetch(hdr + 64);
+                }
+            }
+            *f = (head, slice);
+        }
         let (mut bad, mut bytes, mut fatal) = (0u64, 0u64, None);
         for i in 0..n {
-            let head = v.avail_entry(self.last_avail);
+            let (head, slice) = firsts[i];
             if head >= v.size() {
                 // Nothing to complete: the entry names no descriptor.
                 fatal = Some(format!("avail entry {} names head {head}", self.last_avail));
@@ -329,7 +353,20 @@ impl Vring {
                 break;
             }
             self.last_avail = self.last_avail.wrapping_add(1);
-            match read_chain(mem, &v, head, self.neg.hdr_len, &mut out[start + i], pool) {
+            let m = &mut out[start + i];
+            let res = match slice {
+                // One buffer, header and frame, fitting one mbuf.
+                Some(sl) if sl.len() - hdr <= m.tailroom() => {
+                    let dst = m.append(sl.len() - hdr).unwrap_or_default();
+                    if sl.read_at(hdr, dst) {
+                        Ok(())
+                    } else {
+                        Err("a buffer outside its region")
+                    }
+                }
+                _ => read_chain(mem, &v, head, hdr, m, pool),
+            };
+            match res {
                 Ok(()) => bytes += out[start + i].pkt_len() as u64,
                 Err(_) => {
                     bad |= 1 << i;
@@ -362,7 +399,8 @@ impl Vring {
 
     /// Enqueues frames from the front of `pkts` into the guest's RX
     /// buffers; returns how many were taken (sent, or dropped as too
-    /// large for the buffers or for a bad chain, counted in `errors`).
+    /// large for the buffers or for a bad chain, counted in `errors`),
+    /// which the caller frees.
     pub(crate) fn enqueue(&mut self, pkts: &mut Pkts, st: &QueueStats, c: &VringCounters) -> usize {
         let (v, mem) = match &self.ring {
             Some(Ring::Split(r)) => (r.view(), r.mem()),
@@ -382,12 +420,52 @@ impl Vring {
             return 0;
         }
         let old_used = self.used_idx;
+        let hdr = self.neg.hdr_len;
+        // First the heads the burst will likely use, each one-buffer
+        // chain translated and its first line prefetched; then the copies.
+        let nb = (free as usize).min(pkts.len()).min(MAX_BURST);
+        let mut bufs = [(0u16, None); MAX_BURST];
+        for (k, b) in bufs[..nb].iter_mut().enumerate() {
+            let head = v.avail_entry(self.last_avail.wrapping_add(k as u16));
+            let d = v.desc(head);
+            let one = d.flags & (VRING_DESC_F_NEXT | VRING_DESC_F_INDIRECT) == 0
+                && d.flags & VRING_DESC_F_WRITE != 0;
+            let slice = if one && head < v.size() {
+                mem.slice(d.addr, d.len as u64)
+            } else {
+                None
+            };
+            if let Some(sl) = slice {
+                sl.prefetch(0);
+            }
+            *b = (head, slice);
+        }
         let mut plan = Plan::default();
         let (mut taken, mut used_heads, mut sent, mut bytes) = (0usize, 0u16, 0u64, 0u64);
         let mut fatal = None;
         while taken < pkts.len() && fatal.is_none() {
             let m = &pkts[taken];
-            let need = self.neg.hdr_len + m.pkt_len();
+            let need = hdr + m.pkt_len();
+            if let Some(&(head, Some(sl))) = bufs[..nb].get(used_heads as usize) {
+                // One buffer that holds the header and a one-segment frame.
+                if sl.len() >= need && m.nb_segs() == 1 {
+                    let mut h = [0u8; 12];
+                    h[10] = 1; // num_buffers, little-endian
+                    let ok = sl.write_at(0, &h[..hdr]) && sl.write_at(hdr, m.data());
+                    v.set_used_elem(self.used_idx, head as u32, if ok { need as u32 } else { 0 });
+                    self.used_idx = self.used_idx.wrapping_add(1);
+                    self.last_avail = self.last_avail.wrapping_add(1);
+                    used_heads += 1;
+                    taken += 1;
+                    if ok {
+                        sent += 1;
+                        bytes += m.pkt_len() as u64;
+                    } else {
+                        st.errors.add(1);
+                    }
+                    continue;
+                }
+            }
             plan.clear();
             let mut bad = false;
             while plan.cap < need {
@@ -444,7 +522,6 @@ impl Vring {
         if let Some(why) = fatal {
             self.break_ring(why, st);
         }
-        pkts.drop_front(taken);
         st.packets.add(sent);
         st.bytes.add(bytes);
         taken

@@ -311,7 +311,6 @@ pub(super) fn enqueue(
     if let Some(why) = fatal {
         vr.break_ring(why, st);
     }
-    pkts.drop_front(taken);
     st.packets.add(sent);
     st.bytes.add(bytes);
     taken

@@ -1,0 +1,486 @@
+//! `compare_vhost`: rpmd's vhost-user backend (`vhost-user:`) against
+//! DPDK's (`net_vhost` in testpmd), both on CPU 0, facing the same peer on
+//! CPU 1: DPDK testpmd with `net_virtio_user`, in the same roles:
+//!
+//! - rxonly: the peer sends (txonly), the backend takes and frees;
+//! - txonly: the backend sends, the peer counts (rxonly);
+//! - io: the peer and the backend echo, one burst of 32 in flight.
+//!
+//! 64- and 1518-byte frames, split and packed rings. Every row is read
+//! from the same place, the peer's `--stats-period 1` lines (its Tx-pps
+//! when it sends, else its Rx-pps; the first second dropped), so DPDK's
+//! backend and ours are measured by the same program. Each round runs
+//! DPDK, rpmd, DPDK again (the A/A column shows the noise), `--runs`
+//! rounds of `--seconds`, medians, the ratio DPDK ÷ rpmd, ending with
+//! `RESULT vhost worst_ratio=<x> geomean=<g>`. Then the pairs: our
+//! virtio-user against our backend vs testpmd against testpmd, each
+//! counted at its sender (`RESULT vhost-pair ...`).
+//!
+//! Usage: `compare_vhost --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...]`
+use rpmd_benches::tsc::pin;
+use rpmd_benches::{median, Proc};
+use rpmd_pmd::port::Pkts;
+use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Role {
+    RxOnly,
+    TxOnly,
+    Io,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::RxOnly => "rxonly",
+            Role::TxOnly => "txonly",
+            Role::Io => "io",
+        }
+    }
+    /// The peer's forwarding mode for this backend role.
+    fn peer(self) -> &'static str {
+        match self {
+            Role::RxOnly => "txonly",
+            Role::TxOnly => "rxonly",
+            Role::Io => "io",
+        }
+    }
+}
+
+struct Row {
+    role: Role,
+    size: usize,
+    packed: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn testpmd(
+    cpu: usize,
+    prefix: &str,
+    huge: &str,
+    vdev: &str,
+    extra: &[&str],
+    mode: &str,
+    size: usize,
+    tx_first: bool,
+) -> Child {
+    let mut c = Command::new("dpdk-testpmd");
+    c.args(["--no-pci", "--lcores"])
+        .arg(format!("0@{cpu},1@{cpu}"))
+        .arg(format!("--file-prefix={prefix}"))
+        .args([
+            "--huge-dir",
+            huge,
+            "-m",
+            "256",
+            "--log-level=lib.eal:error",
+            "--log-level=user1:error",
+        ])
+        .args(extra)
+        .args(["--vdev", vdev, "--"])
+        .arg(format!("--forward-mode={mode}"))
+        .arg(format!("--txpkts={size}"))
+        .args([
+            "--port-topology=loop",
+            "--total-num-mbufs=16384",
+            "-a",
+            "--stats-period",
+            "1",
+        ])
+        .args(if tx_first {
+            &["--tx-first"][..]
+        } else {
+            &[][..]
+        })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    c.spawn().expect("dpdk-testpmd (apt-get install dpdk-dev)")
+}
+
+fn wait_sock(sock: &str) {
+    let t = Instant::now();
+    while !std::path::Path::new(sock).exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "backend made no socket {sock}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// The peer (DPDK's virtio-user on CPU 1) for `row` for `secs` (plus a
+/// warm-up second): its Mpps, from its periodic stats.
+fn run_peer(row: &Row, secs: f64, huge: &str, sock: &str, prefix: &str) -> f64 {
+    let mut b = testpmd(
+        1,
+        prefix,
+        huge,
+        &format!(
+            "net_virtio_user0,path={sock},queues=1,packed_vq={}",
+            row.packed as u8
+        ),
+        &["--single-file-segments"],
+        row.role.peer(),
+        row.size,
+        row.role == Role::Io,
+    );
+    std::thread::sleep(Duration::from_secs_f64(secs + 1.5));
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(b.id() as i32, libc::SIGINT) };
+    let mut out = String::new();
+    if let Some(mut o) = b.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    let _ = b.wait();
+    remove_files(huge, prefix);
+    let key = if row.role == Role::RxOnly {
+        "Tx-pps:"
+    } else {
+        "Rx-pps:"
+    };
+    let vals: Vec<f64> = out
+        .lines()
+        .filter_map(|l| {
+            let i = l.find(key)?;
+            l[i + key.len()..].split_whitespace().next()?.parse().ok()
+        })
+        .skip(1)
+        .filter(|&v: &f64| v > 0.0)
+        .collect();
+    median(vals) / 1e6
+}
+
+/// --single-file-segments leaves its files behind.
+fn remove_files(huge: &str, prefix: &str) {
+    if let Ok(rd) = std::fs::read_dir(huge) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(prefix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// DPDK's backend (testpmd `net_vhost` on CPU 0) under the peer.
+fn run_dpdk(row: &Row, secs: f64, huge: &str, sock: &str) -> f64 {
+    let _ = std::fs::remove_file(sock);
+    let a = Proc(testpmd(
+        0,
+        "cvhA",
+        huge,
+        &format!("net_vhost0,iface={sock},queues=1"),
+        &["--huge-unlink"],
+        row.role.name(),
+        row.size,
+        false,
+    ));
+    wait_sock(sock);
+    let r = run_peer(row, secs, huge, sock, "cvhB");
+    drop(a);
+    r
+}
+
+/// The backend's side of `role` on `port`'s queues until `stop`; frames
+/// handled counted in `count`.
+fn serve(
+    role: Role,
+    size: usize,
+    q: &mut rpmd_pmd::Queues,
+    pool: &Mempool,
+    stop: &AtomicBool,
+    count: &AtomicU64,
+) {
+    let mut tmpl = vec![0u8; size];
+    tmpl[..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+    tmpl[12] = 0x08;
+    let mut b = Pkts::new();
+    let (mut n, mut iter) = (0u64, 0u32);
+    loop {
+        iter = iter.wrapping_add(1);
+        if iter % 1024 == 0 && stop.load(Ordering::Relaxed) {
+            break;
+        }
+        match role {
+            Role::RxOnly => {
+                n += q.rx_burst(0, &mut b, 32) as u64;
+                pool.put_bulk(&mut b);
+            }
+            Role::TxOnly => {
+                if pool.get_bulk(&mut b, 32).is_ok() {
+                    // Headers only, as testpmd's txonly writes them.
+                    for m in b.iter_mut() {
+                        m.append(size).expect("room")[..14].copy_from_slice(&tmpl[..14]);
+                    }
+                }
+                n += q.tx_burst(0, &mut b) as u64;
+                b.clear();
+            }
+            Role::Io => {
+                let t0 = rpmd_benches::tsc::rdtsc();
+                if q.rx_burst(0, &mut b, 32) > 0 {
+                    let t1 = rpmd_benches::tsc::rdtsc();
+                    n += q.tx_burst(0, &mut b) as u64;
+                    let t2 = rpmd_benches::tsc::rdtsc();
+                    b.clear();
+                    PROF[0].fetch_add(t1 - t0, Ordering::Relaxed);
+                    PROF[1].fetch_add(t2 - t1, Ordering::Relaxed);
+                    PROF[2].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    count.store(n, Ordering::Relaxed);
+}
+
+/// Our backend (a thread on CPU 0) under the peer.
+fn run_ours(row: &Row, secs: f64, huge: &str, sock: &str) -> f64 {
+    let _ = std::fs::remove_file(sock);
+    let stop = AtomicBool::new(false);
+    let count = AtomicU64::new(0);
+    let ready = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(0);
+            let mut reg = Registry::new();
+            rpmd_virtio::register(&mut reg);
+            let pool = Mempool::new(&MempoolConfig::new("cvh", 16384)).expect("mempool");
+            let mut p = reg
+                .open(&format!("vhost-user:{sock}"))
+                .expect("vhost-user port");
+            p.configure(&PortConfig::with_pool(&pool))
+                .expect("configure");
+            let mut q = p.start().expect("start");
+            ready.store(true, Ordering::Release);
+            serve(row.role, row.size, &mut q, &pool, &stop, &count);
+            if std::env::var_os("CVH_DEBUG").is_some() {
+                let k = PROF[2].load(Ordering::Relaxed).max(1);
+                eprintln!(
+                    "  per busy round: rx {} cycles, tx {} cycles, {k} rounds",
+                    PROF[0].load(Ordering::Relaxed) / k,
+                    PROF[1].load(Ordering::Relaxed) / k
+                );
+                for x in p.xstats().iter().filter(|x| x.value != 0) {
+                    eprintln!("  {} = {}", x.name, x.value);
+                }
+            }
+            let _ = p.stop();
+        });
+        while !ready.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let r = run_peer(row, secs, huge, sock, "cvhR");
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+/// Our virtio-user (CPU 1) sending into our backend (CPU 0, rxonly):
+/// Mpps counted at the sender.
+fn run_pair_ours(size: usize, packed: bool, secs: f64, sock: &str) -> f64 {
+    let _ = std::fs::remove_file(sock);
+    let stop = AtomicBool::new(false);
+    let count = AtomicU64::new(0);
+    let ready = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(0);
+            let mut reg = Registry::new();
+            rpmd_virtio::register(&mut reg);
+            let pool = Mempool::new(&MempoolConfig::new("cvhp", 16384)).expect("mempool");
+            let mut p = reg
+                .open(&format!("vhost-user:{sock}"))
+                .expect("vhost-user port");
+            p.configure(&PortConfig::with_pool(&pool))
+                .expect("configure");
+            let mut q = p.start().expect("start");
+            ready.store(true, Ordering::Release);
+            serve(Role::RxOnly, size, &mut q, &pool, &stop, &count);
+            let _ = p.stop();
+        });
+        while !ready.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let r = s
+            .spawn(|| {
+                pin(1);
+                let mut reg = Registry::new();
+                rpmd_virtio::register(&mut reg);
+                let pool = Mempool::new(&MempoolConfig::new("cvhf", 16384)).expect("mempool");
+                let mut p = reg
+                    .open(&format!("virtio-user:{sock},packed_vq={}", packed as u8))
+                    .expect("virtio-user port");
+                p.configure(&PortConfig::with_pool(&pool))
+                    .expect("configure");
+                let mut q = p.start().expect("start");
+                let mut b = Pkts::new();
+                let warm = Instant::now() + Duration::from_millis(1000);
+                let end = warm + Duration::from_secs_f64(secs);
+                let (mut n, mut t0, mut iter) = (0u64, None, 0u32);
+                loop {
+                    iter = iter.wrapping_add(1);
+                    if iter % 64 == 0 {
+                        let now = Instant::now();
+                        if now >= end {
+                            break;
+                        }
+                        if t0.is_none() && now >= warm {
+                            t0 = Some(now);
+                            n = 0;
+                        }
+                    }
+                    if pool.get_bulk(&mut b, 32).is_ok() {
+                        for m in b.iter_mut() {
+                            m.append(size).expect("room")[..12].fill(2);
+                        }
+                    }
+                    n += q.tx_burst(0, &mut b) as u64;
+                    b.clear();
+                }
+                let el = t0.map(|t| t.elapsed().as_secs_f64()).unwrap_or(1.0);
+                let _ = p.stop();
+                n as f64 / el / 1e6
+            })
+            .join()
+            .expect("sender");
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+/// testpmd's virtio-user (CPU 1, txonly) into testpmd's vhost (CPU 0,
+/// rxonly), at the sender.
+fn run_pair_dpdk(size: usize, packed: bool, secs: f64, huge: &str, sock: &str) -> f64 {
+    run_dpdk(
+        &Row {
+            role: Role::RxOnly,
+            size,
+            packed,
+        },
+        secs,
+        huge,
+        sock,
+    )
+}
+
+static PROF: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+fn geomean(v: &[f64]) -> f64 {
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
+}
+
+fn main() {
+    let mut a = std::env::args().skip(1);
+    let (mut huge, mut runs, mut secs) = ("/mnt/rpmd-huge".to_string(), 3usize, 2.0f64);
+    let mut rows_only: Option<Vec<String>> = None;
+    while let Some(k) = a.next() {
+        match (k.as_str(), a.next()) {
+            ("--huge-dir", Some(v)) => huge = v,
+            ("--rows", Some(v)) => rows_only = Some(v.split(',').map(str::to_string).collect()),
+            ("--runs", Some(v)) if v.parse::<usize>().is_ok_and(|n| n > 0) => {
+                runs = v.parse().unwrap_or(3)
+            }
+            ("--seconds", Some(v)) if v.parse::<f64>().is_ok_and(|s| s > 0.0) => {
+                secs = v.parse().unwrap_or(2.0)
+            }
+            _ => {
+                eprintln!("usage: compare_vhost --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...]");
+                std::process::exit(2);
+            }
+        }
+    }
+    let sock = format!("/tmp/rpmd-cvh-{}.sock", std::process::id());
+    println!("backend on CPU 0 (DPDK net_vhost or rpmd vhost-user:) vs DPDK virtio-user peer on CPU 1; {runs} rounds of DPDK, rpmd, DPDK of {secs} s; medians, measured at the peer");
+    println!(
+        "{:<8} {:>6} {:>7} {:>10} {:>10} {:>10} {:>10}",
+        "backend", "bytes", "ring", "DPDK Mpps", "rpmd Mpps", "DPDK/rpmd", "A/A"
+    );
+    let mut plot = rpmd_benches::PlotCsv::from_env(&["DPDK", "rpmd", "DPDK again"]);
+    let (mut ratios, mut worst) = (Vec::new(), (0.0f64, String::new()));
+    for packed in [false, true] {
+        let ring = if packed { "packed" } else { "split" };
+        for role in [Role::RxOnly, Role::TxOnly, Role::Io] {
+            for size in [64usize, 1518] {
+                let name = format!("{}-{size}-{ring}", role.name());
+                if rows_only.as_ref().is_some_and(|r| !r.contains(&name)) {
+                    continue;
+                }
+                let row = Row { role, size, packed };
+                let (mut d, mut r, mut d2) = (Vec::new(), Vec::new(), Vec::new());
+                for k in 1..=runs {
+                    d.push(run_dpdk(&row, secs, &huge, &sock));
+                    r.push(run_ours(&row, secs, &huge, &sock));
+                    d2.push(run_dpdk(&row, secs, &huge, &sock));
+                    eprintln!(
+                        "  {name} round {k}: DPDK {:.2} rpmd {:.2} DPDK {:.2} Mpps",
+                        d[k - 1],
+                        r[k - 1],
+                        d2[k - 1]
+                    );
+                }
+                let (dm, rm, dm2) = (median(d), median(r), median(d2));
+                let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
+                let aa = if dm2 > 0.0 { dm / dm2 } else { f64::INFINITY };
+                plot.row(&name, &[dm, rm, dm2]);
+                println!(
+                    "{:<8} {:>6} {:>7} {:>10.2} {:>10.2} {:>10.3} {:>10.3}",
+                    role.name(),
+                    size,
+                    ring,
+                    dm,
+                    rm,
+                    ratio,
+                    aa
+                );
+                ratios.push(ratio);
+                if ratio > worst.0 {
+                    worst = (ratio, name);
+                }
+            }
+        }
+    }
+    println!("worst row: {}", worst.1);
+    println!(
+        "RESULT vhost worst_ratio={:.3} geomean={:.3}",
+        worst.0,
+        geomean(&ratios)
+    );
+    // The pairs, both ends one project's.
+    if rows_only.is_none() {
+        println!("pairs: virtio-user txonly (CPU 1) into vhost-user rxonly (CPU 0), at the sender");
+        println!(
+            "{:<8} {:>6} {:>7} {:>10} {:>10} {:>10}",
+            "pair", "bytes", "ring", "DPDK Mpps", "rpmd Mpps", "DPDK/rpmd"
+        );
+        let mut pr = Vec::new();
+        for packed in [false, true] {
+            for size in [64usize, 1518] {
+                let (mut d, mut r) = (Vec::new(), Vec::new());
+                for _ in 0..runs {
+                    d.push(run_pair_dpdk(size, packed, secs, &huge, &sock));
+                    r.push(run_pair_ours(size, packed, secs, &sock));
+                }
+                let (dm, rm) = (median(d), median(r));
+                let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
+                let ring = if packed { "packed" } else { "split" };
+                plot.row(&format!("pair-{size}-{ring}"), &[dm, rm, 0.0]);
+                println!(
+                    "{:<8} {:>6} {:>7} {:>10.2} {:>10.2} {:>10.3}",
+                    "txonly", size, ring, dm, rm, ratio
+                );
+                pr.push(ratio);
+            }
+        }
+        println!(
+            "RESULT vhost-pair worst_ratio={:.3} geomean={:.3}",
+            pr.iter().cloned().fold(0.0, f64::max),
+            geomean(&pr)
+        );
+    }
+    let _ = std::fs::remove_file(&sock);
+}
