@@ -21,7 +21,9 @@
 # veth pair, txonly -> rxonly, kernel busy polling off and on; benches/
 # afxdp.sh, which runs DPDK twice per round as its A/A), capture (what
 # --pcap costs l2fwd; benches/capture.sh, no capture twice per round as its
-# A/A). No SUITE runs
+# A/A), vhost (our vhost-user backend vs DPDK's net_vhost under the same
+# DPDK virtio-user peer, measured at the peer, DPDK twice per round as its
+# A/A; then ours<->ours vs testpmd<->testpmd). No SUITE runs
 # all of them. ring-aa and mempool-aa (not part of "all") run DPDK against
 # itself, to show how far a row at parity reads from 1.0 by noise alone.
 # --runs defaults to 3, and to 9 (of 2 s) for virtio, whose rates vary
@@ -34,7 +36,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool virtio l2fwd rr seeds txlock afxdp capture"
+suites="ring mempool virtio vhost l2fwd rr seeds txlock afxdp capture"
 suite=all
 runs=
 while [ $# -gt 0 ]; do
@@ -119,6 +121,11 @@ for s in $suite; do
             echo "== virtio: rpmd's virtio-user vs DPDK's net_virtio_user against testpmd's net_vhost, $vruns interleaved runs each"
             RPMD_PLOT_CSV="$OUT/virtio.csv" target/release/compare_virtio --huge-dir "$HUGE_DIR" --runs "$vruns" --seconds 2
             plot_bars "$OUT/virtio.csv" "$OUT/virtio.png" "virtio-user against testpmd vhost: DPDK vs rpmd" "Mpps (median)"
+            ;;
+        vhost)
+            echo "== vhost: rpmd's vhost-user backend vs DPDK's net_vhost under testpmd's net_virtio_user, $runs rounds of DPDK, rpmd, DPDK"
+            RPMD_PLOT_CSV="$OUT/vhost.csv" target/release/compare_vhost --huge-dir "$HUGE_DIR" --runs "$runs" --seconds 2
+            plot_bars "$OUT/vhost.csv" "$OUT/vhost.png" "vhost-user backend under a DPDK virtio-user peer: DPDK vs rpmd" "Mpps at the peer (median)"
             ;;
         l2fwd)
             echo "== l2fwd: rpmd l2fwd vs testpmd io/mac forwarding between two vhost-user ports (testpmd flowgen), $runs interleaved runs each, and a burst sweep"

@@ -90,6 +90,22 @@ impl PeerSlice<'_> {
         let _ = at;
     }
 
+    /// Starts loading the cache line of byte `at` for writing (PREFETCHW:
+    /// the line arrives owned, so the copy into it does not wait for the
+    /// other core to give it up; a NOP where unsupported).
+    #[inline(always)]
+    pub fn prefetch_write(&self, at: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `prefetch`; PREFETCHW decodes as a NOP on x86_64
+        // CPUs without it.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+            _mm_prefetch::<_MM_HINT_ET0>(self.ptr.wrapping_add(at).cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
+    }
+
     /// Copies `out.len()` bytes from offset `off`; false (nothing copied)
     /// if they are not all inside the range.
     #[inline(always)]

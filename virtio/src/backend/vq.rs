@@ -28,7 +28,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// §2.7.5: an indirect descriptor table (not offered, so never valid).
-const VRING_DESC_F_INDIRECT: u16 = 4;
+pub(super) const VRING_DESC_F_INDIRECT: u16 = 4;
 
 /// Most bytes a frame from the guest may have (a 9000-byte MTU with
 /// room to spare); longer chains are dropped, so a hostile chain cannot
@@ -36,7 +36,7 @@ const VRING_DESC_F_INDIRECT: u16 = 4;
 pub(crate) const MAX_FRAME: usize = 16 << 10;
 
 /// Most frames one dequeue takes (one bit each in a mask).
-pub(super) const MAX_BURST: usize = 64;
+pub(super) const MAX_BURST: usize = 32;
 
 /// Most guest buffers one frame may span on enqueue, and descriptors
 /// across them.
@@ -436,7 +436,7 @@ impl Vring {
                 None
             };
             if let Some(sl) = slice {
-                sl.prefetch(0);
+                sl.prefetch_write(0);
             }
             *b = (head, slice);
         }

@@ -10,9 +10,11 @@
 //! length (one that does not end stops the ring), every buffer is copied
 //! through `PeerMemory`, and a chain that breaks a rule is completed with
 //! length 0 and counted.
+use super::VRING_DESC_F_INDIRECT;
 use super::{FrameReader, Plan, Ring, Vring, VringCounters, MAX_BURST, MAX_HEADS};
-use crate::consts::VRING_DESC_F_NEXT;
+use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use crate::vring::{DescFields, PackedView};
+use rpmd_pmd::peer::PeerSlice;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::{Mempool, Pkts};
 use std::io::Write;
@@ -78,14 +80,37 @@ fn desc(v: &PackedView, slot: u16) -> DescFields {
     }
 }
 
-/// Writes the used descriptor of a chain in its first slot, flags last.
-#[inline(always)]
-fn set_used(v: &PackedView, slot: u16, wrap: bool, id: u16, len: u32) {
-    v.set_used(slot, id, len);
-    let f = if wrap { F_AVAIL | F_USED } else { 0 };
-    // Partner: the driver's Acquire load of the flags at its used
-    // position before it reads id and length.
-    v.flags(slot).store(f, Ordering::Release);
+/// The used descriptors of one burst, each written in its chain's first
+/// slot: ids, lengths and every flags word but the first at once, the
+/// first flags word last, so the driver (which looks at its used position
+/// first) sees the whole burst at once rather than reading lines the
+/// device is still writing, as DPDK's vhost flushes its shadow used ring.
+#[derive(Default)]
+struct UsedBatch {
+    first: Option<(u16, u16)>,
+}
+
+impl UsedBatch {
+    #[inline(always)]
+    fn put(&mut self, v: &PackedView, slot: u16, wrap: bool, id: u16, len: u32) {
+        v.set_used(slot, id, len);
+        let f = if wrap { F_AVAIL | F_USED } else { 0 };
+        if self.first.is_none() {
+            self.first = Some((slot, f));
+        } else {
+            // Published by the first one's Release store below.
+            v.flags(slot).store(f, Ordering::Relaxed);
+        }
+    }
+
+    #[inline(always)]
+    fn publish(self, v: &PackedView) {
+        if let Some((slot, f)) = self.first {
+            // Partner: the driver's Acquire load of the flags at its used
+            // position before it reads the burst's ids and lengths.
+            v.flags(slot).store(f, Ordering::Release);
+        }
+    }
 }
 
 /// Chains available from `last_avail` (what a stop leaves untaken).
@@ -151,6 +176,10 @@ fn signal(vr: &Vring, v: &PackedView, old: (u16, bool), new: (u16, bool), c: &Vr
     }
 }
 
+/// A chain found available at the start of a burst: (slot, wrap, length
+/// in descriptors, buffer id, the buffer of a one-descriptor chain).
+type Found<'a> = (u16, bool, u16, u16, Option<PeerSlice<'a>>);
+
 /// Dequeues up to `max` frames the guest sent (see `Vring::dequeue`).
 pub(super) fn dequeue(
     vr: &mut Vring,
@@ -164,67 +193,95 @@ pub(super) fn dequeue(
         return 0;
     };
     let (v, mem) = (r.view(), r.mem());
-    let size = v.size();
+    let (size, hdr) = (v.size(), vr.neg.hdr_len);
     let start = out.len();
     let n = max.min(MAX_BURST).min(out.capacity() - start);
-    if n == 0 || !avail_at(&v, vr.last_avail, vr.avail_wrap) {
-        return 0;
-    }
-    if pool.get_bulk(out, n).is_err() {
-        st.nombuf.add(n as u64);
-        return 0;
-    }
-    let old = (vr.last_avail, vr.avail_wrap);
-    let (mut done, mut bad, mut bytes, mut fatal) = (0usize, 0u64, 0u64, None);
-    while done < n {
-        let (slot, wrap) = (vr.last_avail, vr.avail_wrap);
-        if done > 0 && !avail_at(&v, slot, wrap) {
-            break;
-        }
-        let Some((len, id)) = chain_len(&v, slot) else {
+    // First the burst's chains (their flags and first descriptors; a
+    // one-descriptor chain's buffer translated and prefetched), then the
+    // copies: the misses of a burst overlap.
+    let mut found: [Found; MAX_BURST] = [(0, false, 0, 0, None); MAX_BURST];
+    let (mut k, mut cur, mut fatal) = (0usize, (vr.last_avail, vr.avail_wrap), None);
+    while k < n && avail_at(&v, cur.0, cur.1) {
+        let Some((len, id)) = chain_len(&v, cur.0) else {
             fatal = Some(format!(
-                "the chain at slot {slot} does not end within the ring"
+                "the chain at slot {} does not end within the ring",
+                cur.0
             ));
             break;
         };
-        let m = &mut out[start + done];
-        let mut rd = FrameReader::new(vr.neg.hdr_len);
-        let mut res = Ok(());
-        let mut s = slot;
-        for _ in 0..len {
-            if res.is_ok() {
-                res = rd.add(mem, &desc(&v, s), m, pool);
+        let mut slice = None;
+        if len == 1 {
+            let d = desc(&v, cur.0);
+            if d.flags & (VRING_DESC_F_WRITE | VRING_DESC_F_INDIRECT) == 0 && d.len as usize >= hdr
+            {
+                slice = mem.slice(d.addr, d.len as u64);
             }
-            s = advance(s, false, 1, size).0;
+            if let Some(sl) = slice {
+                sl.prefetch(hdr);
+            }
         }
-        match res.and_then(|()| rd.finish(m)) {
+        found[k] = (cur.0, cur.1, len, id, slice);
+        cur = advance(cur.0, cur.1, len, size);
+        k += 1;
+    }
+    if k > 0 && pool.get_bulk(out, k).is_err() {
+        st.nombuf.add(k as u64);
+        return 0;
+    }
+    let old = (vr.last_avail, vr.avail_wrap);
+    let (mut bad, mut bytes) = (0u64, 0u64);
+    let mut used = UsedBatch::default();
+    for (i, &(slot, wrap, len, id, slice)) in found[..k].iter().enumerate() {
+        let m = &mut out[start + i];
+        let res = match slice {
+            // One buffer, header and frame, fitting one mbuf.
+            Some(sl) if sl.len() - hdr <= m.tailroom() => {
+                let dst = m.append(sl.len() - hdr).unwrap_or_default();
+                if sl.read_at(hdr, dst) {
+                    Ok(())
+                } else {
+                    Err("a buffer outside its region")
+                }
+            }
+            _ => {
+                let mut rd = FrameReader::new(hdr);
+                let mut res = Ok(());
+                let mut s = slot;
+                for _ in 0..len {
+                    if res.is_ok() {
+                        res = rd.add(mem, &desc(&v, s), m, pool);
+                    }
+                    s = advance(s, false, 1, size).0;
+                }
+                res.and_then(|()| rd.finish(m))
+            }
+        };
+        match res {
             Ok(()) => bytes += m.pkt_len() as u64,
             Err(_) => {
-                bad |= 1 << done;
+                bad |= 1 << i;
                 st.device_errors.add(1);
                 st.errors.add(1);
             }
         }
-        set_used(&v, slot, wrap, id, 0);
-        (vr.last_avail, vr.avail_wrap) = advance(slot, wrap, len, size);
-        done += 1;
+        used.put(&v, slot, wrap, id, 0);
     }
-    // Mbufs taken for chains that were not there go back.
-    out.truncate(start + done);
-    if done > 0 {
-        signal(vr, &v, old, (vr.last_avail, vr.avail_wrap), c);
+    used.publish(&v);
+    (vr.last_avail, vr.avail_wrap) = cur;
+    if k > 0 {
+        signal(vr, &v, old, cur, c);
     }
     if let Some(why) = fatal {
         vr.break_ring(why, st);
     }
     if bad != 0 {
-        let mut k = 0usize;
+        let mut j = 0usize;
         out.retain(|_| {
-            k += 1;
-            k <= start || bad & (1 << (k - 1 - start)) == 0
+            j += 1;
+            j <= start || bad & (1 << (j - 1 - start)) == 0
         });
     }
-    let got = done - bad.count_ones() as usize;
+    let got = k - bad.count_ones() as usize;
     st.packets.add(got as u64);
     st.bytes.add(bytes);
     got
@@ -248,9 +305,52 @@ pub(super) fn enqueue(
     // Where each buffer of the plan starts: (slot, wrap).
     let mut at = [(0u16, false); MAX_HEADS];
     let (mut taken, mut sent, mut bytes, mut fatal) = (0usize, 0u64, 0u64, None);
+    let hdr = vr.neg.hdr_len;
+    // First the one-descriptor buffers the burst will likely use,
+    // translated and prefetched; then the copies.
+    let mut found: [Found; MAX_BURST] = [(0, false, 0, 0, None); MAX_BURST];
+    let (mut nf, mut cur) = (0usize, (vr.last_avail, vr.avail_wrap));
+    while nf < pkts.len().min(MAX_BURST) && avail_at(&v, cur.0, cur.1) {
+        let d = desc(&v, cur.0);
+        if d.flags & (VRING_DESC_F_NEXT | VRING_DESC_F_INDIRECT) != 0
+            || d.flags & VRING_DESC_F_WRITE == 0
+        {
+            break;
+        }
+        let slice = mem.slice(d.addr, d.len as u64);
+        if let Some(sl) = slice {
+            sl.prefetch_write(0);
+        }
+        found[nf] = (cur.0, cur.1, 1, d.id_or_next, slice);
+        cur = advance(cur.0, cur.1, 1, size);
+        nf += 1;
+    }
+    // Buffers of `found` used by the fast path so far; the first frame
+    // that takes the general path ends it.
+    let mut fast = 0usize;
+    let mut used = UsedBatch::default();
     while taken < pkts.len() && fatal.is_none() {
         let m = &pkts[taken];
-        let need = vr.neg.hdr_len + m.pkt_len();
+        let need = hdr + m.pkt_len();
+        if fast < nf && fast == taken {
+            let (slot, wrap, _, id, slice) = found[fast];
+            if let Some(sl) = slice.filter(|sl| sl.len() >= need && m.nb_segs() == 1) {
+                let mut h = [0u8; 12];
+                h[10] = 1; // num_buffers, little-endian
+                let ok = sl.write_at(0, &h[..hdr]) && sl.write_at(hdr, m.data());
+                used.put(&v, slot, wrap, id, if ok { need as u32 } else { 0 });
+                (vr.last_avail, vr.avail_wrap) = advance(slot, wrap, 1, size);
+                if ok {
+                    sent += 1;
+                    bytes += m.pkt_len() as u64;
+                } else {
+                    st.errors.add(1);
+                }
+                fast += 1;
+                taken += 1;
+                continue;
+            }
+        }
         plan.clear();
         let (mut cur, mut bad) = ((vr.last_avail, vr.avail_wrap), false);
         while plan.cap < need {
@@ -300,11 +400,12 @@ pub(super) fn enqueue(
             bytes += m.pkt_len() as u64;
         }
         for (k, &(id, len)) in plan.heads[..plan.nheads].iter().enumerate() {
-            set_used(&v, at[k].0, at[k].1, id, len);
+            used.put(&v, at[k].0, at[k].1, id, len);
         }
         (vr.last_avail, vr.avail_wrap) = cur;
         taken += 1;
     }
+    used.publish(&v);
     if (vr.last_avail, vr.avail_wrap) != old {
         signal(vr, &v, old, (vr.last_avail, vr.avail_wrap), c);
     }
