@@ -12,9 +12,13 @@
 //! restart of the app. Q queue pairs (1..=8, default 1) are offered with
 //! VIRTIO_NET_F_MQ; rx queue q reads the guest's TX vring 2q + 1 and tx
 //! queue q writes its RX vring 2q. Offered: VERSION_1, MRG_RXBUF and
-//! EVENT_IDX (each can be taken out), MQ, MTU (M, default 1500) and MAC,
-//! and the protocol features MQ, CONFIG, REPLY_ACK and
-//! CONFIGURE_MEM_SLOTS. Split rings only, so far.
+//! EVENT_IDX (each can be taken out), RING_PACKED, IN_ORDER, MQ, MTU (M,
+//! default 1500) and MAC, and the protocol features MQ, CONFIG,
+//! REPLY_ACK and CONFIGURE_MEM_SLOTS (not STATUS or LOG_SHMFD: the
+//! `vhost` crate's backend side handles neither). Split rings ([`vq`])
+//! and packed rings (`vq::packed`). Not yet: the checksum offloads
+//! (CSUM/GUEST_CSUM), call coalescing, the run loop's busy-poll policy
+//! options (`busyloop_us`, `rx_poll`).
 //!
 //! The message layer is rust-vmm's `vhost` crate ([`control`]); the
 //! memory table goes through `pmd::peer` (every region checked, every
