@@ -15,16 +15,16 @@
 //! EVENT_IDX (each can be taken out), RING_PACKED, IN_ORDER, MQ, MTU (M,
 //! default 1500) and MAC, and the protocol features MQ, CONFIG,
 //! REPLY_ACK and CONFIGURE_MEM_SLOTS (not STATUS or LOG_SHMFD: the
-//! `vhost` crate's backend side handles neither). Split rings ([`vq`])
+//! `vhost` crate's backend side handles neither). Split rings (`vq`)
 //! and packed rings (`vq::packed`). Not yet: the checksum offloads
 //! (CSUM/GUEST_CSUM), call coalescing, the run loop's busy-poll policy
 //! options (`busyloop_us`, `rx_poll`).
 //!
-//! The message layer is rust-vmm's `vhost` crate ([`control`]); the
+//! The message layer is rust-vmm's `vhost` crate (`control`); the
 //! memory table goes through `pmd::peer` (every region checked, every
 //! address translated only when wholly inside one); the rings are the
 //! crate's typed views on that memory, and the data path is ours
-//! ([`vq`]): rx_burst copies guest TX chains into mbufs, tx_burst copies
+//! (`vq`): rx_burst copies guest TX chains into mbufs, tx_burst copies
 //! mbufs into the guest's RX buffers (mergeable when negotiated); bursts,
 //! no allocation, no syscalls but the call eventfd write when the guest
 //! asked for an interrupt. Each queue try-locks its vring once a burst,
