@@ -5,6 +5,16 @@ use serde_json::Value;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// One test of this file at a time: each pins processes to the same two
+/// CPUs, and the shm test measures its core-to-core bound, which a
+/// testpmd spinning beside it (two_processes_through_testpmd) distorts
+/// by a thousandfold.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn rr() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rr"))
 }
@@ -47,6 +57,7 @@ fn check_client(s: &Value, sessions: usize, min_tps: f64) {
 
 #[test]
 fn one_process_over_shm_reports_percentiles_per_session() {
+    let _serial = serial();
     // The client turns each response's mbuf into the next request: a
     // response longer than the request is trimmed, a shorter one grown. A
     // request it built wrong would be dropped by the server (lost) and a
@@ -95,6 +106,7 @@ fn stop(mut c: Child) -> (i32, String, String) {
 
 #[test]
 fn two_processes_over_shm() {
+    let _serial = serial();
     let dev = format!("shm:rrt-{}", std::process::id());
     let srv = server(&dev, "0", &[]);
     let (rc, o, e) = out(rr()
@@ -115,6 +127,7 @@ fn two_processes_over_shm() {
 /// 130 and leave the file behind).
 #[test]
 fn ctrl_c_during_the_link_wait_exits_cleanly_and_removes_the_shm_file() {
+    let _serial = serial();
     let name = format!("rr-ctrlc-{}", std::process::id());
     let mut c = rr()
         .args([
@@ -157,6 +170,7 @@ fn ctrl_c_during_the_link_wait_exits_cleanly_and_removes_the_shm_file() {
 
 #[test]
 fn a_missing_server_and_bad_options_are_clear_errors() {
+    let _serial = serial();
     let (rc, _, e) = out(rr()
         .args(["--role", "client", "--dev", "shm:rr-nobody", "--no-bound"])
         .args(["--link-timeout", "0.3", "--duration", "1"])
@@ -181,6 +195,7 @@ fn a_missing_server_and_bad_options_are_clear_errors() {
 /// the client's virtio-user port on one, the server's on the other.
 #[test]
 fn two_processes_through_testpmd() {
+    let _serial = serial();
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0
         || Command::new("dpdk-testpmd")
@@ -247,6 +262,7 @@ fn two_processes_through_testpmd() {
 /// progress lines carry the summary's key for the same rate.
 #[test]
 fn plot_draws_the_latency_cdf() {
+    let _serial = serial();
     if Command::new("gnuplot").arg("--version").output().is_err() {
         rpmd_pmd::testing::missing_peer(
             "apps rr plot_draws_the_latency_cdf",
