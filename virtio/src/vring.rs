@@ -585,6 +585,24 @@ impl PackedView {
     }
 }
 
+/// Where `len` bytes at the peer's own address `addr` are mapped, checked
+/// to lie inside one region and `align`-aligned; the error names `what`.
+fn peer_part(
+    mem: &rpmd_pmd::peer::PeerMemory,
+    what: &str,
+    addr: u64,
+    len: usize,
+    align: usize,
+) -> Result<*mut u8, String> {
+    let s = mem.translate_user(addr, len as u64).ok_or_else(|| {
+        format!("{what} ({len} bytes at {addr:#x}) is not inside one memory region")
+    })?;
+    if s.ptr as usize % align != 0 || addr as usize % align != 0 {
+        return Err(format!("{what} at {addr:#x} is not {align}-aligned"));
+    }
+    Ok(s.ptr)
+}
+
 /// A split ring that lies in memory a peer shared (a vhost-user
 /// frontend's memory table), with that memory kept mapped for as long as
 /// the view: the only way a device side builds a view on peer memory.
@@ -614,13 +632,7 @@ impl PeerSplit {
         }
         let (d, a, u) = split_sizes(size);
         let part = |what: &str, addr: u64, len: usize, align: usize| {
-            let s = mem.translate_user(addr, len as u64).ok_or_else(|| {
-                format!("{what} ({len} bytes at {addr:#x}) is not inside one memory region")
-            })?;
-            if s.ptr as usize % align != 0 || addr as usize % align != 0 {
-                return Err(format!("{what} at {addr:#x} is not {align}-aligned"));
-            }
-            Ok(s.ptr)
+            peer_part(&mem, what, addr, len, align)
         };
         let (dp, ap, up) = (
             part("descriptor table", desc, d, 16)?,
@@ -673,13 +685,7 @@ impl PeerPacked {
             return Err(format!("ring size {size} (1..=32768)"));
         }
         let part = |what: &str, addr: u64, len: usize, align: usize| {
-            let s = mem.translate_user(addr, len as u64).ok_or_else(|| {
-                format!("{what} ({len} bytes at {addr:#x}) is not inside one memory region")
-            })?;
-            if s.ptr as usize % align != 0 || addr as usize % align != 0 {
-                return Err(format!("{what} at {addr:#x} is not {align}-aligned"));
-            }
-            Ok(s.ptr)
+            peer_part(&mem, what, addr, len, align)
         };
         let (dp, drv, dev) = (
             part(

@@ -107,7 +107,7 @@ pub(crate) enum Endpoint {
 /// Serves frontends until `shared.quit`.
 pub(crate) fn serve(ep: Endpoint, shared: Arc<Shared>, offer: Offer) {
     while !shared.quit.load(Ordering::Relaxed) {
-        let Some(sock) = next_connection(&ep, &shared) else {
+        let Some(sock) = next_connection(&ep) else {
             continue;
         };
         let closer = sock.try_clone().ok();
@@ -147,7 +147,7 @@ pub(crate) fn serve(ep: Endpoint, shared: Arc<Shared>, offer: Offer) {
 }
 
 /// Waits (a bounded while) for the next frontend.
-fn next_connection(ep: &Endpoint, shared: &Shared) -> Option<UnixStream> {
+fn next_connection(ep: &Endpoint) -> Option<UnixStream> {
     match ep {
         Endpoint::Server(l) => match l.accept() {
             Ok((s, _)) => s.set_nonblocking(false).ok().map(|()| s),
@@ -160,7 +160,6 @@ fn next_connection(ep: &Endpoint, shared: &Shared) -> Option<UnixStream> {
             Ok(s) => Some(s),
             Err(_) => {
                 std::thread::sleep(Duration::from_millis(100));
-                let _ = shared;
                 None
             }
         },
