@@ -2,7 +2,9 @@
 # rpmd's test command (README "Quick start"; .ci/run runs exactly this).
 # Installs what the tests need, then runs every check: format, lints, docs,
 # unit and integration tests, release-mode stress tests, loom model checks,
-# the VFIO test in a QEMU guest with a virtual IOMMU (tests/vm/run.sh), and
+# the VFIO test in a QEMU guest with a virtual IOMMU (tests/vm/run.sh), two
+# QEMU guests on a vswitch through the vhost-user backend
+# (tests/vm/vhost-guest.sh), and
 # a one-run smoke of the DPDK comparison (to keep it working; its ratios are
 # a benchmark, not asserted here).
 set -euo pipefail
@@ -57,8 +59,11 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p rpmd
 if [ "$(id -u)" = 0 ] && command -v qemu-system-x86_64 >/dev/null; then
     step "VFIO in a QEMU guest with a virtual IOMMU (tests/vm/run.sh)"
     bash tests/vm/run.sh
+    step "two QEMU guests on a vswitch of vhost-user ports (tests/vm/vhost-guest.sh)"
+    bash tests/vm/vhost-guest.sh
 else
     skip_suite "VFIO guest test (tests/vm/run.sh)" "needs root and qemu-system-x86_64"
+    skip_suite "vhost-user guest test (tests/vm/vhost-guest.sh)" "needs root and qemu-system-x86_64"
 fi
 step "main job smoke: l2fwd on its embedded topology for 2 s"
 cargo run --release -q -p rpmd-apps --bin l2fwd -- --duration 2

@@ -28,6 +28,7 @@ use crate::{Error, Telemetry};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::clock;
+use rpmd_pmd::port::BusyPoll;
 use rpmd_pmd::vfio::EventFd;
 use std::any::Any;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -79,6 +80,20 @@ pub trait Task: Send {
         false
     }
 
+    /// The busy-poll policy of the queue this task polls
+    /// ([`RxQueue::busy_poll`](rpmd_pmd::port::RxQueue::busy_poll)):
+    /// when one or more of an lcore's tasks declare one, their longest
+    /// budget replaces the lcore's spin policy, and when none of them
+    /// wants the others polled meanwhile, the others wait for their
+    /// wake-ups during the spin. `None`: no policy of its own.
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        None
+    }
+
+    /// How a busy poll of this task's queue ended: `true` when the task
+    /// found work during the spin, `false` when the budget ran out.
+    fn busy_poll_done(&mut self, _hit: bool) {}
+
     /// Runs once when the task leaves its lcore (removal or shutdown):
     /// complete or hand on whatever work it accepted.
     fn finish(&mut self) {}
@@ -107,6 +122,14 @@ impl<T: Task> Task for CachePadded<T> {
 
     fn has_work(&self) -> bool {
         (**self).has_work()
+    }
+
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        (**self).busy_poll()
+    }
+
+    fn busy_poll_done(&mut self, hit: bool) {
+        (**self).busy_poll_done(hit)
     }
 
     fn finish(&mut self) {
@@ -440,13 +463,22 @@ fn run(s: &Shared, cfg: LcoreConfig) -> Stopped {
                 tasks: tasks.collect(),
             };
         }
+        // While a spin that leaves the other tasks to their wake-ups
+        // lasts, only the busy-polling tasks run.
+        let exclusive = p.spin_exclusive && p.spinning;
         let mut work = 0;
-        for (_, t) in p.tasks.iter_mut() {
-            work += t.run(p.cfg.quota);
+        let mut found = 0u64;
+        for (i, (_, t)) in p.tasks.iter_mut().enumerate() {
+            if exclusive && !p.spin_task[i] {
+                continue;
+            }
+            let w = t.run(p.cfg.quota);
+            work += w;
+            found |= u64::from(w != 0) << (i & 63);
         }
         s.stats.rounds.add(1);
         if work > 0 {
-            p.busy_round(&s.stats, work);
+            p.busy_round(&s.stats, work, found);
         } else {
             p.empty_round(s);
         }
@@ -489,6 +521,18 @@ struct Poller {
     empty_rounds: u32,
     /// The last clock read found the spin budget not yet spent.
     spinning: bool,
+    /// From the tasks' busy-poll policies, recomputed when the tasks
+    /// change: the longest declared budget (ticks), which replaces the
+    /// lcore's; which tasks declared a budget above zero; whether all of
+    /// those leave the other tasks to their wake-ups while they spin.
+    declared_spin: Option<u64>,
+    spin_task: Vec<bool>,
+    exclusive: bool,
+    /// This spin polls only the spin tasks; the others are armed.
+    spin_exclusive: bool,
+    /// A spin of declared budgets ran this idle period and its outcome is
+    /// not yet told to the tasks.
+    spun: bool,
 }
 
 impl Poller {
@@ -522,6 +566,11 @@ impl Poller {
             last: clock::now(),
             empty_rounds: 0,
             spinning: false,
+            declared_spin: None,
+            spin_task: Vec::new(),
+            exclusive: false,
+            spin_exclusive: false,
+            spun: false,
         }
     }
 
@@ -529,14 +578,16 @@ impl Poller {
     #[cold]
     fn take_commands(&mut self, s: &Shared) -> bool {
         let mut stop = false;
+        let mut changed = false;
+        self.end_exclusive();
         while let Some(c) = s.commands.pop() {
             match c {
                 Command::Add(id, t) => {
                     self.tasks.push((id, t));
-                    self.tasks_changed = true;
+                    changed = true;
                 }
                 Command::Remove(id) => {
-                    self.tasks_changed = true;
+                    changed = true;
                     if let Some(i) = self.tasks.iter().position(|t| t.0 == id) {
                         let (_, mut t) = self.tasks.remove(i);
                         t.finish();
@@ -546,14 +597,94 @@ impl Poller {
                 Command::Stop => stop = true,
             }
         }
+        if changed {
+            self.tasks_changed = true;
+            self.plan_spin();
+        }
         stop
+    }
+
+    /// Reads the tasks' busy-poll policies.
+    #[cold]
+    fn plan_spin(&mut self) {
+        let polls: Vec<Option<BusyPoll>> = self.tasks.iter().map(|(_, t)| t.busy_poll()).collect();
+        self.spin_task = polls
+            .iter()
+            .map(|p| p.is_some_and(|b| !b.budget.is_zero()))
+            .collect();
+        let declared = polls.iter().flatten();
+        self.declared_spin = declared.clone().map(|b| b.budget).max().map(clock::ticks);
+        let mut spinners = declared.filter(|b| !b.budget.is_zero());
+        self.exclusive = spinners.clone().next().is_some() && spinners.all(|b| !b.poll_others);
+        // The next empty round starts an idle period under this plan.
+        self.idle_start = None;
+        self.spun = false;
+    }
+
+    /// Starts a spin that leaves the other tasks to their wake-ups.
+    #[cold]
+    fn begin_exclusive(&mut self) {
+        for (i, (_, t)) in self.tasks.iter_mut().enumerate() {
+            if !self.spin_task[i] {
+                t.set_notify(true);
+            }
+        }
+        self.spin_exclusive = true;
+    }
+
+    /// Ends it: the other tasks are disarmed and polled again.
+    #[cold]
+    fn end_exclusive(&mut self) {
+        if !std::mem::take(&mut self.spin_exclusive) {
+            return;
+        }
+        for (i, (_, t)) in self.tasks.iter_mut().enumerate() {
+            if !self.spin_task[i] {
+                t.set_notify(false);
+            }
+        }
+    }
+
+    /// Whether one of the tasks sitting out the spin was woken (vhost's
+    /// `vhost_has_work()`, which ends its busy loop): a zero-timeout poll
+    /// of their wake-up fds.
+    #[cold]
+    fn others_woke(&mut self) -> bool {
+        self.pfds.clear();
+        for (i, (_, t)) in self.tasks.iter().enumerate() {
+            if let (false, Some(fd)) = (self.spin_task[i], t.wake_fd()) {
+                self.pfds.push(pollin(fd));
+            }
+        }
+        if self.pfds.is_empty() {
+            return false;
+        }
+        sleep_on(&mut self.pfds, Duration::ZERO);
+        self.pfds.iter().any(|p| p.revents & libc::POLLIN != 0)
+    }
+
+    /// Tells the busy-polling tasks how their spin ended: a hit for each
+    /// that found work (`found`, one bit a task), or a timeout for all.
+    #[cold]
+    fn tell_spin(&mut self, found: Option<u64>) {
+        self.spun = false;
+        for (i, (_, t)) in self.tasks.iter_mut().enumerate() {
+            if !self.spin_task[i] {
+                continue;
+            }
+            match found {
+                Some(f) if f & (1 << (i & 63)) != 0 => t.busy_poll_done(true),
+                Some(_) => {}
+                None => t.busy_poll_done(false),
+            }
+        }
     }
 
     /// A round that did `work`: busy time, the idle gap it ended (which
     /// the adaptive budget learns from), the wake-up latency after a
     /// sleep.
     #[inline(always)]
-    fn busy_round(&mut self, st: &Telemetry, work: usize) {
+    fn busy_round(&mut self, st: &Telemetry, work: usize, found: u64) {
         let now = clock::now();
         st.busy_polls.add(1);
         st.work.add(work as u64);
@@ -561,6 +692,10 @@ impl Poller {
         if let Some(start) = self.idle_start.take() {
             self.budget
                 .observe_gap(Duration::from_nanos(clock::to_ns(self.last - start)));
+            if self.spun {
+                self.tell_spin(Some(found));
+            }
+            self.end_exclusive();
         }
         if let Some(w) = self.woke.take() {
             st.record_wake(clock::to_ns(now.saturating_sub(w)));
@@ -588,19 +723,27 @@ impl Poller {
         self.last = now;
         if self.idle_start.is_none() {
             self.idle_start = Some(now);
-            self.spin_end = now
-                + self
-                    .fixed_spin
-                    .unwrap_or_else(|| clock::ticks(self.budget.current()));
+            let spin = self
+                .declared_spin
+                .or(self.fixed_spin)
+                .unwrap_or_else(|| clock::ticks(self.budget.current()));
+            self.spin_end = now + spin;
             self.signal.reset();
             self.next_check = now + self.signal_every;
+            self.spun = self.declared_spin.is_some_and(|t| t > 0);
+            if self.spun && self.exclusive {
+                self.begin_exclusive();
+            }
         }
         self.spinning = now < self.spin_end;
         if self.spinning {
             st.spins.add(1);
-            if !self.signal.is_off() && now >= self.next_check {
+            if now >= self.next_check && (self.spin_exclusive || !self.signal.is_off()) {
                 self.next_check = now + self.signal_every;
-                if self.signal.fired() {
+                if self.spin_exclusive && self.others_woke() {
+                    self.end_exclusive();
+                }
+                if !self.signal.is_off() && self.signal.fired() {
                     st.yields.add(1);
                     std::thread::yield_now();
                 }
@@ -618,8 +761,15 @@ impl Poller {
     fn sleep(&mut self, s: &Shared) {
         let st = &s.stats;
         self.woke = None;
-        for (_, t) in self.tasks.iter_mut() {
-            t.set_notify(true);
+        if self.spun {
+            self.tell_spin(None);
+        }
+        // Tasks that sat out the spin are armed already.
+        let armed = std::mem::take(&mut self.spin_exclusive);
+        for (i, (_, t)) in self.tasks.iter_mut().enumerate() {
+            if !armed || self.spin_task[i] {
+                t.set_notify(true);
+            }
         }
         if !self.tasks.iter().any(|(_, t)| t.has_work()) && s.commands.is_empty() {
             st.sleeps.add(1);

@@ -9,7 +9,7 @@
 //! - [`Runtime`]: lcores started from a DPDK-style core list (`-l 0-1`).
 use crate::lcore::{Lcore, LcoreConfig, Stopped, Task, TaskId};
 use crate::{parse_cores, Error};
-use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
+use rpmd_pmd::port::{BusyPoll, Pkts, RxQueue, TxQueue};
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
@@ -107,6 +107,14 @@ impl Task for Forward {
         self.rx.has_work()
     }
 
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        self.rx.busy_poll()
+    }
+
+    fn busy_poll_done(&mut self, hit: bool) {
+        self.rx.busy_poll_done(hit)
+    }
+
     fn finish(&mut self) {
         // Whatever was received has been sent or counted; nothing is held.
         self.pkts.clear();
@@ -191,6 +199,14 @@ impl<W: RxWork> Task for RxTask<W> {
 
     fn has_work(&self) -> bool {
         self.rx.has_work()
+    }
+
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        self.rx.busy_poll()
+    }
+
+    fn busy_poll_done(&mut self, hit: bool) {
+        self.rx.busy_poll_done(hit)
     }
 
     fn finish(&mut self) {

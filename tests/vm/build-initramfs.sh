@@ -4,6 +4,7 @@
 # since Debian's kernel package ships no modules.dep), our /init, and the
 # payload files under /rpmd.
 #   usage: build-initramfs.sh OUT.cpio.gz PAYLOAD...
+# Env: GUEST_TEST, the script /init runs (default: guest-test.sh here).
 set -euo pipefail
 VM_DIR=${VM_DIR:-/var/tmp/rpmd-vm}
 OUT=${1:?usage: $0 OUT.cpio.gz PAYLOAD...}; shift
@@ -49,7 +50,7 @@ for m in "${ORDER[@]}"; do plain "${KO[$m]}" > "$ROOT/lib/modules/$m.ko"; done
 printf '%s\n' "${ORDER[@]}" > "$ROOT/lib/modules/load-order"
 for p in "$@"; do cp "$p" "$ROOT/rpmd/"; done
 cp "$HERE/guest-init.sh" "$ROOT/init"
-cp "$HERE/guest-test.sh" "$ROOT/rpmd/"
+cp "${GUEST_TEST:-$HERE/guest-test.sh}" "$ROOT/rpmd/guest-test.sh"
 chmod +x "$ROOT/init" "$ROOT/bin/busybox"
 (cd "$ROOT" && find . | cpio -o -H newc --quiet | gzip -1) > "$OUT"
 echo "initramfs $OUT ($(du -h "$OUT" | cut -f1)), kernel $KVER, modules: ${ORDER[*]}"

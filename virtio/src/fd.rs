@@ -74,3 +74,28 @@ pub(crate) fn drain_eventfd(f: &std::fs::File) -> bool {
     let mut r: &std::fs::File = f;
     r.read(&mut b).is_ok()
 }
+
+/// Copies up to `buf.len()` bytes waiting on stream socket `s` without
+/// consuming them (`MSG_PEEK`; any descriptors passed with them stay
+/// queued too); blocks until some arrive. Returns how many were copied,
+/// 0 at end of stream or on an error (which the next read reports).
+pub(crate) fn peek(s: &std::os::unix::net::UnixStream, buf: &mut [u8]) -> usize {
+    loop {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the
+        // duration of the call; the fd is borrowed from a live socket.
+        let n = unsafe {
+            libc::recv(
+                s.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_PEEK,
+            )
+        };
+        if n >= 0 {
+            return n as usize;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return 0;
+        }
+    }
+}

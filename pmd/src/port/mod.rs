@@ -370,6 +370,33 @@ pub trait RxQueue: Send {
     fn has_work(&self) -> bool {
         false
     }
+
+    /// How long the run loop should keep polling this queue once it finds
+    /// it empty before arming its interrupt and sleeping (vhost_net's
+    /// `busyloop_timeout`), and whether the lcore's other queues are
+    /// polled meanwhile; `None` (the default) leaves it to the lcore's
+    /// spin policy.
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        None
+    }
+
+    /// Told, for a queue with a [`busy_poll`](Self::busy_poll) budget,
+    /// how each busy poll ended: `true` when it found packets on this
+    /// queue (a hit), `false` when the budget ran out (a timeout). For the
+    /// queue's telemetry.
+    fn busy_poll_done(&mut self, _hit: bool) {}
+}
+
+/// A queue's busy-poll policy (see [`RxQueue::busy_poll`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPoll {
+    /// How long to poll an empty queue before sleeping (0: sleep at once).
+    pub budget: std::time::Duration,
+    /// Whether the lcore's other queues are polled during that time (RX
+    /// busy polling: the port that feeds this one's peer is polled too).
+    /// When `false` they wait for their own interrupts, as vhost_net's TX
+    /// busy loop without RX busy polling leaves the socket to its wake-up.
+    pub poll_others: bool,
 }
 
 /// One transmit queue of a started port.

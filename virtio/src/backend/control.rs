@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) connections: Counter,
     /// Connections ended because of something the frontend sent.
     pub(crate) rejected: Counter,
+    /// SET_VRING_ENABLE messages that came before SET_FEATURES (QEMU).
+    pub(crate) early_enables: Counter,
     pub(crate) last_error: Mutex<Option<String>>,
     pub(crate) quit: AtomicBool,
     /// A clone of the connection, to unblock the thread at the end.
@@ -56,6 +58,7 @@ impl Shared {
             features: AtomicU64::new(0),
             connections: Counter::default(),
             rejected: Counter::default(),
+            early_enables: Counter::default(),
             last_error: Mutex::new(None),
             quit: AtomicBool::new(false),
             closer: Mutex::new(None),
@@ -118,32 +121,67 @@ pub(crate) fn serve(ep: Endpoint, shared: Arc<Shared>, offer: Offer) {
         shared.connections.add(1);
         shared.connected.store(true, Ordering::Release);
         let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), offer)));
+        let peeker = sock.try_clone().ok();
         let mut h = BackendReqHandler::from_stream(sock, handler.clone());
         loop {
-            match h.handle_request() {
-                Ok(()) => {}
+            // The next message's header and first 8 bytes of body, left
+            // in the socket for the crate to read: what an early
+            // SET_VRING_ENABLE (below) asked, which the crate drops.
+            let mut head = [0u8; 20];
+            let peeked = peeker.as_ref().map_or(0, |p| crate::fd::peek(p, &mut head));
+            let e = match h.handle_request() {
+                Ok(()) => continue,
                 Err(Error::Disconnected | Error::PartialMessage) => break,
-                Err(e) => {
-                    if !shared.quit.load(Ordering::Relaxed) {
-                        let why = handler
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .refusal
-                            .take()
-                            .unwrap_or_else(|| e.to_string());
-                        shared.rejected.add(1);
-                        shared.note_error(format!(
-                            "vhost-user frontend dropped: {why}; serving the next one"
-                        ));
+                // SET_VRING_ENABLE before SET_FEATURES (the crate's only
+                // use of this error). QEMU's virtio-net sends one for each
+                // vring when the device is created, long before it starts
+                // the rings, and does not send it again (7.2); DPDK's
+                // vhost library keeps what it asked. The crate has read
+                // the whole message and dropped it, so the connection goes
+                // on and we apply what the peeked copy asked.
+                Err(Error::InactiveFeature(f))
+                    if f == VhostUserVirtioFeatures::PROTOCOL_FEATURES =>
+                {
+                    shared.early_enables.add(1);
+                    let Some((index, enable)) = early_enable(&head[..peeked]) else {
+                        continue;
+                    };
+                    let mut g = handler.lock().unwrap_or_else(|e| e.into_inner());
+                    match g.set_vring_enable(index, enable) {
+                        Ok(()) => continue,
+                        Err(e) => e,
                     }
-                    break;
                 }
+                Err(e) => e,
+            };
+            if !shared.quit.load(Ordering::Relaxed) {
+                let why = handler
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .refusal
+                    .take()
+                    .unwrap_or_else(|| e.to_string());
+                shared.rejected.add(1);
+                shared.note_error(format!(
+                    "vhost-user frontend dropped: {why}; serving the next one"
+                ));
             }
+            break;
         }
         handler.lock().unwrap_or_else(|e| e.into_inner()).teardown();
         shared.connected.store(false, Ordering::Release);
         *shared.closer.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
+}
+
+/// The vring and the choice of a SET_VRING_ENABLE message whose first
+/// 20 bytes are `m` (header: request, flags, size; body: index, num).
+fn early_enable(m: &[u8]) -> Option<(u32, bool)> {
+    let word = |i: usize| Some(u32::from_le_bytes(m.get(i..i + 4)?.try_into().ok()?));
+    if word(0)? != FrontendReq::SET_VRING_ENABLE as u32 || word(8)? != 8 {
+        return None;
+    }
+    Some((word(12)?, word(16)? == 1))
 }
 
 /// Waits (a bounded while) for the next frontend.

@@ -2,7 +2,7 @@
 //! frontend (DPDK's `net_virtio_user`, QEMU for a guest's virtio-net,
 //! rpmd's own `virtio-user:` port) is the driver.
 //!
-//! Device string: `vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M]`.
+//! Device string: `vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1]`.
 //! By default the port listens on PATH (as DPDK's `net_vhost` does);
 //! `client=1` connects to a frontend listening there (QEMU's
 //! `server=on`, virtio-user's `server=1`), retrying every 100 ms. Either
@@ -44,8 +44,8 @@ use crate::{perr, psrc};
 use control::{serve, Endpoint, Offer, Shared, BASE_FEATURES};
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, PortConfig, PortStats,
-    Queues, RxQueue, RxStamp, TxQueue, Xstat,
+    BusyPoll, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, PortConfig,
+    PortStats, Queues, RxQueue, RxStamp, TxQueue, Xstat,
 };
 use rpmd_pmd::{DmaDomain, Mempool};
 use std::fs::File;
@@ -54,6 +54,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use vq::VringSlot;
 
 type PmdError = rpmd_pmd::Error;
@@ -70,7 +71,7 @@ impl Driver for VhostUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
+        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
     }
 
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
@@ -82,7 +83,15 @@ impl VhostUserPort {
     /// Opens the port `args` describes (what the registry does for a
     /// `vhost-user:` string), as its own type, for [`last_error`](Self::last_error).
     pub fn open(args: &DevArgs) -> Result<VhostUserPort, PmdError> {
-        args.only_options(&["client", "queues", "mrg_rxbuf", "event_idx", "mtu"])?;
+        args.only_options(&[
+            "client",
+            "queues",
+            "mrg_rxbuf",
+            "event_idx",
+            "mtu",
+            "busyloop_us",
+            "rx_poll",
+        ])?;
         let name = args.raw();
         let path = args.require_target("a vhost-user socket path")?.to_string();
         let pairs = args.opt_u64("queues", 1)?;
@@ -104,6 +113,17 @@ impl VhostUserPort {
         if !args.opt_bool("event_idx", true)? {
             features &= !crate::consts::VIRTIO_RING_F_EVENT_IDX;
         }
+        let busyloop_us = args.opt_u64("busyloop_us", 50)?;
+        if busyloop_us > 1_000_000 {
+            return Err(perr(
+                name,
+                format!("busyloop_us={busyloop_us}: at most 1000000 (1 s)"),
+            ));
+        }
+        let busy_poll = BusyPoll {
+            budget: Duration::from_micros(busyloop_us),
+            poll_others: args.opt_bool("rx_poll", true)?,
+        };
         let client = args.opt_bool("client", false)?;
         let ep = if client {
             Endpoint::Client(path.clone())
@@ -138,6 +158,7 @@ impl VhostUserPort {
             started: false,
             live: Arc::new(AtomicBool::new(false)),
             stats: StatsBlock::new(0, 0),
+            busy_poll,
         })
     }
 }
@@ -184,6 +205,8 @@ pub struct VhostUserPort {
     started: bool,
     live: Arc<AtomicBool>,
     stats: StatsBlock,
+    /// The rx queues' busy-poll policy (`busyloop_us`, `rx_poll`).
+    busy_poll: BusyPoll,
 }
 
 impl Port for VhostUserPort {
@@ -241,6 +264,7 @@ impl Port for VhostUserPort {
                     stamp: self.stamp,
                     kick: None,
                     kick_gen: u64::MAX,
+                    busy_poll: self.busy_poll,
                 }) as Box<dyn RxQueue>
             })
             .collect();
@@ -306,6 +330,7 @@ impl Port for VhostUserPort {
         );
         add("connections".into(), s.connections.get());
         add("frontends_rejected".into(), s.rejected.get());
+        add("early_vring_enables".into(), s.early_enables.get());
         for (i, v) in s.vrings.iter().enumerate() {
             let (dir, q) = if i % 2 == 0 {
                 ("tx", i / 2)
@@ -319,6 +344,8 @@ impl Port for VhostUserPort {
             add(format!("{dir}_q{q}_ring_starts"), c.starts.get());
             if dir == "rx" {
                 add(format!("rx_q{q}_left_at_stop"), c.left_at_stop.get());
+                add(format!("rx_q{q}_busy_poll_hits"), c.busy_hits.get());
+                add(format!("rx_q{q}_busy_poll_timeouts"), c.busy_timeouts.get());
             }
         }
         x
@@ -387,6 +414,7 @@ struct BackendRx {
     /// The guest's kick eventfd, for the run loop's sleep.
     kick: Option<Arc<File>>,
     kick_gen: u64,
+    busy_poll: BusyPoll,
 }
 
 impl RxQueue for BackendRx {
@@ -428,6 +456,15 @@ impl RxQueue for BackendRx {
 
     fn has_work(&self) -> bool {
         self.slot.lock().has_work()
+    }
+
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        Some(self.busy_poll)
+    }
+
+    fn busy_poll_done(&mut self, hit: bool) {
+        let c = &self.slot.counters;
+        if hit { &c.busy_hits } else { &c.busy_timeouts }.add(1);
     }
 }
 

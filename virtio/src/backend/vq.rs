@@ -82,6 +82,10 @@ pub(crate) struct VringCounters {
     pub(crate) kicks: Counter,
     /// Ring starts (set-ups and restarts).
     pub(crate) starts: Counter,
+    /// Busy polls of this (guest TX) ring that found frames, and that ran
+    /// out of budget (the run loop's report; `busyloop_us`).
+    pub(crate) busy_hits: Counter,
+    pub(crate) busy_timeouts: Counter,
     /// Entries the driver had made available that the ring never took
     /// because the frontend stopped it first (its TX frames lost there).
     pub(crate) left_at_stop: Counter,

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Two QEMU guests on one rpmd vswitch through rpmd's vhost-user backend.
+#
+#   install qemu-system-x86 and cpio (apt) -> fetch Debian's kernel and
+#   busybox -> build vswitch -> initramfs with a random file and its
+#   digest -> vswitch with two vhost-user ports (the server side of each
+#   socket) -> boot both guests under TCG, whose Linux virtio-net drivers
+#   attach with -netdev vhost-user -> each guest pings the other and
+#   fetches the other's copy of the file over TCP, checking its bytes ->
+#   the vswitch's summary must show both stations learned and the frames
+#   forwarded -> "N passed, M failed".
+#
+# The guests' RAM is a shared memfd (share=on), which the backend maps.
+# QEMU 7.2 under TCG crashes setting MSI-X vector notifiers for vhost, so
+# the NICs run without MSI-X (vectors=0) and QEMU relays the backend's
+# calls (see shared/reference/qemu-vhost/REPORT.md). The vswitch does not
+# spin (--spin-us 0): it sleeps on the guests' kicks and calls them, so the
+# notification paths are what carry the traffic, and the two TCG guests
+# keep the CPUs.
+# Logs: $VM_DIR/vhost/{vswitch.log,serial-a.log,serial-b.log,qemu-*.log}.
+# Env: VM_DIR (/var/tmp/rpmd-vm), TIMEOUT (240 s), DATA_KB (2048),
+# VSWITCH_OPTS (extra vswitch options), PORT_OPTS (extra port options).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+export VM_DIR=${VM_DIR:-/var/tmp/rpmd-vm}
+TIMEOUT=${TIMEOUT:-240}
+DATA_KB=${DATA_KB:-2048}
+RUN="$VM_DIR/vhost"
+mkdir -p "$RUN"
+t0=$SECONDS
+say() { echo "[vhost-vm $((SECONDS - t0))s] $*"; }
+
+if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        qemu-system-x86 cpio binutils xz-utils zstd >/dev/null
+fi
+say "$(qemu-system-x86_64 --version | head -1)"
+"$HERE/fetch-guest.sh"
+
+(cd "$ROOT" && cargo build -q --release -p rpmd-apps --bin vswitch)
+VSWITCH="${CARGO_TARGET_DIR:-$ROOT/target}/release/vswitch"
+head -c $((DATA_KB * 1024)) /dev/urandom > "$RUN/data"
+md5sum "$RUN/data" | cut -d' ' -f1 > "$RUN/data.md5"
+GUEST_TEST="$HERE/vhost-guest-test.sh" "$HERE/build-initramfs.sh" "$RUN/initrd.cpio.gz" \
+    "$RUN/data" "$RUN/data.md5"
+say "vswitch and initramfs built ($DATA_KB KiB to move each way)"
+
+SOCK_A="$RUN/a.sock"
+SOCK_B="$RUN/b.sock"
+rm -f "$SOCK_A" "$SOCK_B" "$RUN"/serial-*.log "$RUN"/qemu-*.log
+VS=""
+QA=""
+QB=""
+cleanup() {
+    for p in $QA $QB; do kill "$p" 2>/dev/null || true; done
+    [ -n "$VS" ] && kill -INT "$VS" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -f "$SOCK_A" "$SOCK_B"
+}
+trap cleanup EXIT
+
+# shellcheck disable=SC2086 # the options are words
+"$VSWITCH" --no-telemetry -l 0 --spin-us 0 ${VSWITCH_OPTS:-} \
+    --dev "vhost-user:$SOCK_A${PORT_OPTS:-}" --dev "vhost-user:$SOCK_B${PORT_OPTS:-}" \
+    > "$RUN/vswitch.log" 2>&1 &
+VS=$!
+for _ in $(seq 100); do [ -S "$SOCK_A" ] && [ -S "$SOCK_B" ] && break; sleep 0.1; done
+[ -S "$SOCK_A" ] && [ -S "$SOCK_B" ] || { say "vswitch made no sockets; see $RUN/vswitch.log"; cat "$RUN/vswitch.log"; exit 1; }
+
+kernel=$(ls "$VM_DIR"/kernel/boot/vmlinuz-* | head -1)
+boot() {   # boot ROLE SOCKET MAC
+    timeout "$TIMEOUT" qemu-system-x86_64 -nodefaults -display none -no-reboot -m 256M -smp 1 \
+        -accel tcg -cpu max -machine q35 \
+        -object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem \
+        -device isa-debug-exit,iobase=0xf4,iosize=0x04 -serial "file:$RUN/serial-$1.log" \
+        -chardev "socket,id=c0,path=$2" -netdev vhost-user,id=n0,chardev=c0 \
+        -device "virtio-net-pci,netdev=n0,mac=$3,vectors=0" \
+        -kernel "$kernel" -initrd "$RUN/initrd.cpio.gz" \
+        -append "console=ttyS0 quiet panic=-1 rpmd.role=$1" > "$RUN/qemu-$1.log" 2>&1
+}
+say "booting two guests (TCG)"
+set +e
+boot a "$SOCK_A" 52:54:00:00:00:1a &
+QA=$!
+boot b "$SOCK_B" 52:54:00:00:00:1b &
+QB=$!
+wait $QA; rc_a=$?
+wait $QB; rc_b=$?
+QA=""
+QB=""
+kill -INT "$VS" 2>/dev/null
+wait "$VS"; rc_vs=$?
+VS=""
+set -e
+say "guests finished: qemu rc a=$rc_a b=$rc_b (1 = pass); vswitch rc=$rc_vs"
+
+passed=0
+failed=0
+result() {   # result NAME ok|FAIL
+    echo "$2 $1"
+    if [ "$2" = ok ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+}
+for r in a b; do
+    tr -d '\r' < "$RUN/serial-$r.log" > "$RUN/serial-$r.txt"
+    grep -a '^@@RPMD' "$RUN/serial-$r.txt" | sed "s/^/guest $r: /" || true
+    for c in reach ping stream peer-done; do
+        if grep -aq "^@@RPMD check $c ok" "$RUN/serial-$r.txt"; then
+            result "guest $r: $c" ok
+        else
+            result "guest $r: $c" FAIL
+        fi
+    done
+    [ -s "$RUN/qemu-$r.log" ] && sed "s/^/qemu $r: /" "$RUN/qemu-$r.log" | head -10
+done
+[ $rc_a -eq 1 ] && [ $rc_b -eq 1 ] && result "both guests exit passing" ok || result "both guests exit passing" FAIL
+[ $rc_vs -eq 0 ] && result "vswitch exits cleanly" ok || result "vswitch exits cleanly" FAIL
+sed 's/^/vswitch: /' "$RUN/vswitch.log" | grep -v '^vswitch: \[' | tail -12
+if grep -q ' 2 addresses learned' "$RUN/vswitch.log"; then
+    result "vswitch learned both stations" ok
+else
+    result "vswitch learned both stations" FAIL
+fi
+# Each port forwarded at least the file's worth of frames (1448-byte
+# segments) to the other.
+min=$((DATA_KB * 1024 / 1448))
+for p in 0 1; do
+    tx=$(sed -n "s/^  port $p (.*): rx [0-9]* tx \([0-9]*\) .*/\1/p" "$RUN/vswitch.log")
+    if [ "${tx:-0}" -ge "$min" ]; then
+        result "vswitch port $p sent $tx frames (>= $min)" ok
+    else
+        result "vswitch port $p sent ${tx:-no} frames (>= $min)" FAIL
+    fi
+done
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
