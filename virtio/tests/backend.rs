@@ -271,3 +271,149 @@ fn the_frontend_reconnects_and_traffic_resumes() {
     assert_eq!(xstat(p.back.as_ref(), "connections"), 2);
     finish(p);
 }
+
+/// Bad values of the busy-poll and coalescing options are refused with
+/// the option named.
+#[test]
+fn busy_poll_and_coalescing_options_are_checked() {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let sock = format!("/tmp/rpmd-be-opts-{}.sock", std::process::id());
+    for (opts, want) in [
+        (",busyloop_us=abc", "busyloop_us"),
+        (",busyloop_us=2000000", "busyloop_us"),
+        (",rx_poll=2", "rx_poll"),
+        (",call_coalesce=5000", "call_coalesce"),
+    ] {
+        let e = reg
+            .open(&format!("vhost-user:{sock}{opts}"))
+            .err()
+            .unwrap_or_else(|| panic!("{opts} accepted"))
+            .to_string();
+        assert!(e.contains(want), "{opts}: {e}");
+    }
+}
+
+/// The rx queues declare `busyloop_us` and `rx_poll` to the run loop,
+/// which busy-polls them after they go idle: frames that come within the
+/// budget are hits, idle periods longer than it are timeouts, and the
+/// lcore then sleeps on the guest's kicks.
+#[test]
+fn the_run_loop_busy_polls_the_guest_tx_ring() {
+    use rpmd_pmd::port::{BusyPoll, RxQueue};
+    use rpmd_sched::{LcoreConfig, Runtime, RxTask, SpinPolicy};
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+    let mut p = pair("busy", ",busyloop_us=300,rx_poll=0", "", 1);
+    let rx = p.bq.take_rx(0).unwrap();
+    assert_eq!(
+        rx.busy_poll(),
+        Some(BusyPoll {
+            budget: Duration::from_micros(300),
+            poll_others: false
+        })
+    );
+    let got = Arc::new(AtomicU64::new(0));
+    let seen = got.clone();
+    let mut pkts = Pkts::new();
+    let count = move |rx: &mut dyn RxQueue, quota: usize| {
+        let n = rx.rx_burst(&mut pkts, quota.min(32));
+        pkts.clear();
+        seen.fetch_add(n as u64, Relaxed);
+        n
+    };
+    // The lcore's own policy would sleep at once: the spin is the queue's.
+    let cfg = LcoreConfig {
+        spin: SpinPolicy::Fixed(Duration::ZERO),
+        ..Default::default()
+    };
+    let mut rt = Runtime::start("0", cfg).unwrap();
+    rt.add(0, RxTask::new(rx, count)).unwrap();
+    let mut out = Pkts::new();
+    // Frames 50 us apart (inside the budget), then pauses of 5 ms.
+    let mut sent = 0u64;
+    for round in 0..40u32 {
+        for k in 0..4u32 {
+            let mut m = p.pool.get().unwrap();
+            m.append(64)
+                .unwrap()
+                .copy_from_slice(&frame(round * 4 + k, 64));
+            out.push(m).unwrap();
+            while p.fq.tx_burst(0, &mut out) == 0 {}
+            sent += 1;
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t = Instant::now();
+    while got.load(Relaxed) < sent {
+        assert!(t.elapsed() < Duration::from_secs(5), "frames lost");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    rt.shutdown().unwrap();
+    let (hits, timeouts) = (
+        xstat(p.back.as_ref(), "rx_q0_busy_poll_hits"),
+        xstat(p.back.as_ref(), "rx_q0_busy_poll_timeouts"),
+    );
+    let kicks = xstat(p.back.as_ref(), "rx_q0_kicks");
+    // Each pause outlasts the budget; most frames after the first of a
+    // round come within it (a descheduled thread may miss some).
+    assert!(
+        timeouts >= 20,
+        "timeouts {timeouts}, hits {hits}, kicks {kicks}"
+    );
+    assert!(
+        hits >= 20,
+        "hits {hits}, timeouts {timeouts}, kicks {kicks}"
+    );
+    assert!(kicks >= 20, "woken by kicks after the pauses: {kicks}");
+    finish(p);
+}
+
+/// `call_coalesce=16`: with interrupts asked for on every completion
+/// (no event indices), the backend calls once per 16 frames delivered,
+/// and a held call goes out when the tx queue is found idle.
+#[test]
+fn calls_coalesce_and_a_held_call_goes_when_idle() {
+    for (coalesce, want) in [(0u64, 64u64), (16, 4)] {
+        let opts = format!(",event_idx=0,call_coalesce={coalesce}");
+        let mut p = pair(&format!("coal{coalesce}"), &opts, "", 1);
+        let mut frx = p.fq.take_rx(0).unwrap();
+        frx.set_interrupt(true).unwrap();
+        let calls = || xstat(p.back.as_ref(), "tx_q0_calls");
+        let before = calls();
+        let mut out = Pkts::new();
+        for i in 0..64 {
+            let mut m = p.pool.get().unwrap();
+            m.append(64).unwrap().copy_from_slice(&frame(i, 64));
+            out.push(m).unwrap();
+            assert_eq!(p.bq.tx_burst(0, &mut out), 1);
+        }
+        assert_eq!(calls() - before, want, "call_coalesce={coalesce}");
+        // Five more: held (coalescing) until the queue is idle.
+        for i in 0..5 {
+            let mut m = p.pool.get().unwrap();
+            m.append(64).unwrap().copy_from_slice(&frame(100 + i, 64));
+            out.push(m).unwrap();
+            assert_eq!(p.bq.tx_burst(0, &mut out), 1);
+        }
+        let held = calls() - before;
+        let mut btx = p.bq.take_tx(0).unwrap();
+        assert_eq!(btx.in_flight(), 0);
+        let after = calls() - before;
+        if coalesce == 0 {
+            assert_eq!((held, after), (69, 69));
+        } else {
+            assert_eq!((held, after), (4, 5), "the idle round sent the held call");
+        }
+        let mut pkts = Pkts::new();
+        let t = Instant::now();
+        while pkts.len() < 69 {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            frx.rx_burst(&mut pkts, 32);
+        }
+        pkts.clear();
+        drop((frx, btx));
+        finish(p);
+    }
+}

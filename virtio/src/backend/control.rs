@@ -86,6 +86,8 @@ pub(crate) struct Offer {
     pub(crate) pairs: u16,
     pub(crate) mac: [u8; 6],
     pub(crate) mtu: u16,
+    /// The port's `call_coalesce` (see `Negotiated::call_coalesce`).
+    pub(crate) call_coalesce: u32,
 }
 
 /// Features the backend offers, before the port's options take some out.
@@ -363,6 +365,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
             mrg: features & VIRTIO_NET_F_MRG_RXBUF != 0,
             event_idx: features & VIRTIO_RING_F_EVENT_IDX != 0,
             packed: features & crate::consts::VIRTIO_F_RING_PACKED != 0,
+            call_coalesce: self.offer.call_coalesce,
         };
         self.protocol = features & VHOST_USER_F_PROTOCOL_FEATURES != 0;
         for s in &self.shared.vrings {

@@ -2,7 +2,7 @@
 //! frontend (DPDK's `net_virtio_user`, QEMU for a guest's virtio-net,
 //! rpmd's own `virtio-user:` port) is the driver.
 //!
-//! Device string: `vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1]`.
+//! Device string: `vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1][,call_coalesce=N]`.
 //! By default the port listens on PATH (as DPDK's `net_vhost` does);
 //! `client=1` connects to a frontend listening there (QEMU's
 //! `server=on`, virtio-user's `server=1`), retrying every 100 ms. Either
@@ -17,8 +17,24 @@
 //! REPLY_ACK and CONFIGURE_MEM_SLOTS (not STATUS or LOG_SHMFD: the
 //! `vhost` crate's backend side handles neither). Split rings (`vq`)
 //! and packed rings (`vq::packed`). Not yet: the checksum offloads
-//! (CSUM/GUEST_CSUM), call coalescing, the run loop's busy-poll policy
-//! options (`busyloop_us`, `rx_poll`).
+//! (CSUM/GUEST_CSUM).
+//!
+//! Busy polling (vhost_net's `busyloop_timeout`): each rx queue declares
+//! a [`BusyPoll`] policy to the run loop: once it finds the guest's TX
+//! ring empty, the lcore keeps polling for `busyloop_us` (default 50; 0:
+//! arm the kick and sleep at once), and with `rx_poll=1` (the default)
+//! its other queues are polled meanwhile (RX busy polling: the port
+//! feeding this guest); with `rx_poll=0` they wait for their own
+//! wake-ups. Hits and timeouts are in the xstats
+//! (`rx_qN_busy_poll_hits`, `rx_qN_busy_poll_timeouts`), beside kicks
+//! (`_kicks`: wake-ups by the guest) and calls.
+//!
+//! Call coalescing (`call_coalesce=N`, default 0: off): a call the
+//! driver asked for is held until N chains have been completed on that
+//! vring since the last call, or until the queue is next found idle (an
+//! empty rx burst; the tx queue's `in_flight`, which the run loop's
+//! forwarding tasks call on idle rounds), so a guest under load takes
+//! one interrupt per N frames instead of one per burst.
 //!
 //! The message layer is rust-vmm's `vhost` crate (`control`); the
 //! memory table goes through `pmd::peer` (every region checked, every
@@ -71,7 +87,7 @@ impl Driver for VhostUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
+        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1][,call_coalesce=N]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
     }
 
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
@@ -91,6 +107,7 @@ impl VhostUserPort {
             "mtu",
             "busyloop_us",
             "rx_poll",
+            "call_coalesce",
         ])?;
         let name = args.raw();
         let path = args.require_target("a vhost-user socket path")?.to_string();
@@ -124,6 +141,13 @@ impl VhostUserPort {
             budget: Duration::from_micros(busyloop_us),
             poll_others: args.opt_bool("rx_poll", true)?,
         };
+        let call_coalesce = args.opt_u64("call_coalesce", 0)?;
+        if call_coalesce > 4096 {
+            return Err(perr(
+                name,
+                format!("call_coalesce={call_coalesce}: at most 4096 chains"),
+            ));
+        }
         let client = args.opt_bool("client", false)?;
         let ep = if client {
             Endpoint::Client(path.clone())
@@ -136,6 +160,7 @@ impl VhostUserPort {
             pairs,
             mac: mac.0,
             mtu: mtu as u16,
+            call_coalesce: call_coalesce as u32,
         };
         let shared = Arc::new(Shared::new(name, pairs));
         let s = shared.clone();
@@ -427,6 +452,10 @@ impl RxQueue for BackendRx {
             return 0;
         };
         let n = v.dequeue(&self.pool, out, max, &self.stats, &self.slot.counters);
+        if n == 0 {
+            // Idle: a call held for coalescing goes now.
+            v.flush_call(&self.slot.counters);
+        }
         if v.broken.is_some() {
             self.slot.running.store(false, Ordering::Release);
         }
@@ -498,5 +527,14 @@ impl TxQueue for BackendTx {
             pkts.drop_front(n);
         }
         n
+    }
+
+    /// Frames are copied out as they are sent, so none is in flight; an
+    /// idle round's call sends a call held for coalescing.
+    fn in_flight(&mut self) -> usize {
+        if let Some(mut v) = self.slot.vring.try_lock() {
+            v.flush_call(&self.slot.counters);
+        }
+        0
     }
 }

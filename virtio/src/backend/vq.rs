@@ -69,6 +69,10 @@ pub(crate) struct Negotiated {
     pub(crate) event_idx: bool,
     /// VIRTIO_F_RING_PACKED.
     pub(crate) packed: bool,
+    /// Call coalescing (the port's `call_coalesce`): a call the driver
+    /// asked for waits until this many chains have been completed since
+    /// the last one, or until the queue is next found idle; 0 or 1: off.
+    pub(crate) call_coalesce: u32,
 }
 
 /// Counters of one vring besides the queue's.
@@ -139,6 +143,10 @@ pub(crate) struct Vring {
     avail_wrap: bool,
     /// Why the ring stopped on its own, if it did.
     pub(crate) broken: Option<String>,
+    /// A held call (coalescing): where the used position stood at the
+    /// last call, and the chains completed since.
+    held_from: Option<(u16, bool)>,
+    held_chains: u32,
 }
 
 /// §2.7.10: whether an index moving from `old` to `new` passes `event`.
@@ -201,6 +209,9 @@ impl Vring {
     /// Stops the ring and returns where the next available entry is
     /// (GET_VRING_BASE).
     pub(crate) fn stop(&mut self, c: &VringCounters) -> u16 {
+        // A held call goes with the ring: the driver is stopping it.
+        self.held_from = None;
+        self.held_chains = 0;
         match self.ring.take() {
             Some(Ring::Split(r)) => {
                 let v = r.view();
@@ -218,6 +229,39 @@ impl Vring {
             None => {}
         }
         self.cfg.base
+    }
+
+    /// Call coalescing: the used position to signal from when a call for
+    /// `chains` more completions, starting at `from`, is due now; `None`
+    /// while it is held.
+    #[inline]
+    pub(super) fn hold_call(&mut self, from: (u16, bool), chains: u32) -> Option<(u16, bool)> {
+        if self.neg.call_coalesce <= 1 {
+            return Some(from);
+        }
+        let start = *self.held_from.get_or_insert(from);
+        self.held_chains += chains;
+        if self.held_chains < self.neg.call_coalesce {
+            return None;
+        }
+        self.held_from = None;
+        self.held_chains = 0;
+        Some(start)
+    }
+
+    /// Sends a held call, if there is one (the queue was found idle).
+    pub(crate) fn flush_call(&mut self, c: &VringCounters) {
+        let Some(from) = self.held_from.take() else {
+            return;
+        };
+        self.held_chains = 0;
+        match &self.ring {
+            Some(Ring::Split(r)) => self.signal(&r.view(), from.0, self.used_idx, c),
+            Some(Ring::Packed(r)) => {
+                packed::signal(self, &r.view(), from, (self.last_avail, self.avail_wrap), c)
+            }
+            None => {}
+        }
     }
 
     pub(super) fn break_ring(&mut self, why: String, st: &QueueStats) {
@@ -384,7 +428,10 @@ impl Vring {
         // Partner: the driver's Acquire load of used.idx before it reuses
         // the buffers.
         v.set_used_idx(self.used_idx, Ordering::Release);
-        self.signal(&v, old_used, self.used_idx, c);
+        let done = self.used_idx.wrapping_sub(old_used) as u32;
+        if let Some((from, _)) = self.hold_call((old_used, false), done) {
+            self.signal(&v, from, self.used_idx, c);
+        }
         if let Some(why) = fatal {
             self.break_ring(why, st);
         }
@@ -521,7 +568,9 @@ impl Vring {
             // Partner: the driver's Acquire load of used.idx before it
             // reads the buffers.
             v.set_used_idx(self.used_idx, Ordering::Release);
-            self.signal(&v, old_used, self.used_idx, c);
+            if let Some((from, _)) = self.hold_call((old_used, false), used_heads as u32) {
+                self.signal(&v, from, self.used_idx, c);
+            }
         }
         if let Some(why) = fatal {
             self.break_ring(why, st);

@@ -146,7 +146,13 @@ pub(super) fn arm(vr: &Vring, v: &PackedView, on: bool) {
 
 /// Writes the call eventfd if the driver asked for an interrupt for the
 /// used position moving from `old` to `new`.
-fn signal(vr: &Vring, v: &PackedView, old: (u16, bool), new: (u16, bool), c: &VringCounters) {
+pub(super) fn signal(
+    vr: &Vring,
+    v: &PackedView,
+    old: (u16, bool),
+    new: (u16, bool),
+    c: &VringCounters,
+) {
     let Some(call) = &vr.cfg.call else { return };
     // Partner: the driver's full barrier between writing its event
     // suppression and looking at the used descriptors again.
@@ -269,7 +275,9 @@ pub(super) fn dequeue(
     used.publish(&v);
     (vr.last_avail, vr.avail_wrap) = cur;
     if k > 0 {
-        signal(vr, &v, old, cur, c);
+        if let Some(from) = vr.hold_call(old, k as u32) {
+            signal(vr, &v, from, cur, c);
+        }
     }
     if let Some(why) = fatal {
         vr.break_ring(why, st);
@@ -407,7 +415,9 @@ pub(super) fn enqueue(
     }
     used.publish(&v);
     if (vr.last_avail, vr.avail_wrap) != old {
-        signal(vr, &v, old, (vr.last_avail, vr.avail_wrap), c);
+        if let Some(from) = vr.hold_call(old, taken as u32) {
+            signal(vr, &v, from, (vr.last_avail, vr.avail_wrap), c);
+        }
     }
     if let Some(why) = fatal {
         vr.break_ring(why, st);
