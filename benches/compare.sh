@@ -15,7 +15,9 @@
 # (request/response latency over shm in one process against the
 # cache-line round-trip bound, and through testpmd io between two
 # vhost-user ports), seeds (the run-loop experiments: yield to a runnable
-# sibling on the CPU, and what each yield signal costs), txlock (the lock
+# sibling on the CPU, and what each yield signal costs), seeds-vhost
+# (vhost_net's TX and RX busy polling on our vhost-user backend, rr
+# through a two-port switch; benches/seeds_vhost.sh), txlock (the lock
 # in front of a shared TX queue vs spin, mutex and busylock), afxdp (our
 # af_xdp and af_packet ports vs DPDK's net_af_xdp and net_af_packet on one
 # veth pair, txonly -> rxonly, kernel busy polling off and on; benches/
@@ -36,13 +38,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool virtio vhost l2fwd rr seeds txlock afxdp capture"
+suites="ring mempool virtio vhost l2fwd rr seeds seeds-vhost txlock afxdp capture"
 suite=all
 runs=
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -183,6 +185,10 @@ for s in $suite; do
             echo "== capture: l2fwd's Mpps with --pcap off and on (embedded topology), $runs interleaved rounds, no-capture twice per round (A/A)"
             bash benches/capture.sh "$runs" 4 "$OUT"
             plot_bars "$OUT/capture.csv" "$OUT/capture.png" "l2fwd (embedded topology) with and without --pcap" "Mpps forwarded"
+            ;;
+        seeds-vhost)
+            echo "== seeds-vhost: vhost_net's TX and RX busy polling on rpmd's vhost-user backend, rr through a two-port switch, $runs rounds"
+            bash benches/seeds_vhost.sh "$runs" 2 "$OUT"
             ;;
         txlock)
             echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"

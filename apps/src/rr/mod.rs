@@ -17,9 +17,10 @@ use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 use rpmd_pmd::clock;
 use rpmd_pmd::port::stats::Counter;
-use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
+use rpmd_pmd::port::{BusyPoll, Pkts, RxQueue, TxQueue};
 use rpmd_pmd::{Mbuf, Mempool};
 use rpmd_sched::Task;
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -243,6 +244,24 @@ impl Client {
 }
 
 impl Task for Client {
+    // The lcore sleeps on the port's rx interrupt where it has one (its
+    // sleep timer bounds how late a lost request is sent again).
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.rx.interrupt_fd()
+    }
+
+    fn set_notify(&mut self, armed: bool) {
+        let _ = self.rx.set_interrupt(armed);
+    }
+
+    fn has_work(&self) -> bool {
+        !self.started || !self.out.is_empty() || self.rx.has_work()
+    }
+
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        self.rx.busy_poll()
+    }
+
     /// An empty poll (most calls) is the rx burst and two tests; the work
     /// is out of line.
     fn run(&mut self, quota: usize) -> usize {
@@ -344,6 +363,23 @@ impl Task for Server {
             return 0;
         }
         self.answer(n)
+    }
+
+    // The lcore sleeps on the port's rx interrupt where it has one.
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.rx.interrupt_fd()
+    }
+
+    fn set_notify(&mut self, armed: bool) {
+        let _ = self.rx.set_interrupt(armed);
+    }
+
+    fn has_work(&self) -> bool {
+        self.rx.has_work()
+    }
+
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        self.rx.busy_poll()
     }
 }
 
