@@ -16,9 +16,10 @@
 use crate::capture::{CaptureSummary, Captures, PcapSpec};
 use crate::telemetry::{Server, Sources};
 use rpmd_pmd::port::stats::Counter;
-use rpmd_pmd::port::{MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
+use rpmd_pmd::port::{BusyPoll, MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{clock, Mempool, MempoolConfig, PortConfig, Registry};
-use rpmd_sched::{LcoreConfig, Runtime, Task};
+use rpmd_sched::{multi, LcoreConfig, Runtime, Task};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -178,6 +179,28 @@ impl Task for Fwd {
         for b in self.tx.iter_mut() {
             Fwd::flush(b, &self.counters[b.slot]);
         }
+    }
+
+    // Every rx queue's interrupt wakes the lcore, and the ports' busy-poll
+    // policies (vhost-user's busyloop_us) combine.
+    fn wake_fds(&self, each: &mut dyn FnMut(BorrowedFd<'_>)) {
+        multi::wake_fds(self.rx.iter().map(|r| &r.2), each)
+    }
+
+    fn set_notify(&mut self, armed: bool) {
+        multi::set_notify(self.rx.iter_mut().map(|r| &mut r.2), armed)
+    }
+
+    fn has_work(&self) -> bool {
+        multi::has_work(self.rx.iter().map(|r| &r.2))
+    }
+
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        multi::busy_poll(self.rx.iter().map(|r| &r.2))
+    }
+
+    fn busy_poll_done(&mut self, hit: bool) {
+        multi::busy_poll_done(self.rx.iter_mut().map(|r| &mut r.2), hit)
     }
 }
 

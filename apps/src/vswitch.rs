@@ -19,9 +19,10 @@
 use crate::capture::{CaptureSummary, Captures, PcapSpec};
 use crate::telemetry::{Server, Sources};
 use rpmd_pmd::port::stats::Counter;
-use rpmd_pmd::port::{Pkts, Port, Queues, RxQueue, TxQueue};
+use rpmd_pmd::port::{BusyPoll, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{clock, Mbuf, Mempool, MempoolConfig, PortConfig, Registry};
-use rpmd_sched::{LcoreConfig, Runtime, Task};
+use rpmd_sched::{multi, LcoreConfig, Runtime, Task};
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
 pub mod demo;
@@ -181,6 +182,28 @@ impl Task for Switch {
         for p in 0..self.out.len() {
             self.flush(p);
         }
+    }
+
+    // Every rx queue's interrupt wakes the lcore (a guest's kick), and
+    // the ports' busy-poll policies (vhost-user's busyloop_us) combine.
+    fn wake_fds(&self, each: &mut dyn FnMut(BorrowedFd<'_>)) {
+        multi::wake_fds(self.rx.iter().map(|r| &r.1), each)
+    }
+
+    fn set_notify(&mut self, armed: bool) {
+        multi::set_notify(self.rx.iter_mut().map(|r| &mut r.1), armed)
+    }
+
+    fn has_work(&self) -> bool {
+        multi::has_work(self.rx.iter().map(|r| &r.1))
+    }
+
+    fn busy_poll(&self) -> Option<BusyPoll> {
+        multi::busy_poll(self.rx.iter().map(|r| &r.1))
+    }
+
+    fn busy_poll_done(&mut self, hit: bool) {
+        multi::busy_poll_done(self.rx.iter_mut().map(|r| &mut r.1), hit)
     }
 }
 

@@ -72,6 +72,15 @@ pub trait Task: Send {
         None
     }
 
+    /// Every eventfd that wakes this task: a task that polls several
+    /// queues hands each queue's interrupt to `each`. The default hands
+    /// over [`wake_fd`](Self::wake_fd)'s.
+    fn wake_fds(&self, each: &mut dyn FnMut(BorrowedFd<'_>)) {
+        if let Some(fd) = self.wake_fd() {
+            each(fd);
+        }
+    }
+
     /// Arms (`true`) or disarms notifications around a sleep.
     fn set_notify(&mut self, _armed: bool) {}
 
@@ -114,6 +123,10 @@ impl<T: Task> Task for CachePadded<T> {
 
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
         (**self).wake_fd()
+    }
+
+    fn wake_fds(&self, each: &mut dyn FnMut(BorrowedFd<'_>)) {
+        (**self).wake_fds(each)
     }
 
     fn set_notify(&mut self, armed: bool) {
@@ -652,8 +665,8 @@ impl Poller {
     fn others_woke(&mut self) -> bool {
         self.pfds.clear();
         for (i, (_, t)) in self.tasks.iter().enumerate() {
-            if let (false, Some(fd)) = (self.spin_task[i], t.wake_fd()) {
-                self.pfds.push(pollin(fd));
+            if !self.spin_task[i] {
+                t.wake_fds(&mut |fd| self.pfds.push(pollin(fd)));
             }
         }
         if self.pfds.is_empty() {
@@ -777,8 +790,9 @@ impl Poller {
             if let Some(b) = self.busy_sleep.as_mut() {
                 self.raw_fds.clear();
                 self.raw_fds.push(s.wake.as_fd().as_raw_fd());
-                let fds = self.tasks.iter().filter_map(|(_, t)| t.wake_fd());
-                self.raw_fds.extend(fds.map(|f| f.as_raw_fd()));
+                for (_, t) in self.tasks.iter() {
+                    t.wake_fds(&mut |fd| self.raw_fds.push(fd.as_raw_fd()));
+                }
                 b.sleep(
                     &self.raw_fds,
                     std::mem::take(&mut self.tasks_changed),
@@ -787,12 +801,9 @@ impl Poller {
             } else {
                 self.pfds.clear();
                 self.pfds.push(pollin(s.wake.as_fd()));
-                let fds = self
-                    .tasks
-                    .iter()
-                    .filter_map(|(_, t)| t.wake_fd())
-                    .map(pollin);
-                self.pfds.extend(fds);
+                for (_, t) in self.tasks.iter() {
+                    t.wake_fds(&mut |fd| self.pfds.push(pollin(fd)));
+                }
                 sleep_on(&mut self.pfds, self.cfg.sleep);
             }
             let w = clock::now();

@@ -9,6 +9,13 @@
 //! - [`policy`]: the **spin budget** after an idle round, fixed (50 µs like
 //!   `busy_read`) or **adaptive** to the recent idle gaps; then the lcore
 //!   sleeps on its tasks' eventfds (rx interrupts) or a short timer.
+//!   A queue can bring its own **busy-poll policy** (vhost_net's
+//!   `busyloop_timeout`: [`Task::busy_poll`], from
+//!   `RxQueue::busy_poll`): the longest budget declared on an lcore
+//!   replaces its spin, and when the busy-polling queues ask for it the
+//!   lcore's other tasks sit the spin out, armed, until their wake-ups
+//!   (no RX busy polling). [`multi`] combines the policies and
+//!   interrupts of a task that polls several queues.
 //! - [`signal`]: **yield when another thread wants this CPU**: cheap
 //!   user-space stand-ins for the kernel's `single_task_running()`,
 //!   checked every few microseconds while spinning.
@@ -59,6 +66,7 @@
 pub mod backlog;
 pub mod kbusy;
 pub mod lcore;
+pub mod multi;
 pub mod policy;
 pub mod signal;
 pub mod tasks;

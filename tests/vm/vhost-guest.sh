@@ -14,9 +14,9 @@
 # QEMU 7.2 under TCG crashes setting MSI-X vector notifiers for vhost, so
 # the NICs run without MSI-X (vectors=0) and QEMU relays the backend's
 # calls (see shared/reference/qemu-vhost/REPORT.md). The vswitch does not
-# spin (--spin-us 0): it sleeps on the guests' kicks and calls them, so the
-# notification paths are what carry the traffic, and the two TCG guests
-# keep the CPUs.
+# spin (its ports' busyloop_us=0): it sleeps on the guests' kicks, with a
+# 20 ms timer behind them, and calls them, so the notification paths are
+# what carry the traffic, and the two TCG guests keep the CPUs.
 # Logs: $VM_DIR/vhost/{vswitch.log,serial-a.log,serial-b.log,qemu-*.log}.
 # Env: VM_DIR (/var/tmp/rpmd-vm), TIMEOUT (240 s), DATA_KB (2048),
 # VSWITCH_OPTS (extra vswitch options), PORT_OPTS (extra port options).
@@ -62,8 +62,9 @@ cleanup() {
 trap cleanup EXIT
 
 # shellcheck disable=SC2086 # the options are words
-"$VSWITCH" --no-telemetry -l 0 --spin-us 0 ${VSWITCH_OPTS:-} \
-    --dev "vhost-user:$SOCK_A${PORT_OPTS:-}" --dev "vhost-user:$SOCK_B${PORT_OPTS:-}" \
+"$VSWITCH" --no-telemetry -l 0 --spin-us 0 --sleep-us 20000 ${VSWITCH_OPTS:-} \
+    --dev "vhost-user:$SOCK_A,busyloop_us=0${PORT_OPTS:-}" \
+    --dev "vhost-user:$SOCK_B,busyloop_us=0${PORT_OPTS:-}" \
     > "$RUN/vswitch.log" 2>&1 &
 VS=$!
 for _ in $(seq 100); do [ -S "$SOCK_A" ] && [ -S "$SOCK_B" ] && break; sleep 0.1; done
