@@ -2,6 +2,9 @@
 //! `busyloop_timeout`): a declared budget replaces the lcore's spin; the
 //! queue hears of each hit and timeout; without RX busy polling the
 //! lcore's other tasks sit out the spin until their wake-ups.
+mod common;
+
+use common::wait_for;
 use rpmd_pmd::port::BusyPoll;
 use rpmd_pmd::vfio::EventFd;
 use rpmd_ring::{Consumer, Producer, Single};
@@ -9,7 +12,7 @@ use rpmd_sched::{Lcore, LcoreConfig, SpinPolicy, Task, TaskId};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Counts shared with the test.
 #[derive(Default)]
@@ -83,17 +86,6 @@ fn queue(policy: Option<BusyPoll>) -> (Feed, Queue) {
             policy,
         },
     )
-}
-
-fn wait_for(what: &str, f: impl Fn() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }
 
 /// An lcore that would not spin at all (its own policy: sleep at once).

@@ -1,5 +1,8 @@
 //! The run loop end to end: tasks fed from other threads, quotas, sleeping
 //! and waking, adding and removing tasks, clean shutdown.
+mod common;
+
+use common::wait_for;
 use rpmd_pmd::vfio::EventFd;
 use rpmd_ring::{Consumer, Producer, Single};
 use rpmd_sched::{Lcore, LcoreConfig, Runtime, SpinPolicy, Task, TaskId};
@@ -78,17 +81,6 @@ fn task(cap: usize) -> (Feed, RingTask) {
             armed,
         },
     )
-}
-
-fn wait_for(what: &str, f: impl Fn() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }
 
 #[test]

@@ -26,13 +26,7 @@ mkdir -p "$RUN"
 t0=$SECONDS
 say() { echo "[vm $((SECONDS - t0))s] $*"; }
 
-if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        qemu-system-x86 cpio binutils xz-utils zstd >/dev/null
-fi
-say "$(qemu-system-x86_64 --version | head -1)"
-"$HERE/fetch-guest.sh"
+"$HERE/prepare.sh"
 
 # Static binaries for the guest; the explicit --target keeps build scripts
 # and proc-macros dynamic. A separate target dir keeps the host build's
