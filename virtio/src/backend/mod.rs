@@ -53,6 +53,7 @@
 //! interrupt fd is the guest's kick eventfd.
 mod control;
 mod lock;
+pub mod testing;
 mod vq;
 
 use crate::fd::drain_eventfd;

@@ -1,0 +1,94 @@
+//! Test support: one vring of the backend's device side, on memory the
+//! caller owns and writes as a driver would, without the vhost-user
+//! socket and its control thread. The fuzz target `backend_ring` drives
+//! it with rings a hostile driver leaves (descriptor chains, loops,
+//! indices); the code under test is the data path the port runs.
+use super::vq::{Negotiated, Vring, VringCounters};
+use rpmd_pmd::peer::{PeerMemory, PeerRegionInfo};
+use rpmd_pmd::port::stats::QueueStats;
+use rpmd_pmd::port::Pkts;
+use rpmd_pmd::Mempool;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+/// What SET_FEATURES would have negotiated for the ring.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RingOptions {
+    /// VIRTIO_F_RING_PACKED.
+    pub packed: bool,
+    /// VIRTIO_NET_F_MRG_RXBUF.
+    pub mrg: bool,
+    /// VIRTIO_RING_F_EVENT_IDX.
+    pub event_idx: bool,
+}
+
+/// A running device-side vring (see the module docs).
+pub struct DeviceRing {
+    vring: Vring,
+    counters: VringCounters,
+    stats: QueueStats,
+}
+
+impl DeviceRing {
+    /// A ring of `num` entries whose parts (descriptors; avail ring or
+    /// driver event area; used ring or device event area) are at `addrs`,
+    /// in the driver's region `info` of `fd` (VERSION_1's 12-byte net
+    /// header). The checks are those of a frontend's SET_VRING_ADDR.
+    pub fn new(
+        fd: BorrowedFd<'_>,
+        info: PeerRegionInfo,
+        num: u16,
+        addrs: (u64, u64, u64),
+        opts: RingOptions,
+    ) -> Result<DeviceRing, String> {
+        let mut mem = PeerMemory::new();
+        mem.add(fd, info).map_err(|e| e.to_string())?;
+        let mut vring = Vring::default();
+        vring.neg = Negotiated {
+            hdr_len: 12,
+            mrg: opts.mrg,
+            event_idx: opts.event_idx,
+            packed: opts.packed,
+            call_coalesce: 0,
+        };
+        vring.cfg.num = num;
+        // A new packed ring starts with both wrap counters at 1 (§2.8.1),
+        // which a frontend's SET_VRING_BASE says in bit 15.
+        vring.cfg.base = if opts.packed { 0x8000 } else { 0 };
+        vring.cfg.addrs = Some(addrs);
+        vring.cfg.kicked = true;
+        vring.cfg.enabled = true;
+        if !vring.start(Some(&Arc::new(mem)))? {
+            return Err(format!("a ring of {num} entries does not start"));
+        }
+        Ok(DeviceRing {
+            vring,
+            counters: VringCounters::default(),
+            stats: QueueStats::default(),
+        })
+    }
+
+    /// The driver's TX: up to `max` frames it made available, appended to
+    /// `out` (mbufs from `pool`); how many.
+    pub fn dequeue(&mut self, pool: &Mempool, out: &mut Pkts, max: usize) -> usize {
+        self.vring
+            .dequeue(pool, out, max, &self.stats, &self.counters)
+    }
+
+    /// The driver's RX: copies frames from the front of `pkts` into its
+    /// buffers; how many were taken (the caller frees those, as the port's
+    /// tx queue does).
+    pub fn enqueue(&mut self, pkts: &mut Pkts) -> usize {
+        self.vring.enqueue(pkts, &self.stats, &self.counters)
+    }
+
+    /// Why the ring stopped on its own, if it did.
+    pub fn broken(&self) -> Option<&str> {
+        self.vring.broken.as_deref()
+    }
+
+    /// Chains completed with length 0 for a fault of the driver's.
+    pub fn device_errors(&self) -> u64 {
+        self.stats.device_errors.get()
+    }
+}
