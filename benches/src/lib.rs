@@ -1,5 +1,6 @@
 //! Shared helpers for rpmd's benchmark programs: TSC reads and thread
-//! pinning, so every program measures the same way DPDK's perf tests do.
+//! pinning, so every program measures the same way DPDK's perf tests do;
+//! peer processes (`Proc`, `testpmd`, `wait_sock`) and medians.
 #![deny(missing_docs)]
 // `unsafe` only where re-allowed: tsc (rdtsc) and `Proc`'s SIGINT.
 #![deny(unsafe_code)]
@@ -69,6 +70,69 @@ impl PlotCsv {
             let _ = writeln!(w, "{},{}", name.replace(',', " "), v.join(","));
         }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+/// DPDK's testpmd on `cpu` (both its lcores there) with one `vdev`, in
+/// forwarding mode `mode` with `size`-byte frames (`--tx-first` for io
+/// loops), printing its statistics every second on a piped stdout; stdin
+/// piped too (testpmd exits at its end). `extra` goes before `--vdev`.
+pub fn testpmd(
+    cpu: usize,
+    prefix: &str,
+    huge: &str,
+    vdev: &str,
+    extra: &[&str],
+    mode: &str,
+    size: usize,
+    tx_first: bool,
+) -> Child {
+    let mut c = std::process::Command::new("dpdk-testpmd");
+    c.args(["--no-pci", "--lcores"])
+        .arg(format!("0@{cpu},1@{cpu}"))
+        .arg(format!("--file-prefix={prefix}"))
+        .args([
+            "--huge-dir",
+            huge,
+            "-m",
+            "256",
+            "--log-level=lib.eal:error",
+            "--log-level=user1:error",
+        ])
+        .args(extra)
+        .args(["--vdev", vdev, "--"])
+        .arg(format!("--forward-mode={mode}"))
+        .arg(format!("--txpkts={size}"))
+        .args([
+            "--port-topology=loop",
+            "--total-num-mbufs=16384",
+            "-a",
+            "--stats-period",
+            "1",
+        ])
+        .args(if tx_first {
+            &["--tx-first"][..]
+        } else {
+            &[][..]
+        })
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    c.spawn().expect("dpdk-testpmd (apt-get install dpdk-dev)")
+}
+
+/// Waits (at most 30 s, else panics) for a backend's socket at `sock`,
+/// then 200 ms more for it to listen.
+pub fn wait_sock(sock: &str) {
+    let t = Instant::now();
+    while !std::path::Path::new(sock).exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "backend made no socket {sock}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
 }
 
 #[cfg(test)]

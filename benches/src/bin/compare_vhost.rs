@@ -18,11 +18,10 @@
 //!
 //! Usage: `compare_vhost --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...]`
 use rpmd_benches::tsc::pin;
-use rpmd_benches::{median, Proc};
+use rpmd_benches::{median, testpmd, wait_sock, Proc};
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use std::io::Read;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -55,63 +54,6 @@ struct Row {
     role: Role,
     size: usize,
     packed: bool,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn testpmd(
-    cpu: usize,
-    prefix: &str,
-    huge: &str,
-    vdev: &str,
-    extra: &[&str],
-    mode: &str,
-    size: usize,
-    tx_first: bool,
-) -> Child {
-    let mut c = Command::new("dpdk-testpmd");
-    c.args(["--no-pci", "--lcores"])
-        .arg(format!("0@{cpu},1@{cpu}"))
-        .arg(format!("--file-prefix={prefix}"))
-        .args([
-            "--huge-dir",
-            huge,
-            "-m",
-            "256",
-            "--log-level=lib.eal:error",
-            "--log-level=user1:error",
-        ])
-        .args(extra)
-        .args(["--vdev", vdev, "--"])
-        .arg(format!("--forward-mode={mode}"))
-        .arg(format!("--txpkts={size}"))
-        .args([
-            "--port-topology=loop",
-            "--total-num-mbufs=16384",
-            "-a",
-            "--stats-period",
-            "1",
-        ])
-        .args(if tx_first {
-            &["--tx-first"][..]
-        } else {
-            &[][..]
-        })
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    c.spawn().expect("dpdk-testpmd (apt-get install dpdk-dev)")
-}
-
-fn wait_sock(sock: &str) {
-    let t = Instant::now();
-    while !std::path::Path::new(sock).exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "backend made no socket {sock}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
 }
 
 /// The peer (DPDK's virtio-user on CPU 1) for `row` for `secs` (plus a

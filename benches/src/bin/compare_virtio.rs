@@ -17,11 +17,10 @@
 //! Usage: `compare_virtio --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...]`
 //! (`--rows txonly-64-split,io-64-split`: only those rows).
 use rpmd_benches::tsc::pin;
-use rpmd_benches::{median, Proc};
+use rpmd_benches::{median, testpmd, wait_sock, Proc};
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use std::io::Read;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -49,51 +48,6 @@ impl Role {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn testpmd(
-    cpu: usize,
-    prefix: &str,
-    huge: &str,
-    vdev: &str,
-    extra: &[&str],
-    mode: &str,
-    size: usize,
-    tx_first: bool,
-) -> Child {
-    let mut c = Command::new("dpdk-testpmd");
-    c.args(["--no-pci", "--lcores"])
-        .arg(format!("0@{cpu},1@{cpu}"))
-        .arg(format!("--file-prefix={prefix}"))
-        .args([
-            "--huge-dir",
-            huge,
-            "-m",
-            "256",
-            "--log-level=lib.eal:error",
-            "--log-level=user1:error",
-        ])
-        .args(extra)
-        .args(["--vdev", vdev, "--"])
-        .arg(format!("--forward-mode={mode}"))
-        .arg(format!("--txpkts={size}"))
-        .args([
-            "--port-topology=loop",
-            "--total-num-mbufs=16384",
-            "-a",
-            "--stats-period",
-            "1",
-        ])
-        .args(if tx_first {
-            &["--tx-first"][..]
-        } else {
-            &[][..]
-        })
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    c.spawn().expect("dpdk-testpmd (apt-get install dpdk-dev)")
-}
-
 /// The vhost-user backend (testpmd with `net_vhost` on CPU 0) in the
 /// mode that serves `role`, once its socket exists.
 fn backend(prefix: &str, role: Role, size: usize, huge: &str, sock: &str) -> Proc {
@@ -110,18 +64,6 @@ fn backend(prefix: &str, role: Role, size: usize, huge: &str, sock: &str) -> Pro
     ));
     wait_sock(sock);
     a
-}
-
-fn wait_sock(sock: &str) {
-    let t = Instant::now();
-    while !std::path::Path::new(sock).exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "backend made no socket {sock}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
 }
 
 /// DPDK's virtio-user driver in `role`: Mpps from its periodic stats.
