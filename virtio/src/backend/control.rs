@@ -120,60 +120,64 @@ pub(crate) fn serve(ep: Endpoint, shared: Arc<Shared>, offer: Offer) {
         if shared.quit.load(Ordering::Relaxed) {
             break;
         }
-        shared.connections.add(1);
-        shared.connected.store(true, Ordering::Release);
-        let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), offer)));
-        let peeker = sock.try_clone().ok();
-        let mut h = BackendReqHandler::from_stream(sock, handler.clone());
-        loop {
-            // The next message's header and first 8 bytes of body, left
-            // in the socket for the crate to read: what an early
-            // SET_VRING_ENABLE (below) asked, which the crate drops.
-            let mut head = [0u8; 20];
-            let peeked = peeker.as_ref().map_or(0, |p| crate::fd::peek(p, &mut head));
-            let e = match h.handle_request() {
-                Ok(()) => continue,
-                Err(Error::Disconnected | Error::PartialMessage) => break,
-                // SET_VRING_ENABLE before SET_FEATURES (the crate's only
-                // use of this error). QEMU's virtio-net sends one for each
-                // vring when the device is created, long before it starts
-                // the rings, and does not send it again (7.2); DPDK's
-                // vhost library keeps what it asked. The crate has read
-                // the whole message and dropped it, so the connection goes
-                // on and we apply what the peeked copy asked.
-                Err(Error::InactiveFeature(f))
-                    if f == VhostUserVirtioFeatures::PROTOCOL_FEATURES =>
-                {
-                    shared.early_enables.add(1);
-                    let Some((index, enable)) = early_enable(&head[..peeked]) else {
-                        continue;
-                    };
-                    let mut g = handler.lock().unwrap_or_else(|e| e.into_inner());
-                    match g.set_vring_enable(index, enable) {
-                        Ok(()) => continue,
-                        Err(e) => e,
-                    }
-                }
-                Err(e) => e,
-            };
-            if !shared.quit.load(Ordering::Relaxed) {
-                let why = handler
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .refusal
-                    .take()
-                    .unwrap_or_else(|| e.to_string());
-                shared.rejected.add(1);
-                shared.note_error(format!(
-                    "vhost-user frontend dropped: {why}; serving the next one"
-                ));
-            }
-            break;
-        }
-        handler.lock().unwrap_or_else(|e| e.into_inner()).teardown();
-        shared.connected.store(false, Ordering::Release);
+        serve_connection(sock, &shared, offer);
         *shared.closer.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
+}
+
+/// Serves one frontend on `sock` until it hangs up or is refused; the
+/// rings it set up are stopped and forgotten at the end.
+pub(crate) fn serve_connection(sock: UnixStream, shared: &Arc<Shared>, offer: Offer) {
+    shared.connections.add(1);
+    shared.connected.store(true, Ordering::Release);
+    let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), offer)));
+    let peeker = sock.try_clone().ok();
+    let mut h = BackendReqHandler::from_stream(sock, handler.clone());
+    loop {
+        // The next message's header and first 8 bytes of body, left
+        // in the socket for the crate to read: what an early
+        // SET_VRING_ENABLE (below) asked, which the crate drops.
+        let mut head = [0u8; 20];
+        let peeked = peeker.as_ref().map_or(0, |p| crate::fd::peek(p, &mut head));
+        let e = match h.handle_request() {
+            Ok(()) => continue,
+            Err(Error::Disconnected | Error::PartialMessage) => break,
+            // SET_VRING_ENABLE before SET_FEATURES (the crate's only
+            // use of this error). QEMU's virtio-net sends one for each
+            // vring when the device is created, long before it starts
+            // the rings, and does not send it again (7.2); DPDK's
+            // vhost library keeps what it asked. The crate has read
+            // the whole message and dropped it, so the connection goes
+            // on and we apply what the peeked copy asked.
+            Err(Error::InactiveFeature(f)) if f == VhostUserVirtioFeatures::PROTOCOL_FEATURES => {
+                shared.early_enables.add(1);
+                let Some((index, enable)) = early_enable(&head[..peeked]) else {
+                    continue;
+                };
+                let mut g = handler.lock().unwrap_or_else(|e| e.into_inner());
+                match g.set_vring_enable(index, enable) {
+                    Ok(()) => continue,
+                    Err(e) => e,
+                }
+            }
+            Err(e) => e,
+        };
+        if !shared.quit.load(Ordering::Relaxed) {
+            let why = handler
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .refusal
+                .take()
+                .unwrap_or_else(|| e.to_string());
+            shared.rejected.add(1);
+            shared.note_error(format!(
+                "vhost-user frontend dropped: {why}; serving the next one"
+            ));
+        }
+        break;
+    }
+    handler.lock().unwrap_or_else(|e| e.into_inner()).teardown();
+    shared.connected.store(false, Ordering::Release);
 }
 
 /// The vring and the choice of a SET_VRING_ENABLE message whose first

@@ -1,14 +1,21 @@
-//! Test support: one vring of the backend's device side, on memory the
-//! caller owns and writes as a driver would, without the vhost-user
-//! socket and its control thread. The fuzz target `backend_ring` drives
-//! it with rings a hostile driver leaves (descriptor chains, loops,
-//! indices); the code under test is the data path the port runs.
+//! Test support, for the fuzz targets and tests that drive the backend's
+//! own code without a port around it:
+//!
+//! - [`DeviceRing`]: one vring of the device side, on memory the caller
+//!   owns and writes as a driver would, without the vhost-user socket and
+//!   its control thread (fuzz target `backend_ring`: descriptor chains,
+//!   loops, indices a hostile driver leaves);
+//! - [`serve_frontend`]: the control side, serving one frontend's
+//!   messages on a socket the caller holds the other end of (fuzz target
+//!   `backend_requests`).
+use super::control::{serve_connection, Offer, Shared, BASE_FEATURES};
 use super::vq::{Negotiated, Vring, VringCounters};
 use rpmd_pmd::peer::{PeerMemory, PeerRegionInfo};
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::Mempool;
 use std::os::fd::BorrowedFd;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
 /// What SET_FEATURES would have negotiated for the ring.
@@ -91,4 +98,23 @@ impl DeviceRing {
     pub fn device_errors(&self) -> u64 {
         self.stats.device_errors.get()
     }
+}
+
+/// Serves the frontend at the other end of `sock` as a `vhost-user:`
+/// port with `pairs` queue pairs (every feature offered) would, until it
+/// hangs up or is refused; then stops whatever rings it started. Returns
+/// why it was refused, if it was.
+pub fn serve_frontend(sock: UnixStream, pairs: u16) -> Option<String> {
+    let pairs = pairs.clamp(1, super::MAX_PAIRS);
+    let shared = Arc::new(Shared::new("vhost-user:testing", pairs));
+    let offer = Offer {
+        features: BASE_FEATURES,
+        pairs,
+        mac: [2, 0, 0, 0, 0, 1],
+        mtu: 1500,
+        call_coalesce: 0,
+    };
+    serve_connection(sock, &shared, offer);
+    let why = shared.last_error.lock().unwrap_or_else(|e| e.into_inner());
+    why.clone()
 }
