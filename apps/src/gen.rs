@@ -15,7 +15,6 @@ use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
 use rpmd_pmd::{Mbuf, Mempool};
 use rpmd_sched::Task;
-use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 /// Frames and bytes moved, frames that found the port full (tx only).
@@ -358,17 +357,7 @@ impl Task for Io {
         n
     }
 
-    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.rx.interrupt_fd()
-    }
-
-    fn set_notify(&mut self, armed: bool) {
-        let _ = self.rx.set_interrupt(armed);
-    }
-
-    fn has_work(&self) -> bool {
-        self.rx.has_work()
-    }
+    rpmd_sched::rx_queue_notify!(rx);
 }
 
 /// testpmd's flowgen: sends frames over many flows (as [`TxOnly`]) and

@@ -85,8 +85,9 @@ fn gen_jumbo_txonly_into_testpmd_rxonly_counts_match() {
         "--size",
         "9000",
     ]);
-    // One more stats period, so the last one counts every frame.
-    std::thread::sleep(Duration::from_millis(1300));
+    // Two more stats periods, so the last one counts every frame
+    // (testpmd's period drifts past a second when the machine is busy).
+    std::thread::sleep(Duration::from_millis(2300));
     let (tp_rx, tp_bytes, tp_log) = finish(t);
     assert_eq!(rc, 0, "{log}");
     let sent = s["tx_packets"].as_u64().unwrap();

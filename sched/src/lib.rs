@@ -75,6 +75,7 @@ pub mod txlock;
 pub use kbusy::KernelBusyPoll;
 pub use lcore::{Lcore, LcoreConfig, LcoreStats, Stopped, Task, TaskId};
 pub use policy::SpinPolicy;
+pub use rpmd_pmd::port::BusyPoll;
 pub use signal::SignalKind;
 pub use tasks::{Forward, Runtime, RxTask, RxWork, Timer};
 pub use txlock::TxLock;

@@ -9,8 +9,7 @@
 //! - [`Runtime`]: lcores started from a DPDK-style core list (`-l 0-1`).
 use crate::lcore::{Lcore, LcoreConfig, Stopped, Task, TaskId};
 use crate::{parse_cores, Error};
-use rpmd_pmd::port::{BusyPoll, Pkts, RxQueue, TxQueue};
-use std::os::fd::BorrowedFd;
+use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
 use std::time::{Duration, Instant};
 
 /// What a [`Forward`] task does with each received burst before sending
@@ -95,25 +94,7 @@ impl Task for Forward {
         done
     }
 
-    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.rx.interrupt_fd()
-    }
-
-    fn set_notify(&mut self, armed: bool) {
-        let _ = self.rx.set_interrupt(armed);
-    }
-
-    fn has_work(&self) -> bool {
-        self.rx.has_work()
-    }
-
-    fn busy_poll(&self) -> Option<BusyPoll> {
-        self.rx.busy_poll()
-    }
-
-    fn busy_poll_done(&mut self, hit: bool) {
-        self.rx.busy_poll_done(hit)
-    }
+    crate::rx_queue_notify!(rx);
 
     fn finish(&mut self) {
         // Whatever was received has been sent or counted; nothing is held.
@@ -189,29 +170,55 @@ impl<W: RxWork> Task for RxTask<W> {
         self.work.work(&mut *self.rx, quota)
     }
 
-    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.rx.interrupt_fd()
-    }
-
-    fn set_notify(&mut self, armed: bool) {
-        let _ = self.rx.set_interrupt(armed);
-    }
-
-    fn has_work(&self) -> bool {
-        self.rx.has_work()
-    }
-
-    fn busy_poll(&self) -> Option<BusyPoll> {
-        self.rx.busy_poll()
-    }
-
-    fn busy_poll_done(&mut self, hit: bool) {
-        self.rx.busy_poll_done(hit)
-    }
+    crate::rx_queue_notify!(rx);
 
     fn finish(&mut self) {
         self.work.finish();
     }
+}
+
+/// Writes the [`Task`] methods that hand one rx queue's interrupt,
+/// pending-work check and busy-poll policy to the lcore (`wake_fd`,
+/// `set_notify`, `has_work`, `busy_poll`, `busy_poll_done`), for a task
+/// whose queue is its field `$rx` (a `Box<dyn RxQueue>`). Use it inside
+/// the `impl Task` block, as [`Forward`] and [`RxTask`] do.
+///
+/// ```
+/// use rpmd_pmd::port::RxQueue;
+/// use rpmd_sched::Task;
+/// struct Drop0 {
+///     rx: Box<dyn RxQueue>,
+/// }
+/// impl Task for Drop0 {
+///     fn run(&mut self, _quota: usize) -> usize {
+///         0
+///     }
+///     rpmd_sched::rx_queue_notify!(rx);
+/// }
+/// ```
+#[macro_export]
+macro_rules! rx_queue_notify {
+    ($rx:ident) => {
+        fn wake_fd(&self) -> Option<::std::os::fd::BorrowedFd<'_>> {
+            self.$rx.interrupt_fd()
+        }
+
+        fn set_notify(&mut self, armed: bool) {
+            let _ = self.$rx.set_interrupt(armed);
+        }
+
+        fn has_work(&self) -> bool {
+            self.$rx.has_work()
+        }
+
+        fn busy_poll(&self) -> Option<$crate::BusyPoll> {
+            self.$rx.busy_poll()
+        }
+
+        fn busy_poll_done(&mut self, hit: bool) {
+            self.$rx.busy_poll_done(hit)
+        }
+    };
 }
 
 /// Runs `f` every `period` (checked each round; never more often).

@@ -366,21 +366,7 @@ impl Task for Server {
     }
 
     // The lcore sleeps on the port's rx interrupt where it has one.
-    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.rx.interrupt_fd()
-    }
-
-    fn set_notify(&mut self, armed: bool) {
-        let _ = self.rx.set_interrupt(armed);
-    }
-
-    fn has_work(&self) -> bool {
-        self.rx.has_work()
-    }
-
-    fn busy_poll(&self) -> Option<BusyPoll> {
-        self.rx.busy_poll()
-    }
+    rpmd_sched::rx_queue_notify!(rx);
 }
 
 /// Percentiles reported, as in netperf's output selectors.

@@ -47,8 +47,11 @@ pub fn testpmd(
         .map(|i| format!("/tmp/rpmd-{id}-{i}.sock"))
         .collect();
     let log = format!("/tmp/rpmd-{id}.log");
-    let mut cmd = Command::new("dpdk-testpmd");
-    cmd.args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
+    // Line-buffered: testpmd's stdout to a file is block-buffered, and the
+    // tests read its periodic statistics lines while it runs.
+    let mut cmd = Command::new("stdbuf");
+    cmd.args(["-oL", "dpdk-testpmd"])
+        .args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
         .arg(format!("--file-prefix=rpmd{id}"))
         .args(["--log-level=lib.eal:error"]);
     for (i, s) in socks.iter().enumerate() {
