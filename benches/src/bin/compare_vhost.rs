@@ -196,32 +196,7 @@ fn run_ours(row: &Row, secs: f64, huge: &str, sock: &str) -> f64 {
     let count = AtomicU64::new(0);
     let ready = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| {
-            pin(0);
-            let mut reg = Registry::new();
-            rpmd_virtio::register(&mut reg);
-            let pool = Mempool::new(&MempoolConfig::new("cvh", 16384)).expect("mempool");
-            let mut p = reg
-                .open(&format!("vhost-user:{sock}"))
-                .expect("vhost-user port");
-            p.configure(&PortConfig::with_pool(&pool))
-                .expect("configure");
-            let mut q = p.start().expect("start");
-            ready.store(true, Ordering::Release);
-            serve(row.role, row.size, &mut q, &pool, &stop, &count);
-            if std::env::var_os("CVH_DEBUG").is_some() {
-                let k = PROF[2].load(Ordering::Relaxed).max(1);
-                eprintln!(
-                    "  per busy round: rx {} cycles, tx {} cycles, {k} rounds",
-                    PROF[0].load(Ordering::Relaxed) / k,
-                    PROF[1].load(Ordering::Relaxed) / k
-                );
-                for x in p.xstats().iter().filter(|x| x.value != 0) {
-                    eprintln!("  {} = {}", x.name, x.value);
-                }
-            }
-            let _ = p.stop();
-        });
+        s.spawn(|| our_backend(row.role, row.size, sock, "cvh", &ready, &stop, &count));
         while !ready.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -229,6 +204,44 @@ fn run_ours(row: &Row, secs: f64, huge: &str, sock: &str) -> f64 {
         stop.store(true, Ordering::Relaxed);
         r
     })
+}
+
+/// Our backend on CPU 0 at `sock` in `role` (its pool named `pool`),
+/// `ready` once it listens, until `stop`; with `CVH_DEBUG` set, its
+/// cycles per busy round and non-zero xstats on stderr.
+fn our_backend(
+    role: Role,
+    size: usize,
+    sock: &str,
+    pool: &str,
+    ready: &AtomicBool,
+    stop: &AtomicBool,
+    count: &AtomicU64,
+) {
+    pin(0);
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = Mempool::new(&MempoolConfig::new(pool, 16384)).expect("mempool");
+    let mut p = reg
+        .open(&format!("vhost-user:{sock}"))
+        .expect("vhost-user port");
+    p.configure(&PortConfig::with_pool(&pool))
+        .expect("configure");
+    let mut q = p.start().expect("start");
+    ready.store(true, Ordering::Release);
+    serve(role, size, &mut q, &pool, stop, count);
+    if std::env::var_os("CVH_DEBUG").is_some() {
+        let k = PROF[2].load(Ordering::Relaxed).max(1);
+        eprintln!(
+            "  per busy round: rx {} cycles, tx {} cycles, {k} rounds",
+            PROF[0].load(Ordering::Relaxed) / k,
+            PROF[1].load(Ordering::Relaxed) / k
+        );
+        for x in p.xstats().iter().filter(|x| x.value != 0) {
+            eprintln!("  {} = {}", x.name, x.value);
+        }
+    }
+    let _ = p.stop();
 }
 
 /// Our virtio-user (CPU 1) sending into our backend (CPU 0, rxonly):
@@ -239,21 +252,7 @@ fn run_pair_ours(size: usize, packed: bool, secs: f64, sock: &str) -> f64 {
     let count = AtomicU64::new(0);
     let ready = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| {
-            pin(0);
-            let mut reg = Registry::new();
-            rpmd_virtio::register(&mut reg);
-            let pool = Mempool::new(&MempoolConfig::new("cvhp", 16384)).expect("mempool");
-            let mut p = reg
-                .open(&format!("vhost-user:{sock}"))
-                .expect("vhost-user port");
-            p.configure(&PortConfig::with_pool(&pool))
-                .expect("configure");
-            let mut q = p.start().expect("start");
-            ready.store(true, Ordering::Release);
-            serve(Role::RxOnly, size, &mut q, &pool, &stop, &count);
-            let _ = p.stop();
-        });
+        s.spawn(|| our_backend(Role::RxOnly, size, sock, "cvhp", &ready, &stop, &count));
         while !ready.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(10));
         }
