@@ -163,6 +163,8 @@ fn rxonly_counts(tag: &str, opts: &str) {
         return;
     };
     let (mut p, mut q, pool) = port_with(&t, opts);
+    // Frames sent before testpmd forwards are flushed, not counted.
+    wait_forwarding(&t);
     const N: u64 = 20_000;
     let mut out = Pkts::new();
     let mut sent = 0;

@@ -155,7 +155,10 @@ pub fn spawn_testpmd_as(
     if !client {
         let _ = std::fs::remove_file(sock);
     }
-    let child = Command::new("dpdk-testpmd")
+    // Line-buffered, so that its log shows when it starts forwarding
+    // (`forwarding`) while it runs.
+    let child = Command::new("stdbuf")
+        .args(["-oL", "dpdk-testpmd"])
         .args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
         .arg(format!("--file-prefix=rpmdvt{prefix}"))
         .args(["--log-level=lib.eal:error"])
@@ -188,6 +191,26 @@ pub fn spawn_testpmd_as(
         std::thread::sleep(Duration::from_millis(50));
     }
     Some(child)
+}
+
+/// Waits (at most 30 s) until a non-interactive testpmd forwards: it
+/// drops what reached its queues before (`flush_fwd_rx_queues`), and it
+/// checks the link first, so a frontend that sends as soon as its link is
+/// up can lose a ring's worth.
+#[allow(dead_code)] // not every test binary counts frames into testpmd
+pub fn wait_forwarding(t: &Testpmd) {
+    let s = Instant::now();
+    while !std::fs::read_to_string(&t.log)
+        .unwrap_or_default()
+        .contains("Press enter to exit")
+    {
+        assert!(
+            s.elapsed() < Duration::from_secs(30),
+            "testpmd never started forwarding; log: {}",
+            t.log
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 pub fn frame(tag: u32, len: usize) -> Vec<u8> {
