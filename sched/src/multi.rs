@@ -81,3 +81,47 @@ pub fn busy_poll_done<'a>(queues: impl Iterator<Item = &'a mut Box<dyn RxQueue>>
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpmd_pmd::port::Pkts;
+    use std::time::Duration;
+
+    struct Q(Option<BusyPoll>);
+    impl RxQueue for Q {
+        fn rx_burst(&mut self, _out: &mut Pkts, _max: usize) -> usize {
+            0
+        }
+        fn busy_poll(&self) -> Option<BusyPoll> {
+            self.0
+        }
+    }
+
+    fn bp(us: u64, poll_others: bool) -> Option<BusyPoll> {
+        Some(BusyPoll {
+            budget: Duration::from_micros(us),
+            poll_others,
+        })
+    }
+
+    fn queues(p: &[Option<BusyPoll>]) -> Vec<Box<dyn RxQueue>> {
+        p.iter()
+            .map(|&b| Box::new(Q(b)) as Box<dyn RxQueue>)
+            .collect()
+    }
+
+    #[test]
+    fn policies_combine_into_the_longest_budget() {
+        assert_eq!(busy_poll(queues(&[None, None]).iter()), None);
+        // The longest budget; others polled if any spinning queue wants it.
+        let q = queues(&[bp(20, false), None, bp(50, true)]);
+        assert_eq!(busy_poll(q.iter()), bp(50, true));
+        // Every spinning queue declines RX polling: the others sit out.
+        let q = queues(&[bp(20, false), bp(50, false)]);
+        assert_eq!(busy_poll(q.iter()), bp(50, false));
+        // A zero budget's rx_poll does not count.
+        let q = queues(&[bp(0, true), bp(30, false)]);
+        assert_eq!(busy_poll(q.iter()), bp(30, false));
+    }
+}

@@ -77,8 +77,10 @@ pub(crate) fn drain_eventfd(f: &std::fs::File) -> bool {
 
 /// Copies up to `buf.len()` bytes waiting on stream socket `s` without
 /// consuming them (`MSG_PEEK`; any descriptors passed with them stay
-/// queued too); blocks until some arrive. Returns how many were copied,
-/// 0 at end of stream or on an error (which the next read reports).
+/// queued too); blocks until some arrive, as the read that follows would
+/// (an idle frontend is no fault; the port's drop shuts the socket down,
+/// which ends the wait). Returns how many were copied, 0 at end of stream
+/// or on an error (which the next read reports).
 pub(crate) fn peek(s: &std::os::unix::net::UnixStream, buf: &mut [u8]) -> usize {
     loop {
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the

@@ -262,6 +262,10 @@ impl Task for Client {
         self.rx.busy_poll()
     }
 
+    fn busy_poll_done(&mut self, hit: bool) {
+        self.rx.busy_poll_done(hit)
+    }
+
     /// An empty poll (most calls) is the rx burst and two tests; the work
     /// is out of line.
     fn run(&mut self, quota: usize) -> usize {

@@ -185,6 +185,7 @@ impl VhostUserPort {
             live: Arc::new(AtomicBool::new(false)),
             stats: StatsBlock::new(0, 0),
             busy_poll,
+            coalescing: call_coalesce > 1,
         })
     }
 }
@@ -233,6 +234,9 @@ pub struct VhostUserPort {
     stats: StatsBlock,
     /// The rx queues' busy-poll policy (`busyloop_us`, `rx_poll`).
     busy_poll: BusyPoll,
+    /// `call_coalesce` above 1: calls may be held, and idle rounds send
+    /// them.
+    coalescing: bool,
 }
 
 impl Port for VhostUserPort {
@@ -301,6 +305,7 @@ impl Port for VhostUserPort {
                     pool: pool.clone(),
                     stats: self.stats.tx(q),
                     live: self.live.clone(),
+                    coalescing: self.coalescing,
                 }) as Box<dyn TxQueue>
             })
             .collect();
@@ -505,6 +510,8 @@ struct BackendTx {
     pool: Mempool,
     stats: Arc<crossbeam_utils::CachePadded<QueueStats>>,
     live: Arc<AtomicBool>,
+    /// Whether calls may be held (else an idle round has nothing to do).
+    coalescing: bool,
 }
 
 impl TxQueue for BackendTx {
@@ -533,6 +540,9 @@ impl TxQueue for BackendTx {
     /// Frames are copied out as they are sent, so none is in flight; an
     /// idle round's call sends a call held for coalescing.
     fn in_flight(&mut self) -> usize {
+        if !self.coalescing {
+            return 0;
+        }
         if let Some(mut v) = self.slot.vring.try_lock() {
             v.flush_call(&self.slot.counters);
         }
