@@ -49,6 +49,9 @@ pub fn testpmd(
     let log = format!("/tmp/rpmd-{id}.log");
     // Line-buffered: testpmd's stdout to a file is block-buffered, and the
     // tests read its periodic statistics lines while it runs.
+    // `--tx-first` sends its burst when forwarding starts, so that start
+    // waits for the link (the app connecting).
+    let tx_first = extra.contains(&"--tx-first");
     let mut cmd = Command::new("stdbuf");
     cmd.args(["-oL", "dpdk-testpmd"])
         .args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
@@ -65,6 +68,7 @@ pub fn testpmd(
             &format!("--port-topology={topology}"),
         ])
         .args(["--total-num-mbufs=8192", "-a"])
+        .args((!tx_first).then_some("--disable-link-check"))
         .args([format!("--rxq={queues}"), format!("--txq={queues}")])
         .args(extra)
         .stdin(Stdio::piped())
@@ -72,17 +76,58 @@ pub fn testpmd(
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    let t = Instant::now();
-    while !socks.iter().all(|s| std::path::Path::new(s).exists()) {
-        assert!(t.elapsed() < Duration::from_secs(30), "no socket: {log}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(Testpmd {
+    let mut t = Testpmd {
         _serial: serial,
         child,
         socks,
         log,
-    })
+    };
+    let started = Instant::now();
+    while !t.socks.iter().all(|s| std::path::Path::new(s).exists()) {
+        // (Dropping `t` stops testpmd.)
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no socket: {}",
+            t.log
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Wait until forwarding has started: testpmd's start flushes its rx
+    // queues, so a frame sent before it is dropped uncounted (the count
+    // tests lost a ring's worth in a CI run). `--disable-link-check` lets
+    // it start before the app connects, while its queues are empty. (With
+    // `--stats-period` it prints statistics instead of the prompt; with
+    // `--tx-first` testpmd keeps the link check and the tests do not
+    // wait: its burst needs the app connected, and the test that uses it
+    // counts frames circling, not an exact total.)
+    let forwarding =
+        |log: &str| log.contains("Press enter to exit") || log.contains("Port statistics");
+    while !tx_first && !forwarding(&std::fs::read_to_string(&t.log).unwrap_or_default()) {
+        if let Ok(Some(status)) = t.child.try_wait() {
+            panic!("testpmd exited ({status}) before forwarding: {}", t.log);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not forwarding: {}",
+            t.log
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(t)
+}
+
+/// A test that panics before `finish` must not leave testpmd pinned to
+/// the CPUs for the next one.
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        for s in &self.socks {
+            let _ = std::fs::remove_file(s);
+        }
+    }
 }
 
 /// Stops testpmd; returns port 0's final RX-packets, the last RX-bytes
@@ -93,9 +138,6 @@ pub fn finish(t: Testpmd) -> (u64, u64, String) {
     // SAFETY: kill has no memory preconditions.
     unsafe { libc::kill(t.child.id() as i32, libc::SIGINT) };
     let _ = t.child.wait();
-    for s in &t.socks {
-        let _ = std::fs::remove_file(s);
-    }
     let log = std::fs::read_to_string(&t.log).unwrap_or_default();
     let tail = log
         .rfind("Forward statistics for port 0")
