@@ -19,7 +19,7 @@
 use crate::capture::{CaptureSummary, Captures, PcapSpec};
 use crate::telemetry::{Server, Sources};
 use rpmd_pmd::port::stats::Counter;
-use rpmd_pmd::port::{BusyPoll, Pkts, Port, Queues, RxQueue, TxQueue};
+use rpmd_pmd::port::{BusyPoll, Offloads, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{clock, Mbuf, Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::{multi, LcoreConfig, Runtime, Task};
 use std::os::fd::BorrowedFd;
@@ -235,7 +235,12 @@ pub type Totals = Vec<[u64; 5]>;
 type Opened = (Vec<Box<dyn Port>>, Vec<Queues>);
 
 /// Opens, configures and starts every device: `rx` queues each and one tx
-/// queue per forwarding lcore.
+/// queue per forwarding lcore. When every port has the RX and TX checksum
+/// offloads (virtio and vhost-user ports), all of them are asked for, so
+/// a partial checksum from a guest crosses the switch partial and the
+/// port it leaves by finishes it (or hands it on partial to a guest that
+/// takes them), as vhost_net between guests; otherwise each port
+/// completes partial checksums as it receives them.
 fn open_ports(
     reg: &Registry,
     devices: &[String],
@@ -243,9 +248,9 @@ fn open_ports(
     rx: u16,
     tx: usize,
 ) -> Result<Opened, String> {
-    let (mut ports, mut queues) = (Vec::new(), Vec::new());
+    let mut ports = Vec::new();
     for d in devices {
-        let mut p = reg.open(d).map_err(|e| e.to_string())?;
+        let p = reg.open(d).map_err(|e| e.to_string())?;
         let caps = p.capabilities();
         if (caps.max_tx_queues as usize) < tx {
             return Err(format!(
@@ -253,14 +258,24 @@ fn open_ports(
                 caps.max_tx_queues
             ));
         }
+        ports.push(p);
+    }
+    let csum = Offloads::RX_CHECKSUM | Offloads::TX_CHECKSUM;
+    let offloads = if ports.iter().all(|p| p.capabilities().offloads.contains(csum)) {
+        csum
+    } else {
+        Offloads::NONE
+    };
+    let mut queues = Vec::new();
+    for (p, d) in ports.iter_mut().zip(devices) {
         p.configure(&PortConfig {
             rx_queues: rx,
             tx_queues: tx as u16,
+            offloads,
             ..PortConfig::with_pool(pool)
         })
         .map_err(|e| format!("{d}: {e}"))?;
         queues.push(p.start().map_err(|e| format!("{d}: {e}"))?);
-        ports.push(p);
     }
     Ok((ports, queues))
 }
@@ -393,6 +408,12 @@ impl VSwitch {
             None => Ok(()),
         };
         down.and(capture)
+    }
+
+    /// Each port's extended statistics (DPDK's xstats), by port.
+    pub fn xstats(&self) -> Vec<Vec<rpmd_pmd::port::Xstat>> {
+        let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        ports.iter().map(|p| p.xstats()).collect()
     }
 
     /// Where telemetry is served, if it is.

@@ -7,10 +7,13 @@
 //! memory outside the region (every access is checked against the memory
 //! table; one that was not would fault here), never hand out a frame
 //! longer than its limit, never take more than it was given, and leave
-//! every mbuf back in its pool.
+//! every mbuf back in its pool. With the checksum features the buffers
+//! hold fuzzed net headers (NEEDS_CSUM offsets, DATA_VALID) and the
+//! frames sent carry fuzzed checksum requests and header lengths.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rpmd_pmd::peer::PeerRegionInfo;
+use rpmd_pmd::mbuf::{RX_L4_CKSUM_GOOD, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM};
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
 use rpmd_virtio::backend::testing::{DeviceRing, RingOptions};
@@ -49,10 +52,20 @@ fuzz_target!(|data: &[u8]| {
         packed: mode & 1 != 0,
         mrg: mode & 2 != 0,
         event_idx: mode & 4 != 0,
+        csum: mode & 16 != 0,
+        guest_csum: mode & 32 != 0,
+        keep_partial: mode & 64 != 0,
     };
     let rx = mode & 8 != 0;
     let (region, pool) = memory();
     put(region, 0, &[0u8; BUFS as usize]);
+    // The buffers' first 64 KiB: the input's first bytes over and over,
+    // so that headers (and the frames after them) vary.
+    let pattern = &rest[..rest.len().min(96)];
+    if !pattern.is_empty() {
+        let fill: Vec<u8> = pattern.iter().copied().cycle().take(64 << 10).collect();
+        put(region, BUFS as usize, &fill);
+    }
     let base = region.as_ptr() as u64;
     let info = PeerRegionInfo {
         guest_addr: base,
@@ -119,6 +132,16 @@ fuzz_target!(|data: &[u8]| {
                 let len = 60 + (k * 271) % 1900;
                 if let Some(b) = m.append(len) {
                     b.fill(k as u8);
+                }
+                // Checksum requests and header lengths from the input.
+                if let Some(&[f, l2, l3]) = pattern.get(3 * k..3 * k + 3) {
+                    let flags = [0, TX_TCP_CKSUM, TX_UDP_CKSUM, TX_IP_CKSUM | TX_TCP_CKSUM];
+                    let mut ol = flags[f as usize % 4];
+                    if f & 4 != 0 {
+                        ol |= RX_L4_CKSUM_GOOD;
+                    }
+                    m.set_ol_flags(ol);
+                    m.set_tx_header_lens(l2 as u16, l3 as u16 * 4);
                 }
                 let _ = pkts.push(m);
             }

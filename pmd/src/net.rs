@@ -60,9 +60,62 @@ pub fn ipv4_header_checksum(ipv4_header: &[u8]) -> u16 {
     !fold(sum)
 }
 
+/// One's-complement sum, not folded, of the bytes from offset `from` of a
+/// frame held in `segments` (in order) as if they were contiguous: a
+/// segment that starts at an odd offset of the frame adds its own sum
+/// byte-swapped (RFC 1071 §2(B)).
+pub fn ones_sum_segments<'a>(segments: impl IntoIterator<Item = &'a [u8]>, from: usize) -> u32 {
+    let (mut sum, mut skip, mut odd) = (0u64, from, false);
+    for seg in segments {
+        if skip >= seg.len() {
+            skip -= seg.len();
+            continue;
+        }
+        let part = &seg[skip..];
+        skip = 0;
+        let s = fold(ones_sum(part, 0));
+        sum += if odd { s.swap_bytes() } else { s } as u64;
+        odd ^= part.len() % 2 == 1;
+    }
+    fold((sum & 0xffff_ffff) as u32 + (sum >> 32) as u32) as u32
+}
+
+/// The value that completes a partial TCP/UDP checksum: `sum` is the
+/// one's-complement sum of the L4 header and payload with the checksum
+/// field holding the pseudo-header sum (what a sender leaves for a
+/// device to finish). UDP sends a computed zero as 0xffff (RFC 768).
+pub fn complete_checksum(sum: u32, udp: bool) -> u16 {
+    match !fold(sum) {
+        0 if udp => 0xffff,
+        c => c,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sum_over_segments_matches_the_contiguous_one_at_any_split() {
+        let frame: Vec<u8> = (0..97u32).map(|i| (i * 37 + 11) as u8).collect();
+        for from in [0, 1, 14, 33] {
+            let whole = fold(ones_sum(&frame[from..], 0));
+            for a in 0..frame.len() {
+                for b in [a, a + 1, a + 7].map(|b| b.min(frame.len())) {
+                    let segs = [&frame[..a], &frame[a..b], &frame[b..]];
+                    let got = fold(ones_sum_segments(segs, from));
+                    assert_eq!(got, whole, "from {from}, split at {a} and {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_completed_udp_zero_is_sent_as_all_ones() {
+        assert_eq!(complete_checksum(0xffff, true), 0xffff);
+        assert_eq!(complete_checksum(0xffff, false), 0);
+        assert_eq!(complete_checksum(0x1234, true), !0x1234);
+    }
 
     // RFC 1071 §3's example words sum to ddf2 (folded).
     #[test]

@@ -17,6 +17,11 @@
 # spin (its ports' busyloop_us=0): it sleeps on the guests' kicks, with a
 # 20 ms timer behind them, and calls them, so the notification paths are
 # what carry the traffic, and the two TCG guests keep the CPUs.
+# Checksums: port A offers CSUM/GUEST_CSUM (the default), port B does not
+# (csum=0), and the vswitch asks for the checksum offloads. Guest A's TCP
+# checksums cross the switch partial and port B completes them on their
+# way into guest B, whose stack verifies them (a wrong one stalls the
+# transfer); guest B computes its own. The xstats must show both.
 # Logs: $VM_DIR/vhost/{vswitch.log,serial-a.log,serial-b.log,qemu-*.log}.
 # Env: VM_DIR (/var/tmp/rpmd-vm), TIMEOUT (240 s), DATA_KB (2048),
 # VSWITCH_OPTS (extra vswitch options), PORT_OPTS (extra port options).
@@ -57,8 +62,9 @@ trap cleanup EXIT
 
 # shellcheck disable=SC2086 # the options are words
 "$VSWITCH" --no-telemetry -l 0 --spin-us 0 --sleep-us 20000 ${VSWITCH_OPTS:-} \
+    --xstats \
     --dev "vhost-user:$SOCK_A,busyloop_us=0${PORT_OPTS:-}" \
-    --dev "vhost-user:$SOCK_B,busyloop_us=0${PORT_OPTS:-}" \
+    --dev "vhost-user:$SOCK_B,busyloop_us=0,csum=0${PORT_OPTS:-}" \
     > "$RUN/vswitch.log" 2>&1 &
 VS=$!
 for _ in $(seq 100); do [ -S "$SOCK_A" ] && [ -S "$SOCK_B" ] && break; sleep 0.1; done
@@ -126,6 +132,20 @@ for p in 0 1; do
         result "vswitch port $p sent $tx frames (>= $min)" ok
     else
         result "vswitch port $p sent ${tx:-no} frames (>= $min)" FAIL
+    fi
+done
+# Guest A's partial checksums came in kept partial (port 0, rx) and
+# were completed into guest B (port 1, tx).
+xstat() {   # xstat PORT NAME
+    sed -n "/^  port $1 /,/xstats:/p" "$RUN/vswitch.log" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+for c in "0 rx_q0_csum_partial" "1 tx_q0_csum_completed"; do
+    set -- $c
+    n=$(xstat "$1" "$2")
+    if [ "${n:-0}" -ge "$min" ]; then
+        result "port $1 $2 = $n (>= $min)" ok
+    else
+        result "port $1 $2 = ${n:-0} (>= $min)" FAIL
     fi
 done
 echo "$passed passed, $failed failed"

@@ -72,6 +72,7 @@ pub mod consts;
 mod ctrl;
 mod fd;
 mod net;
+mod offload;
 pub mod packed;
 pub mod pci;
 pub mod split;

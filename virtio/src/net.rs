@@ -3,9 +3,7 @@
 //! reclaimed in bursts. Only the doorbell differs: an eventfd write for
 //! vhost-user, an MMIO write for PCI.
 type PmdError = rpmd_pmd::Error;
-use crate::consts::{
-    CSUM_OFFSET_TCP, CSUM_OFFSET_UDP, NET_HDR_F_DATA_VALID, NET_HDR_F_NEEDS_CSUM, NET_HDR_LEN,
-};
+use crate::consts::{CSUM_OFFSET_TCP, CSUM_OFFSET_UDP, NET_HDR_F_NEEDS_CSUM, NET_HDR_LEN};
 use crate::fd::CallFd;
 use crate::packed::PackedQueue;
 use crate::split::{SplitQueue, Tokens, MAX_CHAIN};
@@ -361,15 +359,11 @@ impl<Q: Ring> VirtioRx<Q> {
                     } else {
                         1
                     };
+                    // §5.1.6.4: NEEDS_CSUM: intact data, partial
+                    // checksum; DATA_VALID: checked by the device.
+                    let mut h: crate::offload::HdrFields = [0; 10];
                     if self.csum {
-                        // §5.1.6.4: NEEDS_CSUM: intact data, partial
-                        // checksum; DATA_VALID: checked by the device.
-                        let f = m.data()[0];
-                        if f & NET_HDR_F_NEEDS_CSUM != 0 {
-                            m.set_ol_flags(mbuf::RX_L4_CKSUM_NONE);
-                        } else if f & NET_HDR_F_DATA_VALID != 0 {
-                            m.set_ol_flags(mbuf::RX_L4_CKSUM_GOOD);
-                        }
+                        h.copy_from_slice(&m.data()[..10]);
                     }
                     let _ = m.adj(NET_HDR_LEN);
                     let mut ok = true;
@@ -386,6 +380,12 @@ impl<Q: Ring> VirtioRx<Q> {
                     if !ok {
                         // A frame the backend announced but did not deliver
                         // whole: dropped (its mbufs return to the pool).
+                        self.stats.errors.add(1);
+                        continue;
+                    }
+                    // GUEST_CSUM is asked for only with the RX checksum
+                    // offload, so partial checksums stay partial.
+                    if h[0] != 0 && crate::offload::rx(&mut m, &h, true).is_err() {
                         self.stats.errors.add(1);
                         continue;
                     }

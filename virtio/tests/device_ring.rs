@@ -107,3 +107,216 @@ fn split_and_packed_tx_frames_come_out_whole_and_rx_frames_go_in() {
     }
     assert_eq!(pool.available(), 256, "every mbuf home");
 }
+
+// Checksum offloads (`crate::offload` through the rings).
+
+use rpmd_pmd::mbuf::{
+    RX_L4_CKSUM_GOOD, RX_L4_CKSUM_NONE, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM,
+};
+use rpmd_pmd::net::{fold, ones_sum, pseudo_header_sum};
+
+/// An Ethernet/IPv4 frame with a TCP or UDP header and `payload` bytes,
+/// as a sender that leaves its checksums to the device has it: the IPv4
+/// checksum zero, the L4 one holding the pseudo-header sum.
+fn partial_frame(tcp: bool, payload: usize) -> Vec<u8> {
+    let l4 = if tcp { 20 } else { 8 };
+    let mut f = vec![0u8; 34 + l4 + payload];
+    f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + l4 + payload) as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = if tcp { 6 } else { 17 };
+    ip[12..20].copy_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    f[34..38].copy_from_slice(&[0x0f, 0xa0, 0x13, 0x88]);
+    if tcp {
+        f[46] = 5 << 4;
+    } else {
+        f[38..40].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
+    }
+    for (i, b) in f[34 + l4..].iter_mut().enumerate() {
+        *b = (i * 7 + 3) as u8;
+    }
+    let p = pseudo_header_sum(&f[14..34]).unwrap();
+    let at = if tcp { 50 } else { 40 };
+    f[at..at + 2].copy_from_slice(&p.to_be_bytes());
+    f
+}
+
+/// Whether the L4 checksum of `f` verifies, and the IPv4 header's.
+fn checksums_ok(f: &[u8]) -> (bool, bool) {
+    let phdr = pseudo_header_sum(&f[14..34]).unwrap() as u32;
+    (
+        fold(ones_sum(&f[34..], phdr)) == 0xffff,
+        fold(ones_sum(&f[14..34], 0)) == 0xffff,
+    )
+}
+
+/// A net header with NEEDS_CSUM at (`start`, `off`).
+fn needs_csum(start: u16, off: u16) -> [u8; 12] {
+    let mut h = [0u8; 12];
+    h[0] = 1;
+    h[6..8].copy_from_slice(&start.to_le_bytes());
+    h[8..10].copy_from_slice(&off.to_le_bytes());
+    h
+}
+
+/// Posts, on a split ring, one chain per entry of `chains` (buffers as
+/// (offset in the region, length)), device-writable if `write`.
+fn post_split(r: &DmaRegion, chains: &[&[(usize, u32)]], write: bool) {
+    let base = r.as_ptr() as u64;
+    let mut slot = 0u16;
+    for (k, bufs) in chains.iter().enumerate() {
+        put(r, 0x2000 + 4 + 2 * k, &slot.to_le_bytes());
+        for (i, &(off, len)) in bufs.iter().enumerate() {
+            let next = u16::from(i + 1 < bufs.len());
+            let flags = next | if write { 2 } else { 0 };
+            put(r, 16 * slot as usize, &desc(base + off as u64, len, flags, slot + 1));
+            slot += 1;
+        }
+    }
+    put(r, 0x2000 + 2, &(chains.len() as u16).to_le_bytes());
+}
+
+fn opts(csum: bool, guest_csum: bool, keep_partial: bool) -> RingOptions {
+    RingOptions {
+        csum,
+        guest_csum,
+        keep_partial,
+        mrg: true,
+        ..Default::default()
+    }
+}
+
+/// The guest's partial checksums: completed in software by default (in
+/// one buffer and in a chain that splits the header and the frame at odd
+/// offsets), carried on flagged under the RX offload, ignored without
+/// CSUM; offsets outside the frame drop it, its mbufs back in the pool.
+#[test]
+fn partial_checksums_from_the_guest_are_completed_or_kept() {
+    let pool = Mempool::new(&MempoolConfig::new("devring-cs", 256)).unwrap();
+    for tcp in [false, true] {
+        let f = partial_frame(tcp, 301);
+        let off = if tcp { 16 } else { 6 };
+        let mut buf = needs_csum(34, off).to_vec();
+        buf.extend_from_slice(&f);
+        let n = buf.len() as u32;
+        let layouts: [&[(usize, u32)]; 2] = [
+            &[(BUFS, n)],
+            &[(BUFS, 5), (BUFS + 5, 40), (BUFS + 45, n - 45)],
+        ];
+        for chain in layouts {
+            for (csum, keep) in [(true, false), (true, true), (false, false)] {
+                let r = region();
+                put(&r, BUFS, &buf);
+                post_split(&r, &[chain], false);
+                let mut tx = ring(&r, opts(csum, false, keep));
+                let mut pkts = Pkts::new();
+                let case = format!("tcp {tcp}, {} bufs, csum {csum}, keep {keep}", chain.len());
+                assert_eq!(tx.dequeue(&pool, &mut pkts, 32), 1, "{case}");
+                let m = &pkts[0];
+                let data: Vec<u8> = m.segments().flatten().copied().collect();
+                let l4 = if tcp { TX_TCP_CKSUM } else { TX_UDP_CKSUM };
+                if csum && !keep {
+                    assert!(checksums_ok(&data).0, "{case}");
+                    assert_eq!(m.ol_flags(), 0, "{case}");
+                } else {
+                    assert_eq!(data, f, "{case}: as the guest left it");
+                    let want = if csum { RX_L4_CKSUM_NONE | l4 } else { 0 };
+                    assert_eq!(m.ol_flags(), want, "{case}");
+                    if csum {
+                        assert_eq!(m.tx_header_lens(), (14, 20), "{case}");
+                    }
+                }
+                pkts.clear();
+            }
+        }
+    }
+    // csum_start + csum_offset past the frame: dropped and counted.
+    let r = region();
+    let mut buf = needs_csum(34, 2000).to_vec();
+    buf.extend_from_slice(&partial_frame(false, 40));
+    put(&r, BUFS, &buf);
+    post_split(&r, &[&[(BUFS, buf.len() as u32)]], false);
+    let mut tx = ring(&r, opts(true, false, false));
+    let mut pkts = Pkts::new();
+    assert_eq!(tx.dequeue(&pool, &mut pkts, 32), 0);
+    assert_eq!(tx.errors(), 1);
+    drop(tx);
+    assert_eq!(pool.available(), 256, "every mbuf home");
+}
+
+/// Frames asking for checksums reach a guest without GUEST_CSUM
+/// completed on its copy (the mbuf left as it was, for the other ports
+/// that may hold it) and one with GUEST_CSUM as NEEDS_CSUM at the L4
+/// header; the IPv4 checksum is computed either way; a frame found good
+/// is DATA_VALID to a GUEST_CSUM guest. Both through the one-buffer path
+/// and through mergeable buffers that split a two-segment frame.
+#[test]
+fn checksum_requests_reach_the_guest_completed_or_partial() {
+    let pool = Mempool::new(&MempoolConfig::new("devring-ct", 256)).unwrap();
+    for tcp in [false, true] {
+        let f = partial_frame(tcp, 500);
+        let l4 = if tcp { TX_TCP_CKSUM } else { TX_UDP_CKSUM };
+        for guest_csum in [false, true] {
+            for merged in [false, true] {
+                let r = region();
+                let bufs: Vec<(usize, u32)> = if merged {
+                    vec![(BUFS, 301), (BUFS + 0x1000, 2048)]
+                } else {
+                    vec![(BUFS, 2048)]
+                };
+                let chains: Vec<&[(usize, u32)]> = bufs.iter().map(std::slice::from_ref).collect();
+                post_split(&r, &chains, true);
+                let mut rx = ring(&r, opts(true, guest_csum, false));
+                let mut m = pool.get().unwrap();
+                let cut = if merged { 77 } else { f.len() };
+                m.append(cut).unwrap().copy_from_slice(&f[..cut]);
+                if merged {
+                    let mut tail = pool.get().unwrap();
+                    tail.append(f.len() - cut).unwrap().copy_from_slice(&f[cut..]);
+                    m.chain(tail).unwrap();
+                }
+                m.set_ol_flags(l4 | TX_IP_CKSUM);
+                m.set_tx_header_lens(14, 20);
+                let mut pkts = Pkts::new();
+                pkts.push(m).unwrap();
+                let case = format!("tcp {tcp}, guest_csum {guest_csum}, merged {merged}");
+                assert_eq!(rx.enqueue(&mut pkts), 1, "{case}");
+                let sent: Vec<u8> = pkts[0].segments().flatten().copied().collect();
+                assert_eq!(sent, f, "{case}: the mbuf is left as it was");
+                pkts.clear();
+                let mut got = get(&r, BUFS, bufs[0].1 as usize);
+                if merged {
+                    got.extend(get(&r, BUFS + 0x1000, 2048));
+                }
+                let (h, frame) = (&got[..12], &got[12..12 + f.len()]);
+                let (l4_ok, ip_ok) = checksums_ok(frame);
+                assert!(ip_ok, "{case}");
+                if guest_csum {
+                    let off = if tcp { 16u16 } else { 6 };
+                    assert_eq!(&h[..10], &needs_csum(34, off)[..10], "{case}");
+                    assert_eq!(&frame[34..], &f[34..], "{case}: L4 left partial");
+                } else {
+                    assert_eq!(h[0], 0, "{case}");
+                    assert!(l4_ok, "{case}");
+                }
+            }
+        }
+    }
+    for guest_csum in [false, true] {
+        let r = region();
+        post_split(&r, &[&[(BUFS, 2048)]], true);
+        let mut rx = ring(&r, opts(true, guest_csum, false));
+        let mut m = pool.get().unwrap();
+        m.append(60).unwrap().fill(1);
+        m.set_ol_flags(RX_L4_CKSUM_GOOD);
+        let mut pkts = Pkts::new();
+        pkts.push(m).unwrap();
+        assert_eq!(rx.enqueue(&mut pkts), 1);
+        pkts.clear();
+        assert_eq!(get(&r, BUFS, 1)[0], if guest_csum { 2 } else { 0 }, "DATA_VALID");
+    }
+    assert_eq!(pool.available(), 256, "every mbuf home");
+}

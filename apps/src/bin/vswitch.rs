@@ -58,6 +58,9 @@ struct Args {
     /// ("progress" every period, "summary" at the end).
     #[arg(long)]
     json: bool,
+    /// Add each port's non-zero extended statistics to the summary.
+    #[arg(long)]
+    xstats: bool,
 }
 
 const COLS: [&str; 5] = ["rx", "tx", "dropped", "flooded", "filtered"];
@@ -177,6 +180,17 @@ fn main() -> ExitCode {
     let down = v.stop();
     let end = v.totals();
     let sent: u64 = end.iter().map(|e| e[1]).sum();
+    let xstats: Vec<Vec<(String, u64)>> = if a.xstats {
+        let nonzero = |x: Vec<rpmd_pmd::port::Xstat>| {
+            x.into_iter()
+                .filter(|s| s.value != 0)
+                .map(|s| (s.name, s.value))
+                .collect()
+        };
+        v.xstats().into_iter().map(nonzero).collect()
+    } else {
+        Vec::new()
+    };
     let demo = v.demo.as_ref().map(|d| {
         (
             d.sent.get(),
@@ -186,7 +200,10 @@ fn main() -> ExitCode {
         )
     });
     if a.json {
-        let ports = port_json(&v, &end, None);
+        let mut ports = port_json(&v, &end, None);
+        for (o, x) in ports.iter_mut().zip(&xstats) {
+            o["xstats"] = x.iter().map(|(k, n)| (k.clone(), serde_json::json!(n))).collect();
+        }
         let caps: Vec<_> = v.captured.iter().map(|c| c.json()).collect();
         let demo = demo.map(|d| serde_json::json!({"sent": d.0, "delivered": d.1, "broadcasts": d.2, "misdelivered": d.3}));
         cli::json_line(
@@ -203,6 +220,10 @@ fn main() -> ExitCode {
                 "  port {p} ({}): rx {} tx {} dropped {} flooded {} filtered {}",
                 v.names[p], e[0], e[1], e[2], e[3], e[4]
             );
+            if let Some(x) = xstats.get(p) {
+                let line: Vec<String> = x.iter().map(|(k, n)| format!("{k}={n}")).collect();
+                println!("    xstats: {}", line.join(" "));
+            }
         }
         if let Some((s, d, b, m)) = demo {
             println!("  demo stations: sent {s}, delivered {d}, broadcasts {b}, misdelivered {m} (floods before learning)");

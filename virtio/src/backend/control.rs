@@ -99,7 +99,9 @@ pub(crate) const BASE_FEATURES: u64 = VIRTIO_F_VERSION_1
     | crate::consts::VIRTIO_NET_F_MTU
     | crate::consts::VIRTIO_NET_F_MAC
     | crate::consts::VIRTIO_F_RING_PACKED
-    | crate::consts::VIRTIO_F_IN_ORDER;
+    | crate::consts::VIRTIO_F_IN_ORDER
+    | crate::consts::VIRTIO_NET_F_CSUM
+    | crate::consts::VIRTIO_NET_F_GUEST_CSUM;
 
 /// Where frontends come from.
 pub(crate) enum Endpoint {
@@ -369,6 +371,8 @@ impl VhostUserBackendReqHandlerMut for Handler {
             mrg: features & VIRTIO_NET_F_MRG_RXBUF != 0,
             event_idx: features & VIRTIO_RING_F_EVENT_IDX != 0,
             packed: features & crate::consts::VIRTIO_F_RING_PACKED != 0,
+            csum: features & crate::consts::VIRTIO_NET_F_CSUM != 0,
+            guest_csum: features & crate::consts::VIRTIO_NET_F_GUEST_CSUM != 0,
             call_coalesce: self.offer.call_coalesce,
         };
         self.protocol = features & VHOST_USER_F_PROTOCOL_FEATURES != 0;

@@ -2,7 +2,7 @@
 //! frontend (DPDK's `net_virtio_user`, QEMU for a guest's virtio-net,
 //! rpmd's own `virtio-user:` port) is the driver.
 //!
-//! Device string: `vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1][,call_coalesce=N]`.
+//! Device string: `vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1][,call_coalesce=N][,csum=0|1]`.
 //! By default the port listens on PATH (as DPDK's `net_vhost` does);
 //! `client=1` connects to a frontend listening there (QEMU's
 //! `server=on`, virtio-user's `server=1`), retrying every 100 ms. Either
@@ -12,12 +12,21 @@
 //! restart of the app. Q queue pairs (1..=8, default 1) are offered with
 //! VIRTIO_NET_F_MQ; rx queue q reads the guest's TX vring 2q + 1 and tx
 //! queue q writes its RX vring 2q. Offered: VERSION_1, MRG_RXBUF and
-//! EVENT_IDX (each can be taken out), RING_PACKED, IN_ORDER, MQ, MTU (M,
+//! EVENT_IDX (each can be taken out), CSUM and GUEST_CSUM (`csum=0`
+//! takes them out), RING_PACKED, IN_ORDER, MQ, MTU (M,
 //! default 1500) and MAC, and the protocol features MQ, CONFIG,
 //! REPLY_ACK and CONFIGURE_MEM_SLOTS (not STATUS or LOG_SHMFD: the
 //! `vhost` crate's backend side handles neither). Split rings (`vq`)
-//! and packed rings (`vq::packed`). Not yet: the checksum offloads
-//! (CSUM/GUEST_CSUM).
+//! and packed rings (`vq::packed`).
+//!
+//! Checksum offloads: CSUM and GUEST_CSUM are offered (`csum=0` takes
+//! both out) and the port has the RX and TX checksum offloads. A partial
+//! checksum from the guest (NEEDS_CSUM) is completed in software unless
+//! the application asked for RX_CHECKSUM, in which case the mbuf carries
+//! it on, flagged, to a port that finishes it; a frame whose mbuf asks
+//! for a checksum reaches the guest as NEEDS_CSUM when it took
+//! GUEST_CSUM, else completed on its copy (`crate::offload`). Counted per
+//! queue: `_csum_partial` and `_csum_completed`.
 //!
 //! Busy polling (vhost_net's `busyloop_timeout`): each rx queue declares
 //! a [`BusyPoll`] policy to the run loop: once it finds the guest's TX
@@ -88,7 +97,7 @@ impl Driver for VhostUserDriver {
     }
 
     fn usage(&self) -> &'static str {
-        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1][,call_coalesce=N]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
+        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1][,call_coalesce=N][,csum=0|1]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
     }
 
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
@@ -109,6 +118,7 @@ impl VhostUserPort {
             "busyloop_us",
             "rx_poll",
             "call_coalesce",
+            "csum",
         ])?;
         let name = args.raw();
         let path = args.require_target("a vhost-user socket path")?.to_string();
@@ -130,6 +140,10 @@ impl VhostUserPort {
         }
         if !args.opt_bool("event_idx", true)? {
             features &= !crate::consts::VIRTIO_RING_F_EVENT_IDX;
+        }
+        if !args.opt_bool("csum", true)? {
+            features &=
+                !(crate::consts::VIRTIO_NET_F_CSUM | crate::consts::VIRTIO_NET_F_GUEST_CSUM);
         }
         let busyloop_us = args.opt_u64("busyloop_us", 50)?;
         if busyloop_us > 1_000_000 {
@@ -186,6 +200,7 @@ impl VhostUserPort {
             stats: StatsBlock::new(0, 0),
             busy_poll,
             coalescing: call_coalesce > 1,
+            keep_partial: false,
         })
     }
 }
@@ -237,6 +252,8 @@ pub struct VhostUserPort {
     /// `call_coalesce` above 1: calls may be held, and idle rounds send
     /// them.
     coalescing: bool,
+    /// The RX checksum offload was asked for (`offload`).
+    keep_partial: bool,
 }
 
 impl Port for VhostUserPort {
@@ -254,7 +271,7 @@ impl Port for VhostUserPort {
             min_desc: 1,
             max_desc: 32768,
             desc_pow2: false,
-            offloads: Offloads::NONE,
+            offloads: Offloads::RX_CHECKSUM | Offloads::TX_CHECKSUM,
             min_mtu: 68,
             max_mtu: 9000,
             rx_interrupts: true,
@@ -270,6 +287,7 @@ impl Port for VhostUserPort {
         self.queues = (conf.rx_queues, conf.tx_queues);
         self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
         self.stamp = RxStamp::new(self.port_id, conf);
+        self.keep_partial = conf.offloads.contains(Offloads::RX_CHECKSUM);
         if let Some(m) = conf.mtu {
             self.mtu = m;
         }
@@ -295,6 +313,7 @@ impl Port for VhostUserPort {
                     kick: None,
                     kick_gen: u64::MAX,
                     busy_poll: self.busy_poll,
+                    keep_partial: self.keep_partial,
                 }) as Box<dyn RxQueue>
             })
             .collect();
@@ -373,6 +392,8 @@ impl Port for VhostUserPort {
             add(format!("{dir}_q{q}_kick_arms"), c.arms.get());
             add(format!("{dir}_q{q}_kicks"), c.kicks.get());
             add(format!("{dir}_q{q}_ring_starts"), c.starts.get());
+            add(format!("{dir}_q{q}_csum_partial"), c.csum_partial.get());
+            add(format!("{dir}_q{q}_csum_completed"), c.csum_completed.get());
             if dir == "rx" {
                 add(format!("rx_q{q}_left_at_stop"), c.left_at_stop.get());
                 add(format!("rx_q{q}_busy_poll_hits"), c.busy_hits.get());
@@ -446,6 +467,9 @@ struct BackendRx {
     kick: Option<Arc<File>>,
     kick_gen: u64,
     busy_poll: BusyPoll,
+    /// The RX checksum offload was asked for: partial checksums from the
+    /// guest stay partial, flagged.
+    keep_partial: bool,
 }
 
 impl RxQueue for BackendRx {
@@ -457,7 +481,14 @@ impl RxQueue for BackendRx {
         let Some(mut v) = self.slot.vring.try_lock() else {
             return 0;
         };
-        let n = v.dequeue(&self.pool, out, max, &self.stats, &self.slot.counters);
+        let n = v.dequeue(
+            &self.pool,
+            out,
+            max,
+            &self.stats,
+            &self.slot.counters,
+            self.keep_partial,
+        );
         if n == 0 {
             // Idle: a call held for coalescing goes now.
             v.flush_call(&self.slot.counters);

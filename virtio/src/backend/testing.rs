@@ -27,6 +27,13 @@ pub struct RingOptions {
     pub mrg: bool,
     /// VIRTIO_RING_F_EVENT_IDX.
     pub event_idx: bool,
+    /// VIRTIO_NET_F_CSUM (the driver's frames may ask for checksums).
+    pub csum: bool,
+    /// VIRTIO_NET_F_GUEST_CSUM (frames to the driver may be partial).
+    pub guest_csum: bool,
+    /// The RX checksum offload: partial checksums from the driver stay
+    /// partial, flagged, instead of being completed.
+    pub keep_partial: bool,
 }
 
 /// A running device-side vring (see the module docs).
@@ -34,6 +41,7 @@ pub struct DeviceRing {
     vring: Vring,
     counters: VringCounters,
     stats: QueueStats,
+    keep_partial: bool,
 }
 
 impl DeviceRing {
@@ -56,6 +64,8 @@ impl DeviceRing {
             mrg: opts.mrg,
             event_idx: opts.event_idx,
             packed: opts.packed,
+            csum: opts.csum,
+            guest_csum: opts.guest_csum,
             call_coalesce: 0,
         };
         vring.cfg.num = num;
@@ -72,14 +82,21 @@ impl DeviceRing {
             vring,
             counters: VringCounters::default(),
             stats: QueueStats::default(),
+            keep_partial: opts.keep_partial,
         })
     }
 
     /// The driver's TX: up to `max` frames it made available, appended to
     /// `out` (mbufs from `pool`); how many.
     pub fn dequeue(&mut self, pool: &Mempool, out: &mut Pkts, max: usize) -> usize {
-        self.vring
-            .dequeue(pool, out, max, &self.stats, &self.counters)
+        self.vring.dequeue(
+            pool,
+            out,
+            max,
+            &self.stats,
+            &self.counters,
+            self.keep_partial,
+        )
     }
 
     /// The driver's RX: copies frames from the front of `pkts` into its
@@ -97,6 +114,12 @@ impl DeviceRing {
     /// Chains completed with length 0 for a fault of the driver's.
     pub fn device_errors(&self) -> u64 {
         self.stats.device_errors.get()
+    }
+
+    /// Frames dropped (a driver's fault, a frame too large for its
+    /// buffers).
+    pub fn errors(&self) -> u64 {
+        self.stats.errors.get()
     }
 }
 

@@ -15,10 +15,13 @@
 use crate::consts::{
     VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY,
 };
-use crate::vring::{DescFields, PeerPacked, PeerSplit, SplitView};
+use crate::vring::{PeerPacked, PeerSplit, SplitView};
 
+mod chain;
 mod packed;
 use super::lock::{QueueGuard, QueueLock};
+use crate::offload;
+use chain::{FrameReader, Plan};
 use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::port::stats::{Counter, QueueStats};
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
@@ -69,6 +72,10 @@ pub(crate) struct Negotiated {
     pub(crate) event_idx: bool,
     /// VIRTIO_F_RING_PACKED.
     pub(crate) packed: bool,
+    /// VIRTIO_NET_F_CSUM: the guest's frames may carry NEEDS_CSUM.
+    pub(crate) csum: bool,
+    /// VIRTIO_NET_F_GUEST_CSUM: frames to the guest may be partial.
+    pub(crate) guest_csum: bool,
     /// Call coalescing (the port's `call_coalesce`): a call the driver
     /// asked for waits until this many chains have been completed since
     /// the last one, or until the queue is next found idle; 0 or 1: off.
@@ -90,9 +97,24 @@ pub(crate) struct VringCounters {
     /// out of budget (the run loop's report; `busyloop_us`).
     pub(crate) busy_hits: Counter,
     pub(crate) busy_timeouts: Counter,
+    /// Checksums left partial (kept partial from the guest; NEEDS_CSUM to
+    /// it) and completed in software, per direction ([`offload`]).
+    pub(crate) csum_partial: Counter,
+    pub(crate) csum_completed: Counter,
     /// Entries the driver had made available that the ring never took
     /// because the frontend stopped it first (its TX frames lost there).
     pub(crate) left_at_stop: Counter,
+}
+
+impl VringCounters {
+    /// Counts what became of a checksum request.
+    fn count(&self, o: offload::Outcome) {
+        match o {
+            offload::Outcome::Plain => {}
+            offload::Outcome::Partial => self.csum_partial.add(1),
+            offload::Outcome::Completed => self.csum_completed.add(1),
+        }
+    }
 }
 
 /// One vring: its set-up and the device's position, behind the mutex the
@@ -324,7 +346,8 @@ impl Vring {
     }
 
     /// Dequeues up to `max` frames the guest sent into mbufs from `pool`,
-    /// appended to `out`; returns how many.
+    /// appended to `out`; returns how many. `keep_partial`: the
+    /// application asked for the RX checksum offload ([`offload`]).
     pub(crate) fn dequeue(
         &mut self,
         pool: &Mempool,
@@ -332,10 +355,13 @@ impl Vring {
         max: usize,
         st: &QueueStats,
         c: &VringCounters,
+        keep_partial: bool,
     ) -> usize {
         let (v, mem) = match &self.ring {
             Some(Ring::Split(r)) => (r.view(), r.mem()),
-            Some(Ring::Packed(_)) => return packed::dequeue(self, pool, out, max, st, c),
+            Some(Ring::Packed(_)) => {
+                return packed::dequeue(self, pool, out, max, st, c, keep_partial)
+            }
             None => return 0,
         };
         // Partner: the driver's Release store of avail.idx after writing
@@ -404,17 +430,10 @@ impl Vring {
             let m = &mut out[start + i];
             let res = match slice {
                 // One buffer, header and frame, fitting one mbuf.
-                Some(sl) if sl.len() - hdr <= m.tailroom() => {
-                    let dst = m.append(sl.len() - hdr).unwrap_or_default();
-                    if sl.read_at(hdr, dst) {
-                        Ok(())
-                    } else {
-                        Err("a buffer outside its region")
-                    }
-                }
+                Some(sl) if sl.len() - hdr <= m.tailroom() => read_one(&sl, hdr, m, self.neg),
                 _ => read_chain(mem, &v, head, hdr, m, pool),
             };
-            match res {
+            match res.and_then(|h| self.neg.rx_offloads(m, &h, keep_partial, c)) {
                 Ok(()) => bytes += out[start + i].pkt_len() as u64,
                 Err(_) => {
                     bad |= 1 << i;
@@ -500,9 +519,7 @@ impl Vring {
             if let Some(&(head, Some(sl))) = bufs[..nb].get(used_heads as usize) {
                 // One buffer that holds the header and a one-segment frame.
                 if sl.len() >= need && m.nb_segs() == 1 {
-                    let mut h = [0u8; 12];
-                    h[10] = 1; // num_buffers, little-endian
-                    let ok = sl.write_at(0, &h[..hdr]) && sl.write_at(hdr, m.data());
+                    let ok = write_one(&sl, hdr, m, self.neg, c);
                     v.set_used_elem(self.used_idx, head as u32, if ok { need as u32 } else { 0 });
                     self.used_idx = self.used_idx.wrapping_add(1);
                     self.last_avail = self.last_avail.wrapping_add(1);
@@ -546,7 +563,7 @@ impl Vring {
                 st.full.add(1);
                 break;
             }
-            if !bad && plan.write(mem, m, self.neg).is_err() {
+            if !bad && plan.write(mem, m, self.neg, c).is_err() {
                 bad = true;
             }
             if bad {
@@ -581,9 +598,70 @@ impl Vring {
     }
 }
 
+/// Writes the net header and the one-segment frame `m` into the one
+/// buffer `sl`, which holds both; false if `sl` left its region.
+#[inline(always)]
+fn write_one(
+    sl: &rpmd_pmd::peer::PeerSlice,
+    hdr: usize,
+    m: &Mbuf,
+    neg: Negotiated,
+    c: &VringCounters,
+) -> bool {
+    let mut h = [0u8; 12];
+    h[10] = 1; // num_buffers, little-endian
+    if m.ol_flags() & offload::TX_FLAGS == 0 {
+        return sl.write_at(0, &h[..hdr]) && sl.write_at(hdr, m.data());
+    }
+    let patches = offload::tx_header(m, neg.guest_csum, &mut h);
+    c.count(patches.outcome);
+    sl.write_at(0, &h[..hdr])
+        && sl.write_at(hdr, m.data())
+        && patches.iter().all(|(at, v)| sl.write_at(hdr + at, v))
+}
+
+/// Copies the frame in the one buffer `sl` (a net header of `hdr` bytes,
+/// then the frame, which fits `m`) into `m`; returns the header's offload
+/// fields (read only with CSUM, else zero).
+#[inline(always)]
+fn read_one(
+    sl: &rpmd_pmd::peer::PeerSlice,
+    hdr: usize,
+    m: &mut Mbuf,
+    neg: Negotiated,
+) -> Result<offload::HdrFields, &'static str> {
+    let mut h = [0u8; 10];
+    let dst = m.append(sl.len() - hdr).unwrap_or_default();
+    if sl.read_at(hdr, dst) && (!neg.csum || sl.read_at(0, &mut h)) {
+        Ok(h)
+    } else {
+        Err("a buffer outside its region")
+    }
+}
+
+impl Negotiated {
+    /// Applies a received frame's header fields `h` to its mbuf (nothing
+    /// unless CSUM was negotiated; see [`offload`]); `keep_partial`: the
+    /// application asked for the RX checksum offload.
+    #[inline(always)]
+    pub(super) fn rx_offloads(
+        &self,
+        m: &mut Mbuf,
+        h: &offload::HdrFields,
+        keep_partial: bool,
+        c: &VringCounters,
+    ) -> Result<(), &'static str> {
+        if self.csum && h[0] != 0 {
+            c.count(offload::rx(m, h, keep_partial)?);
+        }
+        Ok(())
+    }
+}
+
 /// Copies the frame of the chain at `head` into `m`, after the `hdr`
 /// bytes of the net header, chaining segments from `pool` when it does
-/// not fit one mbuf; the error names the rule the chain broke.
+/// not fit one mbuf; returns the header's offload fields; the error
+/// names the rule the chain broke.
 fn read_chain(
     mem: &PeerMemory,
     v: &SplitView,
@@ -591,7 +669,7 @@ fn read_chain(
     hdr: usize,
     m: &mut Mbuf,
     pool: &Mempool,
-) -> Result<(), &'static str> {
+) -> Result<offload::HdrFields, &'static str> {
     let size = v.size();
     let mut r = FrameReader::new(hdr);
     let mut id = head;
@@ -607,191 +685,6 @@ fn read_chain(
         }
     }
     Err("a chain longer than the ring (a loop)")
-}
-
-/// Copies a TX chain's buffers into an mbuf, descriptor by descriptor
-/// (both ring layouts).
-pub(super) struct FrameReader {
-    skip: u64,
-    total: usize,
-    tail: Option<Mbuf>,
-}
-
-impl FrameReader {
-    /// A frame after a net header of `hdr` bytes.
-    pub(super) fn new(hdr: usize) -> Self {
-        FrameReader {
-            skip: hdr as u64,
-            total: 0,
-            tail: None,
-        }
-    }
-
-    /// Copies descriptor `d`'s buffer (the part after the header).
-    pub(super) fn add(
-        &mut self,
-        mem: &PeerMemory,
-        d: &DescFields,
-        m: &mut Mbuf,
-        pool: &Mempool,
-    ) -> Result<(), &'static str> {
-        if d.flags & (VRING_DESC_F_WRITE | VRING_DESC_F_INDIRECT) != 0 {
-            return Err("a device-writable or indirect descriptor in a TX chain");
-        }
-        let s = self.skip.min(d.len as u64);
-        self.skip -= s;
-        let mut left = d.len as u64 - s;
-        let mut a = d
-            .addr
-            .checked_add(s)
-            .ok_or("a buffer address that overflows")?;
-        self.total += left as usize;
-        if self.total > MAX_FRAME {
-            return Err("a frame longer than MAX_FRAME");
-        }
-        while left > 0 {
-            let seg = self.tail.as_mut().unwrap_or(&mut *m);
-            let room = seg.tailroom() as u64;
-            if room == 0 {
-                let t = pool.get().map_err(|_| "no mbuf for a segment")?;
-                if let Some(full) = self.tail.replace(t) {
-                    m.chain(full).map_err(|_| "too many segments")?;
-                }
-                continue;
-            }
-            let k = room.min(left);
-            let dst = seg.append(k as usize).ok_or("no tailroom")?;
-            mem.read(a, dst)
-                .map_err(|_| "a buffer outside the memory table")?;
-            a += k;
-            left -= k;
-        }
-        Ok(())
-    }
-
-    /// The chain ended: links the last segment.
-    pub(super) fn finish(mut self, m: &mut Mbuf) -> Result<(), &'static str> {
-        if let Some(t) = self.tail.take() {
-            m.chain(t).map_err(|_| "too many segments")?;
-        }
-        if self.skip > 0 {
-            return Err("a chain shorter than the net header");
-        }
-        Ok(())
-    }
-}
-
-/// The guest buffers one frame goes into.
-pub(super) struct Plan {
-    /// (address, length, index into `heads`).
-    segs: [(u64, u32, u8); MAX_SEGS],
-    nsegs: usize,
-    /// (head, bytes written).
-    pub(super) heads: [(u16, u32); MAX_HEADS],
-    pub(super) nheads: usize,
-    pub(super) cap: usize,
-}
-
-impl Default for Plan {
-    fn default() -> Self {
-        Plan {
-            segs: [(0, 0, 0); MAX_SEGS],
-            nsegs: 0,
-            heads: [(0, 0); MAX_HEADS],
-            nheads: 0,
-            cap: 0,
-        }
-    }
-}
-
-impl Plan {
-    pub(super) fn clear(&mut self) {
-        self.nsegs = 0;
-        self.nheads = 0;
-        self.cap = 0;
-    }
-
-    pub(super) fn written_zero(&mut self) {
-        for h in &mut self.heads[..self.nheads] {
-            h.1 = 0;
-        }
-    }
-
-    /// Adds the chain at `head` (device-writable descriptors, each inside
-    /// the memory table). The head is added even when the chain is bad,
-    /// so that it is completed (with length 0).
-    fn gather(&mut self, mem: &PeerMemory, v: &SplitView, head: u16) -> Result<(), &'static str> {
-        self.begin(head);
-        let size = v.size();
-        let mut id = head;
-        for _ in 0..size {
-            let d = v.desc(id);
-            self.add_desc(mem, &d)?;
-            if d.flags & VRING_DESC_F_NEXT == 0 {
-                return Ok(());
-            }
-            id = d.id_or_next;
-            if id >= size {
-                return Err("a next link outside the descriptor table");
-            }
-        }
-        Err("a chain longer than the ring (a loop)")
-    }
-
-    /// Starts a buffer (a split head, a packed buffer id).
-    pub(super) fn begin(&mut self, head: u16) {
-        self.heads[self.nheads] = (head, 0);
-        self.nheads += 1;
-    }
-
-    /// Adds descriptor `d` to the current buffer.
-    pub(super) fn add_desc(
-        &mut self,
-        mem: &PeerMemory,
-        d: &DescFields,
-    ) -> Result<(), &'static str> {
-        if d.flags & VRING_DESC_F_WRITE == 0 || d.flags & VRING_DESC_F_INDIRECT != 0 {
-            return Err("a read-only or indirect descriptor in an RX chain");
-        }
-        if mem.translate(d.addr, d.len as u64).is_none() {
-            return Err("a buffer outside the memory table");
-        }
-        if self.nsegs == MAX_SEGS {
-            return Err("a chain of more than MAX_SEGS descriptors");
-        }
-        self.segs[self.nsegs] = (d.addr, d.len, (self.nheads - 1) as u8);
-        self.nsegs += 1;
-        self.cap += d.len as usize;
-        Ok(())
-    }
-
-    /// Writes the net header and `m`'s data into the buffers.
-    pub(super) fn write(&mut self, mem: &PeerMemory, m: &Mbuf, neg: Negotiated) -> Result<(), ()> {
-        let mut hdr = [0u8; 12];
-        let nbuf = if neg.mrg { self.nheads as u16 } else { 1 };
-        hdr[10..12].copy_from_slice(&nbuf.to_le_bytes());
-        let mut cur = (0usize, 0u32);
-        self.put(mem, &mut cur, &hdr[..neg.hdr_len])?;
-        for s in m.segments() {
-            self.put(mem, &mut cur, s)?;
-        }
-        Ok(())
-    }
-
-    fn put(&mut self, mem: &PeerMemory, cur: &mut (usize, u32), mut src: &[u8]) -> Result<(), ()> {
-        while !src.is_empty() {
-            let &(a, len, h) = self.segs.get(cur.0).ok_or(())?;
-            let k = ((len - cur.1) as usize).min(src.len());
-            mem.write(a + cur.1 as u64, &src[..k]).map_err(|_| ())?;
-            self.heads[h as usize].1 += k as u32;
-            cur.1 += k as u32;
-            src = &src[k..];
-            if cur.1 == len {
-                *cur = (cur.0 + 1, 0);
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

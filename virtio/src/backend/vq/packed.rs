@@ -11,7 +11,8 @@
 //! through `PeerMemory`, and a chain that breaks a rule is completed with
 //! length 0 and counted.
 use super::VRING_DESC_F_INDIRECT;
-use super::{FrameReader, Plan, Ring, Vring, VringCounters, MAX_BURST, MAX_HEADS};
+use super::{read_one, write_one, FrameReader, Plan, Ring, Vring, VringCounters};
+use super::{MAX_BURST, MAX_HEADS};
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use crate::vring::{DescFields, PackedView};
 use rpmd_pmd::peer::PeerSlice;
@@ -194,6 +195,7 @@ pub(super) fn dequeue(
     max: usize,
     st: &QueueStats,
     c: &VringCounters,
+    keep_partial: bool,
 ) -> usize {
     let Some(Ring::Packed(r)) = &vr.ring else {
         return 0;
@@ -241,14 +243,7 @@ pub(super) fn dequeue(
         let m = &mut out[start + i];
         let res = match slice {
             // One buffer, header and frame, fitting one mbuf.
-            Some(sl) if sl.len() - hdr <= m.tailroom() => {
-                let dst = m.append(sl.len() - hdr).unwrap_or_default();
-                if sl.read_at(hdr, dst) {
-                    Ok(())
-                } else {
-                    Err("a buffer outside its region")
-                }
-            }
+            Some(sl) if sl.len() - hdr <= m.tailroom() => read_one(&sl, hdr, m, vr.neg),
             _ => {
                 let mut rd = FrameReader::new(hdr);
                 let mut res = Ok(());
@@ -262,7 +257,7 @@ pub(super) fn dequeue(
                 res.and_then(|()| rd.finish(m))
             }
         };
-        match res {
+        match res.and_then(|h| vr.neg.rx_offloads(m, &h, keep_partial, c)) {
             Ok(()) => bytes += m.pkt_len() as u64,
             Err(_) => {
                 bad |= 1 << i;
@@ -343,9 +338,7 @@ pub(super) fn enqueue(
         if fast < nf && fast == taken {
             let (slot, wrap, _, id, slice) = found[fast];
             if let Some(sl) = slice.filter(|sl| sl.len() >= need && m.nb_segs() == 1) {
-                let mut h = [0u8; 12];
-                h[10] = 1; // num_buffers, little-endian
-                let ok = sl.write_at(0, &h[..hdr]) && sl.write_at(hdr, m.data());
+                let ok = write_one(&sl, hdr, m, vr.neg, c);
                 used.put(&v, slot, wrap, id, if ok { need as u32 } else { 0 });
                 (vr.last_avail, vr.avail_wrap) = advance(slot, wrap, 1, size);
                 if ok {
@@ -397,7 +390,7 @@ pub(super) fn enqueue(
             st.full.add(1);
             break;
         }
-        if !bad && plan.write(mem, m, vr.neg).is_err() {
+        if !bad && plan.write(mem, m, vr.neg, c).is_err() {
             bad = true;
         }
         if bad {
