@@ -261,7 +261,10 @@ fn open_ports(
         ports.push(p);
     }
     let csum = Offloads::RX_CHECKSUM | Offloads::TX_CHECKSUM;
-    let offloads = if ports.iter().all(|p| p.capabilities().offloads.contains(csum)) {
+    let offloads = if ports
+        .iter()
+        .all(|p| p.capabilities().offloads.contains(csum))
+    {
         csum
     } else {
         Offloads::NONE

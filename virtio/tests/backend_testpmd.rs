@@ -2,13 +2,18 @@
 //! frontend is DPDK's. testpmd's txonly into us, us into its rxonly
 //! (frame for frame against its counters), its io loop (byte for byte),
 //! with mergeable buffers and in-order use on and off, two queue pairs,
-//! both socket roles, and testpmd killed and restarted under a running
-//! port. Skipped, with a message (a failure under CI=true), where
-//! dpdk-testpmd is missing or we are not root.
+//! both socket roles, testpmd killed and restarted under a running port,
+//! and the checksum offloads both ways (its csum engine's partial
+//! checksums, our requests completed or passed on as NEEDS_CSUM).
+//! Skipped, with a message (a failure under CI=true), where dpdk-testpmd
+//! is missing or we are not root.
 mod common;
 
-use common::{can_run_testpmd, final_stats, frame, Testpmd, SERIAL};
-use rpmd_pmd::port::Pkts;
+use common::{can_run_testpmd, checksums_ok, final_stats, frame, tag_of, udp_frame};
+use common::{Testpmd, SERIAL};
+use rpmd_pmd::mbuf::{RX_L4_CKSUM_NONE, TX_IP_CKSUM, TX_UDP_CKSUM};
+use rpmd_pmd::net::pseudo_header_sum;
+use rpmd_pmd::port::{Offloads, Pkts};
 use rpmd_pmd::{Mempool, MempoolConfig, Port, PortConfig, Queues, Registry};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,6 +21,20 @@ use std::time::{Duration, Instant};
 /// testpmd with a `net_virtio_user` port on `sock` (with `vopts`), in
 /// forwarding `mode`, `queues` pairs.
 fn virtio_testpmd(tag: &str, sock: &str, vopts: &str, mode: &str, queues: u16) -> Testpmd {
+    virtio_testpmd_with(tag, sock, vopts, mode, queues, &[], None)
+}
+
+/// As [`virtio_testpmd`], with `extra` testpmd options and, with `cmds`,
+/// interactive (`-i`) running those commands.
+fn virtio_testpmd_with(
+    tag: &str,
+    sock: &str,
+    vopts: &str,
+    mode: &str,
+    queues: u16,
+    extra: &[&str],
+    cmds: Option<&str>,
+) -> Testpmd {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let log = format!("/tmp/rpmd-bt-{tag}-{}.log", std::process::id());
     // Line-buffered, so the log shows when forwarding starts.
@@ -35,14 +54,23 @@ fn virtio_testpmd(tag: &str, sock: &str, vopts: &str, mode: &str, queues: u16) -
         .args([
             "--port-topology=loop",
             "--total-num-mbufs=8192",
-            "-a",
+            if cmds.is_some() { "-i" } else { "-a" },
             "--txpkts=64",
         ])
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::options().append(true).open(&log).unwrap())
         .spawn()
         .expect("dpdk-testpmd");
+    let mut child = child;
+    if let Some(c) = cmds {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().expect("testpmd's stdin");
+        stdin.write_all(c.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
     Testpmd {
         _serial: serial,
         child,
@@ -61,6 +89,10 @@ struct Backend {
 }
 
 fn backend(tag: &str, opts: &str, queues: u16) -> Backend {
+    backend_with(tag, opts, queues, Offloads::NONE)
+}
+
+fn backend_with(tag: &str, opts: &str, queues: u16, offloads: Offloads) -> Backend {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let sock = format!("/tmp/rpmd-bt-{tag}-{}.sock", std::process::id());
@@ -69,6 +101,7 @@ fn backend(tag: &str, opts: &str, queues: u16) -> Backend {
     port.configure(&PortConfig {
         rx_queues: queues,
         tx_queues: queues,
+        offloads,
         ..PortConfig::with_pool(&pool)
     })
     .unwrap();
@@ -85,10 +118,10 @@ fn backend(tag: &str, opts: &str, queues: u16) -> Backend {
 /// forward: it drops what arrived before (`flush_fwd_rx_queues`).
 fn wait_link(b: &Backend, up: bool, t: &Testpmd) {
     let s = Instant::now();
+    // (Interactive, its `start` shows the forwarding set-up instead.)
     let forwarding = || {
-        std::fs::read_to_string(&t.log)
-            .unwrap_or_default()
-            .contains("Press enter to exit")
+        let log = std::fs::read_to_string(&t.log).unwrap_or_default();
+        log.contains("Press enter to exit") || log.contains("csum packet forwarding - ports=")
     };
     while b.port.link().up != up || (up && !forwarding()) {
         assert!(
@@ -396,5 +429,157 @@ fn virtio_like_log() -> Testpmd {
         child: Command::new("true").spawn().unwrap(),
         sock: "/nonexistent".into(),
         log: "/nonexistent".into(),
+    }
+}
+
+fn xstat(b: &Backend, name: &str) -> u64 {
+    b.port
+        .xstats()
+        .iter()
+        .find(|x| x.name == name)
+        .map_or(0, |x| x.value)
+}
+
+/// `n` UDP frames tagged 0..n, sent on queue 0 (the UDP checksum field
+/// holding the pseudo-header sum and TX_UDP_CKSUM | TX_IP_CKSUM set, if
+/// `ask`), until that many came back or 10 s passed; what came back.
+fn udp_round_trip(b: &mut Backend, n: u32, ask: bool) -> Vec<rpmd_pmd::Mbuf> {
+    let mut out = Pkts::new();
+    for tag in 0..n {
+        let mut f = udp_frame(tag, 18 + tag as usize * 29);
+        let ph = pseudo_header_sum(&f[14..34]).unwrap();
+        f[40..42].copy_from_slice(&ph.to_be_bytes());
+        let mut m = b.pool.get().unwrap();
+        m.append(f.len()).unwrap().copy_from_slice(&f);
+        if ask {
+            m.set_tx_header_lens(14, 20);
+            m.set_ol_flags(TX_UDP_CKSUM | TX_IP_CKSUM);
+        }
+        out.push(m).unwrap();
+    }
+    let (mut got, mut inb, s) = (Vec::new(), Pkts::new(), Instant::now());
+    while got.len() < n as usize && s.elapsed() < Duration::from_secs(10) {
+        if !out.is_empty() {
+            b.q.tx_burst(0, &mut out);
+        }
+        b.q.rx_burst(0, &mut inb, 32);
+        while let Some(m) = inb.pop() {
+            got.push(m);
+        }
+    }
+    assert_eq!(got.len(), n as usize, "frames back");
+    got
+}
+
+/// Frames asking for checksums reach DPDK's virtio-user, which takes no
+/// GUEST_CSUM, completed by us: its io loop returns them with both
+/// checksums right and nothing else changed.
+#[test]
+fn checksum_requests_reach_testpmd_completed() {
+    if !can_run_testpmd() {
+        return;
+    }
+    let mut b = backend_with("csq", "", 1, Offloads::TX_CHECKSUM);
+    let t = virtio_testpmd("csq", &b.sock, "", "io", 1);
+    wait_link(&b, true, &t);
+    const N: u32 = 64;
+    let got = udp_round_trip(&mut b, N, true);
+    for m in &got {
+        let tag = tag_of(m.data());
+        assert_eq!(checksums_ok(m.data()), (true, true), "frame {tag}");
+        let mut want = udp_frame(tag, 18 + tag as usize * 29);
+        want[24..26].copy_from_slice(&m.data()[24..26]);
+        want[40..42].copy_from_slice(&m.data()[40..42]);
+        assert_eq!(m.data(), &want[..], "frame {tag}");
+    }
+    assert_eq!(xstat(&b, "tx_q0_csum_completed"), N as u64);
+    drop(got);
+    drop(t);
+    finish(b);
+}
+
+/// With `--rx-offloads=0xc` (TCP and UDP checksums) DPDK's virtio-user
+/// takes GUEST_CSUM: our requests go as NEEDS_CSUM headers, which its
+/// driver accepts as partial checksums (one whose offsets it could not
+/// place it would complete itself, in place), so its io loop returns the
+/// frames still partial.
+#[test]
+fn checksum_requests_reach_testpmd_partial_with_guest_csum() {
+    if !can_run_testpmd() {
+        return;
+    }
+    let mut b = backend_with("csg", "", 1, Offloads::TX_CHECKSUM);
+    let t = virtio_testpmd_with("csg", &b.sock, "", "io", 1, &["--rx-offloads=0xc"], None);
+    wait_link(&b, true, &t);
+    const N: u32 = 64;
+    let got = udp_round_trip(&mut b, N, true);
+    for m in &got {
+        let tag = tag_of(m.data());
+        let mut want = udp_frame(tag, 18 + tag as usize * 29);
+        let ph = pseudo_header_sum(&want[14..34]).unwrap();
+        want[40..42].copy_from_slice(&ph.to_be_bytes());
+        want[24..26].copy_from_slice(&m.data()[24..26]);
+        assert_eq!(m.data(), &want[..], "frame {tag}: partial, as sent");
+        assert!(checksums_ok(m.data()).0, "frame {tag}: IPv4 checksum");
+    }
+    assert_eq!(xstat(&b, "tx_q0_csum_partial"), N as u64);
+    assert_ne!(xstat(&b, "negotiated_features") & 2, 0, "GUEST_CSUM");
+    drop(got);
+    drop(t);
+    finish(b);
+}
+
+/// testpmd's csum engine asks its virtio-user port for UDP checksums in
+/// hardware, so the frames it returns carry NEEDS_CSUM: we complete them
+/// in software (flags clear) unless the application asked for the RX
+/// checksum offload, when they stay partial and say so (RX_L4_CKSUM_NONE
+/// with TX_UDP_CKSUM and the header lengths, for the port they leave by).
+#[test]
+fn partial_checksums_from_testpmd_are_completed_or_kept() {
+    if !can_run_testpmd() {
+        return;
+    }
+    let cmds =
+        "port stop 0\ncsum set udp hw 0\ncsum set ip sw 0\nport start 0\nset fwd csum\nstart";
+    for keep in [false, true] {
+        let offl = if keep {
+            Offloads::RX_CHECKSUM
+        } else {
+            Offloads::NONE
+        };
+        let tag = if keep { "cspk" } else { "cspc" };
+        let mut b = backend_with(tag, "", 1, offl);
+        let t = virtio_testpmd_with(tag, &b.sock, "", "io", 1, &[], Some(cmds));
+        wait_link(&b, true, &t);
+        // Its port restart reconnects: let that settle.
+        std::thread::sleep(Duration::from_millis(300));
+        wait_link(&b, true, &t);
+        const N: u32 = 64;
+        let got = udp_round_trip(&mut b, N, false);
+        for m in &got {
+            let tag = tag_of(m.data());
+            let (udp_ok, ip_ok) = (checksums_ok(m.data()).1, checksums_ok(m.data()).0);
+            assert!(ip_ok, "frame {tag}: testpmd's IPv4 checksum");
+            if keep {
+                assert_eq!(m.ol_flags(), RX_L4_CKSUM_NONE | TX_UDP_CKSUM, "frame {tag}");
+                assert_eq!(m.tx_header_lens(), (14, 20), "frame {tag}");
+                let ph = pseudo_header_sum(&m.data()[14..34]).unwrap();
+                assert_eq!(m.data()[40..42], ph.to_be_bytes(), "frame {tag}: partial");
+            } else {
+                assert_eq!(m.ol_flags(), 0, "frame {tag}");
+                assert!(udp_ok, "frame {tag}: UDP checksum completed");
+            }
+        }
+        let (partial, done) = (
+            xstat(&b, "rx_q0_csum_partial"),
+            xstat(&b, "rx_q0_csum_completed"),
+        );
+        assert_eq!(
+            (partial, done),
+            if keep { (N as u64, 0) } else { (0, N as u64) }
+        );
+        drop(got);
+        drop(t);
+        finish(b);
     }
 }

@@ -110,9 +110,7 @@ fn split_and_packed_tx_frames_come_out_whole_and_rx_frames_go_in() {
 
 // Checksum offloads (`crate::offload` through the rings).
 
-use rpmd_pmd::mbuf::{
-    RX_L4_CKSUM_GOOD, RX_L4_CKSUM_NONE, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM,
-};
+use rpmd_pmd::mbuf::{RX_L4_CKSUM_GOOD, RX_L4_CKSUM_NONE, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM};
 use rpmd_pmd::net::{fold, ones_sum, pseudo_header_sum};
 
 /// An Ethernet/IPv4 frame with a TCP or UDP header and `payload` bytes,
@@ -172,7 +170,11 @@ fn post_split(r: &DmaRegion, chains: &[&[(usize, u32)]], write: bool) {
         for (i, &(off, len)) in bufs.iter().enumerate() {
             let next = u16::from(i + 1 < bufs.len());
             let flags = next | if write { 2 } else { 0 };
-            put(r, 16 * slot as usize, &desc(base + off as u64, len, flags, slot + 1));
+            put(
+                r,
+                16 * slot as usize,
+                &desc(base + off as u64, len, flags, slot + 1),
+            );
             slot += 1;
         }
     }
@@ -275,7 +277,9 @@ fn checksum_requests_reach_the_guest_completed_or_partial() {
                 m.append(cut).unwrap().copy_from_slice(&f[..cut]);
                 if merged {
                     let mut tail = pool.get().unwrap();
-                    tail.append(f.len() - cut).unwrap().copy_from_slice(&f[cut..]);
+                    tail.append(f.len() - cut)
+                        .unwrap()
+                        .copy_from_slice(&f[cut..]);
                     m.chain(tail).unwrap();
                 }
                 m.set_ol_flags(l4 | TX_IP_CKSUM);
@@ -316,7 +320,11 @@ fn checksum_requests_reach_the_guest_completed_or_partial() {
         pkts.push(m).unwrap();
         assert_eq!(rx.enqueue(&mut pkts), 1);
         pkts.clear();
-        assert_eq!(get(&r, BUFS, 1)[0], if guest_csum { 2 } else { 0 }, "DATA_VALID");
+        assert_eq!(
+            get(&r, BUFS, 1)[0],
+            if guest_csum { 2 } else { 0 },
+            "DATA_VALID"
+        );
     }
     assert_eq!(pool.available(), 256, "every mbuf home");
 }

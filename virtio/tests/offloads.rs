@@ -13,40 +13,6 @@ use rpmd_pmd::port::{Offloads, Pkts};
 use rpmd_pmd::PortConfig;
 use std::time::{Duration, Instant};
 
-/// An Ethernet/IPv4/UDP frame carrying `tag`, both checksums zero.
-fn udp_frame(tag: u32, payload: usize) -> Vec<u8> {
-    let mut f = vec![0u8; 42 + payload];
-    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((20 + 8 + payload) as u16).to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    f[34..36].copy_from_slice(&4000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&5000u16.to_be_bytes());
-    f[38..40].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
-    for (i, b) in f[42..].iter_mut().enumerate() {
-        *b = (i as u32 * 13 + tag) as u8;
-    }
-    f[42..46].copy_from_slice(&tag.to_le_bytes());
-    f
-}
-
-/// Whether the UDP checksum of `f` verifies (the sum over pseudo-header
-/// and datagram is all ones), and the IPv4 header's too.
-fn checksums_ok(f: &[u8]) -> (bool, bool) {
-    let ip = &f[14..34];
-    let ip_ok = fold(ones_sum(ip, 0)) == 0xffff;
-    let udp = &f[34..];
-    let phdr = pseudo_header_sum(ip).unwrap() as u32;
-    let udp_ok = fold(ones_sum(udp, phdr)) == 0xffff;
-    (ip_ok, udp_ok)
-}
-
 /// A started port on `t` with `offloads`, on a backend that offers both
 /// checksum features.
 fn open(t: &Testpmd, offloads: Offloads) -> Started {
@@ -75,10 +41,6 @@ fn receive(q: &mut rpmd_pmd::Queues, n: usize) -> Vec<rpmd_pmd::Mbuf> {
         }
     }
     got
-}
-
-fn tag_of(f: &[u8]) -> u32 {
-    u32::from_le_bytes([f[42], f[43], f[44], f[45]])
 }
 
 /// Frames sent with TX_UDP_CKSUM | TX_IP_CKSUM (both checksum fields

@@ -202,7 +202,10 @@ fn main() -> ExitCode {
     if a.json {
         let mut ports = port_json(&v, &end, None);
         for (o, x) in ports.iter_mut().zip(&xstats) {
-            o["xstats"] = x.iter().map(|(k, n)| (k.clone(), serde_json::json!(n))).collect();
+            o["xstats"] = x
+                .iter()
+                .map(|(k, n)| (k.clone(), serde_json::json!(n)))
+                .collect();
         }
         let caps: Vec<_> = v.captured.iter().map(|c| c.json()).collect();
         let demo = demo.map(|d| serde_json::json!({"sent": d.0, "delivered": d.1, "broadcasts": d.2, "misdelivered": d.3}));
