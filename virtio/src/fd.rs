@@ -101,3 +101,21 @@ pub(crate) fn peek(s: &std::os::unix::net::UnixStream, buf: &mut [u8]) -> usize 
         }
     }
 }
+
+/// As [`peek`], and then, while fewer than `want` bytes are queued (a
+/// message whose body has not arrived with its header), peeks again
+/// every millisecond for at most `limit`. Returns how many were copied.
+pub(crate) fn peek_at_least(
+    s: &std::os::unix::net::UnixStream,
+    buf: &mut [u8],
+    want: usize,
+    limit: std::time::Duration,
+) -> usize {
+    let start = std::time::Instant::now();
+    let mut n = peek(s, buf);
+    while n < want.min(buf.len()) && n > 0 && start.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        n = peek(s, buf);
+    }
+    n
+}

@@ -328,6 +328,10 @@ fn io_case(tag: &str, bopts: &str, vopts: &str, queues: u16) {
     assert_eq!(f & (1 << 15) != 0, !vopts.contains("mrg_rxbuf=0"));
     assert_eq!(f & (1 << 34) != 0, vopts.contains("packed_vq=1"));
     assert_eq!(f & (1 << 35) != 0, !vopts.contains("in_order=0"));
+    // DPDK's virtio-user takes the STATUS protocol feature: ACKNOWLEDGE,
+    // DRIVER, FEATURES_OK and DRIVER_OK (SET_STATUS, checked back with
+    // GET_STATUS).
+    assert_eq!(xstat(&b, "device_status"), 0xf);
     drop(t);
     finish(b);
 }

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) rejected: Counter,
     /// SET_VRING_ENABLE messages that came before SET_FEATURES (QEMU).
     pub(crate) early_enables: Counter,
+    /// The device status the frontend last set (SET_STATUS), 0 without.
+    pub(crate) status: AtomicU64,
     pub(crate) last_error: Mutex<Option<String>>,
     pub(crate) quit: AtomicBool,
     /// A clone of the connection, to unblock the thread at the end.
@@ -59,6 +61,7 @@ impl Shared {
             connections: Counter::default(),
             rejected: Counter::default(),
             early_enables: Counter::default(),
+            status: AtomicU64::new(0),
             last_error: Mutex::new(None),
             quit: AtomicBool::new(false),
             closer: Mutex::new(None),
@@ -136,33 +139,29 @@ pub(crate) fn serve_connection(sock: UnixStream, shared: &Arc<Shared>, offer: Of
     let peeker = sock.try_clone().ok();
     let mut h = BackendReqHandler::from_stream(sock, handler.clone());
     loop {
-        // The next message's header and first 8 bytes of body, left
-        // in the socket for the crate to read: what an early
-        // SET_VRING_ENABLE (below) asked, which the crate drops.
+        // The next message's header and first 8 bytes of body, left in
+        // the socket for the crate to read: what the requests the crate
+        // refuses but we serve (`Peeked`) asked.
         let mut head = [0u8; 20];
-        let peeked = peeker.as_ref().map_or(0, |p| crate::fd::peek(p, &mut head));
+        let peeked = peeker.as_ref().map_or(0, |p| {
+            let n = crate::fd::peek(p, &mut head);
+            match Peeked::of(&head[..n]) {
+                Peeked::Enable(..) | Peeked::SetStatus { .. } => {
+                    crate::fd::peek_at_least(p, &mut head, 20, Duration::from_secs(1))
+                }
+                _ => n,
+            }
+        });
         let e = match h.handle_request() {
             Ok(()) => continue,
             Err(Error::Disconnected | Error::PartialMessage) => break,
-            // SET_VRING_ENABLE before SET_FEATURES (the crate's only
-            // use of this error). QEMU's virtio-net sends one for each
-            // vring when the device is created, long before it starts
-            // the rings, and does not send it again (7.2); DPDK's
-            // vhost library keeps what it asked. The crate has read
-            // the whole message and dropped it, so the connection goes
-            // on and we apply what the peeked copy asked.
-            Err(Error::InactiveFeature(f)) if f == VhostUserVirtioFeatures::PROTOCOL_FEATURES => {
-                shared.early_enables.add(1);
-                let Some((index, enable)) = early_enable(&head[..peeked]) else {
-                    continue;
-                };
-                let mut g = handler.lock().unwrap_or_else(|e| e.into_inner());
-                match g.set_vring_enable(index, enable) {
-                    Ok(()) => continue,
-                    Err(e) => e,
+            Err(e) => {
+                let req = Peeked::of(&head[..peeked]);
+                match serve_refused(e, req, &handler, shared, peeker.as_ref()) {
+                    None => continue,
+                    Some(e) => e,
                 }
             }
-            Err(e) => e,
         };
         if !shared.quit.load(Ordering::Relaxed) {
             let why = handler
@@ -182,14 +181,82 @@ pub(crate) fn serve_connection(sock: UnixStream, shared: &Arc<Shared>, offer: Of
     shared.connected.store(false, Ordering::Release);
 }
 
-/// The vring and the choice of a SET_VRING_ENABLE message whose first
-/// 20 bytes are `m` (header: request, flags, size; body: index, num).
-fn early_enable(m: &[u8]) -> Option<(u32, bool)> {
-    let word = |i: usize| Some(u32::from_le_bytes(m.get(i..i + 4)?.try_into().ok()?));
-    if word(0)? != FrontendReq::SET_VRING_ENABLE as u32 || word(8)? != 8 {
-        return None;
+/// A request the `vhost` crate's backend side reads whole and refuses,
+/// which we serve from the copy of its first 20 bytes (header: request,
+/// flags, size; then the body) peeked before the crate read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peeked {
+    /// SET_VRING_ENABLE (index, enable): refused before SET_FEATURES,
+    /// where QEMU sends it.
+    Enable(u32, bool),
+    /// SET_STATUS and GET_STATUS (protocol feature STATUS), which the
+    /// crate does not implement.
+    SetStatus {
+        value: u64,
+        need_reply: bool,
+    },
+    GetStatus,
+    Other,
+}
+
+impl Peeked {
+    fn of(m: &[u8]) -> Peeked {
+        let word = |i: usize| {
+            m.get(i..i + 4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let body = m
+            .get(12..20)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+        match (word(0), word(4), word(8)) {
+            (Some(r), _, Some(8)) if r == FrontendReq::SET_VRING_ENABLE as u32 => match body {
+                Some(b) => Peeked::Enable(b as u32, b >> 32 == 1),
+                None => Peeked::Enable(u32::MAX, false),
+            },
+            (Some(r), Some(flags), Some(8)) if r == FrontendReq::SET_STATUS as u32 => {
+                Peeked::SetStatus {
+                    // No body peeked: a value no status has, refused.
+                    value: body.unwrap_or(u64::MAX),
+                    need_reply: flags & VhostUserHeaderFlag::NEED_REPLY.bits() != 0,
+                }
+            }
+            (Some(r), _, Some(0)) if r == FrontendReq::GET_STATUS as u32 => Peeked::GetStatus,
+            _ => Peeked::Other,
+        }
     }
-    Some((word(12)?, word(16)? == 1))
+}
+
+/// Serves `req` if the crate's error `e` was its refusal of one we serve
+/// (`Peeked`); the error that ends the connection otherwise.
+fn serve_refused(
+    e: Error,
+    req: Peeked,
+    handler: &Mutex<Handler>,
+    shared: &Shared,
+    sock: Option<&UnixStream>,
+) -> Option<Error> {
+    let mut g = handler.lock().unwrap_or_else(|e| e.into_inner());
+    match (e, req) {
+        // SET_VRING_ENABLE before SET_FEATURES (the crate's only use of
+        // this error). QEMU's virtio-net sends one for each vring when
+        // the device is created, long before it starts the rings, and
+        // does not send it again (7.2); DPDK's vhost library keeps what
+        // it asked. The crate has read the whole message and dropped
+        // it, so the connection goes on and we apply what it asked.
+        (Error::InactiveFeature(f), req) if f == VhostUserVirtioFeatures::PROTOCOL_FEATURES => {
+            shared.early_enables.add(1);
+            match req {
+                Peeked::Enable(index, on) if index != u32::MAX => {
+                    g.set_vring_enable(index, on).err()
+                }
+                _ => None,
+            }
+        }
+        (Error::InvalidMessage, Peeked::SetStatus { .. } | Peeked::GetStatus) => {
+            g.status_request(req, sock).err()
+        }
+        (e, _) => Some(e),
+    }
 }
 
 /// Waits (a bounded while) for the next frontend.
@@ -212,12 +279,29 @@ fn next_connection(ep: &Endpoint) -> Option<UnixStream> {
     }
 }
 
+/// Whether RPMD_VHOST_TRACE is set: each request is then written to
+/// stderr as it is handled (for debugging a frontend's sequence).
+fn tracing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RPMD_VHOST_TRACE").is_some())
+}
+
+macro_rules! trace {
+    ($($a:tt)*) => {
+        if tracing() {
+            eprintln!("rpmd vhost: {}", format_args!($($a)*));
+        }
+    };
+}
+
 /// One connection's state.
 struct Handler {
     shared: Arc<Shared>,
     offer: Offer,
     acked: u64,
     protocol: bool,
+    /// Protocol features the frontend acknowledged.
+    protocol_acked: VhostUserProtocolFeatures,
     regions: Vec<(PeerRegionInfo, File)>,
     mem: Option<Arc<PeerMemory>>,
     /// Why the last request was refused, for the connection's end.
@@ -231,6 +315,7 @@ impl Handler {
             offer,
             acked: 0,
             protocol: false,
+            protocol_acked: VhostUserProtocolFeatures::empty(),
             regions: Vec::new(),
             mem: None,
             refusal: None,
@@ -303,23 +388,61 @@ impl Handler {
         self.mem = None;
         self.regions.clear();
         self.shared.features.store(0, Ordering::Relaxed);
+        self.shared.status.store(0, Ordering::Relaxed);
+    }
+
+    /// SET_STATUS and GET_STATUS (virtio 1.2 §2.1's device status): the
+    /// status is kept and reported, with DEVICE_NEEDS_RESET added while
+    /// a ring is stopped for a fault of the driver's. The rings run on
+    /// their own set-up as for frontends without STATUS, so a status
+    /// changes nothing else. Replies go out on `sock` as the crate's
+    /// would (an ack only if asked for, with REPLY_ACK).
+    fn status_request(&mut self, req: Peeked, sock: Option<&UnixStream>) -> Result<()> {
+        if !self.protocol
+            || !self
+                .protocol_acked
+                .contains(VhostUserProtocolFeatures::STATUS)
+        {
+            return self.refuse(format!("{req:?} without the STATUS protocol feature"));
+        }
+        let (code, value) = match req {
+            Peeked::SetStatus { value, need_reply } => {
+                if value > 0xff {
+                    return self.refuse(format!(
+                        "SET_STATUS {value:#x}: a device status is one byte"
+                    ));
+                }
+                trace!("SET_STATUS {value:#x}");
+                self.shared.status.store(value, Ordering::Relaxed);
+                let ack = self
+                    .protocol_acked
+                    .contains(VhostUserProtocolFeatures::REPLY_ACK);
+                if !(need_reply && ack) {
+                    return Ok(());
+                }
+                (FrontendReq::SET_STATUS, 0)
+            }
+            _ => {
+                let broken = self.shared.vrings.iter().any(|v| v.lock().broken.is_some());
+                let status = self.shared.status.load(Ordering::Relaxed)
+                    | if broken { STATUS_NEEDS_RESET } else { 0 };
+                (FrontendReq::GET_STATUS, status)
+            }
+        };
+        let mut reply = [0u8; 20];
+        reply[..4].copy_from_slice(&(code as u32).to_le_bytes());
+        let flags = 1 | VhostUserHeaderFlag::REPLY.bits(); // version 1
+        reply[4..8].copy_from_slice(&flags.to_le_bytes());
+        reply[8..12].copy_from_slice(&8u32.to_le_bytes());
+        reply[12..].copy_from_slice(&value.to_le_bytes());
+        let mut sock = sock.ok_or(Error::InvalidOperation("no socket to reply on"))?;
+        std::io::Write::write_all(&mut sock, &reply).map_err(Error::SocketBroken)
     }
 }
 
-/// Whether RPMD_VHOST_TRACE is set: each request is then written to
-/// stderr as it is handled (for debugging a frontend's sequence).
-fn tracing() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("RPMD_VHOST_TRACE").is_some())
-}
-
-macro_rules! trace {
-    ($($a:tt)*) => {
-        if tracing() {
-            eprintln!("rpmd vhost: {}", format_args!($($a)*));
-        }
-    };
-}
+/// §2.1: DEVICE_NEEDS_RESET, the device status bit a device sets when it
+/// can go on no further.
+const STATUS_NEEDS_RESET: u64 = 0x40;
 
 fn region_info(r: &VhostUserMemoryRegion) -> PeerRegionInfo {
     PeerRegionInfo {
@@ -485,9 +608,11 @@ impl VhostUserBackendReqHandlerMut for Handler {
     fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
         Ok(VhostUserProtocolFeatures::MQ
             | VhostUserProtocolFeatures::CONFIG
-            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS)
+            | VhostUserProtocolFeatures::CONFIGURE_MEM_SLOTS
+            | VhostUserProtocolFeatures::STATUS)
     }
-    fn set_protocol_features(&mut self, _features: u64) -> Result<()> {
+    fn set_protocol_features(&mut self, features: u64) -> Result<()> {
+        self.protocol_acked = VhostUserProtocolFeatures::from_bits_truncate(features);
         Ok(())
     }
     fn get_queue_num(&mut self) -> Result<u64> {

@@ -15,9 +15,13 @@
 //! EVENT_IDX (each can be taken out), CSUM and GUEST_CSUM (`csum=0`
 //! takes them out), RING_PACKED, IN_ORDER, MQ, MTU (M,
 //! default 1500) and MAC, and the protocol features MQ, CONFIG,
-//! REPLY_ACK and CONFIGURE_MEM_SLOTS (not STATUS or LOG_SHMFD: the
-//! `vhost` crate's backend side handles neither). Split rings (`vq`)
-//! and packed rings (`vq::packed`).
+//! REPLY_ACK, CONFIGURE_MEM_SLOTS and STATUS (SET_STATUS and GET_STATUS,
+//! which the `vhost` crate's backend side refuses, are served from a
+//! copy peeked before it reads them; the status is kept, reported with
+//! DEVICE_NEEDS_RESET while a ring is stopped for the driver's fault, and
+//! in the xstat `device_status`). Not LOG_SHMFD: dirty-page logging for
+//! live migration would cost the data path a log write per buffer.
+//! Split rings (`vq`) and packed rings (`vq::packed`).
 //!
 //! Checksum offloads: CSUM and GUEST_CSUM are offered (`csum=0` takes
 //! both out) and the port has the RX and TX checksum offloads. A partial
@@ -381,6 +385,7 @@ impl Port for VhostUserPort {
         add("connections".into(), s.connections.get());
         add("frontends_rejected".into(), s.rejected.get());
         add("early_vring_enables".into(), s.early_enables.get());
+        add("device_status".into(), s.status.load(Ordering::Relaxed));
         for (i, v) in s.vrings.iter().enumerate() {
             let (dir, q) = if i % 2 == 0 {
                 ("tx", i / 2)
