@@ -67,6 +67,12 @@ else
 fi
 step "main job smoke: l2fwd on its embedded topology for 2 s"
 cargo run --release -q -p rpmd-apps --bin l2fwd -- --duration 2
+if [ "$(id -u)" = 0 ]; then
+    step "soak with faults, short: 10^7 frames through l2fwd (benches/soak.sh)"
+    bash benches/soak.sh --frames 10000000 --restart-secs 1 --fault-every 1000000 --max-secs 300
+else
+    skip_suite "soak (benches/soak.sh)" "needs root (hugepages)"
+fi
 if command -v dpdk-test >/dev/null && [ "$(id -u)" = 0 ]; then
     step "benchmark smoke: benches/compare.sh ring --runs 1"
     bash benches/compare.sh ring --runs 1

@@ -49,6 +49,8 @@ pub(crate) trait Ring: Send + 'static {
     fn size(&self) -> u16;
     /// Starts over at index 0, dropping what is in flight (their count).
     fn restart(&mut self) -> usize;
+    /// Buffers the device marked used that were not taken yet.
+    fn completed_unread(&self) -> usize;
     /// Takes the mbufs in flight out (the ring is not used afterwards).
     fn take_tokens(&mut self) -> Tokens;
 }
@@ -97,6 +99,9 @@ macro_rules! ring_impl {
             }
             fn size(&self) -> u16 {
                 <$t>::size(self)
+            }
+            fn completed_unread(&self) -> usize {
+                <$t>::completed_unread(self)
             }
             fn restart(&mut self) -> usize {
                 <$t>::restart(self)
@@ -314,8 +319,12 @@ impl<Q: Ring> VirtioRx<Q> {
         }
         if self.home.asked() {
             // The posted buffers go back to the pool; the refill below
-            // posts new ones.
-            self.home.serve(&mut self.q, &self.stats);
+            // posts new ones. Frames the device had completed in them
+            // are dropped with them, and counted.
+            let unread = self.q.completed_unread();
+            if self.home.serve(&mut self.q, &self.stats) != 0 {
+                self.stats.errors.add(unread as u64);
+            }
         }
         // Refill what the last call took first: received frames then go
         // to the caller without waiting for it, and on an idle poll the

@@ -265,6 +265,20 @@ impl PackedQueue {
         self.is_used(self.next_used)
     }
 
+    /// Buffers the device has marked used that were not taken yet: 1 if
+    /// the next one is (a packed ring's used descriptors can be counted
+    /// only by walking them, which a restart after a fault of the device
+    /// does not trust), else 0.
+    pub fn completed_unread(&self) -> usize {
+        let f = u16::from_le(self.flags(self.next_used).load(Ordering::Acquire));
+        let w = self.used_wrap;
+        usize::from(
+            self.free_slots != self.layout.size as usize
+                && (f & F_AVAIL != 0) == w
+                && (f & F_USED != 0) == w,
+        )
+    }
+
     /// Takes the mbufs in flight out of the queue, which must not be used
     /// afterwards (see [`Tokens`](crate::split::Tokens)).
     pub(crate) fn take_tokens(&mut self) -> crate::split::Tokens {

@@ -243,6 +243,15 @@ impl SplitQueue {
         })
     }
 
+    /// Buffers the device has marked used that were not taken yet (by its
+    /// used index, at most what is in flight): what a restart drops that
+    /// the device had filled.
+    pub fn completed_unread(&self) -> usize {
+        // V2 (Acquire), as in `load_used`.
+        let used = self.ring.used_idx(Ordering::Acquire);
+        used.wrapping_sub(self.last_used).min(self.in_flight) as usize
+    }
+
     /// Starts the ring over as `new` left it, for a device that begins at
     /// index 0 (a new vhost-user backend after a reconnection): every
     /// buffer in flight returns to its pool, and their number is returned.

@@ -91,6 +91,9 @@ pub(crate) struct Offer {
     pub(crate) mtu: u16,
     /// The port's `call_coalesce` (see `Negotiated::call_coalesce`).
     pub(crate) call_coalesce: u32,
+    /// The port's `fault_used_every` (see `Negotiated::fault_every`).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fault_every: u32,
 }
 
 /// Features the backend offers, before the port's options take some out.
@@ -497,6 +500,8 @@ impl VhostUserBackendReqHandlerMut for Handler {
             csum: features & crate::consts::VIRTIO_NET_F_CSUM != 0,
             guest_csum: features & crate::consts::VIRTIO_NET_F_GUEST_CSUM != 0,
             call_coalesce: self.offer.call_coalesce,
+            #[cfg(feature = "fault-injection")]
+            fault_every: self.offer.fault_every,
         };
         self.protocol = features & VHOST_USER_F_PROTOCOL_FEATURES != 0;
         for s in &self.shared.vrings {

@@ -123,6 +123,7 @@ impl VhostUserPort {
             "rx_poll",
             "call_coalesce",
             "csum",
+            "fault_used_every",
         ])?;
         let name = args.raw();
         let path = args.require_target("a vhost-user socket path")?.to_string();
@@ -167,6 +168,19 @@ impl VhostUserPort {
                 format!("call_coalesce={call_coalesce}: at most 4096 chains"),
             ));
         }
+        let fault_every = args.opt_u64("fault_used_every", 0)?;
+        if fault_every != 0 && !cfg!(feature = "fault-injection") {
+            return Err(perr(
+                name,
+                "fault_used_every: this build has no fault injection (rpmd-virtio's `fault-injection` feature, for benches/soak.sh)",
+            ));
+        }
+        if fault_every > u32::MAX as u64 {
+            return Err(perr(
+                name,
+                format!("fault_used_every={fault_every}: at most {}", u32::MAX),
+            ));
+        }
         let client = args.opt_bool("client", false)?;
         let ep = if client {
             Endpoint::Client(path.clone())
@@ -180,6 +194,8 @@ impl VhostUserPort {
             mac: mac.0,
             mtu: mtu as u16,
             call_coalesce: call_coalesce as u32,
+            #[cfg(feature = "fault-injection")]
+            fault_every: fault_every as u32,
         };
         let shared = Arc::new(Shared::new(name, pairs));
         let s = shared.clone();
@@ -399,6 +415,9 @@ impl Port for VhostUserPort {
             add(format!("{dir}_q{q}_ring_starts"), c.starts.get());
             add(format!("{dir}_q{q}_csum_partial"), c.csum_partial.get());
             add(format!("{dir}_q{q}_csum_completed"), c.csum_completed.get());
+            if cfg!(feature = "fault-injection") && dir == "tx" {
+                add(format!("tx_q{q}_faults_injected"), c.faults_injected.get());
+            }
             if dir == "rx" {
                 add(format!("rx_q{q}_left_at_stop"), c.left_at_stop.get());
                 add(format!("rx_q{q}_busy_poll_hits"), c.busy_hits.get());

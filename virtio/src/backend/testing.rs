@@ -67,6 +67,8 @@ impl DeviceRing {
             csum: opts.csum,
             guest_csum: opts.guest_csum,
             call_coalesce: 0,
+            #[cfg(feature = "fault-injection")]
+            fault_every: 0,
         };
         vring.cfg.num = num;
         // A new packed ring starts with both wrap counters at 1 (§2.8.1),
@@ -136,6 +138,8 @@ pub fn serve_frontend(sock: UnixStream, pairs: u16) -> Option<String> {
         mac: [2, 0, 0, 0, 0, 1],
         mtu: 1500,
         call_coalesce: 0,
+        #[cfg(feature = "fault-injection")]
+        fault_every: 0,
     };
     serve_connection(sock, &shared, offer);
     let why = shared.last_error.lock().unwrap_or_else(|e| e.into_inner());

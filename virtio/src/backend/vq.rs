@@ -76,6 +76,11 @@ pub(crate) struct Negotiated {
     pub(crate) csum: bool,
     /// VIRTIO_NET_F_GUEST_CSUM: frames to the guest may be partial.
     pub(crate) guest_csum: bool,
+    /// Fault injection (the port's `fault_used_every`, with the
+    /// `fault-injection` feature): every Nth used entry of the guest's RX
+    /// ring names no descriptor; 0: off.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fault_every: u32,
     /// Call coalescing (the port's `call_coalesce`): a call the driver
     /// asked for waits until this many chains have been completed since
     /// the last one, or until the queue is next found idle; 0 or 1: off.
@@ -101,6 +106,8 @@ pub(crate) struct VringCounters {
     /// it) and completed in software, per direction ([`offload`]).
     pub(crate) csum_partial: Counter,
     pub(crate) csum_completed: Counter,
+    /// Used entries written wrong on purpose (`fault_used_every`).
+    pub(crate) faults_injected: Counter,
     /// Entries the driver had made available that the ring never took
     /// because the frontend stopped it first (its TX frames lost there).
     pub(crate) left_at_stop: Counter,
@@ -169,6 +176,9 @@ pub(crate) struct Vring {
     /// last call, and the chains completed since.
     held_from: Option<(u16, bool)>,
     held_chains: u32,
+    /// Used entries written to the guest's RX ring (fault injection).
+    #[cfg(feature = "fault-injection")]
+    fault_tick: std::cell::Cell<u32>,
 }
 
 /// §2.7.10: whether an index moving from `old` to `new` passes `event`.
@@ -343,6 +353,24 @@ impl Vring {
             Some(Ring::Packed(r)) => packed::is_avail(self, &r.view(), self.last_avail),
             None => false,
         }
+    }
+
+    /// The id of the used entry that completes RX chain `head`: `head`,
+    /// except that with the `fault-injection` feature and
+    /// `fault_used_every=N` every Nth entry names a descriptor past the
+    /// ring (benches/soak.sh: the driver must notice and recover).
+    #[inline(always)]
+    fn rx_used_id(&self, head: u16, _c: &VringCounters) -> u32 {
+        #[cfg(feature = "fault-injection")]
+        if self.neg.fault_every != 0 {
+            let tick = self.fault_tick.get().wrapping_add(1);
+            self.fault_tick.set(tick);
+            if tick % self.neg.fault_every == 0 {
+                _c.faults_injected.add(1);
+                return u32::from(u16::MAX);
+            }
+        }
+        head as u32
     }
 
     /// Dequeues up to `max` frames the guest sent into mbufs from `pool`,
@@ -520,7 +548,8 @@ impl Vring {
                 // One buffer that holds the header and a one-segment frame.
                 if sl.len() >= need && m.nb_segs() == 1 {
                     let ok = write_one(&sl, hdr, m, self.neg, c);
-                    v.set_used_elem(self.used_idx, head as u32, if ok { need as u32 } else { 0 });
+                    let id = self.rx_used_id(head, c);
+                    v.set_used_elem(self.used_idx, id, if ok { need as u32 } else { 0 });
                     self.used_idx = self.used_idx.wrapping_add(1);
                     self.last_avail = self.last_avail.wrapping_add(1);
                     used_heads += 1;
@@ -574,7 +603,8 @@ impl Vring {
                 bytes += m.pkt_len() as u64;
             }
             for &(head, len) in &plan.heads[..plan.nheads] {
-                v.set_used_elem(self.used_idx, head as u32, len);
+                let id = self.rx_used_id(head, c);
+                v.set_used_elem(self.used_idx, id, len);
                 self.used_idx = self.used_idx.wrapping_add(1);
             }
             used_heads += plan.nheads as u16;

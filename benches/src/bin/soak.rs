@@ -1,0 +1,472 @@
+//! Soak with faults (`benches/soak.sh`): sequence-numbered frames go from
+//! this process through `l2fwd` (the real app, another process) and back,
+//! until N have arrived, while the devices misbehave.
+//!
+//! Topology: this process holds two vhost-user backend ports, A and B
+//! (rpmd's device side); l2fwd's two virtio-user ports attach to them and
+//! forward A to B and B to A. This process sends on A and receives on B
+//! (and the other way), 8 flows each way, at most `WINDOW` frames of a
+//! flow unanswered. Faults:
+//! - every `--restart-secs` backend A is dropped (its socket gone) and
+//!   opened again 100 ms later, as a vswitch restart; l2fwd's port
+//!   reconnects and resumes its rings;
+//! - backend B writes every `--fault-every`th used entry of l2fwd's RX
+//!   ring with an id naming no descriptor (`fault_used_every`); l2fwd's
+//!   port must notice, count it, reconnect and start its rings over.
+//!
+//! Each arriving frame is checked: its length and every payload byte
+//! against what its (direction, flow, sequence) says, and its sequence
+//! against its flow's last (higher: gaps are losses; equal or lower:
+//! duplicated or reordered). At the end every mbuf must be back in this
+//! process's pool, no frame corrupt, duplicated or reordered, and the
+//! resident memory of both processes flat after the warm-up. Prints the
+//! drops by counter and `RESULT soak frames=<n> lost_mbufs=<m>
+//! corrupt=<c> ...`; exits 1 if an invariant failed.
+use rpmd_pmd::port::Pkts;
+use rpmd_pmd::{Mempool, MempoolConfig, Port, PortConfig, Queues, Registry};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FLOWS: usize = 8;
+/// Frames of a flow in flight at most (8 flows of 24 stay within a
+/// 256-entry ring).
+const WINDOW: u64 = 24;
+/// Frame lengths, by sequence number.
+const SIZES: [usize; 5] = [60, 64, 128, 200, 512];
+/// A flow with frames in flight and nothing back for this long has lost
+/// them (a restart or a fault dropped what the rings held).
+const STALL: Duration = Duration::from_millis(300);
+
+struct Opts {
+    frames: u64,
+    restart_secs: f64,
+    fault_every: u64,
+    l2fwd: String,
+    max_secs: f64,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        frames: 100_000_000,
+        restart_secs: 3.0,
+        fault_every: 1_000_000,
+        l2fwd: "target/release/l2fwd".into(),
+        max_secs: 900.0,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let v = it
+            .next()
+            .unwrap_or_else(|| usage(&format!("{a} needs a value")));
+        let num = |v: &str| {
+            v.parse::<f64>()
+                .unwrap_or_else(|_| usage(&format!("{a} {v}")))
+        };
+        match a.as_str() {
+            "--frames" => o.frames = num(v) as u64,
+            "--restart-secs" => o.restart_secs = num(v),
+            "--fault-every" => o.fault_every = num(v) as u64,
+            "--l2fwd" => o.l2fwd = v.clone(),
+            "--max-secs" => o.max_secs = num(v),
+            _ => usage(&format!("unknown option {a}")),
+        }
+    }
+    o
+}
+
+fn usage(why: &str) -> ! {
+    eprintln!("soak: {why}\nusage: soak [--frames N] [--restart-secs S] [--fault-every N (0: off)] [--l2fwd PATH] [--max-secs S]");
+    std::process::exit(2)
+}
+
+/// The frame of `(dir, flow, seq)`: Ethernet (type 0x88b5, local
+/// experimental), then dir, flow, seq and length, then a pattern.
+fn fill(buf: &mut [u8], dir: u8, flow: u8, seq: u64) {
+    buf[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+    buf[12..14].copy_from_slice(&[0x88, 0xb5]);
+    buf[14] = dir;
+    buf[15] = flow;
+    buf[16..24].copy_from_slice(&seq.to_le_bytes());
+    let len = buf.len() as u16;
+    buf[24..26].copy_from_slice(&len.to_le_bytes());
+    for (i, b) in buf[26..].iter_mut().enumerate() {
+        *b = (seq as u8).wrapping_add(i as u8);
+    }
+}
+
+/// What an arriving frame claims, if it is whole and uncorrupted.
+fn check(d: &[u8]) -> Option<(u8, u8, u64)> {
+    if d.len() < 26 || d[12..14] != [0x88, 0xb5] || d[14] > 1 || d[15] as usize >= FLOWS {
+        return None;
+    }
+    let seq = u64::from_le_bytes(d[16..24].try_into().ok()?);
+    let len = u16::from_le_bytes([d[24], d[25]]) as usize;
+    let pattern = d[26..]
+        .iter()
+        .enumerate()
+        .all(|(i, b)| *b == (seq as u8).wrapping_add(i as u8));
+    (len == d.len() && len == SIZES[seq as usize % SIZES.len()] && pattern)
+        .then_some((d[14], d[15], seq))
+}
+
+/// One direction's flows: what was sent, what came back.
+#[derive(Default)]
+struct Flows {
+    /// The next sequence number to send.
+    next: [u64; FLOWS],
+    /// The highest sequence received, plus one.
+    done: [u64; FLOWS],
+    /// Where the window starts: `done`, or past it once the frames in
+    /// flight were given up on.
+    floor: [u64; FLOWS],
+    last_progress: Option<Instant>,
+}
+
+#[derive(Default)]
+struct Tally {
+    sent: u64,
+    received: u64,
+    /// Sequence numbers skipped in a flow (frames that never came).
+    lost: u64,
+    /// Windows given up on after a stall.
+    stalls: u64,
+    corrupt: u64,
+    reordered: u64,
+}
+
+struct Backend {
+    port: Box<dyn Port>,
+    q: Queues,
+}
+
+fn open(reg: &Registry, dev: &str, pool: &Mempool) -> Backend {
+    let mut port = reg.open(dev).unwrap_or_else(|e| panic!("{dev}: {e}"));
+    port.configure(&PortConfig::with_pool(pool)).unwrap();
+    let q = port.start().unwrap();
+    Backend { port, q }
+}
+
+/// Resident anonymous bytes of process `pid` ("self" for this one):
+/// what a leak grows. (The pages of a peer's memory a backend maps count
+/// as shared, and each reconnection maps them afresh.)
+fn rss(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+/// l2fwd's non-zero counters of port `port` that say what went wrong or
+/// was dropped, read over DPDK telemetry (`dpdk-telemetry.py`).
+fn l2fwd_xstats(prefix: &str, port: u16) -> Option<Vec<(String, u64)>> {
+    use std::io::Write;
+    let mut c = Command::new("dpdk-telemetry.py")
+        .args(["-f", prefix])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let _ = writeln!(c.stdin.take()?, "/ethdev/xstats,{port}");
+    let out = String::from_utf8_lossy(&c.wait_with_output().ok()?.stdout).into_owned();
+    let body = out.split("\"/ethdev/xstats\":").nth(1)?;
+    let kept = body
+        .split([',', '{', '}'])
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once(':')?;
+            let (k, v) = (k.trim().trim_matches('"'), v.trim().parse::<u64>().ok()?);
+            let wanted = ["error", "drop", "reconnect", "stopped", "nombuf", "full"];
+            (v != 0 && wanted.iter().any(|w| k.contains(w))).then(|| (k.to_string(), v))
+        })
+        .collect();
+    Some(kept)
+}
+
+/// Sends up to a burst of `dir`'s frames on `b`, within the window.
+fn send(b: &mut Backend, pool: &Mempool, f: &mut Flows, dir: u8, t: &mut Tally, out: &mut Pkts) {
+    for flow in 0..FLOWS {
+        while out.len() < 32 && f.next[flow] - f.floor[flow] < WINDOW {
+            let seq = f.next[flow];
+            let Ok(mut m) = pool.get() else { return };
+            let len = SIZES[seq as usize % SIZES.len()];
+            let Some(buf) = m.append(len) else { return };
+            fill(buf, dir, flow as u8, seq);
+            let _ = out.push(m);
+            f.next[flow] += 1;
+        }
+    }
+    let n = b.q.tx_burst(0, out);
+    t.sent += n as u64;
+    // Not taken (the ring full, or the link down): given back, so the
+    // flows resend those sequence numbers.
+    while let Some(m) = out.pop() {
+        let d = m.data();
+        let (flow, seq) = (
+            d[15] as usize,
+            u64::from_le_bytes(d[16..24].try_into().unwrap()),
+        );
+        f.next[flow] = f.next[flow].min(seq);
+    }
+}
+
+/// Receives a burst on `b` and checks it against the flows of each
+/// direction.
+fn receive(b: &mut Backend, flows: &mut [Flows; 2], t: &mut Tally, inb: &mut Pkts) {
+    b.q.rx_burst(0, inb, 32);
+    while let Some(m) = inb.pop() {
+        t.received += 1;
+        let Some((dir, flow, seq)) = check(m.data()) else {
+            t.corrupt += 1;
+            continue;
+        };
+        let f = &mut flows[dir as usize];
+        let flow = flow as usize;
+        if seq < f.done[flow] {
+            t.reordered += 1;
+            continue;
+        }
+        t.lost += seq - f.done[flow];
+        f.done[flow] = seq + 1;
+        f.floor[flow] = f.floor[flow].max(seq + 1);
+        f.last_progress = Some(Instant::now());
+    }
+}
+
+/// Moves a direction's windows past the frames in flight when nothing
+/// came back for `STALL` (a restart or a fault dropped them; one that
+/// arrives later is still taken in order).
+fn give_up_if_stalled(f: &mut Flows, t: &mut Tally) {
+    let stalled = f.last_progress.is_some_and(|p| p.elapsed() > STALL);
+    if stalled {
+        t.stalls += u64::from(f.floor != f.next);
+        f.floor = f.next;
+        f.last_progress = Some(Instant::now());
+    }
+}
+
+fn xstats(b: &Backend) -> Vec<(String, u64)> {
+    b.port
+        .xstats()
+        .into_iter()
+        .filter(|x| x.value != 0 && !x.name.ends_with("_bytes") && !x.name.ends_with("features"))
+        .map(|x| (x.name, x.value))
+        .collect()
+}
+
+fn main() {
+    let o = opts();
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = Mempool::new(&MempoolConfig::new("soak", 8192)).expect("soak pool");
+    let id = std::process::id();
+    let (sa, sb) = (
+        format!("/tmp/rpmd-soak-{id}-a.sock"),
+        format!("/tmp/rpmd-soak-{id}-b.sock"),
+    );
+    let dev_a = format!("vhost-user:{sa},busyloop_us=0");
+    let dev_b = format!(
+        "vhost-user:{sb},busyloop_us=0,fault_used_every={}",
+        o.fault_every
+    );
+    let mut a = Some(open(&reg, &dev_a, &pool));
+    let mut b = open(&reg, &dev_b, &pool);
+    let l2fwd = Command::new(&o.l2fwd)
+        .args(["-l", "1", "--json", "--duration", "100000"])
+        .arg(format!("--file-prefix=soak{id}"))
+        .args([
+            "--dev",
+            &format!("virtio-user:{sa}"),
+            "--dev",
+            &format!("virtio-user:{sb}"),
+        ])
+        .stdout(Stdio::from(
+            std::fs::File::create(format!("/tmp/rpmd-soak-{id}-l2fwd.log")).expect("l2fwd's log"),
+        ))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (build it: cargo build --release -p rpmd-apps)",
+                o.l2fwd
+            )
+        });
+    let l2pid = l2fwd.id().to_string();
+    let mut l2fwd = rpmd_benches::Proc(l2fwd);
+    // This thread on CPU 0 (after the spawn: l2fwd would inherit it).
+    let _ = core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
+    let t0 = Instant::now();
+    while !(a.as_ref().is_some_and(|a| a.port.link().up) && b.port.link().up) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "l2fwd never attached"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (mut flows, mut t) = ([Flows::default(), Flows::default()], Tally::default());
+    let (mut out, mut inb) = (Pkts::new(), Pkts::new());
+    let (mut restarts, mut down_since, mut next_restart) = (0u64, None::<Instant>, Instant::now());
+    next_restart += Duration::from_secs_f64(o.restart_secs);
+    let mut warm: Option<(u64, u64)> = None;
+    let start = Instant::now();
+    while t.received < o.frames && start.elapsed().as_secs_f64() < o.max_secs {
+        if warm.is_none() && t.received >= o.frames / 5 {
+            warm = Some((rss("self"), rss(&l2pid)));
+        }
+        if t.sent % 4096 == 0 {
+            if let Ok(Some(st)) = l2fwd.0.try_wait() {
+                eprintln!(
+                    "soak: FAILED: l2fwd exited ({st}) after {} frames",
+                    t.received
+                );
+                std::process::exit(1);
+            }
+        }
+        if o.restart_secs > 0.0 && Instant::now() >= next_restart && a.is_some() {
+            // The backend goes: its socket and its rings with it.
+            let mut gone = a.take().unwrap();
+            receive(&mut gone, &mut flows, &mut t, &mut inb);
+            gone.port.stop().unwrap();
+            drop(gone);
+            restarts += 1;
+            down_since = Some(Instant::now());
+        }
+        if down_since.is_some_and(|d| d.elapsed() > Duration::from_millis(100)) {
+            a = Some(open(&reg, &dev_a, &pool));
+            down_since = None;
+            next_restart = Instant::now() + Duration::from_secs_f64(o.restart_secs);
+        }
+        if let Some(a) = a.as_mut() {
+            send(a, &pool, &mut flows[0], 0, &mut t, &mut out);
+            receive(a, &mut flows, &mut t, &mut inb);
+        }
+        send(&mut b, &pool, &mut flows[1], 1, &mut t, &mut out);
+        receive(&mut b, &mut flows, &mut t, &mut inb);
+        for f in &mut flows {
+            if f.last_progress.is_none() && t.sent > 0 {
+                f.last_progress = Some(Instant::now());
+            }
+            give_up_if_stalled(f, &mut t);
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    // What is still on its way.
+    let drain = Instant::now();
+    while drain.elapsed() < Duration::from_millis(500) {
+        if let Some(a) = a.as_mut() {
+            receive(a, &mut flows, &mut t, &mut inb);
+        }
+        receive(&mut b, &mut flows, &mut t, &mut inb);
+    }
+    for f in &flows {
+        t.lost += (0..FLOWS).map(|k| f.next[k] - f.done[k]).sum::<u64>();
+    }
+    let end = (rss("self"), rss(&l2pid));
+    let ours = [a.as_ref().map(xstats).unwrap_or_default(), xstats(&b)];
+    let faults = ours[1]
+        .iter()
+        .find(|x| x.0 == "tx_q0_faults_injected")
+        .map_or(0, |x| x.1);
+    let l2x = [0, 1].map(|p| l2fwd_xstats(&format!("soak{id}"), p));
+    drop(l2fwd);
+    // l2fwd's own count of what it could not send (its summary line).
+    let l2log =
+        std::fs::read_to_string(format!("/tmp/rpmd-soak-{id}-l2fwd.log")).unwrap_or_default();
+    let l2_dropped = l2log
+        .lines()
+        .rfind(|l| l.contains("\"type\":\"summary\""))
+        .and_then(|l| {
+            l.split("\"dropped\":")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        });
+    let _ = std::fs::remove_file(format!("/tmp/rpmd-soak-{id}-l2fwd.log"));
+    for bk in [a.take(), Some(b)].into_iter().flatten() {
+        let mut bk = bk;
+        bk.port.stop().unwrap();
+        drop(bk);
+    }
+    let lost_mbufs = pool.size() - pool.available();
+    let warm = warm.unwrap_or(end);
+    let growth = |e: u64, w: u64| (e as i64 - w as i64) / 1024;
+    let (g_ours, g_l2) = (growth(end.0, warm.0), growth(end.1, warm.1));
+    println!(
+        "soak: {} frames back of {} sent in {secs:.1} s ({:.2} Mpps), {restarts} backend restarts, {faults} wrong used entries",
+        t.received,
+        t.sent,
+        t.received as f64 / secs / 1e6
+    );
+    println!(
+        "  lost {} (sequence numbers that never came; {} stalls); corrupt {}, duplicated or reordered {}",
+        t.lost, t.stalls, t.corrupt, t.reordered
+    );
+    match l2_dropped {
+        Some(d) => println!("  l2fwd: dropped {d} (its tx queue full or its link down)"),
+        None => println!("  l2fwd: no summary (it did not exit cleanly)"),
+    }
+    // Every frame lost must be under a named counter of l2fwd's: its
+    // drops, and each port's rx and tx errors (frames its rings dropped
+    // when it started them over after a wrong used entry; `_device_errors`
+    // counts those entries, already in `_errors`). A restarted ring's tx
+    // errors may include frames the device had sent but not yet returned,
+    // so the counters may exceed the loss, never the other way.
+    let counted = l2_dropped.unwrap_or(0)
+        + l2x
+            .iter()
+            .flatten()
+            .flatten()
+            .filter(|(k, _)| k.ends_with("_errors") && !k.ends_with("device_errors"))
+            .map(|(_, v)| v)
+            .sum::<u64>();
+    println!(
+        "  lost {} frames, {counted} under l2fwd's drop and error counters",
+        t.lost
+    );
+    for (p, x) in l2x.iter().enumerate() {
+        match x {
+            Some(x) => {
+                let line: Vec<String> = x.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!("  l2fwd port {p}: {}", line.join(" "));
+            }
+            None => println!("  l2fwd port {p}: no xstats (dpdk-telemetry.py missing?)"),
+        }
+    }
+    for (name, x) in ["A", "B"].iter().zip(&ours) {
+        let line: Vec<String> = x.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("  backend {name}: {}", line.join(" "));
+    }
+    println!("  anonymous resident memory after warm-up: soak {g_ours:+} KiB, l2fwd {g_l2:+} KiB");
+    println!(
+        "RESULT soak frames={} lost_mbufs={lost_mbufs} corrupt={} reordered={} lost={} counted={counted} restarts={restarts} faults={faults} rss_growth_kib={g_ours},{g_l2}",
+        t.received, t.corrupt, t.reordered, t.lost
+    );
+    // Flat: within 8 MiB of the warm-up (a restart maps the peer's
+    // memory again; a leak per frame would show as far more).
+    let flat = g_ours < 8192 && g_l2 < 8192;
+    let ok = lost_mbufs == 0
+        && t.corrupt == 0
+        && t.reordered == 0
+        && flat
+        && t.received >= o.frames
+        && l2_dropped.is_some()
+        && (t.lost <= counted || l2x.iter().any(Option::is_none));
+    if !ok {
+        eprintln!(
+            "soak: FAILED (mbufs {lost_mbufs}, corrupt {}, reordered {}, rss flat {flat}, frames {} of {}, l2fwd exited cleanly {}, lost {} with {counted} counted)",
+            t.corrupt,
+            t.reordered,
+            t.received,
+            o.frames,
+            l2_dropped.is_some(),
+            t.lost
+        );
+        std::process::exit(1);
+    }
+}
