@@ -286,6 +286,42 @@ impl Posted {
             slots: (0..n).map(|_| None).collect(),
         }
     }
+
+    /// Records `m` (of `pool`) as handed to the kernel; its UMEM address,
+    /// or `m` back if it is not one of the pool's.
+    fn post(&mut self, pool: &Mempool, m: Mbuf) -> Result<u64, Mbuf> {
+        // Always ours in the port: the spares come from the UMEM pool.
+        let Some(slot) = pool.slot_of(&m) else {
+            return Err(m);
+        };
+        self.slots[slot.index] = Some(m);
+        Ok(slot.buf_offset as u64)
+    }
+
+    /// The posted mbuf holding a frame an RX entry reported (`addr` in
+    /// unaligned-chunk form: offset in the top 16 bits), with its data
+    /// set; None for an address or length that names none (a buffer it
+    /// names but whose length does not fit comes back free).
+    fn take_rx(&mut self, pool: &Mempool, addr: u64, len: u32) -> Option<Mbuf> {
+        let base = addr & libc::XSK_UNALIGNED_BUF_ADDR_MASK;
+        let at = base.checked_add(addr >> libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT)? as usize;
+        let slot = pool.buffer_at(at)?;
+        let mut m = self.slots[slot.index].take()?;
+        if m.set_received_at(at - slot.buf_offset, len as usize) && len >= 14 {
+            Some(m)
+        } else {
+            // In range but cut short or empty: the buffer comes back free.
+            drop(m);
+            None
+        }
+    }
+
+    /// Frees the posted mbuf a completion entry names; false if it names
+    /// none.
+    fn complete(&mut self, pool: &Mempool, addr: u64) -> bool {
+        let slot = usize::try_from(addr).ok().and_then(|a| pool.buffer_at(a));
+        slot.and_then(|s| self.slots[s.index].take()).is_some()
+    }
 }
 
 #[repr(align(128))]
@@ -340,12 +376,10 @@ impl XdpRx {
             let mut k = 0;
             while k < BATCH {
                 let Some(m) = self.spare.pop() else { break };
-                // Always ours: the spares come from the UMEM pool.
-                let Some(slot) = self.pool.slot_of(&m) else {
+                let Ok(addr) = self.posted.post(&self.pool, m) else {
                     break;
                 };
-                self.fill.put_addr(k, slot.buf_offset as u64);
-                self.posted.slots[slot.index] = Some(m);
+                self.fill.put_addr(k, addr);
                 k += 1;
             }
             self.fill.submit(k);
@@ -355,21 +389,6 @@ impl XdpRx {
         }
     }
 
-    /// The posted mbuf holding a frame the kernel reported, with its data
-    /// set; None (counted) for an address or length that names none.
-    fn take(&mut self, addr: u64, len: u32) -> Option<Mbuf> {
-        let base = addr & libc::XSK_UNALIGNED_BUF_ADDR_MASK;
-        let at = base.checked_add(addr >> libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT)? as usize;
-        let slot = self.pool.buffer_at(at)?;
-        let mut m = self.posted.slots[slot.index].take()?;
-        if m.set_received_at(at - slot.buf_offset, len as usize) && len >= 14 {
-            Some(m)
-        } else {
-            // In range but cut short or empty: the buffer comes back free.
-            drop(m);
-            None
-        }
-    }
 }
 
 impl Drop for XdpRx {
@@ -394,7 +413,7 @@ impl RxQueue for XdpRx {
         let (mut got, mut bytes, mut bad) = (0usize, 0u64, 0u64);
         for i in 0..n {
             let (addr, len) = self.rx.desc(i);
-            match self.take(addr, len) {
+            match self.posted.take_rx(&self.pool, addr, len) {
                 Some(m) => {
                     bytes += len as u64;
                     out.push(m).ok();
@@ -467,14 +486,8 @@ impl XdpTx {
         let n = self.comp.ready(u32::MAX);
         let mut bad = 0;
         for i in 0..n {
-            let addr = self.comp.addr(i) as usize;
-            match self
-                .pool
-                .buffer_at(addr)
-                .and_then(|s| self.posted.slots[s.index].take())
-            {
-                Some(m) => drop(m),
-                None => bad += 1,
+            if !self.posted.complete(&self.pool, self.comp.addr(i)) {
+                bad += 1;
             }
         }
         if n > 0 {
@@ -559,3 +572,45 @@ impl TxQueue for XdpTx {
 
 #[cfg(test)]
 mod tests;
+
+/// Test support (fuzz target `xdp_entries`): the table of mbufs posted to
+/// the kernel and the code that turns the kernel's RX and completion
+/// entries back into them, without a socket: the port's own `Posted`.
+pub mod testing {
+    use super::Posted;
+    use rpmd_pmd::{Mbuf, Mempool};
+
+    /// Posted mbufs of one pool, as a queue holds them.
+    pub struct XdpEntries {
+        pool: Mempool,
+        posted: Posted,
+    }
+
+    impl XdpEntries {
+        /// An empty table for `pool` (the UMEM).
+        pub fn new(pool: &Mempool) -> XdpEntries {
+            XdpEntries {
+                pool: pool.clone(),
+                posted: Posted::new(pool.size()),
+            }
+        }
+
+        /// Posts a free mbuf of the pool, as a fill or TX entry would;
+        /// its UMEM address, or None when the pool is empty.
+        pub fn post(&mut self) -> Option<u64> {
+            let m = self.pool.get().ok()?;
+            self.posted.post(&self.pool, m).ok()
+        }
+
+        /// What an RX entry `(addr, len)` gives: the posted mbuf with the
+        /// frame, or None (a bad entry, counted by the port).
+        pub fn rx_entry(&mut self, addr: u64, len: u32) -> Option<Mbuf> {
+            self.posted.take_rx(&self.pool, addr, len)
+        }
+
+        /// Whether a completion entry `addr` named a posted mbuf (freed).
+        pub fn completion(&mut self, addr: u64) -> bool {
+            self.posted.complete(&self.pool, addr)
+        }
+    }
+}
