@@ -59,11 +59,15 @@ fuzz_target!(|data: &[u8]| {
     let rx = mode & 8 != 0;
     let (region, pool) = memory();
     put(region, 0, &[0u8; BUFS as usize]);
-    // The buffers' first 64 KiB: the input's first bytes over and over,
-    // so that headers (and the frames after them) vary.
+    // The buffers' first 16 KiB: the input's first bytes over and over,
+    // so that headers (and the frames after them) vary (a buffer there
+    // starts at a multiple of 8, as every fuzzed address does).
     let pattern = &rest[..rest.len().min(96)];
     if !pattern.is_empty() {
-        let fill: Vec<u8> = pattern.iter().copied().cycle().take(64 << 10).collect();
+        let mut fill = [0u8; 16 << 10];
+        for chunk in fill.chunks_mut(pattern.len()) {
+            chunk.copy_from_slice(&pattern[..chunk.len()]);
+        }
         put(region, BUFS as usize, &fill);
     }
     let base = region.as_ptr() as u64;
