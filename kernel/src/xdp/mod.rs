@@ -388,7 +388,6 @@ impl XdpRx {
             }
         }
     }
-
 }
 
 impl Drop for XdpRx {
