@@ -12,8 +12,8 @@
 //! frames sent carry fuzzed checksum requests and header lengths.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use rpmd_pmd::peer::PeerRegionInfo;
 use rpmd_pmd::mbuf::{RX_L4_CKSUM_GOOD, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM};
+use rpmd_pmd::peer::PeerRegionInfo;
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
 use rpmd_virtio::backend::testing::{DeviceRing, RingOptions};

@@ -91,9 +91,15 @@ fn backend(mut s: UnixStream, input: Vec<u8>, features: u64) {
         if s.read_exact(&mut body).is_err() {
             return;
         }
-        let Some(reply) = good_reply(code, flags, &body, features) else { continue };
+        let Some(reply) = good_reply(code, flags, &body, features) else {
+            continue;
+        };
         let op = ops.next().unwrap_or(&[0, 0, 0]);
-        let (kind, a, b) = (op[0] % 10, *op.get(1).unwrap_or(&0), *op.get(2).unwrap_or(&0));
+        let (kind, a, b) = (
+            op[0] % 10,
+            *op.get(1).unwrap_or(&0),
+            *op.get(2).unwrap_or(&0),
+        );
         let mut msg = Vec::with_capacity(12 + reply.len());
         let mut code_out = code;
         let mut size_out = reply.len() as u32;
@@ -122,7 +128,9 @@ fn backend(mut s: UnixStream, input: Vec<u8>, features: u64) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((f, input)) = data.split_first_chunk::<8>() else { return };
+    let Some((f, input)) = data.split_first_chunk::<8>() else {
+        return;
+    };
     let (reg, pool) = setup();
     // The features offered: the input's, within what the port knows.
     let known = 1u64 << 32 | 1 << 30 | 1 << 29 | 1 << 28 | 1 << 15 | 1 << 22 | 1 << 34 | 1 << 35;
@@ -167,5 +175,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = th.join();
     let _ = std::fs::remove_file(&path);
-    assert_eq!(pool.available(), POOL as usize, "every mbuf back in the pool");
+    assert_eq!(
+        pool.available(),
+        POOL as usize,
+        "every mbuf back in the pool"
+    );
 });

@@ -62,7 +62,9 @@ fuzz_target!(|data: &[u8]| {
     let dev = format!("shm:{},slots=8,slot_size={SLOT_SIZE}", name());
     if mode & 1 == 1 {
         // A file found on open: header, pids, size and words from the input.
-        let Some((head, words)) = rest.split_first_chunk::<24>() else { return };
+        let Some((head, words)) = rest.split_first_chunk::<24>() else {
+            return;
+        };
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -84,11 +86,19 @@ fuzz_target!(|data: &[u8]| {
         }
     } else {
         let Ok(mut p) = reg.open(&dev) else { return };
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(path()).ok();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path())
+            .ok();
         exercise(p.as_mut(), pool, file.as_ref().map(|f| (f, rest)));
     }
     let _ = std::fs::remove_file(path());
-    assert_eq!(pool.available(), POOL as usize, "every mbuf back in the pool");
+    assert_eq!(
+        pool.available(),
+        POOL as usize,
+        "every mbuf back in the pool"
+    );
 });
 
 /// Starts `p`, then bursts: rx and tx, with the peer's words in between
@@ -102,7 +112,9 @@ fn exercise(p: &mut dyn rpmd_pmd::Port, pool: &Mempool, peer: Option<(&std::fs::
         Some((_, input)) => input.chunks(48).collect(),
         None => vec![&[]; 2],
     };
-    let len = peer.and_then(|(f, _)| f.metadata().ok()).map_or(0, |m| m.len());
+    let len = peer
+        .and_then(|(f, _)| f.metadata().ok())
+        .map_or(0, |m| m.len());
     let mut pkts = Pkts::new();
     for r in rounds {
         if let Some((f, _)) = peer {

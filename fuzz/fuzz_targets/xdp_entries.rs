@@ -29,12 +29,17 @@ fuzz_target!(|data: &[u8]| {
     let [n, rest @ ..] = data else { return };
     let pool = pool();
     let mut t = XdpEntries::new(pool);
-    let posted: Vec<u64> = (0..*n as u32 % (POOL + 1)).filter_map(|_| t.post()).collect();
+    let posted: Vec<u64> = (0..*n as u32 % (POOL + 1))
+        .filter_map(|_| t.post())
+        .collect();
     let mut out: HashSet<u64> = posted.iter().copied().collect();
     // Entries of 12 bytes: kind and which posted address to start from,
     // an offset or a raw address, a length.
     for e in rest.chunks_exact(12) {
-        let base = posted.get(e[1] as usize % posted.len().max(1)).copied().unwrap_or(0);
+        let base = posted
+            .get(e[1] as usize % posted.len().max(1))
+            .copied()
+            .unwrap_or(0);
         let word = u64::from_le_bytes(e[2..10].try_into().unwrap());
         let addr = match e[0] % 4 {
             // A posted buffer, with an offset in the unaligned form.
@@ -49,14 +54,27 @@ fuzz_target!(|data: &[u8]| {
             if let Some(m) = t.rx_entry(addr, len) {
                 assert_eq!(m.pkt_len(), len as usize, "the entry's length");
                 let slot = pool.slot_of(&m).expect("one of the pool's mbufs");
-                assert!(out.remove(&(slot.buf_offset as u64)), "given back twice, or never posted");
-                assert!(m.headroom() + m.data_len() <= slot.buf_len, "past its buffer");
+                assert!(
+                    out.remove(&(slot.buf_offset as u64)),
+                    "given back twice, or never posted"
+                );
+                assert!(
+                    m.headroom() + m.data_len() <= slot.buf_len,
+                    "past its buffer"
+                );
             }
         } else if t.completion(addr) {
             let slot = pool.buffer_at(addr as usize).expect("a buffer of the pool");
-            assert!(out.remove(&(slot.buf_offset as u64)), "completed twice, or never posted");
+            assert!(
+                out.remove(&(slot.buf_offset as u64)),
+                "completed twice, or never posted"
+            );
         }
     }
     drop(t);
-    assert_eq!(pool.available(), POOL as usize, "every mbuf back in the pool");
+    assert_eq!(
+        pool.available(),
+        POOL as usize,
+        "every mbuf back in the pool"
+    );
 });
