@@ -640,11 +640,7 @@ fn write_one(
 ) -> bool {
     let mut h = [0u8; 12];
     h[10] = 1; // num_buffers, little-endian
-    if m.ol_flags() & offload::TX_FLAGS == 0 {
-        return sl.write_at(0, &h[..hdr]) && sl.write_at(hdr, m.data());
-    }
-    let patches = offload::tx_header(m, neg.guest_csum, &mut h);
-    c.count(patches.outcome);
+    let patches = neg.tx_offloads(m, &mut h, c);
     sl.write_at(0, &h[..hdr])
         && sl.write_at(hdr, m.data())
         && patches.iter().all(|(at, v)| sl.write_at(hdr + at, v))
@@ -670,6 +666,24 @@ fn read_one(
 }
 
 impl Negotiated {
+    /// Fills the offload fields of the net header `h` for the frame `m`
+    /// (nothing unless its mbuf asks; see [`offload::tx_header`]), counted;
+    /// the fields to write over its copy.
+    #[inline(always)]
+    pub(super) fn tx_offloads(
+        &self,
+        m: &Mbuf,
+        h: &mut [u8; 12],
+        c: &VringCounters,
+    ) -> offload::Patches {
+        if m.ol_flags() & offload::TX_FLAGS == 0 {
+            return offload::Patches::default();
+        }
+        let p = offload::tx_header(m, self.guest_csum, h);
+        c.count(p.outcome);
+        p
+    }
+
     /// Applies a received frame's header fields `h` to its mbuf (nothing
     /// unless CSUM was negotiated; see [`offload`]); `keep_partial`: the
     /// application asked for the RX checksum offload.

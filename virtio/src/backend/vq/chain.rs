@@ -4,7 +4,7 @@
 //! header out over guest RX buffers.
 use super::{Negotiated, VringCounters, MAX_FRAME, MAX_HEADS, MAX_SEGS, VRING_DESC_F_INDIRECT};
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
-use crate::offload::{self, HdrFields, Patches};
+use crate::offload::HdrFields;
 use crate::vring::{DescFields, SplitView};
 use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::{Mbuf, Mempool};
@@ -195,13 +195,7 @@ impl Plan {
         let mut hdr = [0u8; 12];
         let nbuf = if neg.mrg { self.nheads as u16 } else { 1 };
         hdr[10..12].copy_from_slice(&nbuf.to_le_bytes());
-        let patches = if m.ol_flags() & offload::TX_FLAGS != 0 {
-            let p = offload::tx_header(m, neg.guest_csum, &mut hdr);
-            c.count(p.outcome);
-            p
-        } else {
-            Patches::default()
-        };
+        let patches = neg.tx_offloads(m, &mut hdr, c);
         let mut cur = (0usize, 0u32);
         self.put(mem, &mut cur, &hdr[..neg.hdr_len])?;
         for s in m.segments() {
