@@ -1,7 +1,40 @@
-//! rpmd ConnectX-3 (mlx4) driver (work not started yet).
+//! rpmd's ConnectX-3 (mlx4) driver, and the behavioural device model it
+//! is tested on.
 //!
-//! This crate will hold a poll-mode driver for Mellanox ConnectX-3 NICs that
-//! talks to the hardware directly (no vendor libraries), with its PRM layouts
-//! transcribed in one file, and a behavioural device model used to test it.
+//! The driver talks to the card through its BARs under vfio-pci, with no
+//! vendor libraries and no kernel mlx4 modules, in the order Linux's
+//! `mlx4_core` uses (digest `../shared/mlx4/PRM-DIGEST.md` §2.2). It
+//! reaches the device only through [`PciFunction`], so a VFIO function
+//! and [`model::Mlx4Model`] look the same to it.
+//!
+//! Built so far (the first steps of the bring-up):
+//! - [`prm`]: the transcribed constants, each group citing the digest and
+//!   Linux's file; [`prm::mem`], the one accessor of device-visible
+//!   memory (bounds-checked volatile copies).
+//! - [`hcr`]: firmware commands in polling mode: GO/toggle protocol,
+//!   timeouts on every wait, a failed status as [`Error::Command`] naming
+//!   the command and the status.
+//! - [`fw`]: QUERY_FW (checked), the firmware area mapped as naturally
+//!   aligned blocks (MAP_FA), RUN_FW, MOD_STAT_CFG, UNMAP_FA.
+//! - [`Hca`]: vendor check, ownership, reset (FLR where offered, else the
+//!   register reset with the config-space save and restore), the firmware
+//!   started; close (and drop) stops it, frees its area only once the
+//!   device let go, and gives ownership back, so a second open works.
+//! - [`model`]: the device model for all of the above.
+//!
+//! To come (issue 23): QUERY_DEV_CAP and the ICM profile, INIT_HCA, the
+//! port, memory registration, EQ/CQ/QP and the data path.
+//!
+//! [`PciFunction`]: rpmd_pmd::function::PciFunction
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+
+mod error;
+pub mod fw;
+mod hca;
+pub mod hcr;
+pub mod model;
+pub mod prm;
+
+pub use error::Error;
+pub use hca::{Hca, Options};

@@ -1,0 +1,181 @@
+//! Firmware start: QUERY_FW, the firmware area (MAP_FA), RUN_FW,
+//! MOD_STAT_CFG and UNMAP_FA (digest §2.2 steps 2, §2.3; `core/fw.c`).
+use crate::hcr::{Cmd, Hcr};
+use crate::prm::mem::DevBuf;
+use crate::prm::{self, op, page_list, query_fw};
+use crate::Error;
+use rpmd_pmd::function::PciFunction;
+
+/// What QUERY_FW reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FwInfo {
+    /// Firmware-area size in 4 KiB pages.
+    pub pages: u16,
+    /// major.minor.subminor.
+    pub version: (u16, u16, u16),
+    /// Command-interface revision.
+    pub cmd_if_rev: u16,
+    /// Log2 of the commands the firmware takes at once.
+    pub log_max_cmds: u8,
+    /// The catastrophic-error buffer: BAR, offset, size in dwords.
+    pub catas: (u8, u64, u32),
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn be64(b: &[u8], at: usize) -> u64 {
+    (be32(b, at) as u64) << 32 | be32(b, at + 4) as u64
+}
+
+/// The output mailbox's first `N` bytes, after a command wrote them.
+fn out<const N: usize>(mb: &DevBuf) -> [u8; N] {
+    let mut b = [0u8; N];
+    mb.read(0, &mut b);
+    b
+}
+
+/// QUERY_FW, checked for what this driver needs.
+pub fn query_fw(hcr: &mut Hcr, mb: &DevBuf) -> Result<FwInfo, Error> {
+    mb.clear();
+    hcr.exec(Cmd {
+        opcode: op::QUERY_FW,
+        out_param: mb.iova(),
+        ..Cmd::default()
+    })?;
+    let b: [u8; 0x40] = out(mb);
+    let info = FwInfo {
+        pages: be16(&b, query_fw::FW_PAGES),
+        version: (
+            be16(&b, query_fw::VER_MAJOR),
+            be16(&b, query_fw::VER_MINOR),
+            be16(&b, query_fw::VER_SUBMINOR),
+        ),
+        cmd_if_rev: be16(&b, query_fw::CMD_IF_REV),
+        log_max_cmds: b[query_fw::LOG_MAX_CMDS],
+        catas: (
+            (b[query_fw::CATAS_BAR] >> 6) * 2,
+            be64(&b, query_fw::CATAS_BASE),
+            be32(&b, query_fw::CATAS_SIZE),
+        ),
+    };
+    let rev = query_fw::MIN_CMD_IF_REV..=query_fw::MAX_CMD_IF_REV;
+    if !rev.contains(&info.cmd_if_rev) {
+        return Err(Error::Firmware(format!(
+            "command interface revision {} (firmware {}.{}.{}); this driver speaks {}..={}",
+            info.cmd_if_rev,
+            info.version.0,
+            info.version.1,
+            info.version.2,
+            rev.start(),
+            rev.end()
+        )));
+    }
+    if info.pages == 0 {
+        return Err(Error::Firmware(
+            "QUERY_FW asks for a firmware area of 0 pages".into(),
+        ));
+    }
+    Ok(info)
+}
+
+/// Splits `[iova, iova+len)` into naturally aligned blocks of at least
+/// 4 KiB, largest first where alignment allows (Linux splits by the
+/// lowest set bit of address | size): (address, log2 bytes).
+pub fn blocks(iova: u64, len: u64) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    let (mut at, end) = (iova, iova + len);
+    while at < end {
+        let align = if at == 0 { 63 } else { at.trailing_zeros() };
+        let mut log = align.min(63 - (end - at).leading_zeros());
+        while log > 12 && at + (1 << log) > end {
+            log -= 1;
+        }
+        out.push((at, log));
+        at += 1 << log;
+    }
+    out
+}
+
+/// Writes a page list for `area` into `mb` and runs `opcode` (MAP_FA,
+/// MAP_ICM_AUX) once per 256 entries.
+pub fn map_pages(hcr: &mut Hcr, mb: &DevBuf, opcode: u16, area: &DevBuf) -> Result<(), Error> {
+    let list = blocks(area.iova(), area.len() as u64);
+    for chunk in list.chunks(page_list::MAX_ENTRIES) {
+        mb.clear();
+        for (i, &(pa, log)) in chunk.iter().enumerate() {
+            let mut e = [0u8; page_list::ENTRY];
+            e[8..].copy_from_slice(&(pa | (log as u64 - 12)).to_be_bytes());
+            mb.write(i * page_list::ENTRY, &e);
+        }
+        hcr.exec(Cmd {
+            opcode,
+            in_mod: chunk.len() as u32,
+            in_param: mb.iova(),
+            ..Cmd::default()
+        })?;
+    }
+    Ok(())
+}
+
+/// The firmware area and the firmware running in it.
+pub struct RunningFw {
+    /// What QUERY_FW said.
+    pub info: FwInfo,
+    /// The firmware area (the device owns it until UNMAP_FA).
+    area: Option<DevBuf>,
+}
+
+impl RunningFw {
+    /// QUERY_FW, MAP_FA, RUN_FW, MOD_STAT_CFG (4 KiB pages; a failure
+    /// only warns, as in Linux).
+    pub fn start(func: &dyn PciFunction, hcr: &mut Hcr, mb: &DevBuf) -> Result<RunningFw, Error> {
+        let info = query_fw(hcr, mb)?;
+        let area = DevBuf::new(func, "mlx4 firmware area", info.pages as usize * 4096)?;
+        map_pages(hcr, mb, op::MAP_FA, &area)?;
+        let mut fw = RunningFw {
+            info,
+            area: Some(area),
+        };
+        if let Err(e) = hcr.exec(Cmd {
+            opcode: op::RUN_FW,
+            ..Cmd::default()
+        }) {
+            fw.stop(hcr);
+            return Err(e);
+        }
+        mb.clear();
+        mb.write(prm::mod_stat_cfg::MODIFY, &[1, 0]);
+        if let Err(e) = hcr.exec(Cmd {
+            opcode: op::MOD_STAT_CFG,
+            in_param: mb.iova(),
+            ..Cmd::default()
+        }) {
+            eprintln!("rpmd: warning: mlx4: MOD_STAT_CFG (4 KiB pages) failed, going on: {e}");
+        }
+        Ok(fw)
+    }
+
+    /// UNMAP_FA. The area is freed only if the device let it go: memory
+    /// the firmware may still write is leaked rather than reused.
+    pub fn stop(&mut self, hcr: &mut Hcr) {
+        let Some(area) = self.area.take() else {
+            return;
+        };
+        match hcr.exec(Cmd {
+            opcode: op::UNMAP_FA,
+            ..Cmd::default()
+        }) {
+            Ok(_) => drop(area),
+            Err(e) => {
+                eprintln!("rpmd: error: mlx4: UNMAP_FA failed; keeping the firmware area: {e}");
+                std::mem::forget(area);
+            }
+        }
+    }
+}

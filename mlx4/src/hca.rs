@@ -1,0 +1,214 @@
+//! Bringing a ConnectX-3 up in Linux's order (digest §2.2), as far as
+//! this driver goes today: ownership, reset, the firmware started in its
+//! area; and the teardown that leaves the device reusable.
+use crate::fw::{FwInfo, RunningFw};
+use crate::hcr::{Hcr, Timeouts};
+use crate::prm::mem::DevBuf;
+use crate::prm::{self, hcr::MAILBOX, wire32};
+use crate::Error;
+use rpmd_pmd::function::{cfg, PciFunction};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bring-up options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Wait limits.
+    pub timeouts: Timeouts,
+}
+
+/// A ConnectX-3 whose firmware runs, owned by this process until drop.
+pub struct Hca {
+    // Field order: the firmware is stopped (in `Drop`) before the
+    // mailbox and the function go.
+    fw: RunningFw,
+    hcr: Hcr,
+    #[expect(
+        dead_code,
+        reason = "the mailbox of the commands to come (QUERY_DEV_CAP onward)"
+    )]
+    mailbox: DevBuf,
+    func: Arc<dyn PciFunction>,
+    closed: bool,
+}
+
+impl Hca {
+    /// Takes the device at `func`, resets it and starts its firmware.
+    pub fn open(func: Arc<dyn PciFunction>, opts: &Options) -> Result<Hca, Error> {
+        let addr = func.addr().to_string();
+        let regs_err = |what: &str| {
+            let what = format!("{addr}: {what}");
+            move |e| Error::Register { what, source: e }
+        };
+        let config = func.config().map_err(regs_err("config space"))?;
+        let vendor = config.read16(cfg::VENDOR).map_err(regs_err("vendor ID"))?;
+        let device = config.read16(cfg::DEVICE).map_err(regs_err("device ID"))?;
+        let known = [prm::id::CONNECTX3, prm::id::CONNECTX3_PRO];
+        if vendor != prm::id::VENDOR || !known.contains(&device) {
+            return Err(Error::NotConnectX3 {
+                addr,
+                vendor,
+                device,
+            });
+        }
+        let bar0 = func.bar(0).map_err(regs_err("BAR0"))?;
+        // `core/main.c` `mlx4_get_ownership`: one read; 0 = now ours.
+        let owner = bar0
+            .read32(prm::bar0::OWNERSHIP)
+            .map_err(regs_err("ownership semaphore"))?;
+        if owner != 0 {
+            return Err(Error::Owned {
+                addr,
+                value: prm::unwire32(owner),
+            });
+        }
+        let mut hcr = Hcr::new(bar0, opts.timeouts);
+        let started = reset(&*func, &mut hcr).and_then(|()| {
+            func.enable_bus_master()
+                .map_err(regs_err("bus mastering"))?;
+            let mailbox = DevBuf::new(&*func, "mlx4 mailbox", MAILBOX)?;
+            let fw = RunningFw::start(&*func, &mut hcr, &mailbox)?;
+            Ok((mailbox, fw))
+        });
+        match started {
+            Ok((mailbox, fw)) => Ok(Hca {
+                fw,
+                hcr,
+                mailbox,
+                func,
+                closed: false,
+            }),
+            Err(e) => {
+                release_ownership(&hcr);
+                Err(e)
+            }
+        }
+    }
+
+    /// What QUERY_FW reported.
+    pub fn fw(&self) -> FwInfo {
+        self.fw.info
+    }
+
+    /// Commands posted since the open.
+    pub fn commands_posted(&self) -> u64 {
+        self.hcr.posted()
+    }
+
+    /// The function driven.
+    pub fn function(&self) -> &Arc<dyn PciFunction> {
+        &self.func
+    }
+
+    /// Stops the firmware (UNMAP_FA) and gives ownership back; what drop
+    /// does too.
+    pub fn close(mut self) {
+        self.shut();
+    }
+
+    fn shut(&mut self) {
+        if std::mem::replace(&mut self.closed, true) {
+            return;
+        }
+        self.fw.stop(&mut self.hcr);
+        release_ownership(&self.hcr);
+    }
+}
+
+impl Drop for Hca {
+    fn drop(&mut self) {
+        self.shut();
+    }
+}
+
+/// `core/main.c` `mlx4_free_ownership`: write 0. (Linux then sleeps a
+/// second before anyone may take the device again; a second start here
+/// resets it first, which serves the same purpose.)
+fn release_ownership(hcr: &Hcr) {
+    if let Err(e) = hcr.bar0().write32(prm::bar0::OWNERSHIP, 0) {
+        eprintln!("rpmd: warning: mlx4: releasing ownership: {e}");
+    }
+}
+
+/// Resets the device: a function-level reset where offered (vfio-pci
+/// virtualises the BARs, so restoring config space by hand may not
+/// reprogram them), else the register reset of `core/reset.c`.
+fn reset(func: &dyn PciFunction, hcr: &mut Hcr) -> Result<(), Error> {
+    let addr = func.addr();
+    if func.can_reset() {
+        func.reset().map_err(|e| Error::Register {
+            what: format!("{addr}: function-level reset"),
+            source: e,
+        })?;
+    } else {
+        register_reset(func, hcr)?;
+    }
+    hcr.reset();
+    Ok(())
+}
+
+/// `core/reset.c` `mlx4_reset`: save config dwords 0..63 (but 22, 23),
+/// take the HW semaphore, write BE 1 to the reset register, wait, poll the
+/// vendor ID back, restore dwords 0..15 with the command register last.
+/// (Linux also restores the PCIe DevCtl and LnkCtl registers; not yet
+/// done here, which matters only on hosts without FLR.)
+fn register_reset(func: &dyn PciFunction, hcr: &Hcr) -> Result<(), Error> {
+    let addr = func.addr();
+    let err = |what: &'static str| {
+        move |e| Error::Register {
+            what: format!("{addr}: reset: {what}"),
+            source: e,
+        }
+    };
+    let t = hcr.timeouts();
+    let config = func.config().map_err(err("config space"))?;
+    let mut saved = [0u32; 64];
+    for (i, d) in saved.iter_mut().enumerate() {
+        if i != 22 && i != 23 {
+            *d = config
+                .read32(4 * i as u64)
+                .map_err(err("saving config space"))?;
+        }
+    }
+    let bar0 = hcr.bar0();
+    wait_until(t.semaphore, "the HW semaphore before a reset", || {
+        Ok(bar0
+            .read32(prm::bar0::SEMAPHORE)
+            .map_err(err("HW semaphore"))?
+            == 0)
+    })?;
+    bar0.write32(prm::bar0::RESET, wire32(1))
+        .map_err(err("reset register"))?;
+    std::thread::sleep(t.reset_settle);
+    wait_until(t.reset_return, "the device to answer after a reset", || {
+        Ok(config.read16(cfg::VENDOR).map_err(err("vendor ID"))? != 0xffff)
+    })?;
+    for (i, &d) in saved.iter().enumerate().take(16) {
+        if i != 1 {
+            config
+                .write32(4 * i as u64, d)
+                .map_err(err("restoring config space"))?;
+        }
+    }
+    config
+        .write32(cfg::COMMAND, saved[1])
+        .map_err(err("restoring the command register"))
+}
+
+fn wait_until(
+    limit: Duration,
+    what: &str,
+    mut done: impl FnMut() -> Result<bool, Error>,
+) -> Result<(), Error> {
+    let start = Instant::now();
+    while !done()? {
+        if start.elapsed() >= limit {
+            return Err(Error::Timeout {
+                what: what.to_string(),
+                waited: limit,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}

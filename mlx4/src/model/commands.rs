@@ -1,0 +1,160 @@
+//! The model's firmware commands (digest §4 items 3–4, as far as the
+//! driver goes today).
+use super::{Mlx4Model, State};
+use crate::prm::{self, op, page_list, query_fw, status};
+
+/// The model's firmware area, in 4 KiB pages (digest §4: "a small
+/// fw_pages such as 16").
+pub(super) const FW_PAGES: u16 = 16;
+/// The version it reports: 2.42.5000.
+pub(super) const FW_VERSION: (u16, u16, u16) = (2, 42, 5000);
+/// Where the firmware marks each block of its area at RUN_FW, and what
+/// with: memory the device owns must stay the device's.
+const FA_MARK: &[u8; 8] = b"mlx4-fw!";
+
+impl Mlx4Model {
+    fn in_param(s: &State) -> u64 {
+        (s.hcr[0] as u64) << 32 | s.hcr[1] as u64
+    }
+
+    fn out_param(s: &State) -> u64 {
+        (s.hcr[3] as u64) << 32 | s.hcr[4] as u64
+    }
+
+    /// Runs `opcode`; the status byte.
+    pub(super) fn execute(&self, s: &mut State, opcode: u16, _op_mod: u8) -> u8 {
+        let early = matches!(
+            opcode,
+            op::QUERY_FW | op::MAP_FA | op::RUN_FW | op::UNMAP_FA
+        );
+        if !s.running && !early {
+            return status::BAD_SYS_STATE;
+        }
+        match opcode {
+            op::QUERY_FW => self.query_fw(s),
+            op::MAP_FA => self.map_fa(s),
+            op::RUN_FW => self.run_fw(s),
+            op::UNMAP_FA => {
+                s.fa.clear();
+                s.running = false;
+                status::OK
+            }
+            op::MOD_STAT_CFG => self.mod_stat_cfg(s),
+            _ => status::BAD_OP,
+        }
+    }
+
+    fn query_fw(&self, s: &mut State) -> u8 {
+        let mut b = [0u8; 0x100];
+        let put16 =
+            |b: &mut [u8], at: usize, v: u16| b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+        put16(&mut b, query_fw::FW_PAGES, FW_PAGES);
+        put16(&mut b, query_fw::VER_MAJOR, FW_VERSION.0);
+        put16(&mut b, query_fw::VER_MINOR, FW_VERSION.1);
+        put16(&mut b, query_fw::VER_SUBMINOR, FW_VERSION.2);
+        put16(&mut b, query_fw::CMD_IF_REV, 3);
+        b[query_fw::LOG_MAX_CMDS] = 4;
+        // The catastrophic-error buffer: 16 zero dwords at BAR0 + 0x1000.
+        b[query_fw::CATAS_BASE..query_fw::CATAS_BASE + 8].copy_from_slice(&0x1000u64.to_be_bytes());
+        b[query_fw::CATAS_SIZE..query_fw::CATAS_SIZE + 4].copy_from_slice(&16u32.to_be_bytes());
+        self.mailbox_out(s, &b)
+    }
+
+    /// Writes an output mailbox (4 KiB, 4 KiB-aligned, mapped).
+    fn mailbox_out(&self, s: &mut State, data: &[u8]) -> u8 {
+        let at = Self::out_param(s);
+        if at % prm::hcr::MAILBOX as u64 != 0 || !self.iommu.write(at, data) {
+            Self::violation(s, format!("output mailbox {at:#x}: unaligned or unmapped"));
+            return status::BAD_PARAM;
+        }
+        status::OK
+    }
+
+    /// Reads an input mailbox.
+    fn mailbox_in(&self, s: &mut State, out: &mut [u8]) -> bool {
+        let at = Self::in_param(s);
+        if at % prm::hcr::MAILBOX as u64 != 0 || !self.iommu.read(at, out) {
+            Self::violation(s, format!("input mailbox {at:#x}: unaligned or unmapped"));
+            return false;
+        }
+        true
+    }
+
+    /// A page list of `in_mod` entries: naturally aligned blocks of at
+    /// least 4 KiB, each reachable by the device.
+    fn page_list(&self, s: &mut State, what: &str) -> Option<Vec<(u64, u32)>> {
+        let n = s.hcr[2] as usize;
+        if n == 0 || n > page_list::MAX_ENTRIES {
+            Self::violation(s, format!("{what}: {n} page-list entries"));
+            return None;
+        }
+        let mut raw = vec![0u8; n * page_list::ENTRY];
+        if !self.mailbox_in(s, &mut raw) {
+            return None;
+        }
+        let mut out = Vec::with_capacity(n);
+        for e in raw.chunks(page_list::ENTRY) {
+            let va = u64::from_be_bytes(e[..8].try_into().unwrap_or_default());
+            let pa = u64::from_be_bytes(e[8..].try_into().unwrap_or_default());
+            let log = (pa & 0x3f) as u32 + 12;
+            let addr = pa & !0xfff;
+            let bad = va != 0
+                || log > 40
+                || addr & ((1 << log) - 1) != 0
+                || self.iommu.translate(addr, 1 << log).is_none();
+            if bad {
+                Self::violation(
+                    s,
+                    format!(
+                        "{what}: entry va {va:#x} pa {pa:#x} (block 2^{log}) unaligned or unmapped"
+                    ),
+                );
+                return None;
+            }
+            out.push((addr, log));
+        }
+        Some(out)
+    }
+
+    fn map_fa(&self, s: &mut State) -> u8 {
+        if s.running {
+            return status::BAD_SYS_STATE;
+        }
+        let Some(blocks) = self.page_list(s, "MAP_FA") else {
+            return status::BAD_PARAM;
+        };
+        s.fa.extend(blocks);
+        status::OK
+    }
+
+    fn run_fw(&self, s: &mut State) -> u8 {
+        let bytes: u64 = s.fa.iter().map(|&(_, log)| 1u64 << log).sum();
+        if bytes < FW_PAGES as u64 * 4096 {
+            Self::violation(s, format!("RUN_FW with a firmware area of {bytes} bytes"));
+            return status::BAD_SYS_STATE;
+        }
+        for &(addr, _) in &s.fa.clone() {
+            if !self.iommu.write(addr, FA_MARK) {
+                Self::violation(
+                    s,
+                    format!("firmware area block {addr:#x} unmapped at RUN_FW"),
+                );
+                return status::BAD_SYS_STATE;
+            }
+        }
+        s.running = true;
+        status::OK
+    }
+
+    fn mod_stat_cfg(&self, s: &mut State) -> u8 {
+        let mut b = [0u8; 4];
+        if !self.mailbox_in(s, &mut b) {
+            return status::BAD_PARAM;
+        }
+        if b[prm::mod_stat_cfg::MODIFY] != 1 || b[prm::mod_stat_cfg::PG_SZ] != 0 {
+            Self::violation(s, format!("MOD_STAT_CFG {b:?}: not 4 KiB pages"));
+            return status::BAD_PARAM;
+        }
+        status::OK
+    }
+}

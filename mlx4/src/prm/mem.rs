@@ -1,0 +1,96 @@
+//! Memory the device reads and writes by DMA: command mailboxes and the
+//! firmware area.
+//!
+//! A [`DevBuf`] owns a [`DmaRegion`] mapped for one function (its guard
+//! unmaps it when the buffer drops, after the device has been told to let
+//! go of it). The device may write the bytes whenever a command runs, so no
+//! Rust reference into them is ever made: [`DevBuf::write`] and
+//! [`DevBuf::read`] are bounds-checked volatile copies, the only accesses.
+#![allow(unsafe_code)]
+
+use crate::Error;
+use rpmd_pmd::domain::DmaGuard;
+use rpmd_pmd::function::PciFunction;
+use rpmd_pmd::{DmaRegion, IovaMode};
+
+/// A DMA buffer of one function's, at IOVA = VA.
+pub struct DevBuf {
+    // Field order: the mapping goes before the memory it maps.
+    _map: DmaGuard,
+    region: DmaRegion,
+    len: usize,
+}
+
+impl DevBuf {
+    /// `len` zeroed bytes, mapped for `func`, starting on a page (4 KiB
+    /// at least, so a mailbox's alignment holds).
+    pub fn new(func: &dyn PciFunction, what: &str, len: usize) -> Result<DevBuf, Error> {
+        let region = DmaRegion::new(what, len, IovaMode::Va).map_err(|e| Error::Memory {
+            what: what.to_string(),
+            source: e,
+        })?;
+        let map = func.map_dma(&region).map_err(|e| Error::Memory {
+            what: format!("mapping {what} for the device"),
+            source: e,
+        })?;
+        Ok(DevBuf {
+            _map: map,
+            region,
+            len,
+        })
+    }
+
+    /// Bytes usable.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty (never: regions have a length).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device address of byte 0.
+    pub fn iova(&self) -> u64 {
+        self.region.as_ptr() as u64
+    }
+
+    /// Copies `data` to byte `off`; false if it does not fit.
+    pub fn write(&self, off: usize, data: &[u8]) -> bool {
+        if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        let base = self.region.as_ptr();
+        for (i, &b) in data.iter().enumerate() {
+            // SAFETY: `off + i < len` (checked above), inside the region,
+            // which lives as long as `self`; a volatile byte store makes
+            // no reference into memory the device may write.
+            unsafe { base.add(off + i).write_volatile(b) };
+        }
+        true
+    }
+
+    /// Fills `out` from byte `off`; false if it does not fit.
+    pub fn read(&self, off: usize, out: &mut [u8]) -> bool {
+        if off.checked_add(out.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        let base = self.region.as_ptr();
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: as for `write`: in bounds, volatile, no reference.
+            *b = unsafe { base.add(off + i).read_volatile() };
+        }
+        true
+    }
+
+    /// Zeroes the whole buffer.
+    pub fn clear(&self) {
+        let zeros = [0u8; 256];
+        let mut at = 0;
+        while at < self.len {
+            let n = zeros.len().min(self.len - at);
+            self.write(at, &zeros[..n]);
+            at += n;
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The bring-up against the behavioural model: the command order Linux
+//! uses, teardown that leaves the device reusable, and each way the
+//! device can refuse (owned, a failing command, a hung HCR) as a typed
+//! error with nothing left held.
+use rpmd_mlx4::hcr::Timeouts;
+use rpmd_mlx4::model::{Mlx4Model, ModelOptions};
+use rpmd_mlx4::prm::{op, status};
+use rpmd_mlx4::{Error, Hca, Options};
+use rpmd_pmd::DmaDomain;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn model(opts: ModelOptions) -> Arc<Mlx4Model> {
+    Mlx4Model::new("0000:00:09.0".parse().unwrap(), opts)
+}
+
+fn quick() -> Options {
+    Options {
+        timeouts: Timeouts {
+            hcr_free: Duration::from_millis(50),
+            command: Duration::from_millis(50),
+            reset_settle: Duration::from_millis(5),
+            reset_return: Duration::from_millis(50),
+            semaphore: Duration::from_millis(50),
+        },
+    }
+}
+
+fn open(m: &Arc<Mlx4Model>) -> Result<Hca, Error> {
+    Hca::open(m.open(&DmaDomain::new()).unwrap(), &quick())
+}
+
+const START: [u16; 4] = [op::QUERY_FW, op::MAP_FA, op::RUN_FW, op::MOD_STAT_CFG];
+
+#[test]
+fn firmware_starts_in_linux_order_and_stops_cleanly_twice() {
+    let m = model(ModelOptions::default());
+    let hca = open(&m).unwrap();
+    assert_eq!(hca.fw().version, (2, 42, 5000));
+    assert_eq!(hca.fw().pages, 16);
+    assert_eq!(hca.fw().catas, (0, 0x1000, 16));
+    assert!(m.running() && m.owned());
+    assert_eq!(m.commands(), START);
+    hca.close();
+    assert!(!m.running() && !m.owned());
+    assert_eq!(m.mapped_regions(), 0, "mailbox and firmware area unmapped");
+    // A second start on the same device: reset again, same sequence.
+    let hca = open(&m).unwrap();
+    drop(hca);
+    let mut want = START.to_vec();
+    want.push(op::UNMAP_FA);
+    want.extend(START);
+    want.push(op::UNMAP_FA);
+    assert_eq!(m.commands(), want);
+    assert_eq!(m.resets(), 2);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn without_flr_the_register_reset_is_used_with_the_semaphore() {
+    let m = model(ModelOptions {
+        no_flr: true,
+        ..ModelOptions::default()
+    });
+    let hca = open(&m).unwrap();
+    assert_eq!(m.resets(), 1);
+    drop(hca);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn a_device_owned_elsewhere_is_refused_and_left_alone() {
+    let m = model(ModelOptions {
+        owned_elsewhere: true,
+        ..ModelOptions::default()
+    });
+    let e = open(&m).err().unwrap();
+    assert!(matches!(e, Error::Owned { .. }), "{e}");
+    assert!(e.to_string().contains("owned by another driver"), "{e}");
+    assert!(m.owned(), "the other owner keeps it");
+    assert_eq!(m.resets(), 0);
+    assert!(m.commands().is_empty());
+}
+
+#[test]
+fn a_failing_command_is_a_typed_error_and_nothing_stays_held() {
+    for (opcode, name) in [
+        (op::QUERY_FW, "QUERY_FW"),
+        (op::MAP_FA, "MAP_FA"),
+        (op::RUN_FW, "RUN_FW"),
+    ] {
+        let m = model(ModelOptions {
+            fail: Some((opcode, 0x01)),
+            ..ModelOptions::default()
+        });
+        let e = open(&m).err().unwrap();
+        let Error::Command {
+            name: n, status: s, ..
+        } = &e
+        else {
+            panic!("{name}: {e}");
+        };
+        assert_eq!((*n, *s), (name, 1));
+        assert!(e.to_string().contains("internal error"), "{e}");
+        assert!(!m.owned(), "{name}: ownership given back");
+        assert!(!m.running());
+        assert_eq!(m.mapped_regions(), 0, "{name}: nothing left mapped");
+        assert!(m.violations().is_empty(), "{name}: {:?}", m.violations());
+    }
+}
+
+#[test]
+fn a_failing_mod_stat_cfg_only_warns() {
+    let m = model(ModelOptions {
+        fail: Some((op::MOD_STAT_CFG, status::BAD_OP)),
+        ..ModelOptions::default()
+    });
+    let hca = open(&m).unwrap();
+    assert!(m.running());
+    drop(hca);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn a_hung_hcr_times_out_naming_the_command() {
+    let m = model(ModelOptions {
+        hcr_stuck: true,
+        ..ModelOptions::default()
+    });
+    let e = open(&m).err().unwrap();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("QUERY_FW to complete"), "{e}");
+    assert!(!m.owned());
+}
+
+#[test]
+fn a_function_that_is_not_a_connectx3_is_refused_untouched() {
+    let m = model(ModelOptions {
+        device_id: Some(0x1004), // the VF: not in scope
+        ..ModelOptions::default()
+    });
+    let e = open(&m).err().unwrap();
+    assert!(e.to_string().contains("15b3:1004, not a ConnectX-3"), "{e}");
+    assert!(!m.owned() && m.commands().is_empty() && m.resets() == 0);
+    // The Pro is taken.
+    let m = model(ModelOptions {
+        device_id: Some(0x1007),
+        ..ModelOptions::default()
+    });
+    drop(open(&m).unwrap());
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn the_firmware_area_is_split_into_naturally_aligned_blocks() {
+    use rpmd_mlx4::fw::blocks;
+    assert_eq!(blocks(0x20_0000, 0x1_0000), [(0x20_0000, 16)]);
+    assert_eq!(
+        blocks(0x3000, 0x6000),
+        [(0x3000, 12), (0x4000, 14), (0x8000, 12)]
+    );
+    for &(a, log) in &blocks(0x7000, 0x2_3000) {
+        assert_eq!(a % (1 << log), 0);
+        assert!(log >= 12);
+    }
+    let total: u64 = blocks(0x7000, 0x2_3000).iter().map(|b| 1u64 << b.1).sum();
+    assert_eq!(total, 0x2_3000);
+}
