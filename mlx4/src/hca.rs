@@ -1,6 +1,7 @@
 //! Bringing a ConnectX-3 up in Linux's order (digest §2.2), as far as
 //! this driver goes today: ownership, reset, the firmware started in its
 //! area; and the teardown that leaves the device reusable.
+use crate::caps::{DevCap, PortCap};
 use crate::fw::{FwInfo, RunningFw};
 use crate::hcr::{Hcr, Timeouts};
 use crate::prm::mem::DevBuf;
@@ -29,6 +30,8 @@ pub struct Hca {
     )]
     mailbox: DevBuf,
     func: Arc<dyn PciFunction>,
+    cap: DevCap,
+    ports: Vec<PortCap>,
     closed: bool,
 }
 
@@ -67,15 +70,23 @@ impl Hca {
             func.enable_bus_master()
                 .map_err(regs_err("bus mastering"))?;
             let mailbox = DevBuf::new(&*func, "mlx4 mailbox", MAILBOX)?;
-            let fw = RunningFw::start(&*func, &mut hcr, &mailbox)?;
-            Ok((mailbox, fw))
+            let mut fw = RunningFw::start(&*func, &mut hcr, &mailbox)?;
+            match query_caps(&mut hcr, &mailbox) {
+                Ok((cap, ports)) => Ok((mailbox, fw, cap, ports)),
+                Err(e) => {
+                    fw.stop(&mut hcr);
+                    Err(e)
+                }
+            }
         });
         match started {
-            Ok((mailbox, fw)) => Ok(Hca {
+            Ok((mailbox, fw, cap, ports)) => Ok(Hca {
                 fw,
                 hcr,
                 mailbox,
                 func,
+                cap,
+                ports,
                 closed: false,
             }),
             Err(e) => {
@@ -88,6 +99,16 @@ impl Hca {
     /// What QUERY_FW reported.
     pub fn fw(&self) -> FwInfo {
         self.fw.info
+    }
+
+    /// What QUERY_DEV_CAP reported.
+    pub fn dev_cap(&self) -> &DevCap {
+        &self.cap
+    }
+
+    /// Each port's QUERY_PORT, port 1 first.
+    pub fn ports(&self) -> &[PortCap] {
+        &self.ports
     }
 
     /// Commands posted since the open.
@@ -119,6 +140,15 @@ impl Drop for Hca {
     fn drop(&mut self) {
         self.shut();
     }
+}
+
+/// QUERY_DEV_CAP, then QUERY_PORT for each port (digest §2.2 step 3).
+fn query_caps(hcr: &mut Hcr, mb: &DevBuf) -> Result<(DevCap, Vec<PortCap>), Error> {
+    let cap = DevCap::query(hcr, mb)?;
+    let ports = (1..=cap.num_ports)
+        .map(|port| PortCap::query(hcr, mb, port))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((cap, ports))
 }
 
 /// `core/main.c` `mlx4_free_ownership`: write 0. (Linux then sleeps a

@@ -16,19 +16,24 @@
 //!   the command and the status.
 //! - [`fw`]: QUERY_FW (checked), the firmware area mapped as naturally
 //!   aligned blocks (MAP_FA), RUN_FW, MOD_STAT_CFG, UNMAP_FA.
+//! - [`caps`]: QUERY_DEV_CAP and QUERY_PORT decoded, and what this driver
+//!   cannot drive refused by name (SYS_EQS, pages over 4 KiB, a port that
+//!   cannot be Ethernet).
 //! - [`Hca`]: vendor check, ownership, reset (FLR where offered, else the
 //!   register reset with the config-space save and restore), the firmware
-//!   started; close (and drop) stops it, frees its area only once the
-//!   device let go, and gives ownership back, so a second open works.
+//!   started, the capabilities and ports queried; close (and drop) stops
+//!   the firmware, frees its area only once the device let go, and gives
+//!   ownership back, so a second open works.
 //! - [`model`]: the device model for all of the above.
 //!
-//! To come (issue 23): QUERY_DEV_CAP and the ICM profile, INIT_HCA, the
+//! To come (issue 23): the ICM profile and mapping, INIT_HCA, the
 //! port, memory registration, EQ/CQ/QP and the data path.
 //!
 //! [`PciFunction`]: rpmd_pmd::function::PciFunction
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod caps;
 mod error;
 pub mod fw;
 mod hca;

@@ -2,8 +2,10 @@
 //! uses, teardown that leaves the device reusable, and each way the
 //! device can refuse (owned, a failing command, a hung HCR) as a typed
 //! error with nothing left held.
+use rpmd_mlx4::caps::Steering;
 use rpmd_mlx4::hcr::Timeouts;
-use rpmd_mlx4::model::{Mlx4Model, ModelOptions};
+use rpmd_mlx4::model::{Mlx4Model, ModelOptions, PORT_MAC};
+use rpmd_mlx4::prm::{dev_cap, query_fw, query_port};
 use rpmd_mlx4::prm::{op, status};
 use rpmd_mlx4::{Error, Hca, Options};
 use rpmd_pmd::DmaDomain;
@@ -30,7 +32,14 @@ fn open(m: &Arc<Mlx4Model>) -> Result<Hca, Error> {
     Hca::open(m.open(&DmaDomain::new()).unwrap(), &quick())
 }
 
-const START: [u16; 4] = [op::QUERY_FW, op::MAP_FA, op::RUN_FW, op::MOD_STAT_CFG];
+const START: [u16; 6] = [
+    op::QUERY_FW,
+    op::MAP_FA,
+    op::RUN_FW,
+    op::MOD_STAT_CFG,
+    op::QUERY_DEV_CAP,
+    op::QUERY_PORT,
+];
 
 #[test]
 fn firmware_starts_in_linux_order_and_stops_cleanly_twice() {
@@ -165,4 +174,71 @@ fn the_firmware_area_is_split_into_naturally_aligned_blocks() {
     }
     let total: u64 = blocks(0x7000, 0x2_3000).iter().map(|b| 1u64 << b.1).sum();
     assert_eq!(total, 0x2_3000);
+}
+
+#[test]
+fn capabilities_and_the_port_are_decoded() {
+    let m = model(ModelOptions::default());
+    let hca = open(&m).unwrap();
+    let c = hca.dev_cap();
+    assert_eq!(c.num_ports, 1);
+    assert_eq!(c.steering, Steering::B0);
+    assert_eq!((c.log_rsvd_qps, c.log_max_qps), (6, 17));
+    assert_eq!(
+        (c.log_rsvd_cqs, c.log_max_cqs, c.log_max_cq_sz),
+        (7, 16, 22)
+    );
+    assert_eq!((c.rsvd_uars, c.uar_size), (1, 4 << 20));
+    assert_eq!((c.max_sq_desc, c.max_rq_desc), (1008, 512));
+    assert_eq!(c.entry_sizes, [32, 256, 64, 64, 64, 64, 64, 64, 8, 64]);
+    assert_eq!(c.max_icm, 1 << 36);
+    assert!(!c.blueflame);
+    let p = hca.ports()[0];
+    assert_eq!(
+        (p.port, p.link_up, p.mtu, p.speed_mbps),
+        (1, false, 9600, 40_000)
+    );
+    assert_eq!((p.log_max_macs, p.log_max_vlans), (7, 7));
+    assert_eq!(p.mac, PORT_MAC);
+    drop(hca);
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}
+
+#[test]
+fn firmware_reporting_what_the_driver_cannot_drive_is_refused_cleanly() {
+    let cases: [((u16, usize, u8), &str); 6] = [
+        (
+            (op::QUERY_FW, query_fw::CMD_IF_REV + 1, 1),
+            "command interface revision 1",
+        ),
+        (
+            (op::QUERY_FW, query_fw::FW_PAGES + 1, 0),
+            "firmware area of 0 pages",
+        ),
+        (
+            (op::QUERY_DEV_CAP, dev_cap::NUM_SYS_EQS + 1, 4),
+            "4 system EQs",
+        ),
+        (
+            (op::QUERY_DEV_CAP, dev_cap::LOG_MIN_PAGE, 13),
+            "minimum page 2^13",
+        ),
+        ((op::QUERY_DEV_CAP, dev_cap::NUM_PORTS, 0), "0 ports"),
+        ((op::QUERY_PORT, query_port::LINK, 1), "cannot run Ethernet"),
+    ];
+    for (patch, want) in cases {
+        let m = model(ModelOptions {
+            patch: Some(patch),
+            ..ModelOptions::default()
+        });
+        let e = open(&m).err().unwrap();
+        assert!(matches!(e, Error::Firmware(_)), "{want}: {e}");
+        assert!(e.to_string().contains(want), "{want}: {e}");
+        assert!(
+            !m.running() && !m.owned(),
+            "{want}: firmware stopped, device released"
+        );
+        assert_eq!(m.mapped_regions(), 0, "{want}: nothing left mapped");
+        assert!(m.violations().is_empty(), "{want}: {:?}", m.violations());
+    }
 }

@@ -1,7 +1,12 @@
 //! The model's firmware commands (digest §4 items 3–4, as far as the
 //! driver goes today).
 use super::{Mlx4Model, State};
-use crate::prm::{self, op, page_list, query_fw, status};
+use crate::prm::{self, dev_cap as d, op, page_list, query_fw, query_port as qp, status};
+
+/// Ports (digest §4: one Ethernet port).
+pub(super) const NUM_PORTS: u8 = 1;
+/// Port 1's MAC (Mellanox's OUI); port n adds n − 1.
+pub const PORT_MAC: [u8; 6] = [0x00, 0x02, 0xc9, 0x12, 0x34, 0x50];
 
 /// The model's firmware area, in 4 KiB pages (digest §4: "a small
 /// fw_pages such as 16").
@@ -40,6 +45,8 @@ impl Mlx4Model {
                 status::OK
             }
             op::MOD_STAT_CFG => self.mod_stat_cfg(s),
+            op::QUERY_DEV_CAP => self.query_dev_cap(s),
+            op::QUERY_PORT => self.query_port(s),
             _ => status::BAD_OP,
         }
     }
@@ -60,8 +67,16 @@ impl Mlx4Model {
         self.mailbox_out(s, &b)
     }
 
-    /// Writes an output mailbox (4 KiB, 4 KiB-aligned, mapped).
+    /// Writes an output mailbox (4 KiB, 4 KiB-aligned, mapped), patched
+    /// as the options say.
     fn mailbox_out(&self, s: &mut State, data: &[u8]) -> u8 {
+        let mut data = data.to_vec();
+        if let Some((opcode, at, v)) = self.opts.patch {
+            if s.commands.last() == Some(&opcode) && at < data.len() {
+                data[at] = v;
+            }
+        }
+        let data = &data[..];
         let at = Self::out_param(s);
         if at % prm::hcr::MAILBOX as u64 != 0 || !self.iommu.write(at, data) {
             Self::violation(s, format!("output mailbox {at:#x}: unaligned or unmapped"));
@@ -144,6 +159,75 @@ impl Mlx4Model {
         }
         s.running = true;
         status::OK
+    }
+
+    /// The digest's [model] capabilities (§2.4, §4): B0 steering, no
+    /// BlueFlame, 32-byte CQEs and EQEs, no SYS_EQS, 8-byte MTT entries.
+    fn query_dev_cap(&self, s: &mut State) -> u8 {
+        let mut b = [0u8; 0x100];
+        let bytes: [(usize, u8); 33] = [
+            (d::LOG_MAX_SRQ_SZ, 16),
+            (d::LOG_MAX_QP_SZ, 14),
+            (d::LOG_RSVD_QPS, 6),
+            (d::LOG_MAX_QPS, 17),
+            (d::LOG_RSVD_SRQS, 6 << 4),
+            (d::LOG_MAX_SRQS, 16),
+            (d::LOG_MAX_CQ_SZ, 22),
+            (d::LOG_RSVD_CQS, 7),
+            (d::LOG_MAX_CQS, 16),
+            (d::LOG_MAX_MPTS, 17),
+            (d::LOG_RSVD_EQS, 2),
+            (d::LOG_MAX_EQS, 9),
+            (d::LOG_RSVD_MTTS, 4 << 4),
+            (d::LOG_RSVD_MPTS, 4),
+            (d::NUM_PORTS, NUM_PORTS),
+            (d::RSVD_UARS, 1 << 4),
+            (d::LOG_UAR_SZ, 2),
+            (d::LOG_MIN_PAGE, 12),
+            (d::MAX_SQ_SG, 32),
+            (d::MAX_RQ_SG, 32),
+            (d::LOG_MAX_MCGS, 13),
+            (d::RSVD_PDS, 1 << 4),
+            (d::LOG_MAX_PDS, 17),
+            (d::RDMARC_ENTRY + 1, 32),
+            (d::QPC_ENTRY, 1), // 256
+            (d::AUXC_ENTRY + 1, 64),
+            (d::ALTC_ENTRY + 1, 64),
+            (d::EQC_ENTRY + 1, 64),
+            (d::CQC_ENTRY + 1, 64),
+            (d::SRQC_ENTRY + 1, 64),
+            (d::CMPT_ENTRY + 1, 64),
+            (d::MTT_ENTRY + 1, 8),
+            (d::DMPT_ENTRY + 1, 64),
+        ];
+        for (at, v) in bytes {
+            b[at] = v;
+        }
+        let flags = d::FLAG_VEP_UC_STEER | d::FLAG_VEP_MC_STEER;
+        b[d::FLAGS..d::FLAGS + 8].copy_from_slice(&flags.to_be_bytes());
+        b[d::MAX_SQ_DESC..d::MAX_SQ_DESC + 2].copy_from_slice(&1008u16.to_be_bytes());
+        b[d::MAX_RQ_DESC..d::MAX_RQ_DESC + 2].copy_from_slice(&512u16.to_be_bytes());
+        b[d::MAX_ICM..d::MAX_ICM + 8].copy_from_slice(&(1u64 << 36).to_be_bytes());
+        self.mailbox_out(s, &b)
+    }
+
+    /// One Ethernet port, 40 Gb/s, MTU up to 9600, link down until
+    /// INIT_PORT.
+    fn query_port(&self, s: &mut State) -> u8 {
+        let port = s.hcr[2];
+        if port == 0 || port > NUM_PORTS as u32 {
+            return status::BAD_PARAM;
+        }
+        let mut b = [0u8; 0x20];
+        b[qp::LINK] = qp::SUPPORTS_ETH;
+        b[qp::ETH_MTU..qp::ETH_MTU + 2].copy_from_slice(&9600u16.to_be_bytes());
+        b[qp::SPEED] = 0x40;
+        b[qp::LOG_MAX_VLAN_MAC] = 7 << 4 | 7;
+        let mut mac = [0u8; 8];
+        mac[2..].copy_from_slice(&PORT_MAC);
+        mac[7] += port as u8 - 1;
+        b[qp::MAC..qp::MAC + 8].copy_from_slice(&mac);
+        self.mailbox_out(s, &b)
     }
 
     fn mod_stat_cfg(&self, s: &mut State) -> u8 {

@@ -19,6 +19,7 @@
 #![allow(unsafe_code)]
 
 mod commands;
+pub use commands::PORT_MAC;
 
 use crate::prm::{self, bar0, hcr, unwire32, wire32};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
@@ -42,6 +43,9 @@ pub struct ModelOptions {
     pub fail: Option<(u16, u8)>,
     /// Config space shows this device ID instead of 0x1003.
     pub device_id: Option<u16>,
+    /// The output mailbox of this opcode has this byte at this offset
+    /// (firmware reporting what the driver must refuse).
+    pub patch: Option<(u16, usize, u8)>,
 }
 
 /// The model's firmware state.

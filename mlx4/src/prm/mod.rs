@@ -172,3 +172,111 @@ pub mod mod_stat_cfg {
     /// Byte: log2(page size) − 12 (0 = 4 KiB).
     pub const PG_SZ: usize = 0x03;
 }
+
+/// §2.4 QUERY_DEV_CAP output mailbox (`core/fw.c` `mlx4_QUERY_DEV_CAP`).
+/// Fields named `LOG_*` hold log2 of the value; masks follow each offset.
+pub mod dev_cap {
+    pub const LOG_MAX_SRQ_SZ: usize = 0x10;
+    pub const LOG_MAX_QP_SZ: usize = 0x11;
+    /// Bits 3:0.
+    pub const LOG_RSVD_QPS: usize = 0x12;
+    /// Bits 4:0.
+    pub const LOG_MAX_QPS: usize = 0x13;
+    /// Bits 7:4.
+    pub const LOG_RSVD_SRQS: usize = 0x14;
+    /// Bits 4:0.
+    pub const LOG_MAX_SRQS: usize = 0x15;
+    pub const LOG_MAX_CQ_SZ: usize = 0x19;
+    /// Bits 3:0.
+    pub const LOG_RSVD_CQS: usize = 0x1a;
+    /// Bits 4:0.
+    pub const LOG_MAX_CQS: usize = 0x1b;
+    /// Bits 5:0.
+    pub const LOG_MAX_MPTS: usize = 0x1d;
+    /// Bits 3:0.
+    pub const LOG_RSVD_EQS: usize = 0x1e;
+    /// Bits 3:0.
+    pub const LOG_MAX_EQS: usize = 0x1f;
+    /// Bits 7:4.
+    pub const LOG_RSVD_MTTS: usize = 0x20;
+    /// Bits 3:0.
+    pub const LOG_RSVD_MPTS: usize = 0x22;
+    /// be16, bits 11:0: non-zero means SYS_EQS mode.
+    pub const NUM_SYS_EQS: usize = 0x26;
+    /// Bits 3:0.
+    pub const NUM_PORTS: usize = 0x37;
+    /// be64 flags (bits below).
+    pub const FLAGS: usize = 0x40;
+    /// Bits 7:4: a count, not a log.
+    pub const RSVD_UARS: usize = 0x48;
+    /// Bits 5:0: the UAR area is 2^(v+20) bytes.
+    pub const LOG_UAR_SZ: usize = 0x49;
+    pub const LOG_MIN_PAGE: usize = 0x4b;
+    /// Bit 7: BlueFlame.
+    pub const BF: usize = 0x4c;
+    pub const MAX_SQ_SG: usize = 0x51;
+    /// be16.
+    pub const MAX_SQ_DESC: usize = 0x52;
+    pub const MAX_RQ_SG: usize = 0x55;
+    /// be16.
+    pub const MAX_RQ_DESC: usize = 0x56;
+    pub const LOG_MAX_MCGS: usize = 0x63;
+    /// Bits 7:4: a count.
+    pub const RSVD_PDS: usize = 0x64;
+    /// Bits 5:0.
+    pub const LOG_MAX_PDS: usize = 0x65;
+    /// be32 ext-2 flags.
+    pub const FLAGS2: usize = 0x70;
+    /// Bit 7: device-managed flow steering.
+    pub const FS_EN: usize = 0x76;
+    /// be16 entry sizes.
+    pub const RDMARC_ENTRY: usize = 0x80;
+    pub const QPC_ENTRY: usize = 0x82;
+    pub const AUXC_ENTRY: usize = 0x84;
+    pub const ALTC_ENTRY: usize = 0x86;
+    pub const EQC_ENTRY: usize = 0x88;
+    pub const CQC_ENTRY: usize = 0x8a;
+    pub const SRQC_ENTRY: usize = 0x8c;
+    pub const CMPT_ENTRY: usize = 0x8e;
+    pub const MTT_ENTRY: usize = 0x90;
+    pub const DMPT_ENTRY: usize = 0x92;
+    /// be64.
+    pub const MAX_ICM: usize = 0xa0;
+
+    /// Flag bits of the be64 at `FLAGS` (`inc/device.h`).
+    pub const FLAG_VEP_UC_STEER: u64 = 1 << 41;
+    pub const FLAG_VEP_MC_STEER: u64 = 1 << 42;
+    pub const FLAG_64B_EQE: u64 = 1 << 61;
+    pub const FLAG_64B_CQE: u64 = 1 << 62;
+}
+
+/// §2.4 QUERY_PORT output mailbox (`core/fw.c` `mlx4_QUERY_PORT`,
+/// `core/en_port.c`); in_mod = port (1-based).
+pub mod query_port {
+    /// Bit 7 link up; bits 1:0 supported types (bit 1 Ethernet).
+    pub const LINK: usize = 0x00;
+    pub const LINK_UP: u8 = 1 << 7;
+    pub const SUPPORTS_ETH: u8 = 1 << 1;
+    /// be16 Ethernet MTU capability.
+    pub const ETH_MTU: usize = 0x02;
+    /// Speed code, mask `SPEED_MASK`.
+    pub const SPEED: usize = 0x05;
+    pub const SPEED_MASK: u8 = 0x6f;
+    /// Bits 7:4 log max VLANs, bits 3:0 log max MACs.
+    pub const LOG_MAX_VLAN_MAC: usize = 0x0a;
+    /// be64, bits 47:0.
+    pub const MAC: usize = 0x10;
+
+    /// The speed code in Mb/s (0 if unknown).
+    pub fn speed_mbps(code: u8) -> u32 {
+        match code & SPEED_MASK {
+            0x00 | 0x01 => 10_000,
+            0x02 => 1_000,
+            0x04 => 100,
+            0x08 => 20_000,
+            0x40 => 40_000,
+            0x20 => 56_000,
+            _ => 0,
+        }
+    }
+}

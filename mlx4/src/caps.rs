@@ -1,0 +1,205 @@
+//! What the device can do: QUERY_DEV_CAP and QUERY_PORT (digest §2.2
+//! step 3, §2.4; `core/fw.c`), decoded and checked for what this driver
+//! needs.
+use crate::fw::{be16, be32, be64};
+use crate::hcr::{Cmd, Hcr};
+use crate::prm::mem::DevBuf;
+use crate::prm::{dev_cap as d, op, query_port as p};
+use crate::Error;
+
+/// The steering mode the card offers (`core/main.c`
+/// `choose_steering_mode`, without DMFS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steering {
+    /// B0: MAC steering through MCG entries (VEP_UC and VEP_MC offered).
+    B0,
+    /// A0: steering by QPN ranges (RQP_CALC).
+    A0,
+}
+
+/// QUERY_DEV_CAP, the fields a raw-Ethernet driver uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)] // each field is the named capability
+pub struct DevCap {
+    pub log_max_qp_sz: u8,
+    pub log_rsvd_qps: u8,
+    pub log_max_qps: u8,
+    pub log_rsvd_srqs: u8,
+    pub log_max_srqs: u8,
+    pub log_max_cq_sz: u8,
+    pub log_rsvd_cqs: u8,
+    pub log_max_cqs: u8,
+    pub log_max_mpts: u8,
+    pub log_rsvd_eqs: u8,
+    pub log_max_eqs: u8,
+    pub log_rsvd_mtts: u8,
+    pub log_rsvd_mpts: u8,
+    pub num_ports: u8,
+    pub flags: u64,
+    pub flags2: u32,
+    pub rsvd_uars: u8,
+    /// Bytes of the UAR area in BAR2.
+    pub uar_size: u64,
+    pub log_min_page: u8,
+    pub blueflame: bool,
+    pub max_sq_sg: u8,
+    pub max_sq_desc: u16,
+    pub max_rq_sg: u8,
+    pub max_rq_desc: u16,
+    pub log_max_mcgs: u8,
+    pub rsvd_pds: u8,
+    pub log_max_pds: u8,
+    /// Entry sizes: RDMARC, QPC, AUXC, ALTC, EQC, CQC, SRQC, cMPT, MTT,
+    /// dMPT.
+    pub entry_sizes: [u16; 10],
+    pub max_icm: u64,
+    pub steering: Steering,
+}
+
+/// QUERY_PORT of one Ethernet port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortCap {
+    /// 1-based.
+    pub port: u8,
+    /// Link up now.
+    pub link_up: bool,
+    /// Largest MTU the port takes.
+    pub mtu: u16,
+    /// Speed in Mb/s (0 if the code is unknown).
+    pub speed_mbps: u32,
+    /// Log2 of the MAC table size.
+    pub log_max_macs: u8,
+    /// Log2 of the VLAN table size.
+    pub log_max_vlans: u8,
+    /// The port's burned-in MAC address.
+    pub mac: [u8; 6],
+}
+
+/// The output mailbox's first `N` bytes, after `c` wrote them.
+fn query<const N: usize>(hcr: &mut Hcr, mb: &DevBuf, c: Cmd) -> Result<[u8; N], Error> {
+    mb.clear();
+    hcr.exec(Cmd {
+        out_param: mb.iova(),
+        ..c
+    })?;
+    let mut b = [0u8; N];
+    mb.read(0, &mut b);
+    Ok(b)
+}
+
+impl DevCap {
+    /// Runs QUERY_DEV_CAP; refuses what this driver cannot drive, naming
+    /// the capability (SYS_EQS, pages over 4 KiB, no port).
+    pub fn query(hcr: &mut Hcr, mb: &DevBuf) -> Result<DevCap, Error> {
+        let b: [u8; 0x100] = query(
+            hcr,
+            mb,
+            Cmd {
+                opcode: op::QUERY_DEV_CAP,
+                ..Cmd::default()
+            },
+        )?;
+        let cap = Self::decode(&b);
+        let sys_eqs = be16(&b, d::NUM_SYS_EQS) & 0xfff;
+        let refuse = |what: String| Err(Error::Firmware(format!("QUERY_DEV_CAP: {what}")));
+        if sys_eqs != 0 {
+            return refuse(format!(
+                "{sys_eqs} system EQs (SYS_EQS mode, SR-IOV firmware) are not supported"
+            ));
+        }
+        if cap.log_min_page > 12 {
+            return refuse(format!(
+                "minimum page 2^{} bytes; this driver uses 4 KiB pages",
+                cap.log_min_page
+            ));
+        }
+        if cap.num_ports == 0 || cap.num_ports > 2 {
+            return refuse(format!("{} ports", cap.num_ports));
+        }
+        if cap.entry_sizes[8] != 8 {
+            return refuse(format!(
+                "MTT entries of {} bytes (8 expected)",
+                cap.entry_sizes[8]
+            ));
+        }
+        Ok(cap)
+    }
+
+    fn decode(b: &[u8]) -> DevCap {
+        let flags = be64(b, d::FLAGS);
+        let both = d::FLAG_VEP_UC_STEER | d::FLAG_VEP_MC_STEER;
+        let mut entry_sizes = [0u16; 10];
+        for (i, e) in entry_sizes.iter_mut().enumerate() {
+            *e = be16(b, d::RDMARC_ENTRY + 2 * i);
+        }
+        DevCap {
+            log_max_qp_sz: b[d::LOG_MAX_QP_SZ],
+            log_rsvd_qps: b[d::LOG_RSVD_QPS] & 0xf,
+            log_max_qps: b[d::LOG_MAX_QPS] & 0x1f,
+            log_rsvd_srqs: b[d::LOG_RSVD_SRQS] >> 4,
+            log_max_srqs: b[d::LOG_MAX_SRQS] & 0x1f,
+            log_max_cq_sz: b[d::LOG_MAX_CQ_SZ],
+            log_rsvd_cqs: b[d::LOG_RSVD_CQS] & 0xf,
+            log_max_cqs: b[d::LOG_MAX_CQS] & 0x1f,
+            log_max_mpts: b[d::LOG_MAX_MPTS] & 0x3f,
+            log_rsvd_eqs: b[d::LOG_RSVD_EQS] & 0xf,
+            log_max_eqs: b[d::LOG_MAX_EQS] & 0xf,
+            log_rsvd_mtts: b[d::LOG_RSVD_MTTS] >> 4,
+            log_rsvd_mpts: b[d::LOG_RSVD_MPTS] & 0xf,
+            num_ports: b[d::NUM_PORTS] & 0xf,
+            flags,
+            flags2: be32(b, d::FLAGS2),
+            rsvd_uars: b[d::RSVD_UARS] >> 4,
+            uar_size: 1u64 << ((b[d::LOG_UAR_SZ] & 0x3f) as u32 + 20),
+            log_min_page: b[d::LOG_MIN_PAGE],
+            blueflame: b[d::BF] & 0x80 != 0,
+            max_sq_sg: b[d::MAX_SQ_SG],
+            max_sq_desc: be16(b, d::MAX_SQ_DESC),
+            max_rq_sg: b[d::MAX_RQ_SG],
+            max_rq_desc: be16(b, d::MAX_RQ_DESC),
+            log_max_mcgs: b[d::LOG_MAX_MCGS],
+            rsvd_pds: b[d::RSVD_PDS] >> 4,
+            log_max_pds: b[d::LOG_MAX_PDS] & 0x3f,
+            entry_sizes,
+            max_icm: be64(b, d::MAX_ICM),
+            steering: if flags & both == both {
+                Steering::B0
+            } else {
+                Steering::A0
+            },
+        }
+    }
+}
+
+impl PortCap {
+    /// Runs QUERY_PORT for `port` (1-based); refuses a port that cannot
+    /// be Ethernet.
+    pub fn query(hcr: &mut Hcr, mb: &DevBuf, port: u8) -> Result<PortCap, Error> {
+        let b: [u8; 0x20] = query(
+            hcr,
+            mb,
+            Cmd {
+                opcode: op::QUERY_PORT,
+                in_mod: port as u32,
+                ..Cmd::default()
+            },
+        )?;
+        if b[p::LINK] & p::SUPPORTS_ETH == 0 {
+            return Err(Error::Firmware(format!(
+                "QUERY_PORT {port}: the port cannot run Ethernet (types {:#x}); set it to Ethernet with the card's tools",
+                b[p::LINK] & 3
+            )));
+        }
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&b[p::MAC + 2..p::MAC + 8]);
+        Ok(PortCap {
+            port,
+            link_up: b[p::LINK] & p::LINK_UP != 0,
+            mtu: be16(&b, p::ETH_MTU),
+            speed_mbps: p::speed_mbps(b[p::SPEED]),
+            log_max_macs: b[p::LOG_MAX_VLAN_MAC] & 0xf,
+            log_max_vlans: b[p::LOG_MAX_VLAN_MAC] >> 4,
+            mac,
+        })
+    }
+}
