@@ -50,14 +50,26 @@ pub trait PciFunction: Send + Sync {
     /// BAR `bar` (0..=5): memory or I/O space, bounds-checked.
     fn bar(&self, bar: u32) -> Result<Regs, Error>;
 
-    /// MSI-X vectors the function has (0 if none).
-    fn msix_vectors(&self) -> u32;
+    /// MSI-X vectors the function has (0 if none; the default, for
+    /// functions without MSI-X).
+    fn msix_vectors(&self) -> u32 {
+        0
+    }
 
-    /// Routes MSI-X vectors `0..n` to new eventfds, in vector order.
-    fn enable_msix(&self, n: u32) -> Result<Vec<EventFd>, Error>;
+    /// Routes MSI-X vectors `0..n` to new eventfds, in vector order (by
+    /// default an error: the function has no MSI-X).
+    fn enable_msix(&self, n: u32) -> Result<Vec<EventFd>, Error> {
+        Err(Error::Vfio {
+            what: format!("MSI-X ({n} vectors) on {}", self.addr()),
+            detail: "the function has no MSI-X".into(),
+            hint: None,
+        })
+    }
 
-    /// Turns MSI-X off.
-    fn disable_msix(&self) -> Result<(), Error>;
+    /// Turns MSI-X off (by default nothing to do).
+    fn disable_msix(&self) -> Result<(), Error> {
+        Ok(())
+    }
 
     /// Whether a function-level reset is offered.
     fn can_reset(&self) -> bool;
@@ -158,5 +170,77 @@ impl PciBus for ModelBus {
             hint: None,
         })?;
         open(domain)
+    }
+}
+
+/// A device model's IOMMU: what its domain and its driver mapped, at
+/// IOVA = VA. Cheap to clone (a shared handle); attach a clone to the
+/// domain (it is a [`DmaTarget`](crate::domain::DmaTarget)) and
+/// [`translate`](ModelIommu::translate) each DMA the model makes, so an
+/// access outside the mappings is found rather than made.
+#[derive(Clone)]
+pub struct ModelIommu {
+    name: &'static str,
+    maps: Arc<std::sync::Mutex<ModelMaps>>,
+}
+
+#[derive(Default)]
+struct ModelMaps {
+    /// (start, end, id) of each mapping.
+    spans: Vec<(u64, u64, u64)>,
+    next: u64,
+}
+
+struct ModelUnmap(Arc<std::sync::Mutex<ModelMaps>>, u64);
+
+impl Drop for ModelUnmap {
+    fn drop(&mut self) {
+        lock_maps(&self.0).spans.retain(|m| m.2 != self.1);
+    }
+}
+
+fn lock_maps(m: &std::sync::Mutex<ModelMaps>) -> std::sync::MutexGuard<'_, ModelMaps> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ModelIommu {
+    /// An IOMMU with nothing mapped, named for errors (`"virtio-net model
+    /// IOMMU"`).
+    pub fn new(name: &'static str) -> ModelIommu {
+        ModelIommu {
+            name,
+            maps: Arc::default(),
+        }
+    }
+
+    /// The host address of `len` bytes at IOVA `a`, if all of them lie in
+    /// one mapping.
+    pub fn translate(&self, a: u64, len: usize) -> Option<*mut u8> {
+        let end = a.checked_add(len as u64)?;
+        lock_maps(&self.maps)
+            .spans
+            .iter()
+            .any(|&(s, e, _)| s <= a && end <= e)
+            .then_some(a as *mut u8)
+    }
+
+    /// Mappings in place now.
+    pub fn mapped(&self) -> usize {
+        lock_maps(&self.maps).spans.len()
+    }
+}
+
+impl crate::domain::DmaTarget for ModelIommu {
+    fn name(&self) -> String {
+        self.name.into()
+    }
+
+    fn map(&self, r: &DmaRegion) -> Result<DmaGuard, Error> {
+        let start = r.as_ptr() as u64;
+        let mut m = lock_maps(&self.maps);
+        m.next += 1;
+        let id = m.next;
+        m.spans.push((start, start + r.len() as u64, id));
+        Ok(DmaGuard::new(ModelUnmap(self.maps.clone(), id)))
     }
 }

@@ -23,9 +23,9 @@ pub use commands::PORT_MAC;
 
 use crate::prm::{self, bar0, hcr, unwire32, wire32};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
-use rpmd_pmd::function::{cfg, PciFunction};
+use rpmd_pmd::function::{cfg, ModelIommu, PciFunction};
 use rpmd_pmd::pci::{PciAddr, PciDevice, PciId};
-use rpmd_pmd::vfio::{EventFd, RegisterSpace, Regs};
+use rpmd_pmd::vfio::{RegisterSpace, Regs};
 use rpmd_pmd::{DmaDomain, DmaRegion, Error};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -69,54 +69,20 @@ pub struct Mlx4Model {
     addr: PciAddr,
     opts: ModelOptions,
     state: Mutex<State>,
-    iommu: Arc<Iommu>,
-}
-
-/// The model's IOMMU: what the domain and the driver mapped, IOVA = VA.
-#[derive(Default)]
-struct Iommu {
-    maps: Mutex<Vec<(u64, u64, u64)>>,
-    next: Mutex<u64>,
-}
-
-struct Unmap(Arc<Iommu>, u64);
-impl Drop for Unmap {
-    fn drop(&mut self) {
-        lock(&self.0.maps).retain(|m| m.2 != self.1);
-    }
+    iommu: ModelIommu,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-struct IommuHandle(Arc<Iommu>);
-
-impl DmaTarget for IommuHandle {
-    fn name(&self) -> String {
-        "mlx4 model IOMMU".into()
-    }
-    fn map(&self, r: &DmaRegion) -> Result<DmaGuard, Error> {
-        let id = {
-            let mut n = lock(&self.0.next);
-            *n += 1;
-            *n
-        };
-        let start = r.as_ptr() as u64;
-        lock(&self.0.maps).push((start, start + r.len() as u64, id));
-        Ok(DmaGuard::new(Unmap(self.0.clone(), id)))
-    }
+/// Device DMA through the model's IOMMU.
+trait Dma {
+    fn read(&self, a: u64, out: &mut [u8]) -> bool;
+    fn write(&self, a: u64, data: &[u8]) -> bool;
 }
 
-impl Iommu {
-    fn translate(&self, a: u64, len: usize) -> Option<*mut u8> {
-        let end = a.checked_add(len as u64)?;
-        lock(&self.maps)
-            .iter()
-            .any(|&(s, e, _)| s <= a && end <= e)
-            .then_some(a as *mut u8)
-    }
-
+impl Dma for ModelIommu {
     /// Device DMA read of `out.len()` bytes at `a`; false if unmapped.
     fn read(&self, a: u64, out: &mut [u8]) -> bool {
         let Some(p) = self.translate(a, out.len()) else {
@@ -145,7 +111,7 @@ impl Iommu {
 struct Function {
     model: Arc<Mlx4Model>,
     domain: DmaDomain,
-    iommu: Arc<IommuHandle>,
+    iommu: Arc<ModelIommu>,
 }
 
 struct Config(Arc<Mlx4Model>);
@@ -166,7 +132,7 @@ impl Mlx4Model {
             addr,
             opts,
             state: Mutex::new(s),
-            iommu: Arc::default(),
+            iommu: ModelIommu::new("mlx4 model IOMMU"),
         })
     }
 
@@ -187,7 +153,7 @@ impl Mlx4Model {
 
     /// Opens it for a driver: its IOMMU joins `domain`.
     pub fn open(self: &Arc<Self>, domain: &DmaDomain) -> Result<Arc<dyn PciFunction>, Error> {
-        let iommu = Arc::new(IommuHandle(self.iommu.clone()));
+        let iommu = Arc::new(self.iommu.clone());
         domain.attach(iommu.clone())?;
         Ok(Arc::new(Function {
             model: self.clone(),
@@ -223,7 +189,7 @@ impl Mlx4Model {
 
     /// Regions the device can reach now.
     pub fn mapped_regions(&self) -> usize {
-        lock(&self.iommu.maps).len()
+        self.iommu.mapped()
     }
 
     fn violation(s: &mut State, what: String) {
@@ -393,19 +359,6 @@ impl PciFunction for Function {
             bar0::LEN,
             name,
         ))
-    }
-    fn msix_vectors(&self) -> u32 {
-        0
-    }
-    fn enable_msix(&self, _: u32) -> Result<Vec<EventFd>, Error> {
-        Err(Error::Vfio {
-            what: format!("MSI-X on {}", self.model.addr),
-            detail: "the model has no MSI-X".into(),
-            hint: None,
-        })
-    }
-    fn disable_msix(&self) -> Result<(), Error> {
-        Ok(())
     }
     fn can_reset(&self) -> bool {
         !self.model.opts.no_flr

@@ -20,9 +20,9 @@ use crate::consts::{
 };
 use crate::vring::{split_sizes, SplitView};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
-use rpmd_pmd::function::{cfg, PciFunction};
+use rpmd_pmd::function::{cfg, ModelIommu, PciFunction};
 use rpmd_pmd::pci::{PciAddr, PciDevice, PciId};
-use rpmd_pmd::vfio::{EventFd, RegisterSpace, Regs};
+use rpmd_pmd::vfio::{RegisterSpace, Regs};
 use rpmd_pmd::{DmaDomain, DmaRegion, Error};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -77,59 +77,15 @@ struct State {
     received: u64,
 }
 
-/// The model's IOMMU: what the domain and the driver mapped.
-#[derive(Default)]
-struct Iommu {
-    maps: Mutex<Vec<(u64, u64, u64)>>,
-    next: Mutex<u64>,
-}
-
-struct Unmap(Arc<Iommu>, u64);
-impl Drop for Unmap {
-    fn drop(&mut self) {
-        lock(&self.0.maps).retain(|m| m.2 != self.1);
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-struct IommuHandle(Arc<Iommu>);
-
-impl DmaTarget for IommuHandle {
-    fn name(&self) -> String {
-        "virtio-net model IOMMU".into()
-    }
-    fn map(&self, r: &DmaRegion) -> Result<DmaGuard, Error> {
-        let id = {
-            let mut n = lock(&self.0.next);
-            *n += 1;
-            *n
-        };
-        let start = r.as_ptr() as u64;
-        lock(&self.0.maps).push((start, start + r.len() as u64, id));
-        Ok(DmaGuard::new(Unmap(self.0.clone(), id)))
-    }
-}
-
-impl Iommu {
-    /// The host address of `len` bytes at IOVA `a` (IOVA = VA), if all
-    /// are mapped.
-    fn translate(&self, a: u64, len: usize) -> Option<*mut u8> {
-        let end = a.checked_add(len as u64)?;
-        lock(&self.maps)
-            .iter()
-            .any(|&(s, e, _)| s <= a && end <= e)
-            .then_some(a as *mut u8)
-    }
 }
 
 /// The device: registers, state, IOMMU.
 pub(crate) struct NetModel {
     addr: PciAddr,
     state: Mutex<State>,
-    iommu: Arc<Iommu>,
+    iommu: ModelIommu,
     /// Refuse every feature set (FEATURES_OK never sticks).
     refuse_features: bool,
 }
@@ -138,7 +94,7 @@ pub(crate) struct NetModel {
 struct Function {
     model: Arc<NetModel>,
     domain: DmaDomain,
-    iommu: Arc<IommuHandle>,
+    iommu: Arc<ModelIommu>,
 }
 
 struct Config(Arc<NetModel>);
@@ -149,7 +105,7 @@ impl NetModel {
         Arc::new(NetModel {
             addr,
             state: Mutex::default(),
-            iommu: Arc::default(),
+            iommu: ModelIommu::new("virtio-net model IOMMU"),
             refuse_features,
         })
     }
@@ -174,7 +130,7 @@ impl NetModel {
         self: &Arc<Self>,
         domain: &DmaDomain,
     ) -> Result<Arc<dyn PciFunction>, Error> {
-        let iommu = Arc::new(IommuHandle(self.iommu.clone()));
+        let iommu = Arc::new(self.iommu.clone());
         domain.attach(iommu.clone())?;
         Ok(Arc::new(Function {
             model: self.clone(),
@@ -196,7 +152,7 @@ impl NetModel {
 
     /// Bytes of IOVA space mapped now.
     pub(crate) fn mapped_regions(&self) -> usize {
-        lock(&self.iommu.maps).len()
+        self.iommu.mapped()
     }
 
     fn violation(s: &mut State, what: String) {
@@ -544,19 +500,6 @@ impl PciFunction for Function {
             BAR_LEN,
             name,
         ))
-    }
-    fn msix_vectors(&self) -> u32 {
-        0
-    }
-    fn enable_msix(&self, _: u32) -> Result<Vec<EventFd>, Error> {
-        Err(Error::Vfio {
-            what: format!("MSI-X on {}", self.model.addr),
-            detail: "the model has no MSI-X".into(),
-            hint: None,
-        })
-    }
-    fn disable_msix(&self) -> Result<(), Error> {
-        Ok(())
     }
     fn can_reset(&self) -> bool {
         false
