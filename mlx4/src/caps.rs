@@ -75,24 +75,11 @@ pub struct PortCap {
     pub mac: [u8; 6],
 }
 
-/// The output mailbox's first `N` bytes, after `c` wrote them.
-fn query<const N: usize>(hcr: &mut Hcr, mb: &DevBuf, c: Cmd) -> Result<[u8; N], Error> {
-    mb.clear();
-    hcr.exec(Cmd {
-        out_param: mb.iova(),
-        ..c
-    })?;
-    let mut b = [0u8; N];
-    mb.read(0, &mut b);
-    Ok(b)
-}
-
 impl DevCap {
     /// Runs QUERY_DEV_CAP; refuses what this driver cannot drive, naming
     /// the capability (SYS_EQS, pages over 4 KiB, no port).
     pub fn query(hcr: &mut Hcr, mb: &DevBuf) -> Result<DevCap, Error> {
-        let b: [u8; 0x100] = query(
-            hcr,
+        let b: [u8; 0x100] = hcr.query(
             mb,
             Cmd {
                 opcode: op::QUERY_DEV_CAP,
@@ -175,8 +162,7 @@ impl PortCap {
     /// Runs QUERY_PORT for `port` (1-based); refuses a port that cannot
     /// be Ethernet.
     pub fn query(hcr: &mut Hcr, mb: &DevBuf, port: u8) -> Result<PortCap, Error> {
-        let b: [u8; 0x20] = query(
-            hcr,
+        let b: [u8; 0x20] = hcr.query(
             mb,
             Cmd {
                 opcode: op::QUERY_PORT,

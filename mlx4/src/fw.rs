@@ -33,22 +33,15 @@ pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
     (be32(b, at) as u64) << 32 | be32(b, at + 4) as u64
 }
 
-/// The output mailbox's first `N` bytes, after a command wrote them.
-fn out<const N: usize>(mb: &DevBuf) -> [u8; N] {
-    let mut b = [0u8; N];
-    mb.read(0, &mut b);
-    b
-}
-
 /// QUERY_FW, checked for what this driver needs.
 pub fn query_fw(hcr: &mut Hcr, mb: &DevBuf) -> Result<FwInfo, Error> {
-    mb.clear();
-    hcr.exec(Cmd {
-        opcode: op::QUERY_FW,
-        out_param: mb.iova(),
-        ..Cmd::default()
-    })?;
-    let b: [u8; 0x40] = out(mb);
+    let b: [u8; 0x40] = hcr.query(
+        mb,
+        Cmd {
+            opcode: op::QUERY_FW,
+            ..Cmd::default()
+        },
+    )?;
     let info = FwInfo {
         pages: be16(&b, query_fw::FW_PAGES),
         version: (

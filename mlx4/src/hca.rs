@@ -3,13 +3,13 @@
 //! area; and the teardown that leaves the device reusable.
 use crate::caps::{DevCap, PortCap};
 use crate::fw::{FwInfo, RunningFw};
-use crate::hcr::{Hcr, Timeouts};
+use crate::hcr::{wait_until, Hcr, Timeouts};
 use crate::prm::mem::DevBuf;
 use crate::prm::{self, hcr::MAILBOX, wire32};
 use crate::Error;
 use rpmd_pmd::function::{cfg, PciFunction};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bring-up options.
 #[derive(Clone, Copy, Debug, Default)]
@@ -20,15 +20,9 @@ pub struct Options {
 
 /// A ConnectX-3 whose firmware runs, owned by this process until drop.
 pub struct Hca {
-    // Field order: the firmware is stopped (in `Drop`) before the
-    // mailbox and the function go.
+    // The firmware is stopped (in `Drop`) before the function goes.
     fw: RunningFw,
     hcr: Hcr,
-    #[expect(
-        dead_code,
-        reason = "the mailbox of the commands to come (QUERY_DEV_CAP onward)"
-    )]
-    mailbox: DevBuf,
     func: Arc<dyn PciFunction>,
     cap: DevCap,
     ports: Vec<PortCap>,
@@ -69,10 +63,11 @@ impl Hca {
         let started = reset(&*func, &mut hcr).and_then(|()| {
             func.enable_bus_master()
                 .map_err(regs_err("bus mastering"))?;
+            // The mailbox serves the open's commands and goes with it.
             let mailbox = DevBuf::new(&*func, "mlx4 mailbox", MAILBOX)?;
             let mut fw = RunningFw::start(&*func, &mut hcr, &mailbox)?;
             match query_caps(&mut hcr, &mailbox) {
-                Ok((cap, ports)) => Ok((mailbox, fw, cap, ports)),
+                Ok((cap, ports)) => Ok((fw, cap, ports)),
                 Err(e) => {
                     fw.stop(&mut hcr);
                     Err(e)
@@ -80,10 +75,9 @@ impl Hca {
             }
         });
         match started {
-            Ok((mailbox, fw, cap, ports)) => Ok(Hca {
+            Ok((fw, cap, ports)) => Ok(Hca {
                 fw,
                 hcr,
-                mailbox,
                 func,
                 cap,
                 ports,
@@ -201,18 +195,28 @@ fn register_reset(func: &dyn PciFunction, hcr: &Hcr) -> Result<(), Error> {
         }
     }
     let bar0 = hcr.bar0();
-    wait_until(t.semaphore, "the HW semaphore before a reset", || {
-        Ok(bar0
-            .read32(prm::bar0::SEMAPHORE)
-            .map_err(err("HW semaphore"))?
-            == 0)
-    })?;
+    let ms = Duration::from_millis(1);
+    let named = |what: &'static str| move || what.to_string();
+    wait_until(
+        t.semaphore,
+        ms,
+        named("the HW semaphore before a reset"),
+        || {
+            Ok(bar0
+                .read32(prm::bar0::SEMAPHORE)
+                .map_err(err("HW semaphore"))?
+                == 0)
+        },
+    )?;
     bar0.write32(prm::bar0::RESET, wire32(1))
         .map_err(err("reset register"))?;
     std::thread::sleep(t.reset_settle);
-    wait_until(t.reset_return, "the device to answer after a reset", || {
-        Ok(config.read16(cfg::VENDOR).map_err(err("vendor ID"))? != 0xffff)
-    })?;
+    wait_until(
+        t.reset_return,
+        ms,
+        named("the device to answer after a reset"),
+        || Ok(config.read16(cfg::VENDOR).map_err(err("vendor ID"))? != 0xffff),
+    )?;
     for (i, &d) in saved.iter().enumerate().take(16) {
         if i != 1 {
             config
@@ -223,22 +227,4 @@ fn register_reset(func: &dyn PciFunction, hcr: &Hcr) -> Result<(), Error> {
     config
         .write32(cfg::COMMAND, saved[1])
         .map_err(err("restoring the command register"))
-}
-
-fn wait_until(
-    limit: Duration,
-    what: &str,
-    mut done: impl FnMut() -> Result<bool, Error>,
-) -> Result<(), Error> {
-    let start = Instant::now();
-    while !done()? {
-        if start.elapsed() >= limit {
-            return Err(Error::Timeout {
-                what: what.to_string(),
-                waited: limit,
-            });
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    Ok(())
 }

@@ -7,6 +7,7 @@
 //! after a reset), writes T = toggle with GO, and flips toggle. Every wait
 //! has a timeout ([`Timeouts`]); a non-zero status becomes
 //! [`Error::Command`] naming the opcode and the status.
+use crate::prm::mem::DevBuf;
 use crate::prm::{self, hcr, op, status, unwire32, wire32};
 use crate::Error;
 use rpmd_pmd::vfio::Regs;
@@ -119,21 +120,12 @@ impl Hcr {
 
     /// Dword 6 once the HCR is not busy, or a timeout naming `what`.
     fn wait_free(&self, limit: Duration, what: impl Fn() -> String) -> Result<u32, Error> {
-        let start = Instant::now();
-        loop {
-            let d6 = self.read(6)?;
-            let busy = d6 & hcr::GO != 0 || (d6 & hcr::TOGGLE != 0) == self.toggle;
-            if !busy {
-                return Ok(d6);
-            }
-            if start.elapsed() >= limit {
-                return Err(Error::Timeout {
-                    what: what(),
-                    waited: limit,
-                });
-            }
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        let mut d6 = 0;
+        wait_until(limit, Duration::from_micros(100), what, || {
+            d6 = self.read(6)?;
+            Ok(d6 & hcr::GO == 0 && (d6 & hcr::TOGGLE != 0) != self.toggle)
+        })?;
+        Ok(d6)
     }
 
     /// Posts `c` and polls it to completion; the immediate output
@@ -174,4 +166,38 @@ impl Hcr {
         }
         Ok((self.read(3)? as u64) << 32 | self.read(4)? as u64)
     }
+
+    /// Runs `c` with `mb` as its output mailbox; the mailbox's first `N`
+    /// bytes once it completed.
+    pub fn query<const N: usize>(&mut self, mb: &DevBuf, c: Cmd) -> Result<[u8; N], Error> {
+        mb.clear();
+        self.exec(Cmd {
+            out_param: mb.iova(),
+            ..c
+        })?;
+        let mut b = [0u8; N];
+        mb.read(0, &mut b);
+        Ok(b)
+    }
+}
+
+/// Polls `done` every `step` until it holds, or `limit` passes (a
+/// timeout naming `what`).
+pub(crate) fn wait_until(
+    limit: Duration,
+    step: Duration,
+    what: impl Fn() -> String,
+    mut done: impl FnMut() -> Result<bool, Error>,
+) -> Result<(), Error> {
+    let start = Instant::now();
+    while !done()? {
+        if start.elapsed() >= limit {
+            return Err(Error::Timeout {
+                what: what(),
+                waited: limit,
+            });
+        }
+        std::thread::sleep(step);
+    }
+    Ok(())
 }

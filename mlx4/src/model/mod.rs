@@ -292,9 +292,13 @@ impl Mlx4Model {
 impl RegisterSpace for Config {
     fn read(&self, off: u64, width: u8) -> u64 {
         let s = lock(&self.0.state);
-        let bytes: Vec<u8> = s.config.iter().flat_map(|d| d.to_le_bytes()).collect();
         (0..width as u64).fold(0, |v, i| {
-            v | (bytes.get((off + i) as usize).copied().unwrap_or(0) as u64) << (8 * i)
+            let at = (off + i) as usize;
+            let byte = s
+                .config
+                .get(at / 4)
+                .map_or(0, |d| d >> (8 * (at % 4)) & 0xff);
+            v | (byte as u64) << (8 * i)
         })
     }
     fn write(&self, off: u64, width: u8, v: u64) {
