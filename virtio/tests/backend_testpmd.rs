@@ -78,6 +78,7 @@ fn virtio_testpmd_with(
         // under another name.
         sock: format!("{sock}.testpmd"),
         log,
+        auto_start: cmds.is_none(),
     }
 }
 
@@ -433,6 +434,7 @@ fn virtio_like_log() -> Testpmd {
         child: Command::new("true").spawn().unwrap(),
         sock: "/nonexistent".into(),
         log: "/nonexistent".into(),
+        auto_start: false,
     }
 }
 

@@ -48,6 +48,7 @@ fn io_round_trip(t: &Testpmd, opts: &str) {
     .unwrap();
     let mut q = p.start().unwrap();
     assert!(p.link().up);
+    wait_forwarding(t);
     const N: u32 = 1000;
     let sizes = [64usize, 1518, 60, 512];
     let mut sent = 0u32;
@@ -162,9 +163,9 @@ fn rxonly_counts(tag: &str, opts: &str) {
     let Some(t) = testpmd_mode(tag, "rxonly") else {
         return;
     };
+    // Frames sent before testpmd forwards are flushed, not counted (the
+    // helper waits until it forwards).
     let (mut p, mut q, pool) = port_with(&t, opts);
-    // Frames sent before testpmd forwards are flushed, not counted.
-    wait_forwarding(&t);
     const N: u64 = 20_000;
     let mut out = Pkts::new();
     let mut sent = 0;
@@ -271,6 +272,7 @@ fn jumbo_round_trip_on(mrg: bool, packed: bool) {
     })
     .unwrap();
     let mut q = p.start().unwrap();
+    wait_forwarding(&t);
     let sizes: &[usize] = if mrg {
         &[64, 1518, 9000, 4000]
     } else {

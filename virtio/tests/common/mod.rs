@@ -14,6 +14,9 @@ pub struct Testpmd {
     pub child: Child,
     pub sock: String,
     pub log: String,
+    /// Started with `-a`: it forwards by itself once up, after flushing
+    /// its queues (so the port helpers wait for that before returning).
+    pub auto_start: bool,
 }
 
 impl Drop for Testpmd {
@@ -125,6 +128,7 @@ fn testpmd_run(tag: &str, mode: &str, queues: u16, cmds: Option<&str>) -> Option
         child,
         sock,
         log,
+        auto_start: cmds.is_none(),
     })
 }
 
@@ -197,7 +201,6 @@ pub fn spawn_testpmd_as(
 /// drops what reached its queues before (`flush_fwd_rx_queues`), and it
 /// checks the link first, so a frontend that sends as soon as its link is
 /// up can lose a ring's worth.
-#[allow(dead_code)] // not every test binary counts frames into testpmd
 pub fn wait_forwarding(t: &Testpmd) {
     let s = Instant::now();
     while !std::fs::read_to_string(&t.log)
@@ -247,6 +250,9 @@ pub fn port_config(t: &Testpmd, opts: &str, conf: PortConfig) -> Started {
     })
     .unwrap();
     let q = p.start().unwrap();
+    if t.auto_start {
+        wait_forwarding(t);
+    }
     (p, q, pool)
 }
 
