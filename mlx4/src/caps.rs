@@ -4,7 +4,7 @@
 use crate::fw::{be16, be32, be64};
 use crate::hcr::{Cmd, Hcr};
 use crate::prm::mem::DevBuf;
-use crate::prm::{dev_cap as d, op, query_port as p};
+use crate::prm::{dev_cap as d, op, query_adapter as qa, query_port as p};
 use crate::Error;
 
 /// The steering mode the card offers (`core/main.c`
@@ -188,4 +188,24 @@ impl PortCap {
             mac,
         })
     }
+}
+
+/// QUERY_ADAPTER (digest §2.3): the board id (a string such as
+/// `MT_1090120019`; empty if the firmware leaves it zero).
+pub fn query_adapter(hcr: &mut Hcr, mb: &DevBuf) -> Result<String, Error> {
+    let b: [u8; 0x100] = hcr.query(
+        mb,
+        Cmd {
+            opcode: op::QUERY_ADAPTER,
+            ..Cmd::default()
+        },
+    )?;
+    // Each dword of the id is byte-swapped (`core/fw.c`
+    // `get_board_id`).
+    let id: Vec<u8> = b[qa::BOARD_ID..qa::BOARD_ID + qa::BOARD_ID_LEN]
+        .chunks(4)
+        .flat_map(|d| d.iter().rev().copied())
+        .take_while(|&c| c != 0)
+        .collect();
+    Ok(String::from_utf8_lossy(&id).into_owned())
 }

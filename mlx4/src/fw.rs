@@ -81,28 +81,44 @@ pub fn query_fw(hcr: &mut Hcr, mb: &DevBuf) -> Result<FwInfo, Error> {
 /// 4 KiB, largest first where alignment allows (Linux splits by the
 /// lowest set bit of address | size): (address, log2 bytes).
 pub fn blocks(iova: u64, len: u64) -> Vec<(u64, u32)> {
+    blocks_at(iova, iova, len)
+        .into_iter()
+        .map(|(_, pa, log)| (pa, log))
+        .collect()
+}
+
+/// As [`blocks`] for memory the device sees at ICM address `va` and bus
+/// address `pa`: each block is aligned in both (va, pa, log2 bytes).
+pub fn blocks_at(va: u64, pa: u64, len: u64) -> Vec<(u64, u64, u32)> {
     let mut out = Vec::new();
-    let (mut at, end) = (iova, iova + len);
+    let (mut at, end) = (0u64, len);
     while at < end {
-        let align = if at == 0 { 63 } else { at.trailing_zeros() };
+        let both = (va + at) | (pa + at);
+        let align = if both == 0 { 63 } else { both.trailing_zeros() };
         let mut log = align.min(63 - (end - at).leading_zeros());
         while log > 12 && at + (1 << log) > end {
             log -= 1;
         }
-        out.push((at, log));
+        out.push((va + at, pa + at, log));
         at += 1 << log;
     }
     out
 }
 
-/// Writes a page list for `area` into `mb` and runs `opcode` (MAP_FA,
-/// MAP_ICM_AUX) once per 256 entries.
-pub fn map_pages(hcr: &mut Hcr, mb: &DevBuf, opcode: u16, area: &DevBuf) -> Result<(), Error> {
-    let list = blocks(area.iova(), area.len() as u64);
+/// Writes `list` (ICM address, bus address, log2 bytes) as page lists
+/// into `mb` and runs `opcode` (MAP_FA, MAP_ICM_AUX: ICM address 0;
+/// MAP_ICM) once per 256 entries.
+pub fn post_page_list(
+    hcr: &mut Hcr,
+    mb: &DevBuf,
+    opcode: u16,
+    list: &[(u64, u64, u32)],
+) -> Result<(), Error> {
     for chunk in list.chunks(page_list::MAX_ENTRIES) {
         mb.clear();
-        for (i, &(pa, log)) in chunk.iter().enumerate() {
+        for (i, &(va, pa, log)) in chunk.iter().enumerate() {
             let mut e = [0u8; page_list::ENTRY];
+            e[..8].copy_from_slice(&va.to_be_bytes());
             e[8..].copy_from_slice(&(pa | (log as u64 - 12)).to_be_bytes());
             mb.write(i * page_list::ENTRY, &e);
         }
@@ -114,6 +130,16 @@ pub fn map_pages(hcr: &mut Hcr, mb: &DevBuf, opcode: u16, area: &DevBuf) -> Resu
         })?;
     }
     Ok(())
+}
+
+/// Maps all of `area` with `opcode` (MAP_FA, MAP_ICM_AUX), which take no
+/// ICM address.
+pub fn map_pages(hcr: &mut Hcr, mb: &DevBuf, opcode: u16, area: &DevBuf) -> Result<(), Error> {
+    let list: Vec<_> = blocks(area.iova(), area.len() as u64)
+        .into_iter()
+        .map(|(pa, log)| (0, pa, log))
+        .collect();
+    post_page_list(hcr, mb, opcode, &list)
 }
 
 /// The firmware area and the firmware running in it.

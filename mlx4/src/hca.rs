@@ -1,10 +1,14 @@
 //! Bringing a ConnectX-3 up in Linux's order (digest §2.2), as far as
 //! this driver goes today: ownership, reset, the firmware started in its
-//! area; and the teardown that leaves the device reusable.
-use crate::caps::{DevCap, PortCap};
+//! area, the ICM mapped and the HCA initialised; and the teardown that
+//! leaves the device reusable.
+use crate::caps::{query_adapter, DevCap, PortCap};
 use crate::fw::{FwInfo, RunningFw};
+use crate::hcr::Cmd;
 use crate::hcr::{wait_until, Hcr, Timeouts};
+use crate::icm::{Icm, Layout, Profile};
 use crate::prm::mem::DevBuf;
+use crate::prm::op;
 use crate::prm::{self, hcr::MAILBOX, wire32};
 use crate::Error;
 use rpmd_pmd::function::{cfg, PciFunction};
@@ -16,21 +20,40 @@ use std::time::Duration;
 pub struct Options {
     /// Wait limits.
     pub timeouts: Timeouts,
+    /// How many of each object the ICM holds.
+    pub profile: Profile,
 }
 
-/// A ConnectX-3 whose firmware runs, owned by this process until drop.
+/// A ConnectX-3 whose HCA is initialised, owned by this process until
+/// drop.
 pub struct Hca {
-    // The firmware is stopped (in `Drop`) before the function goes.
+    // Teardown order (in `shut`): ports, CLOSE_HCA, the ICM, the firmware,
+    // ownership; the function goes last.
+    pub(crate) ports_up: [bool; 2],
+    icm: Option<Icm>,
     fw: RunningFw,
-    hcr: Hcr,
+    pub(crate) mailbox: DevBuf,
+    pub(crate) hcr: Hcr,
     func: Arc<dyn PciFunction>,
     cap: DevCap,
-    ports: Vec<PortCap>,
+    pub(crate) ports: Vec<PortCap>,
+    board_id: String,
     closed: bool,
 }
 
+/// What the bring-up made, before it became an [`Hca`].
+struct Started {
+    mailbox: DevBuf,
+    fw: RunningFw,
+    cap: DevCap,
+    ports: Vec<PortCap>,
+    icm: Icm,
+    board_id: String,
+}
+
 impl Hca {
-    /// Takes the device at `func`, resets it and starts its firmware.
+    /// Takes the device at `func`, resets it, starts its firmware, maps
+    /// the ICM and initialises the HCA (digest §2.2 steps 1–5).
     pub fn open(func: Arc<dyn PciFunction>, opts: &Options) -> Result<Hca, Error> {
         let addr = func.addr().to_string();
         let regs_err = |what: &str| {
@@ -63,24 +86,19 @@ impl Hca {
         let started = reset(&*func, &mut hcr).and_then(|()| {
             func.enable_bus_master()
                 .map_err(regs_err("bus mastering"))?;
-            // The mailbox serves the open's commands and goes with it.
-            let mailbox = DevBuf::new(&*func, "mlx4 mailbox", MAILBOX)?;
-            let mut fw = RunningFw::start(&*func, &mut hcr, &mailbox)?;
-            match query_caps(&mut hcr, &mailbox) {
-                Ok((cap, ports)) => Ok((fw, cap, ports)),
-                Err(e) => {
-                    fw.stop(&mut hcr);
-                    Err(e)
-                }
-            }
+            bring_up(&*func, &mut hcr, opts)
         });
         match started {
-            Ok((fw, cap, ports)) => Ok(Hca {
-                fw,
+            Ok(s) => Ok(Hca {
+                ports_up: [false; 2],
+                icm: Some(s.icm),
+                fw: s.fw,
+                mailbox: s.mailbox,
                 hcr,
                 func,
-                cap,
-                ports,
+                cap: s.cap,
+                ports: s.ports,
+                board_id: s.board_id,
                 closed: false,
             }),
             Err(e) => {
@@ -100,9 +118,19 @@ impl Hca {
         &self.cap
     }
 
-    /// Each port's QUERY_PORT, port 1 first.
+    /// Each port's QUERY_PORT at the open, port 1 first.
     pub fn ports(&self) -> &[PortCap] {
         &self.ports
+    }
+
+    /// Where the ICM tables are.
+    pub fn icm(&self) -> Option<&Layout> {
+        self.icm.as_ref().map(|i| &i.layout)
+    }
+
+    /// The board id QUERY_ADAPTER reported (may be empty).
+    pub fn board_id(&self) -> &str {
+        &self.board_id
     }
 
     /// Commands posted since the open.
@@ -115,8 +143,8 @@ impl Hca {
         &self.func
     }
 
-    /// Stops the firmware (UNMAP_FA) and gives ownership back; what drop
-    /// does too.
+    /// Closes the ports, the HCA (CLOSE_HCA), unmaps the ICM, stops the
+    /// firmware (UNMAP_FA) and gives ownership back; what drop does too.
     pub fn close(mut self) {
         self.shut();
     }
@@ -124,6 +152,16 @@ impl Hca {
     fn shut(&mut self) {
         if std::mem::replace(&mut self.closed, true) {
             return;
+        }
+        for port in 1..=2u8 {
+            if self.ports_up[port as usize - 1] {
+                if let Err(e) = self.close_port(port) {
+                    eprintln!("rpmd: warning: mlx4: {e}");
+                }
+            }
+        }
+        if let Some(icm) = self.icm.take() {
+            close_hca(&mut self.hcr, icm);
         }
         self.fw.stop(&mut self.hcr);
         release_ownership(&self.hcr);
@@ -133,6 +171,65 @@ impl Hca {
 impl Drop for Hca {
     fn drop(&mut self) {
         self.shut();
+    }
+}
+
+/// Digest §2.2 steps 2–5 on a reset device: the firmware started, the
+/// capabilities read, the ICM mapped, INIT_HCA, QUERY_ADAPTER. A failure
+/// undoes what was done.
+fn bring_up(func: &dyn PciFunction, hcr: &mut Hcr, opts: &Options) -> Result<Started, Error> {
+    let mailbox = DevBuf::new(func, "mlx4 mailbox", MAILBOX)?;
+    let mut fw = RunningFw::start(func, hcr, &mailbox)?;
+    let rest = query_caps(hcr, &mailbox).and_then(|(cap, ports)| {
+        let layout = Layout::new(&cap, &opts.profile)?;
+        let init = layout.init_hca(&cap);
+        let mut icm = Icm::map(func, hcr, &mailbox, layout)?;
+        mailbox.clear();
+        mailbox.put(0, &init);
+        if let Err(e) = hcr.exec(Cmd {
+            opcode: op::INIT_HCA,
+            in_param: mailbox.iova(),
+            ..Cmd::default()
+        }) {
+            icm.unmap(hcr);
+            return Err(e);
+        }
+        match query_adapter(hcr, &mailbox) {
+            Ok(board_id) => Ok((cap, ports, icm, board_id)),
+            Err(e) => {
+                close_hca(hcr, icm);
+                Err(e)
+            }
+        }
+    });
+    match rest {
+        Ok((cap, ports, icm, board_id)) => Ok(Started {
+            mailbox,
+            fw,
+            cap,
+            ports,
+            icm,
+            board_id,
+        }),
+        Err(e) => {
+            fw.stop(hcr);
+            Err(e)
+        }
+    }
+}
+
+/// CLOSE_HCA, then the ICM unmapped; if the HCA would not close, the
+/// ICM's memory stays the device's (leaked, never reused).
+fn close_hca(hcr: &mut Hcr, mut icm: Icm) {
+    match hcr.exec(Cmd {
+        opcode: op::CLOSE_HCA,
+        ..Cmd::default()
+    }) {
+        Ok(_) => icm.unmap(hcr),
+        Err(e) => {
+            eprintln!("rpmd: error: mlx4: CLOSE_HCA failed; keeping the ICM: {e}");
+            std::mem::forget(icm);
+        }
     }
 }
 

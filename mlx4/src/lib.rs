@@ -24,10 +24,17 @@
 //!   started, the capabilities and ports queried; close (and drop) stops
 //!   the firmware, frees its area only once the device let go, and gives
 //!   ownership back, so a second open works.
-//! - [`model`]: the device model for all of the above.
+//! - [`icm`]: the ICM profile (tables sized for a PMD, packed largest
+//!   first), SET_ICM_SIZE, MAP_ICM_AUX, MAP_ICM, and the unmapping that
+//!   keeps memory the device did not give back; then INIT_HCA
+//!   ([`prm::layout::InitHca`]), QUERY_ADAPTER and CLOSE_HCA in [`Hca`].
+//! - Ports: [`Hca::init_port`] (SET_PORT MAC_TABLE, GENERAL twice,
+//!   INIT_PORT) and [`Hca::close_port`].
+//! - [`model`]: the device model for all of the above, INIT_HCA checked
+//!   against its capabilities and its mapped ICM.
 //!
-//! To come (issue 23): the ICM profile and mapping, INIT_HCA, the
-//! port, memory registration, EQ/CQ/QP and the data path.
+//! To come (issue 23): memory registration, EQ/CQ/QP, MAC steering and
+//! the data path.
 //!
 //! [`PciFunction`]: rpmd_pmd::function::PciFunction
 #![deny(missing_docs)]
@@ -38,7 +45,9 @@ mod error;
 pub mod fw;
 mod hca;
 pub mod hcr;
+pub mod icm;
 pub mod model;
+mod port;
 pub mod prm;
 
 pub use error::Error;

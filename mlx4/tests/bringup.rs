@@ -25,6 +25,7 @@ fn quick() -> Options {
             reset_return: Duration::from_millis(50),
             semaphore: Duration::from_millis(50),
         },
+        ..Options::default()
     }
 }
 
@@ -32,14 +33,36 @@ fn open(m: &Arc<Mlx4Model>) -> Result<Hca, Error> {
     Hca::open(m.open(&DmaDomain::new()).unwrap(), &quick())
 }
 
-const START: [u16; 6] = [
+/// The bring-up, with runs of one opcode (MAP_ICM, once per range)
+/// counted once.
+const START: [u16; 11] = [
     op::QUERY_FW,
     op::MAP_FA,
     op::RUN_FW,
     op::MOD_STAT_CFG,
     op::QUERY_DEV_CAP,
     op::QUERY_PORT,
+    op::SET_ICM_SIZE,
+    op::MAP_ICM_AUX,
+    op::MAP_ICM,
+    op::INIT_HCA,
+    op::QUERY_ADAPTER,
 ];
+
+/// And the teardown.
+const STOP: [u16; 4] = [
+    op::CLOSE_HCA,
+    op::UNMAP_ICM,
+    op::UNMAP_ICM_AUX,
+    op::UNMAP_FA,
+];
+
+/// The model's command log with repeats of one opcode collapsed.
+fn runs(m: &Mlx4Model) -> Vec<u16> {
+    let mut c = m.commands();
+    c.dedup();
+    c
+}
 
 #[test]
 fn firmware_starts_in_linux_order_and_stops_cleanly_twice() {
@@ -49,18 +72,25 @@ fn firmware_starts_in_linux_order_and_stops_cleanly_twice() {
     assert_eq!(hca.fw().pages, 16);
     assert_eq!(hca.fw().catas, (0, 0x1000, 16));
     assert!(m.running() && m.owned());
-    assert_eq!(m.commands(), START);
+    assert_eq!(runs(&m), START);
+    assert!(m.hca_initialised());
     hca.close();
-    assert!(!m.running() && !m.owned());
-    assert_eq!(m.mapped_regions(), 0, "mailbox and firmware area unmapped");
+    assert!(!m.running() && !m.owned() && !m.hca_initialised());
+    assert_eq!(
+        m.icm_mapped(),
+        (0, 0),
+        "ICM and its auxiliary area unmapped"
+    );
+    assert_eq!(
+        m.mapped_regions(),
+        0,
+        "mailbox, ICM and firmware area unmapped"
+    );
     // A second start on the same device: reset again, same sequence.
     let hca = open(&m).unwrap();
     drop(hca);
-    let mut want = START.to_vec();
-    want.push(op::UNMAP_FA);
-    want.extend(START);
-    want.push(op::UNMAP_FA);
-    assert_eq!(m.commands(), want);
+    let want: Vec<u16> = [&START[..], &STOP, &START, &STOP].concat();
+    assert_eq!(runs(&m), want);
     assert_eq!(m.resets(), 2);
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }

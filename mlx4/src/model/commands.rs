@@ -8,6 +8,55 @@ pub(super) const NUM_PORTS: u8 = 1;
 /// Port 1's MAC (Mellanox's OUI); port n adds n − 1.
 pub const PORT_MAC: [u8; 6] = [0x00, 0x02, 0xc9, 0x12, 0x34, 0x50];
 
+/// The log2 limits and reservations QUERY_DEV_CAP reports, which
+/// INIT_HCA is checked against.
+#[derive(Clone, Copy)]
+pub(super) struct Caps {
+    pub rsvd_qps: u8,
+    pub max_qps: u8,
+    pub rsvd_srqs: u8,
+    pub max_srqs: u8,
+    pub rsvd_cqs: u8,
+    pub max_cqs: u8,
+    pub rsvd_eqs: u8,
+    pub max_eqs: u8,
+    pub rsvd_mpts: u8,
+    pub max_mpts: u8,
+    pub rsvd_mtts: u8,
+    pub max_mcgs: u8,
+    /// The UAR area: 2^(v + 20) bytes.
+    pub log_uar_mb: u8,
+    /// Entry sizes (bytes): QPC, AUXC, ALTC, RDMARC, SRQC, CQC, EQC,
+    /// dMPT, MTT, cMPT.
+    pub qpc: u64,
+    pub small: u64,
+    pub rdmarc: u64,
+    pub mtt: u64,
+    /// The largest ICM.
+    pub max_icm: u64,
+}
+
+pub(super) const CAPS: Caps = Caps {
+    rsvd_qps: 6,
+    max_qps: 17,
+    rsvd_srqs: 6,
+    max_srqs: 16,
+    rsvd_cqs: 7,
+    max_cqs: 16,
+    rsvd_eqs: 2,
+    max_eqs: 9,
+    rsvd_mpts: 4,
+    max_mpts: 17,
+    rsvd_mtts: 4,
+    max_mcgs: 13,
+    log_uar_mb: 2,
+    qpc: 256,
+    small: 64,
+    rdmarc: 32,
+    mtt: 8,
+    max_icm: 1 << 36,
+};
+
 /// The model's firmware area, in 4 KiB pages (digest §4: "a small
 /// fw_pages such as 16").
 pub(super) const FW_PAGES: u16 = 16;
@@ -18,7 +67,7 @@ pub(super) const FW_VERSION: (u16, u16, u16) = (2, 42, 5000);
 const FA_MARK: &[u8; 8] = b"mlx4-fw!";
 
 impl Mlx4Model {
-    fn in_param(s: &State) -> u64 {
+    pub(super) fn in_param(s: &State) -> u64 {
         (s.hcr[0] as u64) << 32 | s.hcr[1] as u64
     }
 
@@ -26,8 +75,14 @@ impl Mlx4Model {
         (s.hcr[3] as u64) << 32 | s.hcr[4] as u64
     }
 
+    /// Sets the immediate output (dwords 3–4).
+    pub(super) fn set_out_param(s: &mut State, v: u64) {
+        s.hcr[3] = (v >> 32) as u32;
+        s.hcr[4] = v as u32;
+    }
+
     /// Runs `opcode`; the status byte.
-    pub(super) fn execute(&self, s: &mut State, opcode: u16, _op_mod: u8) -> u8 {
+    pub(super) fn execute(&self, s: &mut State, opcode: u16, op_mod: u8) -> u8 {
         let early = matches!(
             opcode,
             op::QUERY_FW | op::MAP_FA | op::RUN_FW | op::UNMAP_FA
@@ -39,14 +94,27 @@ impl Mlx4Model {
             op::QUERY_FW => self.query_fw(s),
             op::MAP_FA => self.map_fa(s),
             op::RUN_FW => self.run_fw(s),
-            op::UNMAP_FA => {
-                s.fa.clear();
-                s.running = false;
-                status::OK
-            }
+            op::UNMAP_FA => self.unmap_fa(s),
             op::MOD_STAT_CFG => self.mod_stat_cfg(s),
             op::QUERY_DEV_CAP => self.query_dev_cap(s),
             op::QUERY_PORT => self.query_port(s),
+            op::SET_ICM_SIZE => self.set_icm_size(s),
+            op::MAP_ICM_AUX => self.map_icm_aux(s),
+            op::MAP_ICM => self.map_icm(s),
+            op::UNMAP_ICM => self.unmap_icm(s),
+            op::UNMAP_ICM_AUX => self.unmap_icm_aux(s),
+            op::INIT_HCA => self.init_hca(s),
+            op::CLOSE_HCA => self.close_hca(s),
+            op::QUERY_ADAPTER if s.icm.hca.is_some() => self.mailbox_out(s, &[0; 0x100]),
+            op::SET_PORT | op::INIT_PORT | op::CLOSE_PORT | op::QUERY_ADAPTER
+                if s.icm.hca.is_none() =>
+            {
+                Self::violation(s, format!("{} before INIT_HCA", op::name(opcode)));
+                status::BAD_SYS_STATE
+            }
+            op::SET_PORT => self.set_port(s, op_mod),
+            op::INIT_PORT => self.init_port(s),
+            op::CLOSE_PORT => self.close_port(s),
             _ => status::BAD_OP,
         }
     }
@@ -69,7 +137,7 @@ impl Mlx4Model {
 
     /// Writes an output mailbox (4 KiB, 4 KiB-aligned, mapped), patched
     /// as the options say.
-    fn mailbox_out(&self, s: &mut State, data: &[u8]) -> u8 {
+    pub(super) fn mailbox_out(&self, s: &mut State, data: &[u8]) -> u8 {
         let mut data = data.to_vec();
         if let Some((opcode, at, v)) = self.opts.patch {
             if s.commands.last() == Some(&opcode) && at < data.len() {
@@ -86,7 +154,7 @@ impl Mlx4Model {
     }
 
     /// Reads an input mailbox.
-    fn mailbox_in(&self, s: &mut State, out: &mut [u8]) -> bool {
+    pub(super) fn mailbox_in(&self, s: &mut State, out: &mut [u8]) -> bool {
         let at = Self::in_param(s);
         if at % prm::hcr::MAILBOX as u64 != 0 || !self.iommu.read(at, out) {
             Self::violation(s, format!("input mailbox {at:#x}: unaligned or unmapped"));
@@ -97,7 +165,20 @@ impl Mlx4Model {
 
     /// A page list of `in_mod` entries: naturally aligned blocks of at
     /// least 4 KiB, each reachable by the device.
-    fn page_list(&self, s: &mut State, what: &str) -> Option<Vec<(u64, u32)>> {
+    pub(super) fn page_list(&self, s: &mut State, what: &str) -> Option<Vec<(u64, u32)>> {
+        let list = self.page_list_at(s, what, false)?;
+        Some(list.into_iter().map(|(_, pa, log)| (pa, log)).collect())
+    }
+
+    /// A page list whose entries carry an ICM address (`with_va`, for
+    /// MAP_ICM; it must be aligned like the block) or must not (zero):
+    /// (ICM address, bus address, log2 bytes).
+    pub(super) fn page_list_at(
+        &self,
+        s: &mut State,
+        what: &str,
+        with_va: bool,
+    ) -> Option<Vec<(u64, u64, u32)>> {
         let n = s.hcr[2] as usize;
         if n == 0 || n > page_list::MAX_ENTRIES {
             Self::violation(s, format!("{what}: {n} page-list entries"));
@@ -113,7 +194,12 @@ impl Mlx4Model {
             let pa = u64::from_be_bytes(e[8..].try_into().unwrap_or_default());
             let log = (pa & 0x3f) as u32 + 12;
             let addr = pa & !0xfff;
-            let bad = va != 0
+            let va_bad = if with_va {
+                va & 0xfff != 0 || log <= 40 && va & ((1 << log) - 1) != 0
+            } else {
+                va != 0
+            };
+            let bad = va_bad
                 || log > 40
                 || addr & ((1 << log) - 1) != 0
                 || self.iommu.translate(addr, 1 << log).is_none();
@@ -126,7 +212,7 @@ impl Mlx4Model {
                 );
                 return None;
             }
-            out.push((addr, log));
+            out.push((va, addr, log));
         }
         Some(out)
     }
@@ -168,25 +254,25 @@ impl Mlx4Model {
         let bytes: [(usize, u8); 33] = [
             (d::LOG_MAX_SRQ_SZ, 16),
             (d::LOG_MAX_QP_SZ, 14),
-            (d::LOG_RSVD_QPS, 6),
-            (d::LOG_MAX_QPS, 17),
-            (d::LOG_RSVD_SRQS, 6 << 4),
-            (d::LOG_MAX_SRQS, 16),
+            (d::LOG_RSVD_QPS, CAPS.rsvd_qps),
+            (d::LOG_MAX_QPS, CAPS.max_qps),
+            (d::LOG_RSVD_SRQS, CAPS.rsvd_srqs << 4),
+            (d::LOG_MAX_SRQS, CAPS.max_srqs),
             (d::LOG_MAX_CQ_SZ, 22),
-            (d::LOG_RSVD_CQS, 7),
-            (d::LOG_MAX_CQS, 16),
-            (d::LOG_MAX_MPTS, 17),
-            (d::LOG_RSVD_EQS, 2),
-            (d::LOG_MAX_EQS, 9),
-            (d::LOG_RSVD_MTTS, 4 << 4),
-            (d::LOG_RSVD_MPTS, 4),
+            (d::LOG_RSVD_CQS, CAPS.rsvd_cqs),
+            (d::LOG_MAX_CQS, CAPS.max_cqs),
+            (d::LOG_MAX_MPTS, CAPS.max_mpts),
+            (d::LOG_RSVD_EQS, CAPS.rsvd_eqs),
+            (d::LOG_MAX_EQS, CAPS.max_eqs),
+            (d::LOG_RSVD_MTTS, CAPS.rsvd_mtts << 4),
+            (d::LOG_RSVD_MPTS, CAPS.rsvd_mpts),
             (d::NUM_PORTS, NUM_PORTS),
             (d::RSVD_UARS, 1 << 4),
-            (d::LOG_UAR_SZ, 2),
+            (d::LOG_UAR_SZ, CAPS.log_uar_mb),
             (d::LOG_MIN_PAGE, 12),
             (d::MAX_SQ_SG, 32),
             (d::MAX_RQ_SG, 32),
-            (d::LOG_MAX_MCGS, 13),
+            (d::LOG_MAX_MCGS, CAPS.max_mcgs),
             (d::RSVD_PDS, 1 << 4),
             (d::LOG_MAX_PDS, 17),
             (d::RDMARC_ENTRY + 1, 32),
@@ -207,7 +293,7 @@ impl Mlx4Model {
         b[d::FLAGS..d::FLAGS + 8].copy_from_slice(&flags.to_be_bytes());
         b[d::MAX_SQ_DESC..d::MAX_SQ_DESC + 2].copy_from_slice(&1008u16.to_be_bytes());
         b[d::MAX_RQ_DESC..d::MAX_RQ_DESC + 2].copy_from_slice(&512u16.to_be_bytes());
-        b[d::MAX_ICM..d::MAX_ICM + 8].copy_from_slice(&(1u64 << 36).to_be_bytes());
+        b[d::MAX_ICM..d::MAX_ICM + 8].copy_from_slice(&CAPS.max_icm.to_be_bytes());
         self.mailbox_out(s, &b)
     }
 
@@ -220,7 +306,10 @@ impl Mlx4Model {
         }
         let mut b = [0u8; 0x20];
         b[qp::LINK] = qp::SUPPORTS_ETH;
-        b[qp::ETH_MTU..qp::ETH_MTU + 2].copy_from_slice(&9600u16.to_be_bytes());
+        if s.ports[port as usize - 1].up {
+            b[qp::LINK] |= qp::LINK_UP;
+        }
+        b[qp::ETH_MTU..qp::ETH_MTU + 2].copy_from_slice(&super::port::MAX_MTU.to_be_bytes());
         b[qp::SPEED] = 0x40;
         b[qp::LOG_MAX_VLAN_MAC] = 7 << 4 | 7;
         let mut mac = [0u8; 8];

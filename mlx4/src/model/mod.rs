@@ -19,6 +19,8 @@
 #![allow(unsafe_code)]
 
 mod commands;
+mod icm;
+mod port;
 pub use commands::PORT_MAC;
 
 use crate::prm::{self, bar0, hcr, unwire32, wire32};
@@ -59,6 +61,8 @@ struct State {
     hcr6: u32,
     fa: Vec<(u64, u32)>,
     running: bool,
+    icm: icm::IcmState,
+    ports: [port::PortState; 2],
     commands: Vec<u16>,
     resets: u32,
     violations: Vec<String>,
@@ -167,6 +171,12 @@ impl Mlx4Model {
         lock(&self.state).violations.clone()
     }
 
+    /// Forgets the violations seen so far (a test that provoked some on
+    /// purpose goes on with a clean record).
+    pub fn clear_violations(&self) {
+        lock(&self.state).violations.clear();
+    }
+
     /// Opcodes executed, in order (since the model was made).
     pub fn commands(&self) -> Vec<u16> {
         lock(&self.state).commands.clone()
@@ -187,6 +197,26 @@ impl Mlx4Model {
         lock(&self.state).owned
     }
 
+    /// Whether INIT_HCA has run (and CLOSE_HCA not since).
+    pub fn hca_initialised(&self) -> bool {
+        lock(&self.state).icm.hca.is_some()
+    }
+
+    /// Bytes of ICM mapped now (MAP_ICM less UNMAP_ICM), and of the
+    /// auxiliary area.
+    pub fn icm_mapped(&self) -> (u64, u64) {
+        let s = lock(&self.state);
+        (s.icm.mapped_bytes(), s.icm.aux_bytes())
+    }
+
+    /// Port `port` (1-based) as the firmware has it: link up, frame MTU,
+    /// user MTU, the valid MAC-table entries.
+    pub fn port(&self, port: u8) -> (bool, u16, u16, Vec<u64>) {
+        let s = lock(&self.state);
+        let p = &s.ports[(port.clamp(1, 2) - 1) as usize];
+        (p.up, p.frame_mtu, p.user_mtu, p.macs.clone())
+    }
+
     /// Regions the device can reach now.
     pub fn mapped_regions(&self) -> usize {
         self.iommu.mapped()
@@ -202,6 +232,8 @@ impl Mlx4Model {
         s.hcr6 = 0;
         s.fa.clear();
         s.running = false;
+        s.icm = icm::IcmState::default();
+        s.ports = Default::default();
         s.semaphore = false;
         s.resets += 1;
     }

@@ -13,6 +13,39 @@ use rpmd_pmd::domain::DmaGuard;
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::{DmaRegion, IovaMode};
 
+/// A hardware layout that can travel as bytes: a `#[repr(C)]` struct of
+/// byte-order integers and byte arrays, with no padding.
+///
+/// # Safety
+/// The type must have no padding bytes and accept every bit pattern
+/// (each layout in [`super::layout`] asserts its size, and every field is
+/// an integer, a byte-order integer or an array of them).
+pub unsafe trait Wire: Copy {
+    /// All zeros, a valid value by the trait's contract.
+    fn zeroed() -> Self {
+        // SAFETY: every bit pattern, zeros included, is a valid `Self`.
+        unsafe { std::mem::zeroed() }
+    }
+
+    /// The bytes as the device sees them.
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `Self` has no padding, so all `size_of` bytes are
+        // initialised; the slice borrows `self` and is read-only.
+        unsafe { std::slice::from_raw_parts((self as *const Self).cast(), size_of::<Self>()) }
+    }
+
+    /// A value from the first `size_of::<Self>()` bytes of `b`, if there
+    /// are that many.
+    fn from_bytes(b: &[u8]) -> Option<Self> {
+        if b.len() < size_of::<Self>() {
+            return None;
+        }
+        // SAFETY: `b` holds enough bytes (checked), any bit pattern is a
+        // valid `Self`, and the unaligned read copies them out.
+        Some(unsafe { b.as_ptr().cast::<Self>().read_unaligned() })
+    }
+}
+
 /// A DMA buffer of one function's, at IOVA = VA.
 pub struct DevBuf {
     // Field order: the mapping goes before the memory it maps.
@@ -81,6 +114,11 @@ impl DevBuf {
             *b = unsafe { base.add(off + i).read_volatile() };
         }
         true
+    }
+
+    /// Writes layout `v` at byte `off`; false if it does not fit.
+    pub fn put<T: Wire>(&self, off: usize, v: &T) -> bool {
+        self.write(off, v.bytes())
     }
 
     /// Zeroes the whole buffer.

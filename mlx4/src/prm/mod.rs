@@ -11,6 +11,7 @@
 #![allow(missing_docs)]
 #![cfg_attr(rustfmt, rustfmt::skip)]
 
+pub mod layout;
 pub mod mem;
 
 /// The integer to hand to `Regs::write32` so that the device sees `v`
@@ -71,10 +72,16 @@ pub mod op {
     pub const CLOSE_HCA: u16 = 0x008;
     pub const INIT_PORT: u16 = 0x009;
     pub const CLOSE_PORT: u16 = 0x00a;
+    pub const SET_PORT: u16 = 0x00c;
     pub const QUERY_PORT: u16 = 0x043;
     pub const NOP: u16 = 0x031;
     pub const MOD_STAT_CFG: u16 = 0x034;
     pub const RUN_FW: u16 = 0xff6;
+    pub const UNMAP_ICM: u16 = 0xff9;
+    pub const MAP_ICM: u16 = 0xffa;
+    pub const UNMAP_ICM_AUX: u16 = 0xffb;
+    pub const MAP_ICM_AUX: u16 = 0xffc;
+    pub const SET_ICM_SIZE: u16 = 0xffd;
     pub const UNMAP_FA: u16 = 0xffe;
     pub const MAP_FA: u16 = 0xfff;
 
@@ -88,10 +95,16 @@ pub mod op {
             CLOSE_HCA => "CLOSE_HCA",
             INIT_PORT => "INIT_PORT",
             CLOSE_PORT => "CLOSE_PORT",
+            SET_PORT => "SET_PORT",
             QUERY_PORT => "QUERY_PORT",
             NOP => "NOP",
             MOD_STAT_CFG => "MOD_STAT_CFG",
             RUN_FW => "RUN_FW",
+            UNMAP_ICM => "UNMAP_ICM",
+            MAP_ICM => "MAP_ICM",
+            UNMAP_ICM_AUX => "UNMAP_ICM_AUX",
+            MAP_ICM_AUX => "MAP_ICM_AUX",
+            SET_ICM_SIZE => "SET_ICM_SIZE",
             UNMAP_FA => "UNMAP_FA",
             MAP_FA => "MAP_FA",
             _ => "unknown command",
@@ -105,6 +118,9 @@ pub mod status {
     pub const BAD_SYS_STATE: u8 = 0x04;
     pub const BAD_PARAM: u8 = 0x03;
     pub const BAD_OP: u8 = 0x02;
+    pub const BAD_RES_STATE: u8 = 0x09;
+    pub const BAD_INDEX: u8 = 0x0a;
+    pub const ICM_ERROR: u8 = 0x0c;
 
     /// The status's name, as Linux's `cmd_to_errno` table spells it.
     pub fn name(s: u8) -> &'static str {
@@ -279,4 +295,65 @@ pub mod query_port {
             _ => 0,
         }
     }
+}
+
+/// §2.5 ICM tables and their mapping (`core/profile.c`, `core/main.c`
+/// `mlx4_init_icm`, `core/icm.c`).
+pub mod icm {
+    /// The smallest table and mapping unit.
+    pub const PAGE: u64 = 4096;
+    /// cMPT holds 2^24 entries for each of its four object types.
+    pub const CMPT_SHIFT: u32 = 24;
+    /// cMPT object types, in table order.
+    pub const CMPT_QP: u64 = 0;
+    pub const CMPT_SRQ: u64 = 1;
+    pub const CMPT_CQ: u64 = 2;
+    pub const CMPT_EQ: u64 = 3;
+    /// Linux maps EQC for this many EQs whatever the card's maximum.
+    pub const EQC_ENTRIES: u64 = 1024;
+    /// MCG entries: 2^10 bytes each (`MLX4_MGM_ENTRY_SIZE`).
+    pub const LOG_MGM_ENTRY: u32 = 10;
+}
+
+/// §2.6 INIT_HCA constants (`core/fw.c` `mlx4_INIT_HCA`); the mailbox
+/// is [`layout::InitHca`].
+pub mod init_hca {
+    pub const VERSION: u8 = 2;
+    /// ((log2 cache line − 4) << 5) | 0x10, for 64-byte lines.
+    pub const CACHELINE_64: u8 = (6 - 4) << 5 | 0x10;
+    /// Flags (be32 at 0x14): bit 0 check the UD AV port (always); bit 1
+    /// big-endian host.
+    pub const FLAG_CHECK_AV_PORT: u32 = 1 << 0;
+    pub const FLAG_BIG_ENDIAN_HOST: u32 = 1 << 1;
+    /// Byte 0xd8 bit 3: unicast steering (B0).
+    pub const UC_STEERING: u8 = 1 << 3;
+}
+
+/// §2.9 SET_PORT (`core/port.c`, `core/mlx4.h`): op_mod 1 (Ethernet),
+/// in_mod = sub << 8 | port.
+pub mod set_port {
+    pub const OP_MOD_ETH: u8 = 1;
+    pub const GENERAL: u32 = 0;
+    pub const RQP_CALC: u32 = 1;
+    pub const MAC_TABLE: u32 = 2;
+    /// GENERAL byte 0x03: MTU, RX pause and TX pause valid (Linux sends 7).
+    pub const FLAGS_MTU_PAUSE: u8 = 0x07;
+    /// GENERAL byte 0x02: bit 5 the user MTU (0x1a) is valid.
+    pub const FLAGS2_USER_MTU: u8 = 1 << 5;
+    /// pptx / pprx: bit 7 global pause.
+    pub const GLOBAL_PAUSE: u8 = 0x80;
+    /// The frame MTU = MTU + Ethernet header, VLAN tag and FCS.
+    pub const FRAME_OVERHEAD: u16 = 14 + 4 + 4 + 4;
+    /// MAC_TABLE: 128 entries of `VALID | mac`.
+    pub const MAC_ENTRIES: usize = 128;
+    pub const MAC_VALID: u64 = 1 << 63;
+}
+
+/// §2.3 QUERY_ADAPTER output mailbox.
+pub mod query_adapter {
+    /// The vendor-specific data starts here; the board id is 16 bytes at
+    /// VSD + 0xd0, each dword byte-swapped.
+    pub const VSD: usize = 0x20;
+    pub const BOARD_ID: usize = VSD + 0xd0;
+    pub const BOARD_ID_LEN: usize = 16;
 }

@@ -1,0 +1,400 @@
+//! The model's ICM (digest §2.5, §2.6, §4 item 4): SET_ICM_SIZE, the
+//! auxiliary area, a sparse map of ICM addresses to host memory, and
+//! INIT_HCA checked against the capabilities it reported; CLOSE_HCA.
+//!
+//! INIT_HCA is strict where a real card would fail or misbehave: a log
+//! over the card's limit (status 3, as the digest says), tables that are
+//! unaligned, overlapping or outside the ICM size (status 3), and a table
+//! whose firmware-reserved entries, or (EQC, MCG) whose whole extent, has
+//! no memory mapped behind it (status `0x0c`, ICM error, an inference).
+use super::commands::CAPS;
+use super::{Mlx4Model, State};
+use crate::prm::icm::{self as p, CMPT_SHIFT};
+use crate::prm::init_hca as ih;
+use crate::prm::layout::InitHca;
+use crate::prm::mem::Wire;
+use crate::prm::status;
+use std::collections::BTreeMap;
+
+/// One context table as INIT_HCA placed it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Tbl {
+    pub base: u64,
+    pub entries: u64,
+    pub entry: u64,
+}
+
+impl Tbl {
+    fn bytes(&self) -> u64 {
+        (self.entries * self.entry).max(p::PAGE)
+    }
+}
+
+/// What INIT_HCA set up.
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // the tables the object commands will use
+pub(super) struct HcaConfig {
+    pub qpc: Tbl,
+    pub cqc: Tbl,
+    pub eqc: Tbl,
+    pub dmpt: Tbl,
+    pub mtt_base: u64,
+    pub cmpt_base: u64,
+    pub mcg: Tbl,
+    pub log_mc_hash: u16,
+    /// B0 unicast steering.
+    pub uc_steering: bool,
+}
+
+/// ICM bookkeeping.
+#[derive(Default)]
+pub(super) struct IcmState {
+    /// SET_ICM_SIZE's byte count.
+    size: Option<u64>,
+    /// Auxiliary pages the firmware asked for.
+    aux_needed: u64,
+    /// The auxiliary area's blocks.
+    aux: Vec<(u64, u32)>,
+    /// ICM address → (bus address, log2 bytes).
+    map: BTreeMap<u64, (u64, u32)>,
+    pub hca: Option<HcaConfig>,
+}
+
+impl IcmState {
+    pub fn mapped_bytes(&self) -> u64 {
+        self.map.values().map(|&(_, log)| 1u64 << log).sum()
+    }
+
+    pub fn aux_bytes(&self) -> u64 {
+        self.aux.iter().map(|&(_, log)| 1u64 << log).sum()
+    }
+
+    /// Whether every byte of `[va, va+len)` has memory behind it.
+    fn covered(&self, va: u64, len: u64) -> bool {
+        let mut at = va;
+        let end = va + len;
+        while at < end {
+            match self.map.range(..=at).next_back() {
+                Some((&start, &(_, log))) if start + (1 << log) > at => at = start + (1 << log),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Whether `[va, va+len)` overlaps anything mapped.
+    fn overlaps(&self, va: u64, len: u64) -> bool {
+        let before = self
+            .map
+            .range(..va)
+            .next_back()
+            .is_some_and(|(&s, &(_, log))| s + (1 << log) > va);
+        before || self.map.range(va..va + len).next().is_some()
+    }
+}
+
+impl Mlx4Model {
+    pub(super) fn set_icm_size(&self, s: &mut State) -> u8 {
+        if s.icm.hca.is_some() {
+            Self::violation(s, "SET_ICM_SIZE after INIT_HCA".into());
+            return status::BAD_SYS_STATE;
+        }
+        let bytes = Self::in_param(s);
+        if bytes == 0 || bytes > CAPS.max_icm || bytes % p::PAGE != 0 {
+            Self::violation(s, format!("SET_ICM_SIZE {bytes:#x}"));
+            return status::BAD_PARAM;
+        }
+        s.icm.size = Some(bytes);
+        // One auxiliary page per GiB of ICM and one more.
+        s.icm.aux_needed = 1 + (bytes >> 30);
+        Self::set_out_param(s, s.icm.aux_needed);
+        status::OK
+    }
+
+    pub(super) fn map_icm_aux(&self, s: &mut State) -> u8 {
+        if s.icm.size.is_none() || s.icm.hca.is_some() {
+            Self::violation(
+                s,
+                "MAP_ICM_AUX before SET_ICM_SIZE or after INIT_HCA".into(),
+            );
+            return status::BAD_SYS_STATE;
+        }
+        let Some(blocks) = self.page_list(s, "MAP_ICM_AUX") else {
+            return status::BAD_PARAM;
+        };
+        s.icm.aux.extend(blocks);
+        status::OK
+    }
+
+    pub(super) fn map_icm(&self, s: &mut State) -> u8 {
+        let Some(size) = s.icm.size else {
+            Self::violation(s, "MAP_ICM before SET_ICM_SIZE".into());
+            return status::BAD_SYS_STATE;
+        };
+        let Some(list) = self.page_list_at(s, "MAP_ICM", true) else {
+            return status::BAD_PARAM;
+        };
+        for (va, pa, log) in list {
+            let len = 1u64 << log;
+            if va.checked_add(len).is_none_or(|e| e > size) || s.icm.overlaps(va, len) {
+                Self::violation(
+                    s,
+                    format!("MAP_ICM {va:#x}+{len:#x}: outside the ICM ({size:#x}) or mapped"),
+                );
+                return status::BAD_PARAM;
+            }
+            s.icm.map.insert(va, (pa, log));
+        }
+        status::OK
+    }
+
+    pub(super) fn unmap_icm(&self, s: &mut State) -> u8 {
+        let va = Self::in_param(s);
+        let end = va + s.hcr[2] as u64 * p::PAGE;
+        let inside: Vec<u64> = s.icm.map.range(va..end).map(|(&k, _)| k).collect();
+        let straddles = inside
+            .last()
+            .is_some_and(|k| k + (1 << s.icm.map[k].1) > end)
+            || s.icm.overlaps(va, 0);
+        if inside.is_empty() || straddles {
+            Self::violation(
+                s,
+                format!("UNMAP_ICM {va:#x}..{end:#x}: not whole mapped blocks"),
+            );
+            return status::BAD_PARAM;
+        }
+        for k in inside {
+            s.icm.map.remove(&k);
+        }
+        status::OK
+    }
+
+    pub(super) fn unmap_icm_aux(&self, s: &mut State) -> u8 {
+        if s.icm.hca.is_some() {
+            Self::violation(s, "UNMAP_ICM_AUX while the HCA is initialised".into());
+            return status::BAD_SYS_STATE;
+        }
+        s.icm.aux.clear();
+        status::OK
+    }
+
+    pub(super) fn unmap_fa(&self, s: &mut State) -> u8 {
+        if s.icm.hca.is_some() {
+            Self::violation(s, "UNMAP_FA while the HCA is initialised".into());
+            return status::BAD_SYS_STATE;
+        }
+        if !s.icm.map.is_empty() || !s.icm.aux.is_empty() {
+            Self::violation(s, "UNMAP_FA with ICM still mapped".into());
+        }
+        s.icm = IcmState::default();
+        s.fa.clear();
+        s.running = false;
+        status::OK
+    }
+
+    pub(super) fn close_hca(&self, s: &mut State) -> u8 {
+        if s.icm.hca.take().is_none() {
+            Self::violation(s, "CLOSE_HCA without INIT_HCA".into());
+            return status::BAD_SYS_STATE;
+        }
+        if s.ports.iter().any(|p| p.up) {
+            Self::violation(s, "CLOSE_HCA with a port still up".into());
+        }
+        s.ports = Default::default();
+        status::OK
+    }
+
+    pub(super) fn init_hca(&self, s: &mut State) -> u8 {
+        if s.icm.hca.is_some() {
+            Self::violation(s, "INIT_HCA twice".into());
+            return status::BAD_SYS_STATE;
+        }
+        let mut raw = [0u8; size_of::<InitHca>()];
+        if !self.mailbox_in(s, &mut raw) {
+            return status::BAD_PARAM;
+        }
+        let Some(m) = InitHca::from_bytes(&raw) else {
+            return status::BAD_PARAM;
+        };
+        match self.check_init_hca(s, &m) {
+            Ok(cfg) => {
+                s.icm.hca = Some(cfg);
+                status::OK
+            }
+            Err((st, why)) => {
+                Self::violation(s, format!("INIT_HCA: {why}"));
+                st
+            }
+        }
+    }
+
+    fn check_init_hca(&self, s: &State, m: &InitHca) -> Result<HcaConfig, (u8, String)> {
+        let bad = |why: String| Err((status::BAD_PARAM, why));
+        if m.version != ih::VERSION {
+            return bad(format!("version {}", m.version));
+        }
+        let line = (m.cacheline >> 5) + 4;
+        if m.cacheline & 0x1f != 0x10 || !(4..=7).contains(&line) {
+            return bad(format!("cache-line byte {:#x}", m.cacheline));
+        }
+        let flags = m.flags.get();
+        if (flags & ih::FLAG_BIG_ENDIAN_HOST != 0) != cfg!(target_endian = "big") {
+            return bad(format!("flags {flags:#x}: the host byte order is wrong"));
+        }
+        if m.eqe_cqe.get() != 0 || m.num_sys_eqs.get() != 0 {
+            return bad("64-byte EQEs/CQEs or system EQs, not offered".into());
+        }
+        let Some(size) = s.icm.size else {
+            return Err((status::BAD_SYS_STATE, "before SET_ICM_SIZE".into()));
+        };
+        let aux = s.icm.aux_bytes();
+        if aux < s.icm.aux_needed * p::PAGE {
+            return Err((status::ICM_ERROR, format!("auxiliary area {aux} bytes")));
+        }
+        // (name, base|log, log max, log reserved, entry bytes)
+        let split = |v: u64| (v & !0xff, (v & 0x1f) as u8);
+        let logged = [
+            ("QPC", m.qpc.get(), CAPS.max_qps, CAPS.rsvd_qps, CAPS.qpc),
+            (
+                "SRQC",
+                m.srqc.get(),
+                CAPS.max_srqs,
+                CAPS.rsvd_srqs,
+                CAPS.small,
+            ),
+            ("CQC", m.cqc.get(), CAPS.max_cqs, CAPS.rsvd_cqs, CAPS.small),
+            ("EQC", m.eqc.get(), CAPS.max_eqs, 2, CAPS.small),
+        ];
+        let mut tables = Vec::new();
+        for (name, v, max, rsvd, entry) in logged {
+            let (base, log) = split(v);
+            if log > max || log <= rsvd {
+                return bad(format!(
+                    "{name}: 2^{log} entries (card: 2^{rsvd} reserved of 2^{max})"
+                ));
+            }
+            tables.push((
+                name,
+                Tbl {
+                    base,
+                    entries: 1 << log,
+                    entry,
+                },
+                1u64 << rsvd,
+            ));
+        }
+        let qps = tables[0].1.entries;
+        let (rdmarc_base, log_rd) = split(m.rdmarc.get());
+        let rd = |entries| Tbl {
+            base: rdmarc_base,
+            entries,
+            entry: CAPS.rdmarc,
+        };
+        tables.push(("RDMARC", rd(qps << log_rd), 1 << (CAPS.rsvd_qps + log_rd)));
+        let per_qp = |base, entry| Tbl {
+            base,
+            entries: qps,
+            entry,
+        };
+        tables.push(("AUXC", per_qp(m.auxc.get(), CAPS.small), 1 << CAPS.rsvd_qps));
+        tables.push(("ALTC", per_qp(m.altc.get(), CAPS.small), 1 << CAPS.rsvd_qps));
+        if m.log_mpts > CAPS.max_mpts || m.log_mpts <= CAPS.rsvd_mpts {
+            return bad(format!("dMPT: 2^{} entries", m.log_mpts));
+        }
+        let dmpt = Tbl {
+            base: m.dmpt_base.get(),
+            entries: 1 << m.log_mpts,
+            entry: CAPS.small,
+        };
+        tables.push(("dMPT", dmpt, 1 << CAPS.rsvd_mpts));
+        let log_mcg = m.log_mc_table;
+        let mgm = m.log_mgm_entry.get();
+        if log_mcg > CAPS.max_mcgs
+            || log_mcg == 0
+            || mgm != p::LOG_MGM_ENTRY as u16
+            || m.log_mc_hash.get() != log_mcg as u16 - 1
+        {
+            return bad(format!(
+                "MCG: 2^{log_mcg} entries of 2^{mgm}, hash 2^{}",
+                m.log_mc_hash.get()
+            ));
+        }
+        let mcg = Tbl {
+            base: m.mc_base.get(),
+            entries: 1 << log_mcg,
+            entry: 1 << mgm,
+        };
+        // MCG and EQC are mapped whole; the others need their reserved
+        // entries (the firmware's own objects) behind them.
+        tables.push(("MCG", mcg, mcg.entries));
+        tables[3].2 = tables[3].1.entries;
+        // MTT: the reserved entries, rounded up to a cache line.
+        let mtt_rsvd = (1u64 << CAPS.rsvd_mtts).next_multiple_of(8);
+        let mtt = Tbl {
+            base: m.mtt_base.get(),
+            entries: mtt_rsvd,
+            entry: CAPS.mtt,
+        };
+        let cmpt = Tbl {
+            base: m.cmpt_base.get(),
+            entries: 4 << CMPT_SHIFT,
+            entry: CAPS.small,
+        };
+        let uar_pages = (1u64 << (CAPS.log_uar_mb + 20)) / p::PAGE;
+        if m.uar_page_sz != 0 || 1u64 << m.log_uar_pages > uar_pages {
+            return bad(format!(
+                "UAR: 2^{} pages of 2^{} KiB",
+                m.log_uar_pages,
+                m.uar_page_sz + 2
+            ));
+        }
+        let mut extents: Vec<(&str, u64, u64)> = tables
+            .iter()
+            .map(|(n, t, _)| (*n, t.base, t.bytes()))
+            .collect();
+        extents.push(("cMPT", cmpt.base, cmpt.bytes()));
+        extents.sort_by_key(|e| e.1);
+        for (i, &(name, base, len)) in extents.iter().enumerate() {
+            let aligned = base % len.next_power_of_two() == 0 || name == "MTT";
+            if !aligned || base + len > size {
+                return bad(format!(
+                    "{name} at {base:#x}+{len:#x}: unaligned or past the ICM size {size:#x}"
+                ));
+            }
+            if let Some(next) = extents.get(i + 1) {
+                if base + len > next.1 {
+                    return bad(format!("{name} overlaps {}", next.0));
+                }
+            }
+        }
+        let mut need: Vec<(String, u64, u64)> = tables
+            .iter()
+            .map(|(n, t, r)| (n.to_string(), t.base, r * t.entry))
+            .collect();
+        need.push(("MTT".into(), mtt.base, mtt_rsvd * CAPS.mtt));
+        let rsvd = [CAPS.rsvd_qps, CAPS.rsvd_srqs, CAPS.rsvd_cqs, 2];
+        for (ty, log) in rsvd.into_iter().enumerate() {
+            let base = cmpt.base + ty as u64 * (cmpt.entry << CMPT_SHIFT);
+            need.push((format!("cMPT type {ty}"), base, (1u64 << log) * cmpt.entry));
+        }
+        for (name, base, len) in need {
+            if !s.icm.covered(base, len) {
+                return Err((
+                    status::ICM_ERROR,
+                    format!("{name}: {base:#x}+{len:#x} has no ICM mapped"),
+                ));
+            }
+        }
+        Ok(HcaConfig {
+            qpc: tables[0].1,
+            cqc: tables[2].1,
+            eqc: tables[3].1,
+            dmpt,
+            mtt_base: mtt.base,
+            cmpt_base: cmpt.base,
+            mcg,
+            log_mc_hash: m.log_mc_hash.get(),
+            uc_steering: m.uc_steering & ih::UC_STEERING != 0,
+        })
+    }
+}
