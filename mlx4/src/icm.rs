@@ -104,21 +104,6 @@ pub struct Layout {
     pub tables: Vec<Placed>,
     /// ICM bytes in all (what SET_ICM_SIZE is told).
     pub total: u64,
-    /// log2 QPs, SRQs, CQs, EQs, MPTs, MCG entries; log2 RDMA read
-    /// contexts per QP.
-    pub log_qps: u8,
-    #[allow(missing_docs)]
-    pub log_srqs: u8,
-    #[allow(missing_docs)]
-    pub log_cqs: u8,
-    #[allow(missing_docs)]
-    pub log_eqs: u8,
-    #[allow(missing_docs)]
-    pub log_mpts: u8,
-    #[allow(missing_docs)]
-    pub log_mcgs: u8,
-    #[allow(missing_docs)]
-    pub log_rdmarc: u8,
 }
 
 /// `n` rounded up to a power of two, at least `2 × reserved`, at most
@@ -191,18 +176,7 @@ impl Layout {
                 cap.max_icm
             )));
         }
-        let log = |n: u64| n.trailing_zeros() as u8;
-        Ok(Layout {
-            tables,
-            total,
-            log_qps: log(qps),
-            log_srqs: log(srqs),
-            log_cqs: log(cqs),
-            log_eqs: log(eqs),
-            log_mpts: log(mpts),
-            log_mcgs: log(mcgs),
-            log_rdmarc: log(rdmarc),
-        })
+        Ok(Layout { tables, total })
     }
 
     /// The INIT_HCA mailbox for this layout (digest §2.6): 64-byte
@@ -219,27 +193,34 @@ impl Layout {
         };
         m.flags = Be32::new(ih::FLAG_CHECK_AV_PORT | big_endian);
         let with_log = |t: Table, log: u8| Be64::new(self.get(t).base | log as u64);
-        m.qpc = with_log(Table::Qpc, self.log_qps);
-        m.srqc = with_log(Table::Srqc, self.log_srqs);
-        m.cqc = with_log(Table::Cqc, self.log_cqs);
+        m.qpc = with_log(Table::Qpc, self.log(Table::Qpc));
+        m.srqc = with_log(Table::Srqc, self.log(Table::Srqc));
+        m.cqc = with_log(Table::Cqc, self.log(Table::Cqc));
         m.altc = Be64::new(self.get(Table::Altc).base);
         m.auxc = Be64::new(self.get(Table::Auxc).base);
-        m.eqc = with_log(Table::Eqc, self.log_eqs);
-        m.rdmarc = with_log(Table::Rdmarc, self.log_rdmarc);
+        m.eqc = with_log(Table::Eqc, self.log(Table::Eqc));
+        let rdmarc_per_qp = self.log(Table::Rdmarc) - self.log(Table::Qpc);
+        m.rdmarc = with_log(Table::Rdmarc, rdmarc_per_qp);
         m.mc_base = Be64::new(self.get(Table::Mcg).base);
         m.log_mgm_entry = Be16::new(p::LOG_MGM_ENTRY as u16);
-        m.log_mc_hash = Be16::new(self.log_mcgs.saturating_sub(1) as u16);
-        m.log_mc_table = self.log_mcgs;
+        let log_mcgs = self.log(Table::Mcg);
+        m.log_mc_hash = Be16::new(log_mcgs.saturating_sub(1) as u16);
+        m.log_mc_table = log_mcgs;
         if cap.steering == Steering::B0 {
             m.uc_steering = ih::UC_STEERING;
         }
         m.dmpt_base = Be64::new(self.get(Table::Dmpt).base);
-        m.log_mpts = self.log_mpts;
+        m.log_mpts = self.log(Table::Dmpt);
         m.mtt_base = Be64::new(self.get(Table::Mtt).base);
         m.cmpt_base = Be64::new(self.get(Table::Cmpt).base);
         m.log_uar_pages = (cap.uar_size / p::PAGE).trailing_zeros() as u8;
         m.uar_page_sz = 0;
         m
+    }
+
+    /// log2 of the entries of table `t`.
+    pub fn log(&self, t: Table) -> u8 {
+        self.get(t).count.trailing_zeros() as u8
     }
 
     /// The table placed as `t`.
@@ -268,10 +249,10 @@ impl Layout {
             .map(|t| (t.base, t.bytes()))
             .collect();
         let per_type = [
-            (p::CMPT_QP, self.log_qps),
-            (p::CMPT_SRQ, self.log_srqs),
-            (p::CMPT_CQ, self.log_cqs),
-            (p::CMPT_EQ, self.log_eqs),
+            (p::CMPT_QP, self.log(Table::Qpc)),
+            (p::CMPT_SRQ, self.log(Table::Srqc)),
+            (p::CMPT_CQ, self.log(Table::Cqc)),
+            (p::CMPT_EQ, self.log(Table::Eqc)),
         ];
         for (ty, log) in per_type {
             let base = cmpt.base + ty * (cmpt.entry << CMPT_SHIFT);

@@ -60,7 +60,10 @@ fn the_icm_tables_are_aligned_disjoint_and_mapped() {
     assert_eq!(end, l.total);
     // The profile within the model's limits: 2^10 QPs (2^6 reserved),
     // 2^9 EQs (its maximum), 256 MCG entries.
-    assert_eq!((l.log_qps, l.log_eqs, l.log_mcgs), (10, 9, 8));
+    assert_eq!(
+        (l.log(Table::Qpc), l.log(Table::Eqc), l.log(Table::Mcg)),
+        (10, 9, 8)
+    );
     assert_eq!(l.get(Table::Cmpt).count, 4 << 24);
     let mapped: u64 = l.ranges().iter().map(|r| r.1).sum();
     let (icm, aux) = m.icm_mapped();
