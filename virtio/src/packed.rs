@@ -15,19 +15,18 @@
 //! took, so a used descriptor (one per buffer) frees the right number of
 //! ring slots.
 //!
-//! Ordering: the driver writes a batch's descriptors and publishes them a
-//! cache line (four descriptors) at a time, with a Release store of the
-//! *first* unpublished descriptor's flags once the line is written (`P1`,
-//! pairing with the device's Acquire read of them; the device takes
-//! descriptors in ring order, so it cannot see the later ones first), and
-//! the rest at `publish`. Per line rather than per batch, the device starts
-//! on the first frames while the driver still writes the last, which
-//! shortens a burst's round trip (`compare.sh virtio`, io rows; figures
-//! in benches/RESULTS.md, findings); not per descriptor, so the
-//! device never finds a line half written and takes whole lines (its
-//! batch path). The driver reads a used descriptor's flags with an Acquire
-//! load before its id and length (`P2`, pairing with the device's Release
-//! store of the flags after writing them). A SeqCst fence orders
+//! Ordering: the driver writes a burst's descriptors and publishes them
+//! at once at `publish` ([`FlagBatch`]: every flags word but the burst's
+//! first stored Relaxed, then the first with Release, `P1`, pairing with
+//! the device's Acquire read of it; the device takes descriptors in ring
+//! order, so it cannot see the later ones first). Not per cache line: a
+//! device that starts on the first line of a burst while the rest is
+//! written hands back four-frame pieces, and the two sides can settle
+//! into that rhythm for a whole run at half the rate (`compare.sh
+//! virtio`, io 64 packed; benches/RESULTS.md). The driver reads a used
+//! descriptor's flags with an Acquire load before its id and length
+//! (`P2`, pairing with the device's Release store of the flags after
+//! writing them; [`PackedQueue::pop_used4`] reads a line of four). A SeqCst fence orders
 //! publication before reading the device's event flags when deciding to
 //! notify (`P3`, pairing with the device's fence between writing its flags
 //! and re-reading the ring), and another orders our event flags before the
@@ -35,15 +34,13 @@
 #![allow(unsafe_code)]
 
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
-use crate::vring::PackedView;
+use crate::vring::{FlagBatch, PackedView};
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
 use rpmd_ring::Burst;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, Ordering};
 
-/// Descriptors in a 64-byte cache line (16 bytes each).
-const DESCS_PER_LINE: u16 = 4;
 /// §2.8.1: the AVAIL and USED flag bits.
 const F_AVAIL: u16 = 1 << 7;
 const F_USED: u16 = 1 << 15;
@@ -101,12 +98,8 @@ pub struct PackedQueue {
     free_ids: Vec<u16>,
     tokens: Vec<Option<NonNull<u8>>>,
     chain: Vec<u16>,
-    /// The first descriptor not yet published: its slot and flags, stored
-    /// when its cache line is complete or at `publish`.
-    pending: Option<(u16, u16)>,
-    /// Descriptors were published since the last `publish` (which then
-    /// decides whether to notify).
-    published: bool,
+    /// The flags of the descriptors added since the last `publish`.
+    batch: FlagBatch,
     /// VIRTIO_F_IN_ORDER (§2.8.9): a buffer's id is the slot of its first
     /// descriptor, and the device may write one used descriptor for a
     /// batch, naming the batch's last buffer.
@@ -160,8 +153,7 @@ impl PackedQueue {
             free_ids: (0..layout.size).rev().collect(),
             tokens: vec![None; n],
             chain: vec![0; n],
-            pending: None,
-            published: false,
+            batch: FlagBatch::default(),
             in_order: false,
             batch_end: None,
             broken: false,
@@ -186,8 +178,7 @@ impl PackedQueue {
         self.free_ids.clear();
         self.free_ids.extend((0..self.layout.size).rev());
         self.chain.fill(0);
-        self.pending = None;
-        self.published = false;
+        self.batch.clear();
         self.batch_end = None;
         self.broken = false;
         dropped
@@ -326,33 +317,6 @@ impl PackedQueue {
         (slot, flags)
     }
 
-    /// Makes flags `f` of `slot` visible: deferred while the cache line of
-    /// descriptors holding the first unpublished one is incomplete, then
-    /// the whole line at once (P1).
-    #[inline(always)]
-    fn set_flags(&mut self, slot: u16, f: u16) {
-        if self.pending.is_none() {
-            self.pending = Some((slot, f));
-        } else {
-            // Relaxed is enough: the device reads past the first
-            // unpublished descriptor only after P1.
-            self.flags(slot).store(f.to_le(), Ordering::Relaxed);
-        }
-        if (slot + 1) % DESCS_PER_LINE == 0 {
-            self.release_pending();
-        }
-    }
-
-    /// P1 (Release): every descriptor written so far before the first
-    /// unpublished one's flags.
-    #[inline(always)]
-    fn release_pending(&mut self) {
-        if let Some((slot, f)) = self.pending.take() {
-            self.flags(slot).store(f.to_le(), Ordering::Release);
-            self.published = true;
-        }
-    }
-
     /// Adds `m` as one descriptor (device-writable for RX), without
     /// publishing; gives `m` back when the ring is full.
     #[inline(always)]
@@ -365,7 +329,7 @@ impl PackedQueue {
         };
         let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
         let (slot, f) = self.write_desc(addr, len, id, w);
-        self.set_flags(slot, f);
+        self.batch.put(&self.ring, slot, f);
         self.tokens[id as usize] = Some(m.into_raw());
         self.chain[id as usize] = 1;
         Ok(())
@@ -387,10 +351,8 @@ impl PackedQueue {
         let Some(id) = self.alloc_id() else {
             return Err(m);
         };
-        // The chain's first descriptor is made available last, so the
-        // device never sees half a chain.
-        let mut head = None;
-        let mut rest = [(0u16, 0u16); crate::split::MAX_CHAIN];
+        // Flags in ring order: the burst's first is held back until
+        // `publish`, so the device never sees half a chain.
         for (k, &(addr, len)) in segs.iter().enumerate() {
             let next = if k + 1 < n { VRING_DESC_F_NEXT } else { 0 };
             let w = if k >= writable_from {
@@ -399,22 +361,7 @@ impl PackedQueue {
                 0
             };
             let (slot, f) = self.write_desc(addr, len, id, w | next);
-            if k == 0 {
-                head = Some((slot, f));
-            } else {
-                rest[k] = (slot, f);
-            }
-        }
-        for &(slot, f) in &rest[1..n] {
-            self.flags(slot).store(f.to_le(), Ordering::Relaxed);
-        }
-        if let Some((slot, f)) = head {
-            if self.pending.is_none() {
-                self.pending = Some((slot, f));
-            } else {
-                // Release: the chain's other descriptors before its head.
-                self.flags(slot).store(f.to_le(), Ordering::Release);
-            }
+            self.batch.put(&self.ring, slot, f);
         }
         self.tokens[id as usize] = Some(m.into_raw());
         self.chain[id as usize] = n as u16;
@@ -425,8 +372,8 @@ impl PackedQueue {
     /// notification.
     #[inline]
     pub fn publish(&mut self) -> bool {
-        self.release_pending();
-        if !std::mem::take(&mut self.published) {
+        // P1.
+        if !self.batch.publish(&self.ring) {
             return false;
         }
         // P3: publication before reading what the device asks for.
@@ -483,6 +430,66 @@ impl PackedQueue {
         // SAFETY: `p` came from `into_raw` in `push`, and the device
         // returned the buffer, so it no longer touches it.
         Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))
+    }
+
+    /// Takes four used buffers at once, the batch path of DPDK's packed
+    /// receive in portable Rust: when the next used slot starts a cache
+    /// line whose four descriptors are all used (one flags test for the
+    /// line), each naming a distinct one-descriptor buffer in flight (in
+    /// order: its own slot) with a length below `limit`. `None` otherwise,
+    /// taking nothing: [`pop_used`](Self::pop_used) then handles the tail,
+    /// chains, an in-order batch written as one descriptor, and every
+    /// descriptor that breaks a rule.
+    #[inline(always)]
+    pub fn pop_used4(&mut self, limit: u32) -> Option<[(Mbuf, u32); 4]> {
+        let (slot, size) = (self.next_used, self.layout.size);
+        if slot % 4 != 0
+            || size < 4
+            || self.broken
+            || self.batch_end.is_some()
+            || self.free_slots + 4 > size as usize
+        {
+            return None;
+        }
+        // P2, a line at a time: Acquire loads of the four flags words
+        // before their ids and lengths.
+        let want = if self.used_wrap { F_AVAIL | F_USED } else { 0 };
+        if self
+            .ring
+            .flags4(slot)
+            .iter()
+            .any(|&f| f & (F_AVAIL | F_USED) != want)
+        {
+            return None;
+        }
+        let used: [(u16, u32); 4] = std::array::from_fn(|k| self.ring.used(slot + k as u16));
+        let mut raw = [NonNull::dangling(); 4];
+        for (k, &(id, len)) in used.iter().enumerate() {
+            let ours = if self.in_order {
+                id == slot + k as u16
+            } else {
+                id < size && used[..k].iter().all(|u| u.0 != id)
+            };
+            if !ours || len >= limit || self.chain[id as usize] != 1 {
+                return None;
+            }
+            raw[k] = self.tokens[id as usize]?;
+        }
+        for &(id, _) in &used {
+            self.tokens[id as usize] = None;
+            if !self.in_order {
+                self.free_ids.push(id);
+            }
+        }
+        self.advance_used(4);
+        Some(std::array::from_fn(|k| {
+            // SAFETY: each pointer came from `into_raw` in `push`, was in
+            // flight (its token, now cleared, held it) and is distinct;
+            // the device returned the buffers, so it no longer touches
+            // them.
+            let m = unsafe { Mbuf::from_raw(raw[k]) };
+            (m, used[k].1)
+        }))
     }
 
     /// Moves past `count` used slots.
@@ -676,11 +683,11 @@ mod tests {
         assert!(q.pop_used().unwrap().is_err());
     }
 
-    /// Descriptors become visible a cache line at a time: three written
-    /// into a line are not (the first one's flags are held back), the
-    /// fourth publishes all four, and `publish` the rest.
+    /// A burst becomes visible at once: nothing of six descriptors shows
+    /// (the first one's flags are held back, the others are stored) until
+    /// `publish`, which shows all of them; a chain is published whole.
     #[test]
-    fn descriptors_are_published_a_line_at_a_time() {
+    fn a_burst_is_published_at_once_first_flags_last() {
         let (region, pool) = test_memory("pl", 64);
         let mut q = PackedQueue::new(&region, 0, PackedLayout::new(16).unwrap()).unwrap();
         let v = q.view();
@@ -694,18 +701,22 @@ mod tests {
             let a = m.data_iova().raw();
             q.push(m, a, 100, false).unwrap();
         };
-        for _ in 0..3 {
+        for _ in 0..6 {
             push(&mut q);
         }
         // The device reads in ring order: the first one's flags hide all.
-        assert!(!avail(0), "an incomplete line stays unpublished");
-        push(&mut q);
-        assert!((0..4).all(avail), "a complete line is published");
-        push(&mut q);
-        assert!(!avail(4));
+        assert!(!avail(0), "the burst's first flags wait for publish");
+        assert!((1..6).all(avail), "the others are written");
         assert!(q.publish(), "device events enabled: kick");
-        assert!(avail(4));
+        assert!((0..6).all(avail));
         assert!(!q.publish(), "nothing new to publish");
+        let m = pool.get().unwrap();
+        let a = m.data_iova().raw();
+        q.push_chain(m, &[(a, 10), (a + 10, 10), (a + 20, 10)], 3)
+            .unwrap();
+        assert!(!avail(6), "a chain's head is its burst's first");
+        assert!(q.publish());
+        assert!((6..9).all(avail));
     }
 
     /// Plays the device: takes available descriptors in ring order and
@@ -734,7 +745,7 @@ mod tests {
                 let a = m.data_iova().raw();
                 q.push(m, a, 100, true).unwrap();
             }
-            assert!(q.pending.is_some() || q.published);
+            assert!(q.batch.is_pending());
             assert!(q.publish(), "device events enabled: kick");
             // The device sees three available descriptors.
             let mut ids = Vec::new();
@@ -872,6 +883,45 @@ mod tests {
                     assert_eq!(pool.available(), 16);
                 }
             }
+        }
+    }
+
+    /// The batched receive takes a line of four used one-buffer
+    /// descriptors at once, and takes nothing, leaving it to `pop_used`,
+    /// when the line is incomplete, a length reaches the limit, an id is
+    /// not the buffer the line can hold (in order: its own slot; else a
+    /// repeated id) or the next used slot does not start a line.
+    #[test]
+    fn four_used_buffers_are_taken_as_a_line_or_not_at_all() {
+        for in_order in [false, true] {
+            let (_region, pool, mut q, mut dev) = posted("pq4", 16, in_order, 12);
+            let ids: Vec<u16> = (0..12).map(|s| dev.desc(s).id_or_next).collect();
+            for (k, &id) in ids[..3].iter().enumerate() {
+                dev.complete(id, 60 + k as u32, 1);
+            }
+            assert!(q.pop_used4(u32::MAX).is_none(), "three of a line");
+            dev.complete(ids[3], 63, 1);
+            assert!(q.pop_used4(63).is_none(), "a length at the limit");
+            let four = q.pop_used4(64).expect("a whole line");
+            let got: Vec<(u8, u32)> = four.iter().map(|(m, l)| (m.data()[0], *l)).collect();
+            assert_eq!(got, [(0, 60), (1, 61), (2, 62), (3, 63)]);
+            drop(four);
+            assert_eq!(q.free(), 8);
+            // Slots 4..8 with a bad id at slot 6 (out of range, or a
+            // repeat); the single path judges it.
+            let bad = if in_order { 200 } else { ids[4] };
+            for id in [ids[4], ids[5], bad, ids[7]] {
+                dev.complete(id, 70, 1);
+            }
+            assert!(q.pop_used4(u32::MAX).is_none(), "in order {in_order}");
+            assert!(q.pop_used().unwrap().is_ok());
+            assert!(q.pop_used4(u32::MAX).is_none(), "slot 5 starts no line");
+            assert!(q.pop_used().unwrap().is_ok());
+            assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+            assert!(q.is_broken() && q.pop_used4(u32::MAX).is_none());
+            q.restart();
+            drop(q);
+            assert_eq!(pool.available(), 16, "every mbuf back");
         }
     }
 }

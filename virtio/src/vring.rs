@@ -460,6 +460,20 @@ impl PackedView {
         unsafe { AtomicU16::from_ptr(addr_of_mut!((*self.d(slot)).flags).cast()) }
     }
 
+    /// The flags (host order) of the four descriptors from `slot`, one
+    /// cache line when `slot` is a multiple of four, each loaded Acquire
+    /// (the partner of the other side's [`FlagBatch::publish`]): the
+    /// batched paths test a line at once.
+    #[inline(always)]
+    pub fn flags4(&self, slot: u16) -> [u16; 4] {
+        std::array::from_fn(|k| {
+            u16::from_le(
+                self.flags(slot.wrapping_add(k as u16))
+                    .load(Ordering::Acquire),
+            )
+        })
+    }
+
     /// Address, length and id of descriptor `slot` (the flags are read
     /// on their own, atomically, before these).
     #[inline(always)]
@@ -582,6 +596,64 @@ impl PackedView {
             addr_of_mut!((*e).off_wrap).write_volatile(Le16::new(off_wrap));
             addr_of_mut!((*e).flags).write_volatile(Le16::new(flags));
         }
+    }
+}
+
+/// The flags words of one burst of packed descriptors, made visible to
+/// the other side at once, as both sides of a packed ring hand over
+/// descriptors: the driver making buffers available, the device marking
+/// them used (DPDK's vhost flushes its shadow used ring the same way).
+///
+/// Each descriptor's other fields are written before its flags are
+/// [`put`](Self::put); the burst's first flags word is held back and the
+/// others are stored Relaxed; [`publish`](Self::publish) stores the first
+/// with Release. The other side takes descriptors in ring order from the
+/// first, reading its flags with Acquire (the partner of that store), so
+/// it sees the whole burst or none of it, never a line still being
+/// written. Whole bursts also keep the two sides from settling into a
+/// rhythm of four-descriptor pieces, which halved the rate of runs that
+/// fell into it (`compare.sh virtio`, io 64 packed; benches/RESULTS.md).
+#[derive(Debug, Default)]
+pub struct FlagBatch {
+    first: Option<(u16, u16)>,
+}
+
+impl FlagBatch {
+    /// Adds flags `f` (host order) of `slot`, whose other fields are
+    /// written; slots are put in ring order.
+    #[inline(always)]
+    pub fn put(&mut self, v: &PackedView, slot: u16, f: u16) {
+        if self.first.is_none() {
+            self.first = Some((slot, f));
+        } else {
+            // Relaxed: the other side reads past the first only after the
+            // Release store in `publish`.
+            v.flags(slot).store(f.to_le(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether flags wait for `publish`.
+    #[inline(always)]
+    pub fn is_pending(&self) -> bool {
+        self.first.is_some()
+    }
+
+    /// Makes the burst visible (the first flags word, Release: pairs with
+    /// the other side's Acquire load of it); false if nothing was put.
+    #[inline(always)]
+    pub fn publish(&mut self, v: &PackedView) -> bool {
+        match self.first.take() {
+            Some((slot, f)) => {
+                v.flags(slot).store(f.to_le(), Ordering::Release);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets what was put (a ring started over).
+    pub fn clear(&mut self) {
+        self.first = None;
     }
 }
 

@@ -16,6 +16,8 @@
 //!
 //! Usage: `compare_virtio --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...]`
 //! (`--rows txonly-64-split,io-64-split`: only those rows).
+//! `CV_BURSTS=1`: each io run of ours prints how many frames its polls
+//! took (whole bursts back, or four-frame pieces).
 use rpmd_benches::tsc::pin;
 use rpmd_benches::{median, testpmd, wait_sock, Proc};
 use rpmd_pmd::port::Pkts;
@@ -152,6 +154,7 @@ fn run_ours(role: Role, size: usize, packed: bool, secs: f64, huge: &str, sock: 
                 b.clear();
             }
             let mut iter = 0u32;
+            let mut bursts = [0u64; 33];
             loop {
                 // The clock every 64 rounds, not every round: testpmd's
                 // forwarding loop reads no clock, and a clock_gettime here
@@ -186,6 +189,7 @@ fn run_ours(role: Role, size: usize, packed: bool, secs: f64, huge: &str, sock: 
                     Role::Io => {
                         let n = q.rx_burst(0, &mut b, 32);
                         count += n as u64;
+                        bursts[n.min(32)] += 1;
                         if n > 0 {
                             q.tx_burst(0, &mut b);
                             b.clear();
@@ -200,6 +204,18 @@ fn run_ours(role: Role, size: usize, packed: bool, secs: f64, huge: &str, sock: 
                 }
             }
             let el = t0.map(|t| t.elapsed().as_secs_f64()).unwrap_or(1.0);
+            if std::env::var_os("CV_BURSTS").is_some() && role == Role::Io {
+                // How the 32 frames in flight come back: whole bursts, or
+                // pieces (the slow rhythm of benches/RESULTS.md).
+                let polls: u64 = bursts.iter().sum();
+                let frames: u64 = bursts.iter().enumerate().map(|(k, c)| k as u64 * c).sum();
+                eprintln!(
+                    "  polls {polls}, frames {frames}, empty {:.2}, frames per non-empty poll {:.1}; polls by frames 1..=32: {:?}",
+                    bursts[0] as f64 / polls.max(1) as f64,
+                    frames as f64 / (polls - bursts[0]).max(1) as f64,
+                    &bursts[1..]
+                );
+            }
             if std::env::var_os("CV_DEBUG").is_some() {
                 for x in p.xstats() {
                     eprintln!("  {} = {}", x.name, x.value);

@@ -14,7 +14,7 @@ use super::VRING_DESC_F_INDIRECT;
 use super::{read_one, write_one, FrameReader, Plan, Ring, Vring, VringCounters};
 use super::{MAX_BURST, MAX_HEADS};
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
-use crate::vring::{DescFields, PackedView};
+use crate::vring::{DescFields, FlagBatch, PackedView};
 use rpmd_pmd::peer::PeerSlice;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::{Mempool, Pkts};
@@ -82,35 +82,25 @@ fn desc(v: &PackedView, slot: u16) -> DescFields {
 }
 
 /// The used descriptors of one burst, each written in its chain's first
-/// slot: ids, lengths and every flags word but the first at once, the
-/// first flags word last, so the driver (which looks at its used position
-/// first) sees the whole burst at once rather than reading lines the
-/// device is still writing, as DPDK's vhost flushes its shadow used ring.
+/// slot and published at once ([`FlagBatch`], the driver's own way of
+/// making a burst available): the driver, which looks at its used
+/// position first, sees the whole burst or none of it.
 #[derive(Default)]
-struct UsedBatch {
-    first: Option<(u16, u16)>,
-}
+struct UsedBatch(FlagBatch);
 
 impl UsedBatch {
     #[inline(always)]
     fn put(&mut self, v: &PackedView, slot: u16, wrap: bool, id: u16, len: u32) {
         v.set_used(slot, id, len);
         let f = if wrap { F_AVAIL | F_USED } else { 0 };
-        if self.first.is_none() {
-            self.first = Some((slot, f));
-        } else {
-            // Published by the first one's Release store below.
-            v.flags(slot).store(f, Ordering::Relaxed);
-        }
+        self.0.put(v, slot, f);
     }
 
     #[inline(always)]
-    fn publish(self, v: &PackedView) {
-        if let Some((slot, f)) = self.first {
-            // Partner: the driver's Acquire load of the flags at its used
-            // position before it reads the burst's ids and lengths.
-            v.flags(slot).store(f, Ordering::Release);
-        }
+    fn publish(mut self, v: &PackedView) {
+        // Partner: the driver's Acquire load of the flags at its used
+        // position before it reads the burst's ids and lengths.
+        self.0.publish(v);
     }
 }
 
