@@ -228,8 +228,27 @@ impl Mlx4Model {
         }
     }
 
-    fn check_init_hca(&self, s: &State, m: &InitHca) -> Result<HcaConfig, (u8, String)> {
-        let bad = |why: String| Err((status::BAD_PARAM, why));
+    fn check_init_hca(&self, s: &State, m: &InitHca) -> Result<HcaConfig, Refusal> {
+        let size = Self::check_init_hca_header(s, m)?;
+        let t = Self::init_hca_tables(m)?;
+        t.check_extents(size)?;
+        t.check_mapped(s)?;
+        Ok(HcaConfig {
+            qpc: t.logged[0].1,
+            cqc: t.logged[2].1,
+            eqc: t.logged[3].1,
+            dmpt: t.dmpt,
+            mtt_base: t.mtt.base,
+            cmpt_base: t.cmpt.base,
+            mcg: t.mcg,
+            log_mc_hash: m.log_mc_hash.get(),
+            uc_steering: m.uc_steering & ih::UC_STEERING != 0,
+        })
+    }
+
+    /// INIT_HCA's fixed fields against the model, and the ICM set up for
+    /// it; the ICM's size.
+    fn check_init_hca_header(s: &State, m: &InitHca) -> Result<u64, Refusal> {
         if m.version != ih::VERSION {
             return bad(format!("version {}", m.version));
         }
@@ -244,6 +263,14 @@ impl Mlx4Model {
         if m.eqe_cqe.get() != 0 || m.num_sys_eqs.get() != 0 {
             return bad("64-byte EQEs/CQEs or system EQs, not offered".into());
         }
+        let uar_pages = (1u64 << (CAPS.log_uar_mb + 20)) / p::PAGE;
+        if m.uar_page_sz != 0 || 1u64 << m.log_uar_pages > uar_pages {
+            return bad(format!(
+                "UAR: 2^{} pages of 2^{} KiB",
+                m.log_uar_pages,
+                m.uar_page_sz + 2
+            ));
+        }
         let Some(size) = s.icm.size else {
             return Err((status::BAD_SYS_STATE, "before SET_ICM_SIZE".into()));
         };
@@ -251,6 +278,11 @@ impl Mlx4Model {
         if aux < s.icm.aux_needed * p::PAGE {
             return Err((status::ICM_ERROR, format!("auxiliary area {aux} bytes")));
         }
+        Ok(size)
+    }
+
+    /// The tables INIT_HCA places, their sizes checked against the caps.
+    fn init_hca_tables(m: &InitHca) -> Result<InitTables, Refusal> {
         // (name, base|log, log max, log reserved, entry bytes)
         let split = |v: u64| (v & !0xff, (v & 0x1f) as u8);
         let logged = [
@@ -273,15 +305,12 @@ impl Mlx4Model {
                     "{name}: 2^{log} entries (card: 2^{rsvd} reserved of 2^{max})"
                 ));
             }
-            tables.push((
-                name,
-                Tbl {
-                    base,
-                    entries: 1 << log,
-                    entry,
-                },
-                1u64 << rsvd,
-            ));
+            let t = Tbl {
+                base,
+                entries: 1 << log,
+                entry,
+            };
+            tables.push((name, t, 1u64 << rsvd));
         }
         let qps = tables[0].1.entries;
         let (rdmarc_base, log_rd) = split(m.rdmarc.get());
@@ -307,6 +336,31 @@ impl Mlx4Model {
             entry: CAPS.small,
         };
         tables.push(("dMPT", dmpt, 1 << CAPS.rsvd_mpts));
+        let mcg = Self::init_hca_mcg(m)?;
+        // MCG and EQC are mapped whole; the others need their reserved
+        // entries (the firmware's own objects) behind them.
+        tables.push(("MCG", mcg, mcg.entries));
+        tables[3].2 = tables[3].1.entries;
+        Ok(InitTables {
+            logged: tables,
+            dmpt,
+            mcg,
+            // MTT: the reserved entries, rounded up to a cache line.
+            mtt: Tbl {
+                base: m.mtt_base.get(),
+                entries: (1u64 << CAPS.rsvd_mtts).next_multiple_of(8),
+                entry: CAPS.mtt,
+            },
+            cmpt: Tbl {
+                base: m.cmpt_base.get(),
+                entries: 4 << CMPT_SHIFT,
+                entry: CAPS.small,
+            },
+        })
+    }
+
+    /// The multicast table INIT_HCA asks for.
+    fn init_hca_mcg(m: &InitHca) -> Result<Tbl, Refusal> {
         let log_mcg = m.log_mc_table;
         let mgm = m.log_mgm_entry.get();
         if log_mcg > CAPS.max_mcgs
@@ -319,40 +373,45 @@ impl Mlx4Model {
                 m.log_mc_hash.get()
             ));
         }
-        let mcg = Tbl {
+        Ok(Tbl {
             base: m.mc_base.get(),
             entries: 1 << log_mcg,
             entry: 1 << mgm,
-        };
-        // MCG and EQC are mapped whole; the others need their reserved
-        // entries (the firmware's own objects) behind them.
-        tables.push(("MCG", mcg, mcg.entries));
-        tables[3].2 = tables[3].1.entries;
-        // MTT: the reserved entries, rounded up to a cache line.
-        let mtt_rsvd = (1u64 << CAPS.rsvd_mtts).next_multiple_of(8);
-        let mtt = Tbl {
-            base: m.mtt_base.get(),
-            entries: mtt_rsvd,
-            entry: CAPS.mtt,
-        };
-        let cmpt = Tbl {
-            base: m.cmpt_base.get(),
-            entries: 4 << CMPT_SHIFT,
-            entry: CAPS.small,
-        };
-        let uar_pages = (1u64 << (CAPS.log_uar_mb + 20)) / p::PAGE;
-        if m.uar_page_sz != 0 || 1u64 << m.log_uar_pages > uar_pages {
-            return bad(format!(
-                "UAR: 2^{} pages of 2^{} KiB",
-                m.log_uar_pages,
-                m.uar_page_sz + 2
-            ));
-        }
-        let mut extents: Vec<(&str, u64, u64)> = tables
+        })
+    }
+}
+
+/// A refused command: its status and what was wrong.
+type Refusal = (u8, String);
+
+/// A refusal for a bad parameter.
+fn bad<T>(why: String) -> Result<T, Refusal> {
+    Err((status::BAD_PARAM, why))
+}
+
+/// The tables an INIT_HCA mailbox places in the ICM.
+struct InitTables {
+    /// (name, table, entries that must be mapped): QPC, SRQC, CQC, EQC,
+    /// RDMARC, AUXC, ALTC, dMPT, MCG, in that order.
+    logged: Vec<(&'static str, Tbl, u64)>,
+    dmpt: Tbl,
+    mcg: Tbl,
+    /// Only its reserved entries (the rest is the driver's to map).
+    mtt: Tbl,
+    /// All four types' entries.
+    cmpt: Tbl,
+}
+
+impl InitTables {
+    /// Every table aligned to its size and inside the ICM, none
+    /// overlapping another.
+    fn check_extents(&self, size: u64) -> Result<(), Refusal> {
+        let mut extents: Vec<(&str, u64, u64)> = self
+            .logged
             .iter()
             .map(|(n, t, _)| (*n, t.base, t.bytes()))
             .collect();
-        extents.push(("cMPT", cmpt.base, cmpt.bytes()));
+        extents.push(("cMPT", self.cmpt.base, self.cmpt.bytes()));
         extents.sort_by_key(|e| e.1);
         for (i, &(name, base, len)) in extents.iter().enumerate() {
             let aligned = base % len.next_power_of_two() == 0 || name == "MTT";
@@ -367,11 +426,23 @@ impl Mlx4Model {
                 }
             }
         }
-        let mut need: Vec<(String, u64, u64)> = tables
+        Ok(())
+    }
+
+    /// The entries the firmware uses from INIT_HCA on have ICM behind
+    /// them.
+    fn check_mapped(&self, s: &State) -> Result<(), Refusal> {
+        let mut need: Vec<(String, u64, u64)> = self
+            .logged
             .iter()
             .map(|(n, t, r)| (n.to_string(), t.base, r * t.entry))
             .collect();
-        need.push(("MTT".into(), mtt.base, mtt_rsvd * CAPS.mtt));
+        need.push((
+            "MTT".into(),
+            self.mtt.base,
+            self.mtt.entries * self.mtt.entry,
+        ));
+        let cmpt = self.cmpt;
         let rsvd = [CAPS.rsvd_qps, CAPS.rsvd_srqs, CAPS.rsvd_cqs, 2];
         for (ty, log) in rsvd.into_iter().enumerate() {
             let base = cmpt.base + ty as u64 * (cmpt.entry << CMPT_SHIFT);
@@ -385,16 +456,6 @@ impl Mlx4Model {
                 ));
             }
         }
-        Ok(HcaConfig {
-            qpc: tables[0].1,
-            cqc: tables[2].1,
-            eqc: tables[3].1,
-            dmpt,
-            mtt_base: mtt.base,
-            cmpt_base: cmpt.base,
-            mcg,
-            log_mc_hash: m.log_mc_hash.get(),
-            uc_steering: m.uc_steering & ih::UC_STEERING != 0,
-        })
+        Ok(())
     }
 }
