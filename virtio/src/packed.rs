@@ -26,8 +26,8 @@
 //! virtio`, io 64 packed; benches/RESULTS.md). The driver reads a used
 //! descriptor's flags with an Acquire load before its id and length
 //! (`P2`, pairing with the device's Release store of the flags after
-//! writing them; [`PackedQueue::pop_used4`] reads a line of four). A SeqCst fence orders
-//! publication before reading the device's event flags when deciding to
+//! writing them; [`PackedQueue::pop_used4`] reads a line of four). A
+//! SeqCst fence orders publication before reading the device's event flags when deciding to
 //! notify (`P3`, pairing with the device's fence between writing its flags
 //! and re-reading the ring), and another orders our event flags before the
 //! next look at the ring (`P4`).

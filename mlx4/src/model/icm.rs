@@ -414,8 +414,7 @@ impl InitTables {
         extents.push(("cMPT", self.cmpt.base, self.cmpt.bytes()));
         extents.sort_by_key(|e| e.1);
         for (i, &(name, base, len)) in extents.iter().enumerate() {
-            let aligned = base % len.next_power_of_two() == 0 || name == "MTT";
-            if !aligned || base + len > size {
+            if base % len.next_power_of_two() != 0 || base + len > size {
                 return bad(format!(
                     "{name} at {base:#x}+{len:#x}: unaligned or past the ICM size {size:#x}"
                 ));
