@@ -13,6 +13,11 @@ pub enum YieldOn {
     Preempted,
     /// System-wide CPU pressure (/proc/pressure/cpu).
     Pressure,
+    /// More runnable tasks than CPUs (/proc/loadavg; machine-wide).
+    Overcommitted,
+    /// A sched_yield every check: the kernel switches only when another
+    /// task is queued on this CPU (any process; ~0.7 us per check).
+    Runqueue,
 }
 
 /// The run loop's polling modes.
@@ -49,6 +54,8 @@ impl PollOpts {
                 YieldOn::Off => SignalKind::Off,
                 YieldOn::Preempted => SignalKind::Preempted,
                 YieldOn::Pressure => SignalKind::Pressure,
+                YieldOn::Overcommitted => SignalKind::Overcommitted,
+                YieldOn::Runqueue => SignalKind::RunQueue,
             },
             sleep: Duration::from_micros(self.sleep_us.max(1)),
             kernel_busy_poll: (self.kernel_busy_poll_us > 0).then_some(

@@ -756,9 +756,8 @@ impl Poller {
                 if self.spin_exclusive && self.others_woke() {
                     self.end_exclusive();
                 }
-                if !self.signal.is_off() && self.signal.fired() {
+                if self.signal.yield_if_wanted() {
                     st.yields.add(1);
-                    std::thread::yield_now();
                 }
             }
             std::hint::spin_loop();

@@ -8,13 +8,25 @@
 //!
 //! - [`SignalKind::Siblings`]: the run delay of known threads that
 //!   share this CPU (other lcores pinned to it), from
-//!   `/proc/thread-self/../<tid>/schedstat` (second field: nanoseconds spent
+//!   `/proc/<tid>/task/<tid>/schedstat` (second field: nanoseconds spent
 //!   runnable but waiting). If it grew since the last check, a sibling has
 //!   been waiting for the CPU we are spinning on. Exact for the threads it
 //!   knows; one `pread` per sibling per check.
 //! - [`SignalKind::SiblingState`]: the scheduler state of those threads
-//!   (`/proc/self/task/<tid>/stat`): a sibling in state `R` while we run on
-//!   its CPU is waiting for it. The live form of the previous signal.
+//!   (`/proc/<tid>/task/<tid>/stat`, so a sibling may live in another
+//!   process, as netperf servers do): a sibling in state `R` while we run
+//!   on its CPU is waiting for it. The live form of the previous signal;
+//!   one read per sibling per check.
+//! - [`SignalKind::Overcommitted`]: the kernel's count of runnable tasks
+//!   on all CPUs (`/proc/loadavg`'s fourth field) above the number of
+//!   online CPUs: somebody somewhere waits for a CPU. Live, one read
+//!   whatever the number of siblings, needs no thread ids (any process);
+//!   like `Pressure` it cannot tell which CPU the waiter wants.
+//! - [`SignalKind::RunQueue`]: no reading at all; every check is a
+//!   `sched_yield`, which switches only when another task is queued on this
+//!   CPU's run queue. The kernel's own `single_task_running()` answered by
+//!   trying: exact for this CPU, any process, no thread ids, and the
+//!   switch happens in the same system call.
 //! - [`SignalKind::Pressure`]: `/proc/pressure/cpu`'s `some total`,
 //!   microseconds during which some task anywhere waited for a CPU. Sees
 //!   every thread but not which CPU: on a busy machine it also fires for
@@ -24,15 +36,20 @@
 //!   switches (`getrusage(RUSAGE_THREAD)`). Cheapest (one syscall), but it
 //!   only tells after the fact that someone took the CPU from us.
 //!
-//! Measured on the 2-vCPU test VMs (`yield_signal_cost`): `Preempted`
-//! 276 ns per check, `Siblings` 628 ns, `SiblingState` 1351 ns, `Pressure`
-//! 2696 ns. The run loop reads its signal every `signal_every` (2 µs by
-//! default) of spinning, so a check delays the lcore's own next poll by at
-//! most its cost. `Siblings` looked cheapest of the live ones but is not
-//! live: the kernel adds a wait to the run delay only when the waiter
-//! finally runs, so the sibling must already have had its turn. The
-//! request/response experiment (`seeds yield`) therefore uses
-//! `SiblingState`.
+//! What each costs per check, and how soon a sibling process woken on
+//! the spinner's CPU gets it when the spinner yields on it, is measured
+//! by `yield_signal_cost` (figures in benches/RESULTS.md, "Run loop: yield
+//! to a runnable sibling"). The run loop reads its signal every
+//! `signal_every` (2 µs by default) of spinning, so a check delays the
+//! lcore's own next poll by at most its cost. `Siblings`, `Preempted`,
+//! `Pressure` and `Overcommitted` are not live for a sibling on this CPU
+//! (the first two tell after the sibling ran; the last two are
+//! machine-wide and miss a waiter on an otherwise idle machine), and a
+//! woken sibling waits about as long under them as with no signal.
+//! `SiblingState` is live but reads a `/proc` file per sibling, so its
+//! cost grows with their number; `RunQueue` is live, cheapest, and costs
+//! the same whatever runs beside it: `yield_proc` (responders in separate
+//! processes) uses it, `seeds yield` compares it with `SiblingState`.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -49,10 +66,17 @@ pub enum SignalKind {
     /// adds a wait to the run delay only when the waiting thread gets the
     /// CPU, so this tells that a sibling *has* waited, not that it waits.
     Siblings(Vec<i32>),
-    /// Scheduler state of these thread ids (siblings pinned to this CPU):
-    /// one in state `R` while we run is waiting for our CPU. Live, but a
-    /// `/proc/<pid>/task/<tid>/stat` read costs microseconds.
+    /// Scheduler state of these thread ids (siblings pinned to this CPU,
+    /// in this or any other process): one in state `R` while we run is
+    /// waiting for our CPU. Live, but a `/proc/<tid>/task/<tid>/stat`
+    /// read costs microseconds, per sibling.
     SiblingState(Vec<i32>),
+    /// More runnable tasks on the machine than online CPUs
+    /// (`/proc/loadavg`): live and one read, but machine-wide.
+    Overcommitted,
+    /// Yield at every check and let the kernel's run queue decide (a
+    /// yield that gives the CPU away counts as fired).
+    RunQueue,
     /// System-wide CPU pressure stall time.
     Pressure,
     /// This thread's involuntary context switches.
@@ -65,7 +89,13 @@ pub struct RunnableSignal {
     kind: SignalKind,
     files: Vec<File>,
     last: u64,
+    /// Online CPUs (for `Overcommitted`).
+    cpus: u64,
 }
+
+/// A `sched_yield` that took longer than this gave the CPU to another
+/// task (one that finds the run queue empty takes well under it).
+pub const SWITCHED: std::time::Duration = std::time::Duration::from_micros(5);
 
 /// The calling thread's kernel thread id.
 pub fn gettid() -> i32 {
@@ -79,6 +109,12 @@ fn field(buf: &[u8], idx: usize) -> u64 {
         .and_then(|s| s.split_whitespace().nth(idx))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+fn online_cpus() -> u64 {
+    // SAFETY: sysconf takes a constant and has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.max(1) as u64
 }
 
 fn involuntary_switches() -> u64 {
@@ -100,19 +136,21 @@ impl RunnableSignal {
         let files = match &kind {
             SignalKind::Siblings(tids) => tids
                 .iter()
-                .filter_map(|t| File::open(format!("/proc/self/task/{t}/schedstat")).ok())
+                .filter_map(|t| File::open(format!("/proc/{t}/task/{t}/schedstat")).ok())
                 .collect(),
             SignalKind::SiblingState(tids) => tids
                 .iter()
-                .filter_map(|t| File::open(format!("/proc/self/task/{t}/stat")).ok())
+                .filter_map(|t| File::open(format!("/proc/{t}/task/{t}/stat")).ok())
                 .collect(),
             SignalKind::Pressure => File::open("/proc/pressure/cpu").into_iter().collect(),
+            SignalKind::Overcommitted => File::open("/proc/loadavg").into_iter().collect(),
             _ => Vec::new(),
         };
         let mut s = RunnableSignal {
             kind,
             files,
             last: 0,
+            cpus: online_cpus(),
         };
         s.last = s.read();
         s
@@ -125,8 +163,9 @@ impl RunnableSignal {
 
     fn read(&mut self) -> u64 {
         let mut buf = [0u8; 256];
+        let cpus = self.cpus;
         match &self.kind {
-            SignalKind::Off => 0,
+            SignalKind::Off | SignalKind::RunQueue => 0,
             SignalKind::Preempted => involuntary_switches(),
             SignalKind::Siblings(_) => self
                 .files
@@ -149,6 +188,17 @@ impl RunnableSignal {
                         .is_some_and(|&c| c == b'R')
                 })
                 .count() as u64,
+            SignalKind::Overcommitted => self.files.first().map_or(0, |f| {
+                // "0.05 0.05 0.02 R/T last-pid": R counts this thread too.
+                let n = f.read_at(&mut buf, 0).unwrap_or(0);
+                let running = std::str::from_utf8(&buf[..n])
+                    .ok()
+                    .and_then(|s| s.split_whitespace().nth(3))
+                    .and_then(|f| f.split_once('/'))
+                    .and_then(|(r, _)| r.parse::<u64>().ok())
+                    .unwrap_or(0);
+                running.saturating_sub(cpus)
+            }),
             SignalKind::Pressure => {
                 let Some(f) = self.files.first_mut() else {
                     return 0;
@@ -167,20 +217,47 @@ impl RunnableSignal {
     }
 
     /// Whether another thread waited for a CPU since the last check (for
-    /// `Preempted`: whether we were preempted since then).
+    /// `Preempted`: whether we were preempted since then; `RunQueue`
+    /// cannot be read without yielding and never fires here: use
+    /// [`RunnableSignal::yield_if_wanted`]).
     #[inline]
     pub fn fired(&mut self) -> bool {
         if self.kind == SignalKind::Off {
             return false;
         }
         let now = self.read();
-        if let SignalKind::SiblingState(_) = self.kind {
+        if let SignalKind::SiblingState(_) | SignalKind::Overcommitted = self.kind {
             // A level, not a counter: some sibling is runnable now.
             return now > 0;
         }
         let fired = now > self.last;
         self.last = now;
         fired
+    }
+
+    /// Checks, and gives the CPU away if another thread wants it: for
+    /// [`SignalKind::RunQueue`] the `sched_yield` is the check; otherwise
+    /// a `sched_yield` follows when the signal fired. Returns whether it
+    /// yielded (for `RunQueue`: whether the yield took longer than
+    /// [`SWITCHED`], i.e. another task ran; a yield that finds nobody
+    /// queued returns in about a microsecond).
+    #[inline]
+    pub fn yield_if_wanted(&mut self) -> bool {
+        match self.kind {
+            SignalKind::Off => false,
+            SignalKind::RunQueue => {
+                let t = std::time::Instant::now();
+                std::thread::yield_now();
+                t.elapsed() > SWITCHED
+            }
+            _ => {
+                let fired = self.fired();
+                if fired {
+                    std::thread::yield_now();
+                }
+                fired
+            }
+        }
     }
 
     /// Forgets what happened so far (call when spinning starts).
@@ -239,5 +316,88 @@ mod tests {
         // We shared a CPU with a spinner for a while: we were preempted.
         assert!(pre.fired());
         assert!(!RunnableSignal::new(SignalKind::Off).fired());
+    }
+
+    #[test]
+    fn a_sibling_in_another_process_is_read() {
+        // A spinning child process is in state R (running or waiting).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("sh");
+        let mut state = RunnableSignal::new(SignalKind::SiblingState(vec![child.id() as i32]));
+        let t0 = std::time::Instant::now();
+        let mut runnable = false;
+        while t0.elapsed() < std::time::Duration::from_millis(500) && !runnable {
+            runnable = state.fired();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            runnable,
+            "the other process's thread never read as runnable"
+        );
+    }
+
+    #[test]
+    fn more_runnable_tasks_than_cpus_is_overcommitted() {
+        let stop = Arc::new(AtomicBool::new(false));
+        // One spinner per CPU, plus this thread: one more than the CPUs.
+        let spinners: Vec<_> = (0..online_cpus())
+            .map(|_| {
+                let s = stop.clone();
+                std::thread::spawn(move || {
+                    while !s.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let mut over = RunnableSignal::new(SignalKind::Overcommitted);
+        let t0 = std::time::Instant::now();
+        let mut fired = false;
+        while t0.elapsed() < std::time::Duration::from_millis(500) && !fired {
+            fired = over.fired();
+        }
+        stop.store(true, Ordering::Relaxed);
+        for h in spinners {
+            h.join().unwrap();
+        }
+        assert!(
+            fired,
+            "/proc/loadavg never showed more runnable tasks than CPUs"
+        );
+    }
+
+    #[test]
+    fn a_run_queue_yield_gives_the_cpu_to_a_sibling_and_returns_alone() {
+        let cpu = core_affinity::get_core_ids().and_then(|c| c.first().copied());
+        let Some(cpu) = cpu else { return };
+        core_affinity::set_for_current(cpu);
+        let mut rq = RunnableSignal::new(SignalKind::RunQueue);
+        assert!(!rq.fired(), "RunQueue is not read without yielding");
+        // Alone on the CPU, most yields return at once.
+        let alone = (0..1000).filter(|_| rq.yield_if_wanted()).count();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h = std::thread::spawn(move || {
+            core_affinity::set_for_current(cpu);
+            while !s2.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        // A spinner waits for our CPU: a yield hands it over.
+        let t0 = std::time::Instant::now();
+        let mut gave = false;
+        while t0.elapsed() < std::time::Duration::from_millis(500) && !gave {
+            gave = rq.yield_if_wanted();
+        }
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        assert!(gave, "no yield gave the CPU to the waiting sibling");
+        assert!(
+            alone < 500,
+            "{alone} of 1000 yields switched with nobody queued"
+        );
     }
 }
