@@ -159,6 +159,49 @@ fn finish(p: Pair) {
 const SIZES: [usize; 5] = [64, 1518, 60, 512, 1000];
 
 #[test]
+fn the_backlog_is_counted_without_taking_it() {
+    for (tag, fopts, counted) in [("pend", "", true), ("pendpk", ",packed_vq=1", false)] {
+        let mut p = pair(tag, ",busyloop_us=0", fopts, 1);
+        let rx = p.bq.take_rx(0).unwrap();
+        assert_eq!(
+            rx.rx_pending(),
+            counted.then_some(0),
+            "{tag}: nothing sent yet"
+        );
+        let mut out = Pkts::new();
+        for i in 0..5 {
+            let mut m = p.pool.get().unwrap();
+            m.append(64).unwrap().copy_from_slice(&frame(i, 64));
+            out.push(m).unwrap();
+        }
+        assert_eq!(p.fq.tx_burst(0, &mut out), 5);
+        let t = Instant::now();
+        while counted && rx.rx_pending() != Some(5) {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{tag}: pending {:?}",
+                rx.rx_pending()
+            );
+            std::thread::yield_now();
+        }
+        let mut rx = rx;
+        let mut got = Pkts::new();
+        while got.len() < 5 {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "{tag}: got {}",
+                got.len()
+            );
+            rx.rx_burst(&mut got, 32);
+        }
+        assert_eq!(rx.rx_pending(), counted.then_some(0), "{tag}: all taken");
+        drop(got);
+        drop(rx);
+        finish(p);
+    }
+}
+
+#[test]
 fn frames_cross_both_ways_byte_for_byte() {
     let mut p = pair("basic", "", "", 1);
     round_trip(&mut p, 0, 2000, &SIZES);

@@ -371,6 +371,14 @@ pub trait RxQueue: Send {
         false
     }
 
+    /// How many received frames wait in the queue now, when the port can
+    /// tell without taking them (DPDK's `rte_eth_rx_queue_count`): for a
+    /// drain that handles a snapshot of its backlog. `None` when it
+    /// cannot tell.
+    fn rx_pending(&self) -> Option<usize> {
+        None
+    }
+
     /// How long the run loop should keep polling this queue once it finds
     /// it empty before arming its interrupt and sleeping (vhost_net's
     /// `busyloop_timeout`), and whether the lcore's other queues are

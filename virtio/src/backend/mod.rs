@@ -548,6 +548,10 @@ impl RxQueue for BackendRx {
         self.slot.lock().has_work()
     }
 
+    fn rx_pending(&self) -> Option<usize> {
+        self.slot.lock().pending()
+    }
+
     fn busy_poll(&self) -> Option<BusyPoll> {
         Some(self.busy_poll)
     }

@@ -355,6 +355,24 @@ impl Vring {
         }
     }
 
+    /// How many chains the driver made available that we have not taken
+    /// (split rings: at most the ring's size, whatever the driver wrote
+    /// into avail.idx); `None` for packed rings, where counting means
+    /// walking the descriptors.
+    pub(crate) fn pending(&self) -> Option<usize> {
+        match &self.ring {
+            Some(Ring::Split(r)) => {
+                let n = r
+                    .view()
+                    .avail_idx(Ordering::Acquire)
+                    .wrapping_sub(self.last_avail);
+                Some(usize::from(n).min(usize::from(self.cfg.num)))
+            }
+            Some(Ring::Packed(_)) => None,
+            None => Some(0),
+        }
+    }
+
     /// The id of the used entry that completes RX chain `head`: `head`,
     /// except that with the `fault-injection` feature and
     /// `fault_used_every=N` every Nth entry names a descriptor past the
