@@ -15,7 +15,10 @@
 # (request/response latency over shm in one process against the
 # cache-line round-trip bound, and through testpmd io between two
 # vhost-user ports), seeds (the run-loop experiments: yield to a runnable
-# sibling on the CPU, and what each yield signal costs), seeds-vhost
+# sibling on the CPU, in one process and across processes, and what each
+# yield signal costs; spin budgets; backlog drain; SEEDS_INVOCATIONS
+# (default 5) interleaved invocations, with each RESULT's spread over
+# them: benches/spread.py), seeds-vhost
 # (vhost_net's TX and RX busy polling on our vhost-user backend, rr
 # through a two-port switch; benches/seeds_vhost.sh), txlock (the lock
 # in front of a shared TX queue vs spin, mutex and busylock), afxdp (our
@@ -44,7 +47,7 @@ runs=
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -196,12 +199,23 @@ for s in $suite; do
             plot_bars "$OUT/txlock.csv" "$OUT/txlock.png" "txlock: packets delivered through one shared TX queue" "million delivered per second"
             ;;
         seeds)
-            echo "== seeds: the run-loop experiments (yield to a runnable sibling, signal costs, spin budgets, backlog drain)"
+            inv=${SEEDS_INVOCATIONS:-5}
+            echo "== seeds: the run-loop experiments (signal costs; then $inv interleaved invocations of: yield across processes, yield, spin budgets, backlog drain in memory and on a vhost-user port)"
             target/release/yield_signal_cost
-            RPMD_PLOT_CSV="$OUT/seeds_yield.csv" target/release/seeds yield --runs "$runs" --seconds 2
-            plot_bars "$OUT/seeds_yield.csv" "$OUT/seeds.png" "seeds: yield to a runnable sibling, off vs on" "thousand transactions per second"
-            target/release/seeds spin --runs "$runs" --seconds 2
-            target/release/seeds backlog --runs "$runs" --seconds 2
+            : > "$OUT/seeds_invocations.log"
+            for i in $(seq "$inv"); do
+                echo "-- seeds invocation $i of $inv"
+                {
+                    RPMD_PLOT_CSV="$OUT/seeds_yield_proc.csv" target/release/yield_proc --runs "$runs" --seconds 2
+                    RPMD_PLOT_CSV="$OUT/seeds_yield.csv" target/release/seeds yield --runs "$runs" --seconds 2
+                    target/release/seeds spin --runs "$runs" --seconds 2
+                    target/release/seeds backlog --runs "$runs" --seconds 2
+                    target/release/backlog_port --runs "$runs" --seconds 2
+                } | tee -a "$OUT/seeds_invocations.log" | sed "s/^RESULT/  invocation $i: RESULT/"
+            done
+            python3 benches/spread.py < "$OUT/seeds_invocations.log"
+            plot_bars "$OUT/seeds_yield_proc.csv" "$OUT/seeds_proc.png" "seeds: responders in separate processes, yield signals (last invocation)" "thousand transactions per second"
+            plot_bars "$OUT/seeds_yield.csv" "$OUT/seeds.png" "seeds: yield to a runnable sibling, off vs on (last invocation)" "thousand transactions per second"
             ;;
     esac
 done

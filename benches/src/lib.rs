@@ -135,6 +135,53 @@ pub fn wait_sock(sock: &str) {
     std::thread::sleep(Duration::from_millis(200));
 }
 
+/// The requester of the yield experiments (`seeds yield`, `yield_proc`),
+/// pinned to CPU 1: keeps one 64-byte request outstanding on queue 0 of
+/// each of `sessions`, sending a session's next request `wire` after its
+/// reply (the network round trip of a real TCP_RR), for `secs`; returns
+/// transactions per second over all sessions.
+pub fn rr_requester(
+    sessions: &mut [rpmd_pmd::Queues],
+    pool: &rpmd_pmd::Mempool,
+    secs: f64,
+    wire: Duration,
+) -> f64 {
+    use rpmd_pmd::port::Pkts;
+    tsc::pin(1);
+    let n = sessions.len();
+    let mut outstanding = vec![false; n];
+    let mut next_send = vec![Instant::now(); n];
+    let mut done = 0u64;
+    let (mut tx, mut rx) = (Pkts::new(), Pkts::new());
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(secs);
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        for (s, q) in sessions.iter_mut().enumerate() {
+            if !outstanding[s] && now >= next_send[s] {
+                if let Ok(mut m) = pool.get() {
+                    if let Some(d) = m.append(64) {
+                        d[0] = s as u8;
+                        let _ = tx.push(m);
+                        outstanding[s] = q.tx_burst(0, &mut tx) == 1;
+                    }
+                    tx.clear();
+                }
+            }
+            if q.rx_burst(0, &mut rx, 32) > 0 {
+                done += rx.len() as u64;
+                rx.clear();
+                outstanding[s] = false;
+                next_send[s] = Instant::now() + wire;
+            }
+        }
+    }
+    done as f64 / t0.elapsed().as_secs_f64()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -4,14 +4,20 @@
 //! Linux busylock scheme (a second lock that contended enqueuers take
 //! first), and rpmd's `TxLock` (busylock plus priority for the drainer).
 //!
-//! The drainer has CPU 0 to itself; the N enqueuers share CPU 1, so they
-//! are preempted, sometimes while holding the lock, as on any
-//! oversubscribed machine, while the drainer competes with them across
-//! cores for the lock's cache line. N = 2 (as many as cores) and 4
-//! (2 × cores); per lock and N: delivered packets/s, drops (queue full),
-//! the p99 time an enqueue waited for the lock (hdrhistogram), and from
-//! the drainer's side, the share of its time spent waiting for the lock
-//! and its mean batch (32 when the queue stays full).
+//! `--cpus LIST` (default 0,1): the drainer has the first CPU to itself;
+//! the enqueuers are spread over the others (on all of them when only one
+//! is listed). `--enqueuers LIST` (default 2,4,8): the contended cases.
+//! On the 2-vCPU test VMs every enqueuer shares CPU 1, so they are
+//! preempted, sometimes while holding the lock, as on any oversubscribed
+//! machine, while the drainer competes with them across cores for the
+//! lock's cache line. The cliff the busylock patch fixed (N senders on N
+//! CPUs, so N - 1 of them contend with the drainer at once and the queue
+//! never drains) needs more CPUs than that: on a bigger machine, e.g.
+//! `--cpus 0-15 --enqueuers 4,8,15`. Per lock and N: delivered packets/s,
+//! drops (queue full), the p99 time an enqueue waited for the lock
+//! (hdrhistogram), and from the drainer's side, the share of its time
+//! spent waiting for the lock, its lock-acquisition latency (p50, p99,
+//! max) and its mean batch (32 when the queue stays full).
 //!
 //! Two cases without contention price the lock itself: request/response
 //! (one enqueuer sends one packet and waits until the drainer has
@@ -152,13 +158,25 @@ struct Outcome {
 }
 
 /// What the drainer saw: TSC ticks waiting for the lock, ticks in all,
-/// batches and packets taken.
-#[derive(Default)]
+/// batches and packets taken, and each acquisition's wait (ticks).
 struct DrainStats {
     wait: u64,
     total: u64,
     batches: u64,
     packets: u64,
+    acquire: Histogram<u64>,
+}
+
+impl Default for DrainStats {
+    fn default() -> Self {
+        DrainStats {
+            wait: 0,
+            total: 0,
+            batches: 0,
+            packets: 0,
+            acquire: histogram(),
+        }
+    }
 }
 
 impl DrainStats {
@@ -167,6 +185,10 @@ impl DrainStats {
     }
     fn mean_batch(&self) -> f64 {
         self.packets as f64 / self.batches.max(1) as f64
+    }
+    /// The drainer's lock-acquisition latency at quantile `q`, in ns.
+    fn acquire_ns(&self, q: f64, hz: f64) -> f64 {
+        self.acquire.value_at_quantile(q) as f64 * 1e9 / hz
     }
 }
 
@@ -188,7 +210,7 @@ struct Shared {
 /// takes up to 32 under the lock, then sends them to the sink (a fixed
 /// cost per packet, outside the lock) and counts them delivered. Returns
 /// the shared counters and its handle.
-fn start_drainer(lock: Arc<dyn Lock>) -> (Shared, std::thread::JoinHandle<DrainStats>) {
+fn start_drainer(lock: Arc<dyn Lock>, cpu: usize) -> (Shared, std::thread::JoinHandle<DrainStats>) {
     let sh = Shared {
         stop: Arc::new(AtomicBool::new(false)),
         queued: Arc::new(AtomicU64::new(0)),
@@ -196,7 +218,7 @@ fn start_drainer(lock: Arc<dyn Lock>) -> (Shared, std::thread::JoinHandle<DrainS
     };
     let (stop, queued, delivered) = (sh.stop.clone(), sh.queued.clone(), sh.delivered.clone());
     let handle = std::thread::spawn(move || {
-        pin(0);
+        pin(cpu);
         let mut batch = [0u64; 32];
         let mut st = DrainStats::default();
         let t0 = rdtsc();
@@ -222,6 +244,7 @@ fn start_drainer(lock: Arc<dyn Lock>) -> (Shared, std::thread::JoinHandle<DrainS
             });
             queued.fetch_sub(n as u64, Relaxed);
             st.wait += got - asked;
+            st.acquire.saturating_record(got - asked);
             st.batches += 1;
             st.packets += n as u64;
             std::hint::black_box(&batch);
@@ -239,7 +262,7 @@ fn start_drainer(lock: Arc<dyn Lock>) -> (Shared, std::thread::JoinHandle<DrainS
     (sh, handle)
 }
 
-fn run(lock: Arc<dyn Lock>, enqueuers: usize, secs: f64) -> Outcome {
+fn run(lock: Arc<dyn Lock>, enqueuers: usize, cpus: &[usize], secs: f64) -> Outcome {
     let (
         Shared {
             stop,
@@ -247,14 +270,16 @@ fn run(lock: Arc<dyn Lock>, enqueuers: usize, secs: f64) -> Outcome {
             delivered,
         },
         drainer,
-    ) = start_drainer(lock.clone());
+    ) = start_drainer(lock.clone(), cpus[0]);
     let drops = Arc::new(AtomicU64::new(0));
+    let others = if cpus.len() > 1 { &cpus[1..] } else { cpus };
     let hists: Vec<_> = (0..enqueuers)
-        .map(|_| {
+        .map(|i| {
             let (lock, stop, drops, queued) =
                 (lock.clone(), stop.clone(), drops.clone(), queued.clone());
+            let cpu = others[i % others.len()];
             std::thread::spawn(move || {
-                pin(1);
+                pin(cpu);
                 let mut h = histogram();
                 let mut seq = 0u64;
                 while !stop.load(Relaxed) {
@@ -298,7 +323,7 @@ fn run(lock: Arc<dyn Lock>, enqueuers: usize, secs: f64) -> Outcome {
 
 /// Request/response: one enqueuer on CPU 1 sends one packet, then waits
 /// until the drainer on CPU 0 has delivered it; transactions per second.
-fn request_response(lock: Arc<dyn Lock>, secs: f64) -> f64 {
+fn request_response(lock: Arc<dyn Lock>, cpus: &[usize], secs: f64) -> f64 {
     let (
         Shared {
             stop,
@@ -306,11 +331,12 @@ fn request_response(lock: Arc<dyn Lock>, secs: f64) -> f64 {
             delivered,
         },
         d,
-    ) = start_drainer(lock.clone());
+    ) = start_drainer(lock.clone(), cpus[0]);
     let client = {
         let stop = stop.clone();
+        let cpu = *cpus.get(1).unwrap_or(&cpus[0]);
         std::thread::spawn(move || {
-            pin(1);
+            pin(cpu);
             let t0 = Instant::now();
             let mut seq = 0u64;
             while !stop.load(Relaxed) {
@@ -387,46 +413,102 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// A list like `0-3,8,10-11`; `None` when malformed or empty.
+fn list(v: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in v.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if a > b {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.trim().parse().ok()?),
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn list_arg(name: &str, default: &str) -> Vec<usize> {
+    let v = std::env::args()
+        .skip_while(|a| a != name)
+        .nth(1)
+        .unwrap_or_else(|| default.to_string());
+    list(&v).unwrap_or_else(|| {
+        eprintln!("txlock: {name} takes a list like 0,1 or 0-3,8 (got {v:?})");
+        std::process::exit(2);
+    })
+}
+
+/// One lock's line of the contended table (medians over its runs);
+/// returns its median delivered rate.
+fn print_row(n: usize, name: &str, r: &[Outcome], hz: f64) -> f64 {
+    let med = |f: &dyn Fn(&Outcome) -> f64| {
+        let mut v: Vec<f64> = r.iter().map(f).collect();
+        median(&mut v)
+    };
+    let per_run: Vec<String> = r
+        .iter()
+        .map(|o| format!("{:.2}M", o.delivered / 1e6))
+        .collect();
+    let m = med(&|o| o.delivered);
+    let acq = |q: f64| med(&|o| o.drain.acquire_ns(q, hz));
+    let acq = format!("{:.0}/{:.0}/{:.0}", acq(0.5), acq(0.99), acq(1.0));
+    println!(
+        "{n:<4} {name:<10} {m:>12.0} {:>10.0} {:>10.0} {:>9.1}% {:>6.1} {acq:>22}   {}",
+        med(&|o| o.drops as f64),
+        med(&|o| o.p99_ns as f64),
+        med(&|o| o.drain.wait_pct()),
+        med(&|o| o.drain.mean_batch()),
+        per_run.join(" ")
+    );
+    m
+}
+
 fn main() {
     let secs: f64 = arg("--seconds", 2.0);
     let runs: usize = arg("--runs", 3usize).max(1);
+    let cpus = list_arg("--cpus", "0,1");
+    let enqueuers = list_arg("--enqueuers", "2,4,8");
+    let hz = rpmd_benches::tsc::tsc_hz();
+    let others = if cpus.len() > 1 {
+        &cpus[1..]
+    } else {
+        &cpus[..]
+    };
     println!(
-        "1 drainer on CPU 0, N enqueuers on CPU 1; sink {SINK_NS} ns/packet (max {} Mpps); queue {QUEUE}; {secs} s per run; medians of {runs} interleaved runs",
+        "1 drainer on CPU {}, N enqueuers on CPUs {others:?}; sink {SINK_NS} ns/packet (max {} Mpps); queue {QUEUE}; {secs} s per run; medians of {runs} interleaved runs",
+        cpus[0],
         1000 / SINK_NS
     );
     println!(
-        "{:<4} {:<10} {:>12} {:>10} {:>10} {:>10} {:>6}   delivered/s per run",
-        "N", "lock", "delivered/s", "drops", "p99 enq ns", "drain wait", "batch"
+        "{:<4} {:<10} {:>12} {:>10} {:>10} {:>10} {:>6} {:>22}   delivered/s per run",
+        "N",
+        "lock",
+        "delivered/s",
+        "drops",
+        "p99 enq ns",
+        "drain wait",
+        "batch",
+        "drainer acq ns p50/99/max"
     );
     let mut worst = 0.0f64;
     let ours = LOCKS.len() - 1;
     let contended: &[usize] = if std::env::args().any(|a| a == "--rr-only") {
         &[]
     } else {
-        &[2, 4]
+        &enqueuers
     };
     let mut plot = rpmd_benches::PlotCsv::from_env(&LOCKS);
     for &n in contended {
-        let res = interleaved(runs, |name| run(make(name), n, secs));
-        let mut med = Vec::new();
-        for (name, r) in LOCKS.iter().zip(&res) {
-            let mut d: Vec<f64> = r.iter().map(|o| o.delivered).collect();
-            let per_run: Vec<String> = d.iter().map(|x| format!("{:.2}M", x / 1e6)).collect();
-            let m = median(&mut d);
-            let mut drops: Vec<f64> = r.iter().map(|o| o.drops as f64).collect();
-            let mut p99: Vec<f64> = r.iter().map(|o| o.p99_ns as f64).collect();
-            let mut wait: Vec<f64> = r.iter().map(|o| o.drain.wait_pct()).collect();
-            let mut batch: Vec<f64> = r.iter().map(|o| o.drain.mean_batch()).collect();
-            println!(
-                "{n:<4} {name:<10} {m:>12.0} {:>10.0} {:>10.0} {:>9.1}% {:>6.1}   {}",
-                median(&mut drops),
-                median(&mut p99),
-                median(&mut wait),
-                median(&mut batch),
-                per_run.join(" ")
-            );
-            med.push(m);
-        }
+        let res = interleaved(runs, |name| run(make(name), n, &cpus, secs));
+        let med: Vec<f64> = LOCKS
+            .iter()
+            .zip(&res)
+            .map(|(name, r)| print_row(n, name, r, hz))
+            .collect();
         let mdel: Vec<f64> = med.iter().map(|m| m / 1e6).collect();
         plot.row(&format!("{n} enqueuers"), &mdel);
         let best_other = med[..ours].iter().cloned().fold(0.0, f64::max);
@@ -437,7 +519,9 @@ fn main() {
     println!("request/response, one packet in flight (transactions/s):");
     // Three times the rounds, a third as long each: single runs of this
     // case swing by ±10 %, and more of them give a steadier median.
-    let res = interleaved(3 * runs, |name| request_response(make(name), secs / 3.0));
+    let res = interleaved(3 * runs, |name| {
+        request_response(make(name), &cpus, secs / 3.0)
+    });
     let mut rr = Vec::new();
     for (name, r) in LOCKS.iter().zip(res) {
         let mut r = r;

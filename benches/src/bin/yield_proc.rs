@@ -1,0 +1,307 @@
+//! `yield_proc`: seed 000 (leave the busy loop when another task is
+//! runnable) with its responders in separate processes, as netperf
+//! servers are.
+//!
+//! Each session is an `shm:` link (the port that crosses processes): its
+//! responder is a process of its own (this program with `--responder`),
+//! one lcore pinned to CPU 0 busy-polling (spin budget 50 ms, so it never
+//! sleeps) and echoing every frame; the requester, in this process on
+//! CPU 1, keeps one 64-byte request outstanding per session and sends a
+//! session's next request `--wire-us` (default 20) after its reply, the
+//! network round trip of a real TCP_RR. All responders share CPU 0, so
+//! without yielding a session waits for its responder's time slice.
+//!
+//! Signals compared (`--signals`, default `off,runqueue,state`): `off`;
+//! `runqueue` ([`SignalKind::RunQueue`]: a `sched_yield` every 2 µs of
+//! spinning, the cheapest live signal that crosses processes in
+//! `yield_signal_cost`); `state` ([`SignalKind::SiblingState`]: the other
+//! responders' scheduler state, their thread ids passed to each responder;
+//! one `/proc` read per sibling per check). Sessions `--sessions` (default
+//! 1,2,16,32,64, the seed's table and 1 for "no loss"); `--runs` rounds
+//! (default 3) of `--seconds` (default 2), each round running every
+//! signal once in a rotated order; medians.
+//!
+//! Ends with `RESULT yield_proc gain=<x>` (2 sessions, runqueue ÷ off;
+//! target ≥ 1.4) and `RESULT yield_proc_single gain=<x>` (1 session;
+//! target ≥ 0.97).
+use rpmd_benches::median;
+use rpmd_pmd::port::Pkts;
+use rpmd_pmd::{Mempool, MempoolConfig, Port, PortConfig, Queues, Registry};
+use rpmd_sched::{Lcore, LcoreConfig, SignalKind, SpinPolicy, Task, TaskId};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Echoes every frame back where it came from.
+struct Echo {
+    q: Queues,
+    pkts: Pkts,
+}
+
+impl Task for Echo {
+    fn run(&mut self, quota: usize) -> usize {
+        let n = self.q.rx_burst(0, &mut self.pkts, quota.min(32));
+        if n > 0 {
+            self.q.tx_burst(0, &mut self.pkts);
+            self.pkts.clear();
+        }
+        n
+    }
+}
+
+/// A link's device string: few slots, so 64 links stay small.
+fn dev(name: &str) -> String {
+    format!("shm:{name},slots=64")
+}
+
+fn pool(name: &str, n: u32) -> Mempool {
+    let mut cfg = MempoolConfig::new(name, n);
+    cfg.cache_size = 32;
+    Mempool::new(&cfg).expect("mempool")
+}
+
+fn open(reg: &Registry, name: &str, pool: &Mempool) -> (Box<dyn Port>, Queues) {
+    let mut p = reg.open(&dev(name)).expect("shm port");
+    p.configure(&PortConfig {
+        rx_pool: Some(pool.clone()),
+        ..PortConfig::default()
+    })
+    .expect("configure");
+    let q = p.start().expect("start");
+    (p, q)
+}
+
+/// The responder process: side B of `name`, an lcore on CPU 0 echoing.
+/// Prints its lcore's thread id, reads one line (the signal and the other
+/// responders' thread ids), prints `ready`, and runs until stdin closes.
+fn responder(name: &str) {
+    let reg = Registry::new();
+    let pool = pool("yp-responder", 256);
+    let (_port, q) = open(&reg, name, &pool);
+    let l = Lcore::spawn(
+        0,
+        LcoreConfig {
+            spin: SpinPolicy::Fixed(Duration::from_millis(50)),
+            signal_every: Duration::from_micros(2),
+            ..Default::default()
+        },
+    )
+    .expect("lcore on CPU 0");
+    l.add(
+        TaskId(0),
+        Echo {
+            q,
+            pkts: Pkts::new(),
+        },
+    )
+    .expect("the lcore runs");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", l.tid()).expect("stdout");
+    out.flush().expect("stdout");
+    let mut input = BufReader::new(std::io::stdin().lock());
+    let mut line = String::new();
+    input.read_line(&mut line).expect("the signal line");
+    let mut words = line.split_whitespace();
+    let me = l.tid();
+    let kind = match words.next() {
+        Some("runqueue") => SignalKind::RunQueue,
+        Some("state") => SignalKind::SiblingState(
+            words
+                .filter_map(|w| w.parse().ok())
+                .filter(|&t| t != me)
+                .collect(),
+        ),
+        _ => SignalKind::Off,
+    };
+    l.set_signal(kind);
+    writeln!(out, "ready").expect("stdout");
+    out.flush().expect("stdout");
+    // Until the requester is done (EOF).
+    while input.read_line(&mut line).is_ok_and(|n| n > 0) {}
+    if std::env::var_os("SEEDS_DEBUG").is_some() {
+        let t = l.stats();
+        eprintln!(
+            "  responder {name}: busy {} spins {} yields {}",
+            t.busy_polls.get(),
+            t.spins.get(),
+            t.yields.get()
+        );
+    }
+    l.stop().expect("no task panicked");
+}
+
+/// One configuration: `sessions` responder processes under `signal`;
+/// transactions per second over all sessions.
+fn run(sessions: usize, signal: &str, secs: f64, wire: Duration) -> f64 {
+    let reg = Registry::new();
+    let pool = pool("yp-requester", 1024);
+    let exe = std::env::current_exe().expect("own path");
+    let mut queues = Vec::new();
+    let mut ports = Vec::new();
+    let mut kids: Vec<(Child, BufReader<std::process::ChildStdout>)> = Vec::new();
+    let mut tids = Vec::new();
+    for s in 0..sessions {
+        let name = format!("yp-{}-{s}", std::process::id());
+        // Side A first, so the responder is side B.
+        let (p, q) = open(&reg, &name, &pool);
+        ports.push(p);
+        queues.push(q);
+        let mut c = Command::new(&exe)
+            .args(["--responder", &name])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("a responder process");
+        let mut r = BufReader::new(c.stdout.take().expect("piped"));
+        let mut line = String::new();
+        r.read_line(&mut line).expect("the responder's thread id");
+        tids.push(line.trim().to_string());
+        kids.push((c, r));
+    }
+    let line = format!("{signal} {}\n", tids.join(" "));
+    for (c, r) in &mut kids {
+        let stdin = c.stdin.as_mut().expect("piped");
+        stdin.write_all(line.as_bytes()).expect("responder's stdin");
+        stdin.flush().expect("responder's stdin");
+        let mut ready = String::new();
+        r.read_line(&mut ready).expect("the responder's ready");
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let tps = std::thread::scope(|sc| {
+        sc.spawn(|| rpmd_benches::rr_requester(&mut queues, &pool, secs, wire))
+            .join()
+            .expect("requester")
+    });
+    for (mut c, _) in kids {
+        drop(c.stdin.take());
+        let _ = c.wait();
+    }
+    drop(queues);
+    drop(ports);
+    tps
+}
+
+fn list<T: std::str::FromStr>(v: &str) -> Option<Vec<T>> {
+    v.split(',').map(|x| x.trim().parse().ok()).collect()
+}
+
+fn usage() -> ! {
+    eprintln!("usage: yield_proc [--sessions 1,2,16,32,64] [--signals off,runqueue,state] [--seconds S] [--runs N] [--wire-us W]");
+    std::process::exit(2);
+}
+
+/// The command line: sessions, signals, seconds, runs, wire µs.
+struct Opts {
+    sessions: Vec<usize>,
+    signals: Vec<String>,
+    secs: f64,
+    runs: usize,
+    wire_us: f64,
+}
+
+/// Parses the options; `--responder NAME` runs the responder and exits.
+fn opts() -> Opts {
+    let mut args = std::env::args().skip(1);
+    let mut o = Opts {
+        sessions: vec![2, 1, 16, 32, 64],
+        signals: ["off", "runqueue", "state"].map(String::from).to_vec(),
+        secs: 2.0,
+        runs: 3,
+        wire_us: 20.0,
+    };
+    while let Some(a) = args.next() {
+        let v = args.next().unwrap_or_else(|| usage());
+        match a.as_str() {
+            "--responder" => {
+                responder(&v);
+                std::process::exit(0);
+            }
+            "--sessions" => {
+                o.sessions = list(&v)
+                    .filter(|l| !l.contains(&0))
+                    .unwrap_or_else(|| usage())
+            }
+            "--signals" => o.signals = list(&v).unwrap_or_else(|| usage()),
+            "--seconds" => {
+                o.secs = v
+                    .parse()
+                    .ok()
+                    .filter(|&s| s > 0.0)
+                    .unwrap_or_else(|| usage())
+            }
+            "--runs" => o.runs = v.parse().ok().filter(|&r| r > 0).unwrap_or_else(|| usage()),
+            "--wire-us" => {
+                o.wire_us = v
+                    .parse()
+                    .ok()
+                    .filter(|&w| w >= 0.0)
+                    .unwrap_or_else(|| usage())
+            }
+            _ => usage(),
+        }
+    }
+    if o.signals
+        .iter()
+        .any(|s| !["off", "runqueue", "state"].contains(&s.as_str()))
+    {
+        usage();
+    }
+    o
+}
+
+fn main() {
+    let Opts {
+        sessions,
+        signals,
+        secs,
+        runs,
+        wire_us,
+    } = opts();
+    let wire = Duration::from_secs_f64(wire_us / 1e6);
+    println!("request/response over shm links, one responder process per session busy-polling on CPU 0, requester on CPU 1, {wire_us} us wire time; {runs} interleaved rounds of {secs} s, medians");
+    print!("{:<10}", "sessions");
+    for s in &signals {
+        print!(" {:>14}", format!("{s} tps"));
+    }
+    println!("   gain over off");
+    let mut gain = std::collections::HashMap::new();
+    let mut plot =
+        rpmd_benches::PlotCsv::from_env(&signals.iter().map(String::as_str).collect::<Vec<_>>());
+    for &n in &sessions {
+        let mut res: Vec<Vec<f64>> = signals.iter().map(|_| Vec::new()).collect();
+        for r in 0..runs {
+            for k in 0..signals.len() {
+                let i = (k + r) % signals.len();
+                res[i].push(run(n, &signals[i], secs, wire));
+            }
+        }
+        let med: Vec<f64> = res.into_iter().map(median).collect();
+        print!("{n:<10}");
+        for m in &med {
+            print!(" {m:>14.0}");
+        }
+        let off = signals.iter().position(|s| s == "off").map(|i| med[i]);
+        let gains: Vec<String> = signals
+            .iter()
+            .zip(&med)
+            .filter(|(s, _)| *s != "off")
+            .map(|(s, m)| {
+                let g = off.map_or(f64::NAN, |o| m / o.max(1.0));
+                gain.insert((n, s.clone()), g);
+                format!("{s} {g:.3}")
+            })
+            .collect();
+        println!("   {}", gains.join(", "));
+        plot.row(
+            &format!("{n} sessions"),
+            &med.iter().map(|m| m / 1e3).collect::<Vec<_>>(),
+        );
+    }
+    let get = |n: usize| gain.get(&(n, "runqueue".to_string())).copied();
+    if let Some(g) = get(2) {
+        println!("RESULT yield_proc gain={g:.3} (2 sessions, runqueue / off; target >= 1.4, the seed: +43..75%)");
+    }
+    if let Some(g) = get(1) {
+        println!("RESULT yield_proc_single gain={g:.3} (1 session, runqueue / off; target >= 0.97: no loss)");
+    }
+}
