@@ -135,6 +135,65 @@ pub fn wait_sock(sock: &str) {
     std::thread::sleep(Duration::from_millis(200));
 }
 
+/// The responder of the request/response experiments: echoes every
+/// frame back on queue 0 of the port it came from.
+pub struct Echo {
+    q: rpmd_pmd::Queues,
+    pkts: rpmd_pmd::port::Pkts,
+}
+
+impl Echo {
+    /// An echo on `q`.
+    pub fn new(q: rpmd_pmd::Queues) -> Self {
+        Echo {
+            q,
+            pkts: rpmd_pmd::port::Pkts::new(),
+        }
+    }
+}
+
+impl rpmd_sched::Task for Echo {
+    fn run(&mut self, quota: usize) -> usize {
+        let n = self.q.rx_burst(0, &mut self.pkts, quota.min(32));
+        if n > 0 {
+            self.q.tx_burst(0, &mut self.pkts);
+            self.pkts.clear();
+        }
+        n
+    }
+}
+
+/// An lcore on `cpu` that busy-polls as responders of the yield
+/// experiments do: a spin budget of 50 ms (it never sleeps while work
+/// comes), its yield signal read every 2 µs of spinning; yielding is
+/// what the experiments vary.
+pub fn responder_lcore(cpu: usize) -> rpmd_sched::Lcore {
+    rpmd_sched::Lcore::spawn(
+        cpu,
+        rpmd_sched::LcoreConfig {
+            spin: rpmd_sched::SpinPolicy::Fixed(Duration::from_millis(50)),
+            signal_every: Duration::from_micros(2),
+            ..Default::default()
+        },
+    )
+    .expect("an lcore on its CPU")
+}
+
+/// An lcore on `cpu` that sleeps as soon as it is idle (spin budget 0,
+/// a 10 ms timer behind its tasks' interrupts): the consumer of the
+/// backlog experiments, where every idle moment costs a wake-up.
+pub fn sleeping_lcore(cpu: usize) -> rpmd_sched::Lcore {
+    rpmd_sched::Lcore::spawn(
+        cpu,
+        rpmd_sched::LcoreConfig {
+            spin: rpmd_sched::SpinPolicy::Fixed(Duration::ZERO),
+            sleep: Duration::from_millis(10),
+            ..Default::default()
+        },
+    )
+    .expect("an lcore on its CPU")
+}
+
 /// The requester of the yield experiments (`seeds yield`, `yield_proc`),
 /// pinned to CPU 1: keeps one 64-byte request outstanding on queue 0 of
 /// each of `sessions`, sending a session's next request `wire` after its

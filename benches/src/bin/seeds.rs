@@ -38,31 +38,14 @@
 //! the same two for `runqueue` (`yield_runqueue`,
 //! `yield_runqueue_single`). A run with yield on in which no lcore
 //! yielded prints a warning (the signal never fired).
-use rpmd_benches::median;
 use rpmd_benches::tsc::pin;
+use rpmd_benches::{median, Echo};
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Queues, Registry};
 use rpmd_sched::{Lcore, LcoreConfig, SignalKind, SpinPolicy, Task, TaskId};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Echoes every frame back where it came from.
-struct Echo {
-    q: Queues,
-    pkts: Pkts,
-}
-
-impl Task for Echo {
-    fn run(&mut self, quota: usize) -> usize {
-        let n = self.q.rx_burst(0, &mut self.pkts, quota.min(32));
-        if n > 0 {
-            self.q.tx_burst(0, &mut self.pkts);
-            self.pkts.clear();
-        }
-        n
-    }
-}
 
 /// How the responders yield in `seeds yield`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -95,23 +78,9 @@ fn run_rr(sessions: usize, mode: YieldMode, secs: f64, wire: Duration) -> f64 {
         let qb = b.start().expect("start");
         // Responders keep spinning (a long budget), as busy-polling
         // servers do; yielding is what differs.
-        let l = Lcore::spawn(
-            0,
-            LcoreConfig {
-                spin: SpinPolicy::Fixed(Duration::from_millis(50)),
-                signal_every: Duration::from_micros(2),
-                ..Default::default()
-            },
-        )
-        .expect("lcore on CPU 0");
-        l.add(
-            TaskId(s as u64),
-            Echo {
-                q: qb,
-                pkts: Pkts::new(),
-            },
-        )
-        .expect("the lcore runs");
+        let l = rpmd_benches::responder_lcore(0);
+        l.add(TaskId(s as u64), Echo::new(qb))
+            .expect("the lcore runs");
         lcores.push(l);
         mine.push((a, b, qa));
     }
@@ -197,14 +166,7 @@ fn run_spin(spin: SpinPolicy, secs: f64, wire: Duration) -> (f64, f64, f64, f64)
         },
     )
     .expect("lcore on CPU 0");
-    l.add(
-        TaskId(0),
-        Echo {
-            q: qb,
-            pkts: Pkts::new(),
-        },
-    )
-    .expect("the lcore runs");
+    l.add(TaskId(0), Echo::new(qb)).expect("the lcore runs");
     std::thread::sleep(Duration::from_millis(20));
     let asleep0 = l.stats().sleep_ns.get();
     let t0 = Instant::now();
@@ -312,15 +274,7 @@ fn run_backlog(flows: usize, until_empty: bool, secs: f64) -> (f64, f64, f64) {
         rpmd_ring::new::<u32, rpmd_ring::Single, rpmd_ring::Single>(1024).expect("ring");
     let wake = Arc::new(rpmd_pmd::vfio::EventFd::new().expect("eventfd"));
     let armed = Arc::new(AtomicBool::new(false));
-    let l = Lcore::spawn(
-        0,
-        LcoreConfig {
-            spin: SpinPolicy::Fixed(Duration::ZERO),
-            sleep: Duration::from_millis(10),
-            ..Default::default()
-        },
-    )
-    .expect("lcore on CPU 0");
+    let l = rpmd_benches::sleeping_lcore(0);
     l.add(
         TaskId(0),
         Backlog {

@@ -24,30 +24,12 @@
 //! Ends with `RESULT yield_proc gain=<x>` (2 sessions, runqueue ÷ off;
 //! target ≥ 1.4) and `RESULT yield_proc_single gain=<x>` (1 session;
 //! target ≥ 0.97).
-use rpmd_benches::median;
-use rpmd_pmd::port::Pkts;
+use rpmd_benches::{median, Echo};
 use rpmd_pmd::{Mempool, MempoolConfig, Port, PortConfig, Queues, Registry};
-use rpmd_sched::{Lcore, LcoreConfig, SignalKind, SpinPolicy, Task, TaskId};
+use rpmd_sched::{SignalKind, TaskId};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-/// Echoes every frame back where it came from.
-struct Echo {
-    q: Queues,
-    pkts: Pkts,
-}
-
-impl Task for Echo {
-    fn run(&mut self, quota: usize) -> usize {
-        let n = self.q.rx_burst(0, &mut self.pkts, quota.min(32));
-        if n > 0 {
-            self.q.tx_burst(0, &mut self.pkts);
-            self.pkts.clear();
-        }
-        n
-    }
-}
 
 /// A link's device string: few slots, so 64 links stay small.
 fn dev(name: &str) -> String {
@@ -78,23 +60,8 @@ fn responder(name: &str) {
     let reg = Registry::new();
     let pool = pool("yp-responder", 256);
     let (_port, q) = open(&reg, name, &pool);
-    let l = Lcore::spawn(
-        0,
-        LcoreConfig {
-            spin: SpinPolicy::Fixed(Duration::from_millis(50)),
-            signal_every: Duration::from_micros(2),
-            ..Default::default()
-        },
-    )
-    .expect("lcore on CPU 0");
-    l.add(
-        TaskId(0),
-        Echo {
-            q,
-            pkts: Pkts::new(),
-        },
-    )
-    .expect("the lcore runs");
+    let l = rpmd_benches::responder_lcore(0);
+    l.add(TaskId(0), Echo::new(q)).expect("the lcore runs");
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", l.tid()).expect("stdout");
     out.flush().expect("stdout");
