@@ -548,8 +548,11 @@ impl RxQueue for BackendRx {
         self.slot.lock().has_work()
     }
 
+    /// Never waits: while the control thread holds the vring (a
+    /// vhost-user message), the count is unknown, as `rx_burst` then
+    /// takes nothing.
     fn rx_pending(&self) -> Option<usize> {
-        self.slot.lock().pending()
+        self.slot.vring.try_lock()?.pending()
     }
 
     fn busy_poll(&self) -> Option<BusyPoll> {
