@@ -38,8 +38,8 @@
 //!
 //! What each costs per check, and how soon a sibling process woken on
 //! the spinner's CPU gets it when the spinner yields on it, is measured
-//! by `yield_signal_cost` (figures in benches/RESULTS.md, "Run loop: yield
-//! to a runnable sibling"). The run loop reads its signal every
+//! by `yield_signal_cost` (figures in benches/RESULTS.md, "Run loop:
+//! yield, spin budget"). The run loop reads its signal every
 //! `signal_every` (2 µs by default) of spinning, so a check delays the
 //! lcore's own next poll by at most its cost. `Siblings`, `Preempted`,
 //! `Pressure` and `Overcommitted` are not live for a sibling on this CPU
@@ -271,41 +271,57 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// A thread spinning until `stop`, pinned to `cpu` when given; its
+    /// thread id is in the returned cell once it runs.
+    fn spinner(
+        cpu: Option<core_affinity::CoreId>,
+        stop: &Arc<AtomicBool>,
+    ) -> (std::thread::JoinHandle<()>, Arc<AtomicI32>) {
+        let tid = Arc::new(AtomicI32::new(0));
+        let (t2, s2) = (tid.clone(), stop.clone());
+        let h = std::thread::spawn(move || {
+            if let Some(cpu) = cpu {
+                core_affinity::set_for_current(cpu);
+            }
+            t2.store(gettid(), Ordering::SeqCst);
+            while !s2.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        });
+        (h, tid)
+    }
+
+    /// Whether `f` turns true within `ms` milliseconds of asking.
+    fn within(ms: u64, mut f: impl FnMut() -> bool) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(ms) {
+            if f() {
+                return true;
+            }
+        }
+        false
+    }
 
     #[test]
     fn a_sibling_waiting_for_our_cpu_is_seen() {
         // Two threads pinned to one CPU: while one spins, the other waits.
         let cpu = core_affinity::get_core_ids().and_then(|c| c.first().copied());
         let Some(cpu) = cpu else { return };
-        let tid = Arc::new(AtomicI32::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (t2, s2) = (tid.clone(), stop.clone());
-        let h = std::thread::spawn(move || {
-            core_affinity::set_for_current(cpu);
-            t2.store(gettid(), Ordering::SeqCst);
-            while !s2.load(Ordering::Relaxed) {
-                std::hint::spin_loop();
-            }
-        });
+        let (h, tid) = spinner(Some(cpu), &stop);
         while tid.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
         }
         core_affinity::set_for_current(cpu);
-        let mut sig = RunnableSignal::new(SignalKind::Siblings(vec![tid.load(Ordering::SeqCst)]));
+        let tid = tid.load(Ordering::SeqCst);
+        let mut sig = RunnableSignal::new(SignalKind::Siblings(vec![tid]));
         let mut pre = RunnableSignal::new(SignalKind::Preempted);
-        let mut state =
-            RunnableSignal::new(SignalKind::SiblingState(vec![tid.load(Ordering::SeqCst)]));
-        let t0 = std::time::Instant::now();
-        let mut seen = false;
-        while t0.elapsed() < std::time::Duration::from_millis(200) && !seen {
-            seen = sig.fired();
-        }
+        let mut state = RunnableSignal::new(SignalKind::SiblingState(vec![tid]));
+        let seen = within(200, || sig.fired());
         // The spinning sibling is runnable, waiting for the CPU we hold.
-        let mut runnable = false;
-        let t1 = std::time::Instant::now();
-        while t1.elapsed() < std::time::Duration::from_millis(200) && !runnable {
-            runnable = state.fired();
-        }
+        let runnable = within(200, || state.fired());
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap();
         assert!(runnable, "the sibling never showed as runnable");
@@ -326,11 +342,7 @@ mod tests {
             .spawn()
             .expect("sh");
         let mut state = RunnableSignal::new(SignalKind::SiblingState(vec![child.id() as i32]));
-        let t0 = std::time::Instant::now();
-        let mut runnable = false;
-        while t0.elapsed() < std::time::Duration::from_millis(500) && !runnable {
-            runnable = state.fired();
-        }
+        let runnable = within(500, || state.fired());
         let _ = child.kill();
         let _ = child.wait();
         assert!(
@@ -343,22 +355,9 @@ mod tests {
     fn more_runnable_tasks_than_cpus_is_overcommitted() {
         let stop = Arc::new(AtomicBool::new(false));
         // One spinner per CPU, plus this thread: one more than the CPUs.
-        let spinners: Vec<_> = (0..online_cpus())
-            .map(|_| {
-                let s = stop.clone();
-                std::thread::spawn(move || {
-                    while !s.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-            })
-            .collect();
+        let spinners: Vec<_> = (0..online_cpus()).map(|_| spinner(None, &stop).0).collect();
         let mut over = RunnableSignal::new(SignalKind::Overcommitted);
-        let t0 = std::time::Instant::now();
-        let mut fired = false;
-        while t0.elapsed() < std::time::Duration::from_millis(500) && !fired {
-            fired = over.fired();
-        }
+        let fired = within(500, || over.fired());
         stop.store(true, Ordering::Relaxed);
         for h in spinners {
             h.join().unwrap();
@@ -379,19 +378,9 @@ mod tests {
         // Alone on the CPU, most yields return at once.
         let alone = (0..1000).filter(|_| rq.yield_if_wanted()).count();
         let stop = Arc::new(AtomicBool::new(false));
-        let s2 = stop.clone();
-        let h = std::thread::spawn(move || {
-            core_affinity::set_for_current(cpu);
-            while !s2.load(Ordering::Relaxed) {
-                std::hint::spin_loop();
-            }
-        });
+        let (h, _) = spinner(Some(cpu), &stop);
         // A spinner waits for our CPU: a yield hands it over.
-        let t0 = std::time::Instant::now();
-        let mut gave = false;
-        while t0.elapsed() < std::time::Duration::from_millis(500) && !gave {
-            gave = rq.yield_if_wanted();
-        }
+        let gave = within(500, || rq.yield_if_wanted());
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap();
         assert!(gave, "no yield gave the CPU to the waiting sibling");
