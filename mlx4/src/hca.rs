@@ -3,15 +3,18 @@
 //! area, the ICM mapped and the HCA initialised; and the teardown that
 //! leaves the device reusable.
 use crate::caps::{query_adapter, DevCap, PortCap};
+use crate::eq::Eq;
 use crate::fw::{FwInfo, RunningFw};
 use crate::hcr::Cmd;
 use crate::hcr::{wait_until, Hcr, Timeouts};
-use crate::icm::{Icm, Layout, Profile};
+use crate::icm::{Icm, Layout, Profile, Table};
 use crate::prm::mem::DevBuf;
 use crate::prm::op;
 use crate::prm::{self, hcr::MAILBOX, wire32};
+use crate::res::{Ids, MttAlloc};
 use crate::Error;
 use rpmd_pmd::function::{cfg, PciFunction};
+use rpmd_pmd::vfio::Regs;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +33,21 @@ pub struct Hca {
     // Teardown order (in `shut`): ports, CLOSE_HCA, the ICM, the firmware,
     // ownership; the function goes last.
     pub(crate) ports_up: [bool; 2],
-    icm: Option<Icm>,
+    /// Link state as the last port-change events left it.
+    pub(crate) link: [bool; 2],
+    /// The async EQ, the MR (MPT index, lkey), the PD.
+    pub(crate) eq: Option<Eq>,
+    mr: Option<(u32, u32)>,
+    pub(crate) pd: u32,
+    /// Allocation of MTT entries, CQ, QP and AMGM numbers.
+    pub(crate) mtts: Option<MttAlloc>,
+    pub(crate) cqns: Ids,
+    pub(crate) qpns: Ids,
+    pub(crate) amgm: Ids,
+    pub(crate) mcg_entries: u32,
+    /// BAR2: the UAR pages.
+    uar: Option<Regs>,
+    pub(crate) icm: Option<Icm>,
     fw: RunningFw,
     pub(crate) mailbox: DevBuf,
     pub(crate) hcr: Hcr,
@@ -89,8 +106,18 @@ impl Hca {
             bring_up(&*func, &mut hcr, opts)
         });
         match started {
-            Ok(s) => Ok(Hca {
+            Ok(s) => Hca {
                 ports_up: [false; 2],
+                link: [false; 2],
+                eq: None,
+                mr: None,
+                pd: 0,
+                mtts: None,
+                cqns: Ids::new(0, 0),
+                qpns: Ids::new(0, 0),
+                amgm: Ids::new(0, 0),
+                mcg_entries: 0,
+                uar: None,
                 icm: Some(s.icm),
                 fw: s.fw,
                 mailbox: s.mailbox,
@@ -100,12 +127,62 @@ impl Hca {
                 ports: s.ports,
                 board_id: s.board_id,
                 closed: false,
-            }),
+            }
+            .setup(),
             Err(e) => {
                 release_ownership(&hcr);
                 Err(e)
             }
         }
+    }
+
+    /// Digest §2.2 steps 6–7: the UAR, the allocators, the PD, the one
+    /// physical MR and the async EQ; on a failure the HCA is closed again.
+    fn setup(mut self) -> Result<Hca, Error> {
+        let bar2 = self.func.bar(2).map_err(|e| Error::Register {
+            what: format!("{}: BAR2 (UAR pages)", self.func.addr()),
+            source: e,
+        })?;
+        self.uar = Some(bar2);
+        let (layout, cap) = match &self.icm {
+            Some(icm) => (icm.layout.clone(), self.cap.clone()),
+            None => return Err(Error::Firmware("the HCA is closed".into())),
+        };
+        self.mtts = Some(MttAlloc::new(&layout, &cap));
+        let count = |t: Table| layout.get(t).count as u32;
+        self.cqns = Ids::new(1 << cap.log_rsvd_cqs, count(Table::Cqc));
+        self.qpns = Ids::new(1 << cap.log_rsvd_qps, count(Table::Qpc));
+        self.mcg_entries = count(Table::Mcg);
+        self.amgm = Ids::new(self.mcg_entries / 2, self.mcg_entries);
+        self.pd = cap.rsvd_pds as u32;
+        let index = 1u32 << cap.log_rsvd_mpts;
+        let lkey = self.register_mr(index, self.pd)?;
+        self.mr = Some((index, lkey));
+        let eqn = (1u32 << cap.log_rsvd_eqs).max(4 * cap.rsvd_uars as u32);
+        self.create_async_eq(eqn)?;
+        Ok(self)
+    }
+
+    /// The lkey of the physical MR that WQEs name.
+    pub fn lkey(&self) -> u32 {
+        self.mr.map_or(crate::prm::mpt::INVALID_LKEY, |m| m.1)
+    }
+
+    /// BAR2, the UAR pages.
+    pub(crate) fn uar(&self) -> Result<&Regs, Error> {
+        self.uar
+            .as_ref()
+            .ok_or_else(|| Error::Firmware("the HCA is closed".into()))
+    }
+
+    /// Whether `port`'s link is up, as the last port-change event said
+    /// ([`Hca::poll_events`] reads them).
+    pub fn link_up(&self, port: u8) -> bool {
+        (port as usize)
+            .checked_sub(1)
+            .and_then(|i| self.link.get(i))
+            .copied()
+            .unwrap_or(false)
     }
 
     /// What QUERY_FW reported.
@@ -160,6 +237,13 @@ impl Hca {
                 }
             }
         }
+        self.destroy_async_eq();
+        if let Some((index, _)) = self.mr.take() {
+            if let Err(e) = self.deregister_mr(index) {
+                eprintln!("rpmd: warning: mlx4: {e}");
+            }
+        }
+        self.mtts = None;
         if let Some(icm) = self.icm.take() {
             close_hca(&mut self.hcr, icm);
         }

@@ -272,6 +272,9 @@ pub struct Icm {
     aux: Option<DevBuf>,
     /// The tables' memory, one buffer for all ranges.
     tables: Option<DevBuf>,
+    /// Where each range lies in `tables`: (ICM address, byte offset,
+    /// bytes).
+    placed: Vec<(u64, usize, u64)>,
 }
 
 impl Icm {
@@ -298,6 +301,7 @@ impl Icm {
             mapped: Vec::new(),
             aux: None,
             tables: None,
+            placed: Vec::new(),
         };
         match icm.map_all(func, hcr, mb, aux_pages) {
             Ok(()) => Ok(icm),
@@ -333,6 +337,7 @@ impl Icm {
         let tables = self.tables.insert(mem);
         let mut at = 0;
         for (va, len) in ranges {
+            self.placed.push((va, at as usize, len));
             // One command per 256 blocks, each recorded once it succeeded
             // (a failed command maps nothing), so that teardown unmaps
             // exactly what the device holds.
@@ -345,6 +350,20 @@ impl Icm {
         }
         debug_assert_eq!(at as usize, tables.len());
         Ok(())
+    }
+
+    /// Writes `data` at ICM address `va` straight into the table memory
+    /// (how the native driver writes MTT entries, `mlx4_write_mtt_chunk`);
+    /// false if that address has no memory of ours behind it.
+    pub fn write(&self, va: u64, data: &[u8]) -> bool {
+        let Some(tables) = &self.tables else {
+            return false;
+        };
+        let end = va + data.len() as u64;
+        self.placed
+            .iter()
+            .find(|&&(base, _, len)| base <= va && end <= base + len)
+            .is_some_and(|&(base, off, _)| tables.write(off + (va - base) as usize, data))
     }
 
     /// UNMAP_ICM for every range mapped, then UNMAP_ICM_AUX. Memory is

@@ -7,10 +7,12 @@
 //! reaches the device only through [`PciFunction`], so a VFIO function
 //! and [`model::Mlx4Model`] look the same to it.
 //!
-//! Built so far (the first steps of the bring-up):
+//! The pieces, in bring-up order:
 //! - [`prm`]: the transcribed constants, each group citing the digest and
-//!   Linux's file; [`prm::mem`], the one accessor of device-visible
-//!   memory (bounds-checked volatile copies).
+//!   Linux's file; [`prm::layout`], every mailbox, context and data-path
+//!   format as a checked `#[repr(C)]` big-endian struct; [`prm::mem`], the
+//!   one accessor of device-visible memory (bounds-checked volatile
+//!   copies).
 //! - [`hcr`]: firmware commands in polling mode: GO/toggle protocol,
 //!   timeouts on every wait, a failed status as [`Error::Command`] naming
 //!   the command and the status.
@@ -21,27 +23,38 @@
 //!   cannot be Ethernet).
 //! - [`Hca`]: vendor check, ownership, reset (FLR where offered, else the
 //!   register reset with the config-space save and restore), the firmware
-//!   started, the capabilities and ports queried; close (and drop) stops
-//!   the firmware, frees its area only once the device let go, and gives
-//!   ownership back, so a second open works.
-//! - [`icm`]: the ICM profile (tables sized for a PMD, packed largest
-//!   first), SET_ICM_SIZE, MAP_ICM_AUX, MAP_ICM, and the unmapping that
-//!   keeps memory the device did not give back; then INIT_HCA
-//!   ([`prm::layout::InitHca`]), QUERY_ADAPTER and CLOSE_HCA in [`Hca`].
-//! - Ports: [`Hca::init_port`] (SET_PORT MAC_TABLE, GENERAL twice,
-//!   INIT_PORT) and [`Hca::close_port`].
-//! - [`model`]: the device model for all of the above, INIT_HCA checked
-//!   against its capabilities and its mapped ICM.
+//!   started, the capabilities and ports queried, the ICM ([`icm`]) and
+//!   INIT_HCA; then ([`res`], [`eq`]) the PD, one physical MR (SW2HW_MPT)
+//!   whose lkey every WQE names, MTT entries written straight into the
+//!   MTT table for each queue buffer, and the async EQ (SW2HW_EQ, MAP_EQ)
+//!   polled for port changes. Close (and drop) undoes each step in
+//!   reverse and gives ownership back, so a second open works.
+//! - CQs (SW2HW_CQ), raw-Ethernet QPs (RST → INIT → RTR → RTS, 2RST),
+//!   B0 MAC steering ([`steer`]: MGID_HASH, READ_MCG, WRITE_MCG chains,
+//!   the promiscuous lists), and the data path (receive and send rings:
+//!   owner bits, stamping, the UAR send doorbell, the RQ doorbell record,
+//!   checksum flags from CQEs).
+//! - [`ethdev`]: a card's ports as rpmd [`Port`]s; [`driver`]: the
+//!   registry's `pci:BDF[,port=N]` driver and `mlx4-model:NAME` strings.
+//! - [`model`]: the device model of all of the above: commands checked
+//!   against the digest, contexts and the QP state machine, a TX engine
+//!   walking send queues by owner bit, an RX engine steering frames into
+//!   receive WQEs, a cable between its two ports.
 //!
-//! To come (issue 23): memory registration, EQ/CQ/QP, MAC steering and
-//! the data path.
+//! Not yet (issue 23): RSS over several receive queues, VLAN and checksum
+//! insertion, BlueFlame, interrupts.
 //!
+//! [`Port`]: rpmd_pmd::Port
 //! [`PciFunction`]: rpmd_pmd::function::PciFunction
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod caps;
+mod cq;
+pub mod driver;
+pub mod eq;
 mod error;
+pub mod ethdev;
 pub mod fw;
 mod hca;
 pub mod hcr;
@@ -49,6 +62,18 @@ pub mod icm;
 pub mod model;
 mod port;
 pub mod prm;
+mod qp;
+pub mod res;
+mod slots;
+pub mod steer;
+mod txrx;
 
 pub use error::Error;
 pub use hca::{Hca, Options};
+
+/// Adds the ConnectX-3 PCI driver (`pci:BDF[,port=N]`) and the device
+/// model (`mlx4-model:NAME[,port=N][,wire=0|1]`) to `reg`.
+pub fn register(reg: &mut rpmd_pmd::Registry) {
+    reg.register_pci(Box::new(driver::Mlx4Driver));
+    reg.register(Box::new(driver::Mlx4ModelDriver::default()));
+}

@@ -34,8 +34,9 @@ fn open(m: &Arc<Mlx4Model>) -> Result<Hca, Error> {
 }
 
 /// The bring-up, with runs of one opcode (MAP_ICM, once per range)
-/// counted once.
-const START: [u16; 11] = [
+/// counted once: the firmware, the ICM, the HCA, then the MR and the
+/// async EQ.
+const START: [u16; 14] = [
     op::QUERY_FW,
     op::MAP_FA,
     op::RUN_FW,
@@ -47,10 +48,16 @@ const START: [u16; 11] = [
     op::MAP_ICM,
     op::INIT_HCA,
     op::QUERY_ADAPTER,
+    op::SW2HW_MPT,
+    op::SW2HW_EQ,
+    op::MAP_EQ,
 ];
 
-/// And the teardown.
-const STOP: [u16; 4] = [
+/// And the teardown (its MAP_EQ, the unmap, collapses into the start's
+/// last).
+const STOP: [u16; 6] = [
+    op::HW2SW_EQ,
+    op::HW2SW_MPT,
     op::CLOSE_HCA,
     op::UNMAP_ICM,
     op::UNMAP_ICM_AUX,
@@ -211,7 +218,7 @@ fn capabilities_and_the_port_are_decoded() {
     let m = model(ModelOptions::default());
     let hca = open(&m).unwrap();
     let c = hca.dev_cap();
-    assert_eq!(c.num_ports, 1);
+    assert_eq!(c.num_ports, 2);
     assert_eq!(c.steering, Steering::B0);
     assert_eq!((c.log_rsvd_qps, c.log_max_qps), (6, 17));
     assert_eq!(

@@ -3,6 +3,7 @@
 //! with nothing held, the model refusing a wrong INIT_HCA the way the
 //! digest says, and a port brought up and down.
 use rpmd_mlx4::caps::DevCap;
+use rpmd_mlx4::eq::Event;
 use rpmd_mlx4::fw::RunningFw;
 use rpmd_mlx4::hcr::{Cmd, Hcr, Timeouts};
 use rpmd_mlx4::icm::{Icm, Layout, Profile, Table};
@@ -261,14 +262,21 @@ fn a_port_comes_up_with_its_mac_and_mtu_and_goes_down() {
         "MAC table, general, user MTU, INIT_PORT"
     );
     assert!(hca.query_port(1).unwrap().link_up);
+    // The link change also comes as an event on the async EQ.
+    let up = Event::PortChange { port: 1, up: true };
+    assert_eq!(hca.poll_events().unwrap(), [up]);
+    assert!(hca.link_up(1) && !hca.link_up(2));
     hca.close_port(1).unwrap();
     assert!(!m.port(1).0 && !hca.query_port(1).unwrap().link_up);
+    let down = Event::PortChange { port: 1, up: false };
+    assert_eq!(hca.poll_events().unwrap(), [down]);
+    assert!(!hca.link_up(1));
     // Wrong asks are refused before the device sees them.
     let posted = hca.commands_posted();
     for (port, mtu, want) in [
         (1, 9601, "MTU 9601"),
         (1, 60, "MTU 60"),
-        (2, 1500, "ports 1..=1"),
+        (3, 1500, "ports 1..=2"),
     ] {
         let e = hca.init_port(port, mtu).err().unwrap();
         assert!(e.to_string().contains(want), "{e}");
@@ -280,7 +288,8 @@ fn a_port_comes_up_with_its_mac_and_mtu_and_goes_down() {
     drop(hca);
     let c = m.commands();
     let close = c.iter().rposition(|&o| o == op::CLOSE_PORT).unwrap();
-    assert_eq!(c[close + 1], op::CLOSE_HCA);
+    let rest = [op::MAP_EQ, op::HW2SW_EQ, op::HW2SW_MPT, op::CLOSE_HCA];
+    assert_eq!(c[close + 1..close + 5], rest, "objects go before the HCA");
     assert!(!m.port(1).0);
     clean(&m, "port");
 }

@@ -29,6 +29,12 @@ pub const RX_L4_CKSUM_BAD: u64 = 1 << 3;
 pub const RX_L4_CKSUM_NONE: u64 = RX_L4_CKSUM_GOOD | RX_L4_CKSUM_BAD;
 /// RX: the mask of the three L4 checksum states above.
 pub const RX_L4_CKSUM_MASK: u64 = RX_L4_CKSUM_NONE;
+/// RX: the IPv4 header checksum is known good
+/// (`RTE_MBUF_F_RX_IP_CKSUM_GOOD`).
+pub const RX_IP_CKSUM_GOOD: u64 = 1 << 7;
+/// RX: the IPv4 header checksum is known bad
+/// (`RTE_MBUF_F_RX_IP_CKSUM_BAD`).
+pub const RX_IP_CKSUM_BAD: u64 = 1 << 4;
 /// RX: the RSS hash field is valid.
 pub const RX_RSS_HASH: u64 = 1 << 1;
 /// TX: the device computes the TCP checksum (`RTE_MBUF_F_TX_TCP_CKSUM`).

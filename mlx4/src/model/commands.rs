@@ -3,8 +3,9 @@
 use super::{Dma, Mlx4Model, State};
 use crate::prm::{self, dev_cap as d, op, page_list, query_fw, query_port as qp, status};
 
-/// Ports (digest §4: one Ethernet port).
-pub(super) const NUM_PORTS: u8 = 1;
+/// Ports (digest §4 asks for one; a dual-port card, as rpmd drives
+/// both).
+pub(super) const NUM_PORTS: u8 = 2;
 /// Port 1's MAC (Mellanox's OUI); port n adds n − 1.
 pub const PORT_MAC: [u8; 6] = [0x00, 0x02, 0xc9, 0x12, 0x34, 0x50];
 
@@ -105,16 +106,38 @@ impl Mlx4Model {
             op::UNMAP_ICM_AUX => self.unmap_icm_aux(s),
             op::INIT_HCA => self.init_hca(s),
             op::CLOSE_HCA => self.close_hca(s),
-            op::QUERY_ADAPTER if s.icm.hca.is_some() => self.mailbox_out(s, &[0; 0x100]),
-            op::SET_PORT | op::INIT_PORT | op::CLOSE_PORT | op::QUERY_ADAPTER
-                if s.icm.hca.is_none() =>
-            {
+            _ if s.icm.hca.is_none() => {
                 Self::violation(s, format!("{} before INIT_HCA", op::name(opcode)));
                 status::BAD_SYS_STATE
             }
+            _ => self.execute_object(s, opcode, op_mod),
+        }
+    }
+
+    /// The commands that need an initialised HCA.
+    fn execute_object(&self, s: &mut State, opcode: u16, op_mod: u8) -> u8 {
+        match opcode {
+            op::QUERY_ADAPTER => self.mailbox_out(s, &[0; 0x100]),
             op::SET_PORT => self.set_port(s, op_mod),
             op::INIT_PORT => self.init_port(s),
             op::CLOSE_PORT => self.close_port(s),
+            op::SW2HW_MPT => self.sw2hw_mpt(s),
+            op::HW2SW_MPT => self.hw2sw_mpt(s),
+            op::WRITE_MTT => self.write_mtt(s),
+            op::SW2HW_EQ => self.sw2hw_eq(s),
+            op::HW2SW_EQ => self.hw2sw_eq(s),
+            op::MAP_EQ => self.map_eq(s),
+            op::SW2HW_CQ => self.sw2hw_cq(s, op_mod),
+            op::HW2SW_CQ => self.hw2sw_cq(s),
+            op::MODIFY_CQ if s.obj.cqs.contains_key(&s.hcr[2]) => status::OK,
+            op::RST2INIT_QP | op::INIT2RTR_QP | op::RTR2RTS_QP | op::TO_RST_QP | op::TO_ERR_QP => {
+                self.modify_qp(s, opcode, op_mod)
+            }
+            op::QUERY_QP => self.query_qp(s),
+            op::MGID_HASH => self.mgid_hash(s),
+            op::READ_MCG => self.read_mcg(s),
+            op::WRITE_MCG => self.write_mcg(s, op_mod),
+            op::CONF_SPECIAL_QP | op::NOP | op::SET_MCAST_FLTR => status::OK,
             _ => status::BAD_OP,
         }
     }

@@ -32,14 +32,12 @@ impl Tbl {
 
 /// What INIT_HCA set up.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // the tables the object commands will use
 pub(super) struct HcaConfig {
     pub qpc: Tbl,
     pub cqc: Tbl,
     pub eqc: Tbl,
     pub dmpt: Tbl,
     pub mtt_base: u64,
-    pub cmpt_base: u64,
     pub mcg: Tbl,
     pub log_mc_hash: u16,
     /// B0 unicast steering.
@@ -69,8 +67,15 @@ impl IcmState {
         self.aux.iter().map(|&(_, log)| 1u64 << log).sum()
     }
 
+    /// The bus address of `[va, va+len)`, if it lies inside one mapped
+    /// block.
+    pub fn bus(&self, va: u64, len: u64) -> Option<u64> {
+        let (&start, &(pa, log)) = self.map.range(..=va).next_back()?;
+        (va.checked_add(len)? <= start + (1 << log)).then_some(pa + (va - start))
+    }
+
     /// Whether every byte of `[va, va+len)` has memory behind it.
-    fn covered(&self, va: u64, len: u64) -> bool {
+    pub fn covered(&self, va: u64, len: u64) -> bool {
         let mut at = va;
         let end = va + len;
         while at < end {
@@ -200,7 +205,17 @@ impl Mlx4Model {
         if s.ports.iter().any(|p| p.up) {
             Self::violation(s, "CLOSE_HCA with a port still up".into());
         }
+        let o = &s.obj;
+        let live = (o.mrs.len(), o.eqs.len(), o.cqs.len(), s.qps.len());
+        if live != (0, 0, 0, 0) {
+            Self::violation(
+                s,
+                format!("CLOSE_HCA with MRs, EQs, CQs, QPs still live: {live:?}"),
+            );
+        }
         s.ports = Default::default();
+        s.obj = Default::default();
+        s.qps = Default::default();
         status::OK
     }
 
@@ -239,7 +254,6 @@ impl Mlx4Model {
             eqc: t.logged[3].1,
             dmpt: t.dmpt,
             mtt_base: t.mtt.base,
-            cmpt_base: t.cmpt.base,
             mcg: t.mcg,
             log_mc_hash: m.log_mc_hash.get(),
             uc_steering: m.uc_steering & ih::UC_STEERING != 0,

@@ -19,9 +19,15 @@
 #![allow(unsafe_code)]
 
 mod commands;
+mod csum;
+mod engine;
 mod icm;
+mod objects;
 mod port;
+mod qp;
+mod steer;
 pub use commands::PORT_MAC;
+pub use engine::{ModelStats, RxOutcome};
 
 use crate::prm::{self, bar0, hcr, unwire32, wire32};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
@@ -48,6 +54,10 @@ pub struct ModelOptions {
     /// The output mailbox of this opcode has this byte at this offset
     /// (firmware reporting what the driver must refuse).
     pub patch: Option<(u16, usize, u8)>,
+    /// A cable between the two ports: what one sends, the other
+    /// receives. Without it, sent frames go to the host-side sink
+    /// ([`Mlx4Model::take_sent`]).
+    pub wire: bool,
 }
 
 /// The model's firmware state.
@@ -63,6 +73,10 @@ struct State {
     running: bool,
     icm: icm::IcmState,
     ports: [port::PortState; 2],
+    obj: objects::Objects,
+    qps: qp::Qps,
+    stats: ModelStats,
+    sent: [std::collections::VecDeque<Vec<u8>>; 2],
     commands: Vec<u16>,
     resets: u32,
     violations: Vec<String>,
@@ -234,6 +248,8 @@ impl Mlx4Model {
         s.running = false;
         s.icm = icm::IcmState::default();
         s.ports = Default::default();
+        s.obj = Default::default();
+        s.qps = Default::default();
         s.semaphore = false;
         s.resets += 1;
     }
@@ -382,6 +398,14 @@ impl PciFunction for Function {
         ))
     }
     fn bar(&self, bar: u32) -> Result<Regs, Error> {
+        if bar == 2 {
+            let name = format!("{} BAR2 (mlx4 model)", self.model.addr);
+            return Ok(Regs::emulated(
+                Arc::new(engine::Bar2(self.model.clone())),
+                prm::uar::BAR2_LEN,
+                name,
+            ));
+        }
         if bar != 0 {
             return Err(Error::Vfio {
                 what: format!("BAR{bar} of {}", self.model.addr),

@@ -4,7 +4,7 @@ use super::commands::NUM_PORTS;
 use super::{Mlx4Model, State};
 use crate::prm::layout::{MacTable, SetPortGeneral};
 use crate::prm::mem::Wire;
-use crate::prm::{set_port as sp, status};
+use crate::prm::{eq as e, set_port as sp, status};
 
 /// The largest MTU the model's ports take (QUERY_PORT says so).
 pub(super) const MAX_MTU: u16 = 9600;
@@ -19,8 +19,9 @@ pub(super) struct PortState {
     /// Valid MAC-table entries (48-bit MACs).
     pub macs: Vec<u64>,
     /// RQP_CALC's mailbox, as sent (A0 steering).
-    #[allow(dead_code)] // read by the RX engine once it exists
     pub rqp_calc: Option<[u8; 0x20]>,
+    /// The promiscuous QP lists: multicast [0], unicast [1].
+    pub promisc: [Vec<u32>; 2],
 }
 
 impl Mlx4Model {
@@ -121,7 +122,31 @@ impl Mlx4Model {
             return status::BAD_SYS_STATE;
         }
         s.ports[i].up = true;
+        self.port_event(s, i as u8 + 1, true);
         status::OK
+    }
+
+    /// A port-change EQE (port in bits 31:28 of the be32 at EQE 0x0c).
+    fn port_event(&self, s: &mut State, port: u8, up: bool) {
+        let mut data = [0u8; 24];
+        data[8..12].copy_from_slice(&((port as u32) << 28).to_be_bytes());
+        let sub = if up { e::PORT_ACTIVE } else { e::PORT_DOWN };
+        self.post_eqe(s, e::EV_PORT_CHANGE, sub, data);
+    }
+
+    /// The cable of `port` (1-based) plugged in or pulled: the link
+    /// follows (while the port is initialised) and the driver is told by a
+    /// port-change event.
+    pub fn set_link(&self, port: u8, up: bool) {
+        let mut s = super::lock(&self.state);
+        let Some(ps) = s.ports.get_mut(port.wrapping_sub(1) as usize) else {
+            return;
+        };
+        if ps.frame_mtu == 0 || ps.up == up {
+            return;
+        }
+        ps.up = up;
+        self.port_event(&mut s, port, up);
     }
 
     pub(super) fn close_port(&self, s: &mut State) -> u8 {
@@ -133,6 +158,7 @@ impl Mlx4Model {
             return status::BAD_SYS_STATE;
         }
         s.ports[i].up = false;
+        self.port_event(s, i as u8 + 1, false);
         status::OK
     }
 }

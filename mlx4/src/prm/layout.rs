@@ -156,6 +156,355 @@ pub struct MacTable {
 
 layout!(MacTable, 0x400, { entries: 0 });
 
+/// §2.7 dMPT entry (SW2HW_MPT's mailbox; `core/mr.c` `mlx4_mr_enable`,
+/// `struct mlx4_mpt_entry`). `mtt_addr` is an unaligned be64, kept as two
+/// be32 halves.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Mpt {
+    /// `mpt::*` flags.
+    pub flags: Be32,
+    /// Bound QP (memory windows only).
+    pub qpn: Be32,
+    /// The key: the MPT index (`mpt::key`).
+    pub key: Be32,
+    /// PD in bits 16:0, `mpt::PD_EN_INV`.
+    pub pd_flags: Be32,
+    /// First byte covered.
+    pub start: Be64,
+    /// Bytes covered.
+    pub length: Be64,
+    /// The local key.
+    pub lkey: Be32,
+    /// Bound windows.
+    pub win_cnt: Be32,
+    _r0: [u8; 3],
+    /// MTT replication.
+    pub mtt_rep: u8,
+    /// MTT address, high and low halves (none for a physical MR).
+    pub mtt_addr_h: Be32,
+    /// Low half.
+    pub mtt_addr_l: Be32,
+    /// MTT entries.
+    pub mtt_sz: Be32,
+    /// Page shift.
+    pub entity_size: Be32,
+    /// First-byte offset.
+    pub first_byte_offset: Be32,
+}
+
+layout!(Mpt, 0x40, {
+    flags: 0x00, qpn: 0x04, key: 0x08, pd_flags: 0x0c, start: 0x10,
+    length: 0x18, lkey: 0x20, win_cnt: 0x24, mtt_rep: 0x2b, mtt_addr_h: 0x2c,
+    mtt_sz: 0x34, entity_size: 0x38, first_byte_offset: 0x3c,
+});
+
+/// §2.7 EQ context (SW2HW_EQ's mailbox; `core/eq.c`, `struct
+/// mlx4_eq_context`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EqCtx {
+    /// Status 31:28, bit 24 HW owner, bit 18 EC, bit 17 OI, state 11:8.
+    pub flags: Be32,
+    _r0: [u8; 6],
+    /// Page offset.
+    pub page_offset: Be16,
+    /// log2 EQEs.
+    pub log_eq_size: u8,
+    _r1: [u8; 4],
+    /// Moderation period.
+    pub eq_period: u8,
+    _r2: u8,
+    /// Moderation count.
+    pub eq_max_count: u8,
+    _r3: [u8; 3],
+    /// MSI-X vector.
+    pub intr: u8,
+    /// log2 page bytes − 12.
+    pub log_page_size: u8,
+    _r4: [u8; 2],
+    /// MTT byte offset, bits 39:32.
+    pub mtt_h: u8,
+    /// MTT byte offset, bits 31:0.
+    pub mtt_l: Be32,
+    _r5: [u8; 8],
+    /// Consumer index.
+    pub cons_index: Be32,
+    /// Producer index.
+    pub prod_index: Be32,
+    _r6: [u8; 0x10],
+}
+
+layout!(EqCtx, 0x40, {
+    flags: 0x00, page_offset: 0x0a, log_eq_size: 0x0c, eq_period: 0x11,
+    eq_max_count: 0x13, intr: 0x17, log_page_size: 0x18, mtt_h: 0x1b,
+    mtt_l: 0x1c, cons_index: 0x28, prod_index: 0x2c,
+});
+
+/// §2.7 CQ context (SW2HW_CQ's mailbox; `core/cq.c` `mlx4_cq_alloc`,
+/// `struct mlx4_cq_context`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CqCtx {
+    /// Bit 18 collapsed, bit 19 timestamps.
+    pub flags: Be32,
+    _r0: [u8; 6],
+    /// Page offset.
+    pub page_offset: Be16,
+    /// `log2(nent) << 24 | uar_index`.
+    pub logsize_usrpage: Be32,
+    /// Moderation period.
+    pub cq_period: Be16,
+    /// Moderation count.
+    pub cq_max_count: Be16,
+    _r1: [u8; 3],
+    /// The EQ completions go to.
+    pub comp_eqn: u8,
+    /// log2 page bytes − 12.
+    pub log_page_size: u8,
+    _r2: [u8; 2],
+    /// MTT byte offset, bits 39:32.
+    pub mtt_h: u8,
+    /// MTT byte offset, bits 31:0.
+    pub mtt_l: Be32,
+    /// Last notified index.
+    pub last_notified: Be32,
+    /// Solicited producer index.
+    pub solicit_producer: Be32,
+    /// Consumer index.
+    pub cons_index: Be32,
+    /// Producer index.
+    pub prod_index: Be32,
+    _r3: [u8; 8],
+    /// The doorbell record's bus address.
+    pub db_rec_addr: Be64,
+}
+
+layout!(CqCtx, 0x40, {
+    flags: 0x00, page_offset: 0x0a, logsize_usrpage: 0x0c, cq_period: 0x10,
+    cq_max_count: 0x12, comp_eqn: 0x17, log_page_size: 0x18, mtt_h: 0x1b,
+    mtt_l: 0x1c, last_notified: 0x20, solicit_producer: 0x24,
+    cons_index: 0x28, prod_index: 0x2c, db_rec_addr: 0x38,
+});
+
+/// §2.8 the primary address path of a QP context (`struct
+/// mlx4_qp_path`), at context offset 0x18.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct QpPath {
+    /// Bit 6 CV, bit 5 SV, bit 2 hide CQE VLAN, bits 1:0 source checks.
+    pub fl: u8,
+    /// Bit 7: source check by counter.
+    pub vlan_control: u8,
+    _r0: [u8; 2],
+    /// Counter index.
+    pub counter_index: u8,
+    _r1: [u8; 3],
+    /// Bits 2:0 = 1 for Ethernet.
+    pub ackto: u8,
+    _r2: [u8; 0x17],
+    /// `qp::sched_queue(port)`.
+    pub sched_queue: u8,
+    /// VLAN table index.
+    pub vlan_index: u8,
+    /// feup.
+    pub feup: u8,
+    _r3: [u8; 3],
+    /// Destination MAC.
+    pub dmac: [u8; 6],
+}
+
+layout!(QpPath, 0x2c, {
+    fl: 0x00, vlan_control: 0x01, counter_index: 0x04, ackto: 0x08,
+    sched_queue: 0x20, vlan_index: 0x21, feup: 0x22, dmac: 0x26,
+});
+
+/// §2.8 QP context (`struct mlx4_qp_context`), the fields a raw-Ethernet
+/// QP uses.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct QpCtx {
+    /// Bits 31:28 next state, 23:16 service type, bit 13 RSS.
+    pub flags: Be32,
+    /// Protection domain.
+    pub pd: Be32,
+    /// `qp::MTU_MSGMAX`.
+    pub mtu_msgmax: u8,
+    /// `log2(RQ WQEs) << 3 | (log2 stride − 4)`.
+    pub rq_size_stride: u8,
+    /// `log2(TXBBs) << 3 | (log2 stride − 4)`.
+    pub sq_size_stride: u8,
+    _r0: u8,
+    /// UAR page index.
+    pub usr_page: Be32,
+    /// This QP's number.
+    pub local_qpn: Be32,
+    _r1: [u8; 4],
+    /// The primary path.
+    pub path: QpPath,
+    _r2: [u8; 0x38],
+    /// The CQ of send completions.
+    pub cqn_send: Be32,
+    _r3: [u8; 0x10],
+    /// Bit 3: FPP.
+    pub params2: Be32,
+    _r4: [u8; 8],
+    /// The CQ of receive completions.
+    pub cqn_recv: Be32,
+    /// The RQ doorbell record's bus address.
+    pub db_rec_addr: Be64,
+    _r5: [u8; 4],
+    /// Bit 24: uses an SRQ.
+    pub srqn: Be32,
+    _r6: [u8; 0x10],
+    /// Bit 30 VLAN-strip disable, bit 29 keep FCS.
+    pub param3: Be32,
+    _r7: [u8; 4],
+    /// log2 page bytes − 12.
+    pub log_page_size: u8,
+    _r8: [u8; 2],
+    /// MTT byte offset, bits 39:32.
+    pub mtt_h: u8,
+    /// MTT byte offset, bits 31:0.
+    pub mtt_l: Be32,
+    _r9: [u8; 0x28],
+}
+
+layout!(QpCtx, 0xf8, {
+    flags: 0x00, pd: 0x04, mtu_msgmax: 0x08, rq_size_stride: 0x09,
+    sq_size_stride: 0x0a, usr_page: 0x0c, local_qpn: 0x10, path: 0x18,
+    cqn_send: 0x7c, params2: 0x90, cqn_recv: 0x9c, db_rec_addr: 0xa0,
+    srqn: 0xac, param3: 0xc0, log_page_size: 0xc8, mtt_h: 0xcb, mtt_l: 0xcc,
+});
+
+/// §2.8 the QP modify mailbox: the optional-parameter mask, then the
+/// context at 8.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct QpModify {
+    /// Always 0 here.
+    pub opt_param_mask: Be32,
+    _r0: [u8; 4],
+    /// The context.
+    pub ctx: QpCtx,
+}
+
+layout!(QpModify, 0x100, { opt_param_mask: 0x00, ctx: 0x08 });
+
+/// §2.9 an MGM entry of 1 KiB (`core/mcg.c`, `struct mlx4_mgm`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Mgm {
+    /// The next entry's index << 6 (0: none).
+    pub next_gid_index: Be32,
+    /// Bits 23:0 members, bits 31:30 protocol.
+    pub members_count: Be32,
+    _r0: [u8; 8],
+    /// The group: port at byte 5, steer << 1 at byte 7, MAC at 10..16.
+    pub gid: [u8; 16],
+    /// Member QPNs (bit 30 blocks multicast loopback).
+    pub qp: [Be32; super::mcg::MEMBERS],
+}
+
+layout!(Mgm, 0x400, { next_gid_index: 0x00, members_count: 0x04, gid: 0x10, qp: 0x20 });
+
+/// §3.1 send WQE control segment (`struct mlx4_wqe_ctrl_seg`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CtrlSeg {
+    /// Bit 31 owner, bits 4:0 opcode.
+    pub owner_opcode: Be32,
+    /// VLAN tag to insert.
+    pub vlan_tag: Be16,
+    /// Bit 6 C-VLAN, bit 7 S-VLAN insertion.
+    pub ins_vlan: u8,
+    /// Bits 5:0 WQE size in 16-byte units; bit 6 fence.
+    pub fence_size: u8,
+    /// `wqe::SRCRB_*`.
+    pub srcrb_flags: Be32,
+    /// Immediate data.
+    pub imm: Be32,
+}
+
+layout!(CtrlSeg, 0x10, {
+    owner_opcode: 0x00, vlan_tag: 0x04, ins_vlan: 0x06, fence_size: 0x07,
+    srcrb_flags: 0x08, imm: 0x0c,
+});
+
+/// §3.1/§3.2 data (scatter/gather) segment (`struct mlx4_wqe_data_seg`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DataSeg {
+    /// Bytes (bit 31 clear; an inline header has it set).
+    pub byte_count: Be32,
+    /// The MR's key.
+    pub lkey: Be32,
+    /// Bus address.
+    pub addr: Be64,
+}
+
+layout!(DataSeg, 0x10, { byte_count: 0x00, lkey: 0x04, addr: 0x08 });
+
+/// §3.3 a 32-byte CQE (`struct mlx4_cqe`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Cqe {
+    /// Bits 23:0 QPN; bit 29 C-VLAN stripped.
+    pub vlan_my_qpn: Be32,
+    /// RSS hash.
+    pub immed_rss_invalid: Be32,
+    /// g_mlpath_rqpn.
+    pub g_mlpath_rqpn: Be32,
+    /// Stripped TCI.
+    pub sl_vid: Be16,
+    /// rlid.
+    pub rlid: Be16,
+    /// `cq::ST_*`.
+    pub status: Be16,
+    /// IPv6 extension mask.
+    pub ipv6_ext_mask: u8,
+    /// Bit 4 bad FCS, bit 2 L4 checksum OK.
+    pub badfcs_enc: u8,
+    /// Bytes received.
+    pub byte_cnt: Be32,
+    /// The WQE (RX: its index; TX: the TXBB counter).
+    pub wqe_index: Be16,
+    /// L4 checksum (`0xffff`: verified); error CQEs: vendor syndrome,
+    /// syndrome.
+    pub checksum: Be16,
+    _r0: [u8; 3],
+    /// Bit 7 owner, bit 6 is_send, bits 4:0 opcode.
+    pub owner_sr_opcode: u8,
+}
+
+layout!(Cqe, 0x20, {
+    vlan_my_qpn: 0x00, immed_rss_invalid: 0x04, g_mlpath_rqpn: 0x08,
+    sl_vid: 0x0c, rlid: 0x0e, status: 0x10, ipv6_ext_mask: 0x12,
+    badfcs_enc: 0x13, byte_cnt: 0x14, wqe_index: 0x18, checksum: 0x1a,
+    owner_sr_opcode: 0x1f,
+});
+
+/// §3.4 a 32-byte EQE (`struct mlx4_eqe`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Eqe {
+    _r0: u8,
+    /// `eq::EV_*`.
+    pub kind: u8,
+    _r1: u8,
+    /// Subtype (port change: down 1, active 4).
+    pub subtype: u8,
+    /// Event data.
+    pub data: [u8; 24],
+    /// Slave (SR-IOV).
+    pub slave_id: u8,
+    _r2: [u8; 2],
+    /// Bit 7 owner.
+    pub owner: u8,
+}
+
+layout!(Eqe, 0x20, { kind: 0x01, subtype: 0x03, data: 0x04, slave_id: 0x1c, owner: 0x1f });
+
 // SAFETY: each is `#[repr(C)]` of integers, byte-order integers and byte
 // arrays, every field naturally aligned and the size a multiple of the
 // alignment (the `layout!` checks above pin both), so there is no padding
@@ -165,3 +514,25 @@ unsafe impl Wire for InitHca {}
 unsafe impl Wire for SetPortGeneral {}
 // SAFETY: as above.
 unsafe impl Wire for MacTable {}
+// SAFETY: as above.
+unsafe impl Wire for Mpt {}
+// SAFETY: as above.
+unsafe impl Wire for EqCtx {}
+// SAFETY: as above.
+unsafe impl Wire for CqCtx {}
+// SAFETY: as above.
+unsafe impl Wire for QpPath {}
+// SAFETY: as above.
+unsafe impl Wire for QpCtx {}
+// SAFETY: as above.
+unsafe impl Wire for QpModify {}
+// SAFETY: as above.
+unsafe impl Wire for Mgm {}
+// SAFETY: as above.
+unsafe impl Wire for CtrlSeg {}
+// SAFETY: as above.
+unsafe impl Wire for DataSeg {}
+// SAFETY: as above.
+unsafe impl Wire for Cqe {}
+// SAFETY: as above.
+unsafe impl Wire for Eqe {}

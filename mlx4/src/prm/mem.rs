@@ -46,6 +46,13 @@ pub unsafe trait Wire: Copy {
     }
 }
 
+// SAFETY: integers accept every bit pattern and have no padding.
+unsafe impl Wire for u8 {}
+// SAFETY: as above.
+unsafe impl Wire for u32 {}
+// SAFETY: as above.
+unsafe impl Wire for u64 {}
+
 /// A DMA buffer of one function's, at IOVA = VA.
 pub struct DevBuf {
     // Field order: the mapping goes before the memory it maps.
@@ -118,7 +125,46 @@ impl DevBuf {
 
     /// Writes layout `v` at byte `off`; false if it does not fit.
     pub fn put<T: Wire>(&self, off: usize, v: &T) -> bool {
+        if self.fits::<T>(off) {
+            // SAFETY: `off..off + size_of::<T>()` is inside the region
+            // and aligned for `T` (checked by `fits`); a volatile store of
+            // a `Wire` value makes no reference into device memory.
+            unsafe { self.region.as_ptr().add(off).cast::<T>().write_volatile(*v) };
+            return true;
+        }
         self.write(off, v.bytes())
+    }
+
+    /// Layout `T` read from byte `off` in one volatile load (aligned), or
+    /// None if it does not fit.
+    pub fn get<T: Wire>(&self, off: usize) -> Option<T> {
+        if self.fits::<T>(off) {
+            // SAFETY: in bounds and aligned (`fits`); every bit pattern is
+            // a `T` (`Wire`); volatile, so no reference is made.
+            return Some(unsafe { self.region.as_ptr().add(off).cast::<T>().read_volatile() });
+        }
+        let mut b = vec![0u8; size_of::<T>()];
+        self.read(off, &mut b).then(|| T::from_bytes(&b)).flatten()
+    }
+
+    /// The byte at `off` (0 past the end).
+    pub fn load8(&self, off: usize) -> u8 {
+        self.get::<u8>(off).unwrap_or(0)
+    }
+
+    /// Stores big-endian `v` at `off` (4-aligned; ignored past the end).
+    pub fn store_be32(&self, off: usize, v: u32) {
+        self.put(off, &v.to_be());
+    }
+
+    /// The big-endian dword at `off` (4-aligned; 0 past the end).
+    pub fn load_be32(&self, off: usize) -> u32 {
+        u32::from_be(self.get::<u32>(off).unwrap_or(0))
+    }
+
+    /// Whether a `T` at `off` lies inside the buffer, aligned.
+    fn fits<T>(&self, off: usize) -> bool {
+        off % align_of::<T>() == 0 && off.checked_add(size_of::<T>()).is_some_and(|e| e <= self.len)
     }
 
     /// Zeroes the whole buffer.

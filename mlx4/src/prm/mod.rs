@@ -84,6 +84,26 @@ pub mod op {
     pub const SET_ICM_SIZE: u16 = 0xffd;
     pub const UNMAP_FA: u16 = 0xffe;
     pub const MAP_FA: u16 = 0xfff;
+    pub const SW2HW_MPT: u16 = 0x00d;
+    pub const HW2SW_MPT: u16 = 0x00f;
+    pub const WRITE_MTT: u16 = 0x011;
+    pub const MAP_EQ: u16 = 0x012;
+    pub const SW2HW_EQ: u16 = 0x013;
+    pub const HW2SW_EQ: u16 = 0x014;
+    pub const SW2HW_CQ: u16 = 0x016;
+    pub const HW2SW_CQ: u16 = 0x017;
+    pub const RST2INIT_QP: u16 = 0x019;
+    pub const INIT2RTR_QP: u16 = 0x01a;
+    pub const RTR2RTS_QP: u16 = 0x01b;
+    pub const TO_ERR_QP: u16 = 0x01e;
+    pub const TO_RST_QP: u16 = 0x021;
+    pub const QUERY_QP: u16 = 0x022;
+    pub const CONF_SPECIAL_QP: u16 = 0x023;
+    pub const READ_MCG: u16 = 0x025;
+    pub const WRITE_MCG: u16 = 0x026;
+    pub const MGID_HASH: u16 = 0x027;
+    pub const MODIFY_CQ: u16 = 0x02c;
+    pub const SET_MCAST_FLTR: u16 = 0x048;
 
     /// The command's name, for errors and logs.
     pub fn name(op: u16) -> &'static str {
@@ -107,6 +127,26 @@ pub mod op {
             SET_ICM_SIZE => "SET_ICM_SIZE",
             UNMAP_FA => "UNMAP_FA",
             MAP_FA => "MAP_FA",
+            SW2HW_MPT => "SW2HW_MPT",
+            HW2SW_MPT => "HW2SW_MPT",
+            WRITE_MTT => "WRITE_MTT",
+            MAP_EQ => "MAP_EQ",
+            SW2HW_EQ => "SW2HW_EQ",
+            HW2SW_EQ => "HW2SW_EQ",
+            SW2HW_CQ => "SW2HW_CQ",
+            HW2SW_CQ => "HW2SW_CQ",
+            RST2INIT_QP => "RST2INIT_QP",
+            INIT2RTR_QP => "INIT2RTR_QP",
+            RTR2RTS_QP => "RTR2RTS_QP",
+            TO_ERR_QP => "2ERR_QP",
+            TO_RST_QP => "2RST_QP",
+            QUERY_QP => "QUERY_QP",
+            CONF_SPECIAL_QP => "CONF_SPECIAL_QP",
+            READ_MCG => "READ_MCG",
+            WRITE_MCG => "WRITE_MCG",
+            MGID_HASH => "MGID_HASH",
+            MODIFY_CQ => "MODIFY_CQ",
+            SET_MCAST_FLTR => "SET_MCAST_FLTR",
             _ => "unknown command",
         }
     }
@@ -121,6 +161,9 @@ pub mod status {
     pub const BAD_RES_STATE: u8 = 0x09;
     pub const BAD_INDEX: u8 = 0x0a;
     pub const ICM_ERROR: u8 = 0x0c;
+    pub const BAD_RESOURCE: u8 = 0x05;
+    pub const EXCEEDS_LIMITS: u8 = 0x08;
+    pub const BAD_QP_STATE: u8 = 0x10;
 
     /// The status's name, as Linux's `cmd_to_errno` table spells it.
     pub fn name(s: u8) -> &'static str {
@@ -356,4 +399,179 @@ pub mod query_adapter {
     pub const VSD: usize = 0x20;
     pub const BOARD_ID: usize = VSD + 0xd0;
     pub const BOARD_ID_LEN: usize = 16;
+}
+
+/// §1 BAR2: UAR pages and the doorbells in them (`inc/doorbell.h`,
+/// `core/en_tx.c`, `inc/cq.h`, `core/eq.c`).
+pub mod uar {
+    /// Bytes per UAR page.
+    pub const PAGE: u64 = 4096;
+    /// Pages kept for EQ doorbells (`mlx4_get_num_reserved_uar`); the
+    /// driver's own page is the first after them.
+    pub const RESERVED: u64 = 128;
+    /// Send doorbell: BE `qpn << 8`.
+    pub const SEND: u64 = 0x14;
+    /// CQ arm doorbell (64 bits).
+    pub const CQ_ARM: u64 = 0x20;
+    /// EQ doorbell of EQ `n`: page `n / 4`, offset `EQ + 8 * (n % 4)`;
+    /// BE `(ci & 0xffffff) | arm << 31`.
+    pub const EQ: u64 = 0x800;
+    pub const EQ_ARM: u32 = 1 << 31;
+    /// BAR2 of a real card (lspci).
+    pub const BAR2_LEN: u64 = 8 << 20;
+}
+
+/// §2.7 memory registration (`core/mr.c`, `core/mlx4.h`, `core/en_main.c`).
+pub mod mpt {
+    /// Flags: software owns, physical, local read and write, and the bits
+    /// mlx4_en sets (`0xF0020F00` with the access bits it uses).
+    pub const SW_OWNS: u32 = 0xf << 28;
+    pub const MIO: u32 = 1 << 17;
+    pub const PHYSICAL: u32 = 1 << 9;
+    pub const REGION: u32 = 1 << 8;
+    pub const LOCAL_READ: u32 = 1 << 10;
+    pub const LOCAL_WRITE: u32 = 1 << 11;
+    /// The flags word of mlx4_en's one physical MR.
+    pub const EN_FLAGS: u32 = 0xF002_0F00;
+    /// PD bits 25:24 = 3 (EN_INV).
+    pub const PD_EN_INV: u32 = 3 << 24;
+    /// The key of MPT index `i` (`hw_index_to_key`).
+    pub const fn key(i: u32) -> u32 {
+        i.rotate_left(8)
+    }
+    /// The index of key `k` (`key_to_hw_index`).
+    pub const fn index(k: u32) -> u32 {
+        k.rotate_right(8)
+    }
+    /// The lkey of an unused scatter entry.
+    pub const INVALID_LKEY: u32 = 0x100;
+    /// An MTT entry: `addr | PRESENT`.
+    pub const MTT_PRESENT: u64 = 1;
+    /// Bytes per MTT entry.
+    pub const MTT_ENTRY: u64 = 8;
+}
+
+/// §2.7 EQ context and events (`core/eq.c`, `inc/device.h`).
+pub mod eq {
+    /// State 11:8 = 9 (armed): what Linux writes.
+    pub const STATE_ARMED: u32 = 0x9 << 8;
+    /// Status 31:28: 0 OK, 0xA write failure.
+    pub const STATUS_WRITE_FAILURE: u32 = 0xa << 28;
+    /// Event types.
+    pub const EV_COMPLETION: u8 = 0x00;
+    pub const EV_CQ_ERROR: u8 = 0x04;
+    pub const EV_PORT_CHANGE: u8 = 0x09;
+    pub const EV_CMD: u8 = 0x0a;
+    pub const EV_OVERFLOW: u8 = 0x0f;
+    /// Port-change subtypes.
+    pub const PORT_DOWN: u8 = 1;
+    pub const PORT_ACTIVE: u8 = 4;
+    /// The async EQ's event mask (types 1-7, 9, 0xa, 0xe, 0x10-0x14,
+    /// 0x18, 0x1a, 0x1b, 0x1c).
+    pub const ASYNC_MASK: u64 = 0xfe | 1 << 9 | 1 << 0xa | 1 << 0xe | 0x1f << 0x10
+        | 1 << 0x18 | 1 << 0x1a | 1 << 0x1b | 1 << 0x1c;
+    /// MAP_EQ in_mod bit 31: unmap.
+    pub const UNMAP: u32 = 1 << 31;
+    /// EQE bytes (32-byte mode).
+    pub const EQE: usize = 32;
+}
+
+/// §2.7 CQ context, §3.3 CQEs (`core/cq.c`, `inc/cq.h`).
+pub mod cq {
+    /// CQE bytes (32-byte mode).
+    pub const CQE: usize = 32;
+    /// CQE byte 0x1f: bit 7 owner, bit 6 is_send, bits 4:0 opcode.
+    pub const OWNER: u8 = 1 << 7;
+    pub const IS_SEND: u8 = 1 << 6;
+    pub const OPCODE_MASK: u8 = 0x1f;
+    pub const OP_RECV: u8 = 0x01;
+    pub const OP_ERROR: u8 = 0x1e;
+    /// Error syndromes.
+    pub const SYN_LOCAL_LENGTH: u8 = 0x01;
+    pub const SYN_LOCAL_QP_OP: u8 = 0x02;
+    pub const SYN_LOCAL_PROT: u8 = 0x04;
+    pub const SYN_FLUSHED: u8 = 0x05;
+    /// CQE status bits (be16 at 0x10).
+    pub const ST_IPV4: u16 = 1 << 6;
+    pub const ST_IPV4F: u16 = 1 << 7;
+    pub const ST_IPV6: u16 = 1 << 8;
+    pub const ST_TCP: u16 = 1 << 10;
+    pub const ST_UDP: u16 = 1 << 11;
+    pub const ST_IPOK: u16 = 1 << 12;
+    /// CQ-error syndrome: overrun.
+    pub const ERR_OVERRUN: u8 = 1;
+}
+
+/// §2.8 QP contexts and transitions (`inc/qp.h`, `core/qp.c`,
+/// `core/en_resources.c`).
+pub mod qp {
+    /// States (context flags bits 31:28).
+    pub const RST: u8 = 0;
+    pub const INIT: u8 = 1;
+    pub const RTR: u8 = 2;
+    pub const RTS: u8 = 3;
+    pub const ERR: u8 = 6;
+    /// Service type MLX (raw Ethernet), bits 23:16.
+    pub const ST_MLX: u32 = 7 << 16;
+    /// 2RST's op_mod.
+    pub const TO_RST_OP_MOD: u8 = 2;
+    /// mtu_msgmax of mlx4_en.
+    pub const MTU_MSGMAX: u8 = 0xff;
+    /// sq_size_stride low bits: 64-byte stride (log2 − 4).
+    pub const SQ_STRIDE_64: u8 = 2;
+    /// Bytes per TXBB.
+    pub const TXBB: usize = 64;
+    /// ackto for Ethernet.
+    pub const ACKTO_ETH: u8 = 1;
+    /// sched_queue of port p: `0x83 | (p − 1) << 6`.
+    pub const fn sched_queue(port: u8) -> u8 {
+        0x83 | (port - 1) << 6
+    }
+    /// params2 bit 3: FPP.
+    pub const PARAMS2_FPP: u32 = 1 << 3;
+    /// param3 bit 30: VLAN stripping off.
+    pub const PARAM3_NO_VLAN_STRIP: u32 = 1 << 30;
+}
+
+/// §3.1 send WQEs (`inc/qp.h`, `core/en_tx.c`).
+pub mod wqe {
+    /// ctrl owner_opcode bit 31.
+    pub const OWNER: u32 = 1 << 31;
+    pub const OP_NOP: u32 = 0x00;
+    pub const OP_SEND: u32 = 0x0a;
+    /// srcrb: generate a CQE (bits 3:2 = 3), solicited (no ICRC).
+    pub const SRCRB_CQ_UPDATE: u32 = 3 << 2;
+    pub const SRCRB_SOLICITED: u32 = 1 << 1;
+    pub const SRCRB_IP_CSUM: u32 = 1 << 4;
+    pub const SRCRB_L4_CSUM: u32 = 1 << 5;
+    /// Data segment bytes; a WQE is at most 512 bytes (32 segments).
+    pub const SEG: usize = 16;
+    pub const MAX_DS: u8 = 32;
+    /// Inline segment header bit.
+    pub const INLINE: u32 = 1 << 31;
+    /// The first dword of an untouched TXBB.
+    pub const TXBB_INIT: u32 = 0xffff_ffff;
+    /// A stamp: `STAMP | owner << 31`.
+    pub const STAMP: u32 = 0x7fff_ffff;
+    /// Headroom the SQ keeps free: HW prefetch (2 KiB = 32 TXBBs) + 1,
+    /// plus the largest WQE (8 TXBBs).
+    pub const SQ_SPARE: u32 = 33 + 8;
+}
+
+/// §2.9 MCG entries and MAC steering (`core/mcg.c`).
+pub mod mcg {
+    /// Protocol Ethernet (members_count bits 31:30).
+    pub const PROT_ETH: u32 = 1 << 30;
+    pub const COUNT_MASK: u32 = 0x00ff_ffff;
+    /// A member QPN's bit 30: block multicast loopback.
+    pub const BLOCK_LOOPBACK: u32 = 1 << 30;
+    /// GID byte 7: steer << 1.
+    pub const STEER_UC: u8 = 1;
+    pub const STEER_MC: u8 = 0;
+    /// Member QPs in a 1 KiB entry.
+    pub const MEMBERS: usize = 248;
+    /// WRITE_MCG op_mod 1: the promiscuous list.
+    pub const OP_MOD_PROMISC: u8 = 1;
+    /// MGID_HASH op_mod 1 when VEP_MC (flag 42) is offered.
+    pub const HASH_OP_MOD: u8 = 1;
 }

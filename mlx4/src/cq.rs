@@ -1,0 +1,115 @@
+//! Completion queues (digest §2.7, §3.3; `core/cq.c`, `inc/cq.h`): made
+//! with SW2HW_CQ over a zeroed buffer (op_mod 0: the firmware marks every
+//! CQE its own) and a doorbell record, polled by owner bit.
+//!
+//! [`CqPoll`] is the data path's view: the CQE at `ci & (n − 1)` is the
+//! driver's when its owner bit equals `(ci & n) != 0`; after consuming,
+//! the driver writes `ci` into the doorbell record's first dword (set_ci),
+//! which the device reads to know how far it may write.
+use crate::hcr::Cmd;
+use crate::prm::layout::{CqCtx, Cqe};
+use crate::prm::mem::{DevBuf, Wire};
+use crate::prm::{cq as p, op, uar};
+use crate::res::MttRange;
+use crate::{Error, Hca};
+use rpmd_pmd::endian::{Be32, Be64};
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+/// A CQ the device holds.
+pub(crate) struct Cq {
+    pub(crate) cqn: u32,
+    mtt: MttRange,
+}
+
+/// Reading completions.
+pub(crate) struct CqPoll {
+    buf: Arc<DevBuf>,
+    db: Arc<DevBuf>,
+    nent: u32,
+    /// Consumer index (free-running).
+    ci: u32,
+}
+
+impl CqPoll {
+    /// The next completion, if the device has written it.
+    #[inline]
+    pub(crate) fn next(&mut self) -> Option<Cqe> {
+        let at = (self.ci & (self.nent - 1)) as usize * p::CQE;
+        let owner = self.buf.load8(at + 0x1f) & p::OWNER != 0;
+        if owner != (self.ci & self.nent != 0) {
+            return None;
+        }
+        // The CQE's body after its owner byte (the device writes the body
+        // first; its release pairs with this acquire).
+        fence(Ordering::Acquire);
+        let c = self.buf.get::<Cqe>(at)?;
+        self.ci = self.ci.wrapping_add(1);
+        Some(c)
+    }
+
+    /// Tells the device how far the driver has read (set_ci).
+    #[inline]
+    pub(crate) fn commit(&self) {
+        // Every CQE read is done before the device may overwrite it.
+        fence(Ordering::Release);
+        self.db.store_be32(0, self.ci & 0xff_ffff);
+    }
+}
+
+impl Hca {
+    /// SW2HW_CQ of a CQ of `nent` entries (a power of two) whose
+    /// completions would go to the async EQ (rpmd never arms it).
+    pub(crate) fn create_cq(&mut self, nent: u32) -> Result<(Cq, CqPoll), Error> {
+        let func = self.function().clone();
+        let buf = Arc::new(DevBuf::new(&*func, "mlx4 CQ", nent as usize * p::CQE)?);
+        let db = Arc::new(DevBuf::new(&*func, "mlx4 CQ doorbell record", 64)?);
+        let cqn = self.cqns.take("CQ")?;
+        let mtt = match self.map_mtt(&buf) {
+            Ok(m) => m,
+            Err(e) => {
+                self.cqns.give(cqn);
+                return Err(e);
+            }
+        };
+        let mut c = CqCtx::zeroed();
+        c.logsize_usrpage = Be32::new(nent.trailing_zeros() << 24 | uar::RESERVED as u32);
+        c.comp_eqn = self.eq.as_ref().map_or(0, |e| e.eqn as u8);
+        (c.mtt_h, c.mtt_l) = mtt.offset();
+        c.db_rec_addr = Be64::new(db.iova());
+        self.mailbox.clear();
+        self.mailbox.put(0, &c);
+        if let Err(e) = self.hcr.exec(Cmd {
+            opcode: op::SW2HW_CQ,
+            in_mod: cqn,
+            in_param: self.mailbox.iova(),
+            ..Cmd::default()
+        }) {
+            self.unmap_mtt(mtt);
+            self.cqns.give(cqn);
+            return Err(e);
+        }
+        let poll = CqPoll {
+            buf,
+            db,
+            nent,
+            ci: 0,
+        };
+        Ok((Cq { cqn, mtt }, poll))
+    }
+
+    /// HW2SW_CQ (op_mod 1, no output); the number and MTT entries are
+    /// reused only if the device let go. Its poller's memory lives while
+    /// any queue handle holds it.
+    pub(crate) fn destroy_cq(&mut self, cq: Cq) -> Result<(), Error> {
+        self.hcr.exec(Cmd {
+            opcode: op::HW2SW_CQ,
+            op_mod: 1,
+            in_mod: cq.cqn,
+            ..Cmd::default()
+        })?;
+        self.unmap_mtt(cq.mtt);
+        self.cqns.give(cq.cqn);
+        Ok(())
+    }
+}

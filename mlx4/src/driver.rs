@@ -1,0 +1,137 @@
+//! The registry's two ways to a ConnectX-3 port: the PCI driver
+//! (`pci:BDF[,port=1|2]`, for 15b3:1003 and 15b3:1007 bound to vfio-pci)
+//! and the model (`mlx4-model:NAME[,port=1|2][,wire=0|1]`: a card in
+//! software, made on first use of NAME, its two ports joined by a cable
+//! when `wire=1`).
+//!
+//! A card opened once serves both its ports: the second port's open finds
+//! the first's [`Hca`] by PCI address (the function it was handed is then
+//! dropped).
+use crate::ethdev::{Card, Mlx4Port};
+use crate::model::{Mlx4Model, ModelOptions};
+use crate::{prm, Hca, Options};
+use rpmd_pmd::function::PciFunction;
+use rpmd_pmd::pci::{PciAddr, PciDevice, PciId};
+use rpmd_pmd::port::{DevArgs, Driver, PciDriver, Port};
+use rpmd_pmd::DmaDomain;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+const IDS: [PciId; 2] = [
+    PciId {
+        vendor: prm::id::VENDOR,
+        device: prm::id::CONNECTX3,
+    },
+    PciId {
+        vendor: prm::id::VENDOR,
+        device: prm::id::CONNECTX3_PRO,
+    },
+];
+
+/// Cards open in this process, by PCI address.
+static CARDS: Mutex<Vec<(PciAddr, Weak<Mutex<Hca>>)>> = Mutex::new(Vec::new());
+
+/// The card at `func`'s address, brought up if no port holds it yet.
+fn card_for(func: Arc<dyn PciFunction>, name: &str) -> Result<Card, rpmd_pmd::Error> {
+    let addr = func.addr();
+    let mut cards = CARDS.lock().unwrap_or_else(|e| e.into_inner());
+    cards.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(card) = cards
+        .iter()
+        .find(|(a, _)| *a == addr)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        return Ok(card);
+    }
+    let hca = Hca::open(func, &Options::default()).map_err(|e| rpmd_pmd::Error::Driver {
+        port: name.to_string(),
+        what: "bringing the card up".into(),
+        source: Box::new(e),
+    })?;
+    let card = Arc::new(Mutex::new(hca));
+    cards.push((addr, Arc::downgrade(&card)));
+    Ok(card)
+}
+
+fn open_port(func: Arc<dyn PciFunction>, args: &DevArgs) -> Result<Box<dyn Port>, rpmd_pmd::Error> {
+    let name = args.raw().to_string();
+    let port = args.opt_u64("port", 1)?;
+    let card = card_for(func, &name)?;
+    let p = Mlx4Port::new(&name, card, port.min(255) as u8, args.port_id()).map_err(|e| {
+        rpmd_pmd::Error::DeviceString {
+            input: name.clone(),
+            reason: e.to_string(),
+            accepted: String::new(),
+        }
+    })?;
+    Ok(Box::new(p))
+}
+
+/// The ConnectX-3 PCI driver.
+pub struct Mlx4Driver;
+
+impl PciDriver for Mlx4Driver {
+    fn name(&self) -> &'static str {
+        "mlx4"
+    }
+
+    fn ids(&self) -> &'static [PciId] {
+        &IDS
+    }
+
+    fn probe(
+        &self,
+        func: Arc<dyn PciFunction>,
+        _: &PciDevice,
+        args: &DevArgs,
+    ) -> Result<Box<dyn Port>, rpmd_pmd::Error> {
+        args.only_options(&["port"])?;
+        open_port(func, args)
+    }
+}
+
+/// ConnectX-3 cards in software, by name.
+#[derive(Default)]
+pub struct Mlx4ModelDriver {
+    models: Mutex<HashMap<String, Arc<Mlx4Model>>>,
+}
+
+impl Driver for Mlx4ModelDriver {
+    fn kind(&self) -> &'static str {
+        "mlx4-model"
+    }
+
+    fn usage(&self) -> &'static str {
+        "mlx4-model:NAME[,port=1|2][,wire=0|1]  a ConnectX-3 device model (wire: its two ports cabled together)"
+    }
+
+    fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, rpmd_pmd::Error> {
+        args.only_options(&["port", "wire"])?;
+        let name = args.require_target("a model name")?.to_string();
+        let wire = args.opt_bool("wire", false)?;
+        let model = {
+            let mut models = self.models.lock().unwrap_or_else(|e| e.into_inner());
+            let n = models.len() as u8;
+            models
+                .entry(name)
+                .or_insert_with(|| {
+                    let addr = PciAddr {
+                        domain: 0,
+                        bus: 0x7f,
+                        dev: n % 32,
+                        func: n / 32 % 8,
+                    };
+                    Mlx4Model::new(
+                        addr,
+                        ModelOptions {
+                            wire,
+                            ..ModelOptions::default()
+                        },
+                    )
+                })
+                .clone()
+        };
+        let func = model.open(domain)?;
+        open_port(func, args)
+    }
+}

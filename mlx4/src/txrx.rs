@@ -1,0 +1,338 @@
+//! The data path (digest §3): receive and send rings over a QP and its
+//! CQ, as rpmd queue handles.
+//!
+//! Receive: every WQE is one scatter entry (a whole mbuf's data room,
+//! with the physical MR's lkey); the whole ring is posted at start and the
+//! doorbell record (BE `prod & 0xffff`) rewritten after each burst's
+//! refill. CQEs come back in WQE order (an RQ without SRQ is in order);
+//! each gives the frame's length and its checksum flags.
+//!
+//! Send: a WQE is the control segment and one data segment per mbuf
+//! segment (so one or more 64-byte TXBBs); its owner bit is written last,
+//! after the segments (a release fence between), and the doorbell, BE
+//! `qpn << 8` in the UAR page, once per burst. Only the burst's last WQE
+//! asks for a CQE; its TXBB counter frees every WQE up to it. A freed
+//! WQE's TXBBs are stamped with the owner bit they had, so a stale one can
+//! never look posted to the device's prefetcher.
+use crate::cq::CqPoll;
+use crate::prm::layout::{CtrlSeg, DataSeg};
+use crate::prm::mem::{DevBuf, Wire};
+use crate::prm::{cq as c, qp as q, uar, wire32, wqe};
+use crate::slots::Slots;
+use crossbeam_utils::CachePadded;
+use rpmd_pmd::endian::{Be32, Be64};
+use rpmd_pmd::mbuf::RX_L4_CKSUM_GOOD;
+use rpmd_pmd::port::stats::QueueStats;
+use rpmd_pmd::port::{RxQueue, RxStamp, TxQueue};
+use rpmd_pmd::vfio::Regs;
+use rpmd_pmd::{Mbuf, Mempool, Pkts};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Set while the port's last start stands.
+pub(crate) type Live = Arc<CachePadded<AtomicBool>>;
+
+/// Slots of queue handles dropped while the device still held their
+/// mbufs: freed by the port once their QPs are reset.
+pub(crate) type Graveyard = Arc<Mutex<Vec<Slots>>>;
+
+/// A receive ring.
+pub(crate) struct RxRing {
+    pub live: Live,
+    pub buf: Arc<DevBuf>,
+    pub rq_off: usize,
+    pub db: Arc<DevBuf>,
+    pub n: u32,
+    pub cq: CqPoll,
+    pub slots: Slots,
+    pub pool: Mempool,
+    pub lkey: u32,
+    /// WQEs completed and posted (free-running).
+    pub cons: u32,
+    pub prod: u32,
+    pub stamp: RxStamp,
+    pub stats: Arc<CachePadded<QueueStats>>,
+    pub graveyard: Graveyard,
+}
+
+impl RxRing {
+    /// Posts `m` in slot `i`: one scatter entry over its data room.
+    fn post(&mut self, i: u32, m: Mbuf) {
+        let mut d = DataSeg::zeroed();
+        d.byte_count = Be32::new((m.buf_len() - m.headroom()) as u32);
+        d.lkey = Be32::new(self.lkey);
+        d.addr = Be64::new(m.data_iova().raw());
+        self.buf.put(self.rq_off + i as usize * wqe::SEG, &d);
+        if let Some(old) = self.slots.give(i as usize, m) {
+            drop(old);
+        }
+    }
+
+    /// Fills every slot and rings the doorbell record: at start.
+    pub(crate) fn fill(&mut self) -> Result<(), rpmd_pmd::Error> {
+        for i in 0..self.n {
+            let m = self.pool.get()?;
+            self.post(i, m);
+        }
+        self.prod = self.cons.wrapping_add(self.n);
+        self.ring();
+        Ok(())
+    }
+
+    /// The doorbell record, after the WQEs it covers.
+    #[inline]
+    fn ring(&self) {
+        // The scatter entries above reach memory before the device can
+        // see the new producer count (Linux: `wmb()`).
+        fence(Ordering::Release);
+        self.db.store_be32(0, self.prod & 0xffff);
+    }
+
+    /// The checksum flags a CQE's status gives.
+    #[inline]
+    fn ol_flags(cqe: &crate::prm::layout::Cqe) -> u64 {
+        let st = cqe.status.get();
+        let l4 = st & (c::ST_TCP | c::ST_UDP) != 0 && cqe.checksum.get() == 0xffff;
+        if l4 && st & c::ST_IPOK != 0 {
+            RX_L4_CKSUM_GOOD | rpmd_pmd::mbuf::RX_IP_CKSUM_GOOD
+        } else if st & c::ST_IPOK != 0 {
+            rpmd_pmd::mbuf::RX_IP_CKSUM_GOOD
+        } else {
+            0
+        }
+    }
+}
+
+impl RxQueue for RxRing {
+    fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        if !self.live.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let want = max.min(out.capacity() - out.len());
+        let (mut got, mut seen, mut bytes) = (0, 0u32, 0u64);
+        while got < want {
+            let Some(cqe) = self.cq.next() else { break };
+            seen += 1;
+            let slot = self.cons & (self.n - 1);
+            self.cons = self.cons.wrapping_add(1);
+            if cqe.wqe_index.get() as u32 & (self.n - 1) != slot {
+                self.stats.device_errors.add(1);
+            }
+            let Some(mut m) = self.slots.take(slot as usize) else {
+                self.stats.device_errors.add(1);
+                self.stats.errors.add(1);
+                continue;
+            };
+            let ok = cqe.owner_sr_opcode & c::OPCODE_MASK != c::OP_ERROR;
+            let fresh = if ok { self.pool.get().ok() } else { None };
+            let len = cqe.byte_cnt.get() as usize;
+            match fresh {
+                Some(new) if m.set_received(len, 0) => {
+                    m.set_ol_flags(Self::ol_flags(&cqe));
+                    bytes += len as u64;
+                    self.post(slot, new);
+                    let _ = out.push(m);
+                    got += 1;
+                }
+                other => {
+                    // Dropped: the same buffer goes back to the device.
+                    match other {
+                        Some(new) => drop(new),
+                        None if ok => self.stats.nombuf.add(1),
+                        None => {}
+                    }
+                    self.stats.errors.add(1);
+                    m.set_data_len(0);
+                    self.post(slot, m);
+                }
+            }
+            self.prod = self.prod.wrapping_add(1);
+        }
+        if seen > 0 {
+            self.cq.commit();
+            self.ring();
+        }
+        self.stats.packets.add(got as u64);
+        self.stats.bytes.add(bytes);
+        self.stamp.apply(out, got)
+    }
+
+    fn has_work(&self) -> bool {
+        true
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        if self.live.load(Ordering::Relaxed) {
+            let slots = std::mem::replace(&mut self.slots, Slots::new(0));
+            self.graveyard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(slots);
+        }
+    }
+}
+
+/// A send ring.
+pub(crate) struct TxRing {
+    pub live: Live,
+    pub qpn: u32,
+    pub buf: Arc<DevBuf>,
+    pub sq_off: usize,
+    /// TXBBs (a power of two).
+    pub txbbs: u32,
+    pub cq: CqPoll,
+    pub uar: Regs,
+    pub lkey: u32,
+    /// TXBB counters: next to post, oldest not completed.
+    pub prod: u32,
+    pub cons: u32,
+    /// The mbuf of each WQE, at its first TXBB, and the WQE's size.
+    pub slots: Slots,
+    pub sizes: Vec<u8>,
+    pub stats: Arc<CachePadded<QueueStats>>,
+    pub graveyard: Graveyard,
+}
+
+impl TxRing {
+    fn at(&self, counter: u32) -> usize {
+        self.sq_off + (counter & (self.txbbs - 1)) as usize * q::TXBB
+    }
+
+    /// Frees every WQE up to and including the one each CQE names.
+    fn reap(&mut self) {
+        let mut seen = false;
+        while let Some(cqe) = self.cq.next() {
+            seen = true;
+            if cqe.owner_sr_opcode & c::OPCODE_MASK == c::OP_ERROR {
+                self.stats.device_errors.add(1);
+            }
+            let last = cqe.wqe_index.get();
+            while self.cons != self.prod {
+                let first = self.cons;
+                self.free(first);
+                if first as u16 == last {
+                    break;
+                }
+            }
+        }
+        if seen {
+            self.cq.commit();
+        }
+    }
+
+    /// Frees the WQE at TXBB counter `first`: its mbuf back, its TXBBs
+    /// stamped with the owner bit they had.
+    fn free(&mut self, first: u32) {
+        let slot = (first & (self.txbbs - 1)) as usize;
+        let size = self.sizes[slot].max(1) as u32;
+        drop(self.slots.take(slot));
+        for k in 0..size {
+            let t = first.wrapping_add(k);
+            let owner = if t & self.txbbs != 0 { wqe::OWNER } else { 0 };
+            self.buf.store_be32(self.at(t), wqe::STAMP | owner);
+        }
+        self.cons = first.wrapping_add(size);
+    }
+
+    /// Writes the WQE for `m` at the producer counter; its TXBBs.
+    fn post(&mut self, m: &Mbuf, cqe: bool) -> u32 {
+        let segs = m.nb_segs();
+        let ds = 1 + segs as u32;
+        let size = (ds * wqe::SEG as u32).div_ceil(q::TXBB as u32);
+        let base = self.prod;
+        let ring = self.txbbs as usize * q::TXBB;
+        for (k, (iova, len)) in m.segment_iovas().enumerate() {
+            let off = (self.at(base) - self.sq_off + (k + 1) * wqe::SEG) % ring;
+            let mut d = DataSeg::zeroed();
+            d.byte_count = Be32::new(len as u32);
+            d.lkey = Be32::new(self.lkey);
+            d.addr = Be64::new(iova.raw());
+            self.buf.put(self.sq_off + off, &d);
+        }
+        let mut ctrl = CtrlSeg::zeroed();
+        ctrl.fence_size = ds as u8;
+        let flags = wqe::SRCRB_SOLICITED | if cqe { wqe::SRCRB_CQ_UPDATE } else { 0 };
+        ctrl.srcrb_flags = Be32::new(flags);
+        let owner = if base & self.txbbs != 0 {
+            wqe::OWNER
+        } else {
+            0
+        };
+        // Bytes 4–15 of the control segment, then the owner dword after
+        // every segment is in memory (Linux: `dma_wmb()`).
+        let first = self.at(base);
+        let raw = ctrl.bytes();
+        self.buf.write(first + 4, &raw[4..]);
+        fence(Ordering::Release);
+        self.buf.store_be32(first, wqe::OP_SEND | owner);
+        self.sizes[(base & (self.txbbs - 1)) as usize] = size as u8;
+        self.prod = base.wrapping_add(size);
+        size
+    }
+}
+
+impl TxQueue for TxRing {
+    fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
+        if !self.live.load(Ordering::Relaxed) {
+            return 0;
+        }
+        self.reap();
+        // How many fit, so that the last one posted asks for the CQE.
+        let limit = self.txbbs - wqe::SQ_SPARE.min(self.txbbs / 2);
+        let mut room = limit.saturating_sub(self.prod.wrapping_sub(self.cons));
+        let mut fit = 0;
+        for m in pkts.iter() {
+            let t = (1 + m.nb_segs() as u32) * wqe::SEG as u32;
+            let t = t.div_ceil(q::TXBB as u32);
+            if m.nb_segs() + 1 > wqe::MAX_DS as usize || t > room {
+                break;
+            }
+            room -= t;
+            fit += 1;
+        }
+        if fit == 0 {
+            if !pkts.is_empty() {
+                self.stats.full.add(1);
+            }
+            return 0;
+        }
+        let mut bytes = 0u64;
+        for i in 0..fit {
+            let Some(m) = pkts.pop() else { break };
+            bytes += m.pkt_len() as u64;
+            let slot = (self.prod & (self.txbbs - 1)) as usize;
+            self.post(&m, i + 1 == fit);
+            if let Some(old) = self.slots.give(slot, m) {
+                drop(old);
+            }
+        }
+        // Every WQE is in memory before the doorbell (Linux: `wmb()`).
+        fence(Ordering::SeqCst);
+        let bell = uar::RESERVED * uar::PAGE + uar::SEND;
+        if self.uar.write32(bell, wire32(self.qpn << 8)).is_err() {
+            self.stats.device_errors.add(1);
+        }
+        self.stats.packets.add(fit as u64);
+        self.stats.bytes.add(bytes);
+        fit
+    }
+
+    fn in_flight(&mut self) -> usize {
+        self.reap();
+        self.prod.wrapping_sub(self.cons) as usize
+    }
+}
+
+impl Drop for TxRing {
+    fn drop(&mut self) {
+        if self.live.load(Ordering::Relaxed) {
+            let slots = std::mem::replace(&mut self.slots, Slots::new(0));
+            self.graveyard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(slots);
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! The ConnectX-3 port on the device model, through the registry as an
+//! app opens it: frames both ways between the two cabled ports checked
+//! byte for byte, checksum flags, MAC steering, promiscuous and
+//! all-multicast modes, link events, a second start, and nothing leaked
+//! or left mapped at the end.
+use rpmd_mlx4::model::{Mlx4Model, ModelOptions, RxOutcome, PORT_MAC};
+use rpmd_pmd::mbuf::{RX_IP_CKSUM_GOOD, RX_L4_CKSUM_GOOD};
+use rpmd_pmd::port::{MacAddr, Port};
+use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, Pkts, PortConfig, Queues, Registry};
+
+fn registry() -> Registry {
+    let mut reg = Registry::new();
+    rpmd_mlx4::register(&mut reg);
+    reg
+}
+
+fn pool(name: &str) -> Mempool {
+    Mempool::new(&MempoolConfig::new(name, 2048)).unwrap()
+}
+
+fn conf(pool: &Mempool) -> PortConfig {
+    PortConfig {
+        rx_desc: 256,
+        tx_desc: 256,
+        ..PortConfig::with_pool(pool)
+    }
+}
+
+/// A UDP/IPv4 frame to `dst` with correct checksums, `len` bytes.
+fn udp_frame(dst: [u8; 6], len: usize, seq: u8) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = (len - 14) as u16;
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let c = !rpmd_pmd::net::fold(rpmd_pmd::net::ones_sum(&f[14..34], 0));
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let udp_len = ip_len - 20;
+    f[34..36].copy_from_slice(&1234u16.to_be_bytes());
+    f[36..38].copy_from_slice(&5678u16.to_be_bytes());
+    f[38..40].copy_from_slice(&udp_len.to_be_bytes());
+    for (i, b) in f[42..].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(7) ^ seq;
+    }
+    let pseudo = rpmd_pmd::net::ones_sum(&f[26..34], 17 + udp_len as u32);
+    let sum = rpmd_pmd::net::ones_sum(&f[34..], pseudo);
+    let c = rpmd_pmd::net::complete_checksum(sum, true);
+    f[40..42].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+fn mbuf_of(pool: &Mempool, frame: &[u8]) -> Mbuf {
+    let mut m = pool.get().unwrap();
+    m.append(frame.len()).unwrap().copy_from_slice(frame);
+    m
+}
+
+/// Sends `frames` on `q` and receives them on `r`, returning what came.
+fn send_recv(
+    q: &mut Queues,
+    r: &mut Queues,
+    pool: &Mempool,
+    frames: &[Vec<u8>],
+) -> Vec<(Vec<u8>, u64)> {
+    let mut pkts = Pkts::new();
+    for f in frames {
+        pkts.push(mbuf_of(pool, f)).unwrap();
+    }
+    assert_eq!(q.tx_burst(0, &mut pkts), frames.len());
+    let mut got = Pkts::new();
+    let n = r.rx_burst(0, &mut got, 32);
+    (0..n)
+        .map(|_| {
+            let m = got.pop().unwrap();
+            (m.data().to_vec(), m.ol_flags())
+        })
+        .collect()
+}
+
+fn mac2() -> [u8; 6] {
+    let mut m = PORT_MAC;
+    m[5] += 1;
+    m
+}
+
+/// A model whose two ports are cabled together, and a port on each.
+fn cabled(name: &str) -> (std::sync::Arc<Mlx4Model>, Box<dyn Port>, Box<dyn Port>) {
+    let opts = ModelOptions {
+        wire: true,
+        ..ModelOptions::default()
+    };
+    let model = Mlx4Model::new("0000:00:0c.0".parse().unwrap(), opts);
+    let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+    let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
+    let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
+    let a = rpmd_mlx4::ethdev::Mlx4Port::new(&format!("{name}-1"), card.clone(), 1, 0).unwrap();
+    let b = rpmd_mlx4::ethdev::Mlx4Port::new(&format!("{name}-2"), card, 2, 1).unwrap();
+    (model, Box::new(a), Box::new(b))
+}
+
+#[test]
+fn the_registry_opens_both_ports_of_one_model_card() {
+    let reg = registry();
+    let a = reg.open("mlx4-model:reg,port=1,wire=1").unwrap();
+    let b = reg.open("mlx4-model:reg,port=2").unwrap();
+    assert_eq!((a.driver(), a.mac_addr()), ("mlx4", MacAddr(PORT_MAC)));
+    assert_eq!(b.mac_addr(), MacAddr(mac2()));
+    for (bad, why) in [
+        ("mlx4-model:reg,port=3", "ports 1..=2"),
+        ("mlx4-model:reg,queues=2", "queues"),
+        ("mlx4-model", "model name"),
+    ] {
+        let e = reg.open(bad).err().unwrap().to_string();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+    assert!(reg.accepted_forms().contains("mlx4-model:NAME"));
+    assert!(reg.accepted_forms().contains("mlx4 15b3:1003"));
+}
+
+#[test]
+fn frames_cross_the_cable_both_ways_byte_for_byte() {
+    let p = pool("mlx4-eth-both");
+    let (model, mut a, mut b) = cabled("both");
+    assert_eq!(a.mac_addr(), MacAddr(PORT_MAC));
+    assert_eq!(b.mac_addr(), MacAddr(mac2()));
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    assert!(a.link().up && b.link().up, "INIT_PORT's events read");
+    assert_eq!(a.link().speed_mbps, 40_000);
+    // A to B, every length from the smallest to a full MTU frame.
+    for (i, len) in [60usize, 64, 128, 333, 1000, 1514].into_iter().enumerate() {
+        let frames: Vec<Vec<u8>> = (0..8)
+            .map(|k| udp_frame(mac2(), len, (i * 8 + k) as u8))
+            .collect();
+        let got = send_recv(&mut qa, &mut qb, &p, &frames);
+        assert_eq!(got.len(), frames.len(), "length {len}");
+        for ((data, flags), want) in got.iter().zip(&frames) {
+            assert_eq!(data, want, "length {len}: the frame as sent");
+            assert_eq!(
+                *flags & (RX_IP_CKSUM_GOOD | RX_L4_CKSUM_GOOD),
+                RX_IP_CKSUM_GOOD | RX_L4_CKSUM_GOOD
+            );
+        }
+    }
+    // B to A, and many bursts so both rings wrap several times.
+    for round in 0..40u8 {
+        let frames: Vec<Vec<u8>> = (0..32)
+            .map(|k| udp_frame(PORT_MAC, 64 + k, round))
+            .collect();
+        let got = send_recv(&mut qb, &mut qa, &p, &frames);
+        let got: Vec<Vec<u8>> = got.into_iter().map(|g| g.0).collect();
+        assert_eq!(got, frames, "round {round}");
+    }
+    // A corrupted checksum is not flagged good.
+    let mut bad = udp_frame(mac2(), 100, 1);
+    bad[50] ^= 0xff;
+    let got = send_recv(&mut qa, &mut qb, &p, &[bad.clone()]);
+    assert_eq!(got[0].0, bad);
+    assert_eq!(got[0].1 & RX_L4_CKSUM_GOOD, 0);
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!((sa.opackets, sb.ipackets), (8 * 6 + 1, 8 * 6 + 1));
+    assert_eq!((sb.opackets, sa.ipackets), (40 * 32, 40 * 32));
+    drop((qa, qb));
+    a.stop().unwrap();
+    b.stop().unwrap();
+    assert!(!a.link().up);
+    drop((a, b));
+    assert_eq!(p.available(), p.size(), "every mbuf back in its pool");
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
+    assert!(
+        !model.running() && !model.owned(),
+        "the card closed with its last port"
+    );
+    assert_eq!(model.mapped_regions(), 0, "nothing left mapped");
+}
+
+/// One model, one port up, frames from the host side.
+struct HostSide {
+    model: std::sync::Arc<Mlx4Model>,
+    port: Box<dyn Port>,
+    q: Queues,
+    pool: Mempool,
+}
+
+fn host_side(name: &str) -> HostSide {
+    let model = Mlx4Model::new("0000:00:0b.0".parse().unwrap(), ModelOptions::default());
+    let domain = rpmd_pmd::DmaDomain::new();
+    let func = model.open(&domain).unwrap();
+    let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
+    let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
+    let mut port: Box<dyn Port> =
+        Box::new(rpmd_mlx4::ethdev::Mlx4Port::new(name, card, 1, 0).unwrap());
+    let pool = pool(name);
+    port.configure(&conf(&pool)).unwrap();
+    let q = port.start().unwrap();
+    HostSide {
+        model,
+        port,
+        q,
+        pool,
+    }
+}
+
+fn drain(h: &mut HostSide) -> usize {
+    let mut got = Pkts::new();
+    h.q.rx_burst(0, &mut got, 32)
+}
+
+#[test]
+fn steering_takes_its_own_mac_broadcast_and_the_modes() {
+    let mut h = host_side("mlx4-eth-steer");
+    let other = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
+    let group = [0x01, 0x00, 0x5e, 0x00, 0x00, 0x07];
+    let f = |dst| udp_frame(dst, 64, 0);
+    assert_eq!(h.model.inject(1, &f(PORT_MAC)), RxOutcome::Delivered(1));
+    assert_eq!(h.model.inject(1, &f([0xff; 6])), RxOutcome::Delivered(1));
+    assert_eq!(h.model.inject(1, &f(other)), RxOutcome::NotSteered);
+    assert_eq!(h.model.inject(1, &f(group)), RxOutcome::NotSteered);
+    assert_eq!(
+        h.model.inject(2, &f(PORT_MAC)),
+        RxOutcome::LinkDown,
+        "port 2 is not up"
+    );
+    assert_eq!(drain(&mut h), 2);
+    h.port.set_promiscuous(true).unwrap();
+    assert_eq!(h.model.inject(1, &f(other)), RxOutcome::Delivered(1));
+    assert_eq!(
+        h.model.inject(1, &f(group)),
+        RxOutcome::Delivered(1),
+        "promiscuous takes multicast too"
+    );
+    h.port.set_promiscuous(false).unwrap();
+    assert_eq!(h.model.inject(1, &f(other)), RxOutcome::NotSteered);
+    h.port.set_allmulticast(true).unwrap();
+    assert_eq!(h.model.inject(1, &f(group)), RxOutcome::Delivered(1));
+    assert_eq!(h.model.inject(1, &f(other)), RxOutcome::NotSteered);
+    h.port.set_allmulticast(false).unwrap();
+    // Filters: many groups, so chains through the AMGM half are made and
+    // unmade.
+    let groups: Vec<MacAddr> = (0..40u8)
+        .map(|i| MacAddr([0x01, 0, 0x5e, 0, 1, i]))
+        .collect();
+    h.port.set_mac_filter(&[MacAddr(other)], &groups).unwrap();
+    assert_eq!(h.model.inject(1, &f(other)), RxOutcome::Delivered(1));
+    for g in &groups {
+        assert_eq!(h.model.inject(1, &f(g.0)), RxOutcome::Delivered(1), "{g}");
+        drain(&mut h);
+    }
+    h.port.set_mac_filter(&[], &groups[20..]).unwrap();
+    assert_eq!(h.model.inject(1, &f(other)), RxOutcome::NotSteered);
+    for (i, g) in groups.iter().enumerate() {
+        let want = if i >= 20 {
+            RxOutcome::Delivered(1)
+        } else {
+            RxOutcome::NotSteered
+        };
+        assert_eq!(h.model.inject(1, &f(g.0)), want, "{g}");
+        drain(&mut h);
+    }
+    assert_eq!(
+        h.model.inject(1, &f(PORT_MAC)),
+        RxOutcome::Delivered(1),
+        "own MAC kept"
+    );
+    drain(&mut h);
+    assert!(
+        h.model.violations().is_empty(),
+        "{:?}",
+        h.model.violations()
+    );
+    let HostSide { port, q, pool, .. } = h;
+    drop((q, port));
+    assert_eq!(pool.available(), pool.size());
+}
+
+#[test]
+fn a_full_receive_ring_drops_at_the_device_and_recovers() {
+    let mut h = host_side("mlx4-eth-full");
+    let f = udp_frame(PORT_MAC, 64, 3);
+    let mut delivered = 0;
+    for _ in 0..300 {
+        if h.model.inject(1, &f) == RxOutcome::Delivered(1) {
+            delivered += 1;
+        }
+    }
+    assert_eq!(delivered, 256, "one frame per posted WQE");
+    assert_eq!(h.model.stats().rx_no_wqe, 44);
+    let mut got = 0;
+    while got < 256 {
+        let n = drain(&mut h);
+        assert!(n > 0);
+        got += n;
+    }
+    assert_eq!(h.model.inject(1, &f), RxOutcome::Delivered(1), "refilled");
+    assert_eq!(drain(&mut h), 1);
+    assert!(
+        h.model.violations().is_empty(),
+        "{:?}",
+        h.model.violations()
+    );
+}
+
+#[test]
+fn link_follows_the_cable_and_a_second_start_works() {
+    let mut h = host_side("mlx4-eth-link");
+    assert!(h.port.link().up);
+    h.model.set_link(1, false);
+    assert!(!h.port.link().up);
+    h.model.set_link(1, true);
+    assert!(h.port.link().up);
+    drop(std::mem::take(&mut h.q));
+    h.port.stop().unwrap();
+    let qps = h.model.qps();
+    assert!(qps.is_empty(), "every QP reset at stop: {qps:?}");
+    h.q = h.port.start().unwrap();
+    let f = udp_frame(PORT_MAC, 200, 9);
+    assert_eq!(h.model.inject(1, &f), RxOutcome::Delivered(1));
+    let mut got = Pkts::new();
+    assert_eq!(h.q.rx_burst(0, &mut got, 32), 1);
+    assert_eq!(got[0].data(), &f[..]);
+    // Sent frames reach the host-side sink.
+    let mut pkts = Pkts::new();
+    pkts.push(mbuf_of(&h.pool, &f)).unwrap();
+    assert_eq!(h.q.tx_burst(0, &mut pkts), 1);
+    assert_eq!(h.model.take_sent(1), vec![f]);
+    assert!(
+        h.model.violations().is_empty(),
+        "{:?}",
+        h.model.violations()
+    );
+}
