@@ -16,7 +16,8 @@ use rpmd_pmd::endian::{Be32, Be64};
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
-/// A CQ the device holds.
+/// A CQ the device holds (a copy stays valid if destroying it fails).
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Cq {
     pub(crate) cqn: u32,
     mtt: MttRange,

@@ -66,6 +66,8 @@ mod qp;
 pub mod res;
 mod slots;
 pub mod steer;
+#[cfg(test)]
+mod tests;
 mod txrx;
 
 pub use error::Error;

@@ -111,7 +111,7 @@ impl Hca {
     }
 
     /// The context mlx4_en fills (`mlx4_en_fill_qp_context`), state RST.
-    fn qp_context(&self, qp: &Qp, spec: &QpSpec) -> QpCtx {
+    pub(crate) fn qp_context(&self, qp: &Qp, spec: &QpSpec) -> QpCtx {
         let mut c = QpCtx::zeroed();
         c.flags = Be32::new(p::ST_MLX);
         c.pd = Be32::new(self.pd);
@@ -131,7 +131,12 @@ impl Hca {
         c
     }
 
-    fn modify_qp(&mut self, opcode: u16, qpn: u32, m: Option<&QpModify>) -> Result<(), Error> {
+    pub(crate) fn modify_qp(
+        &mut self,
+        opcode: u16,
+        qpn: u32,
+        m: Option<&QpModify>,
+    ) -> Result<(), Error> {
         let mut c = Cmd {
             opcode,
             in_mod: qpn,

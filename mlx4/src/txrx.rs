@@ -205,8 +205,10 @@ impl TxRing {
         let mut seen = false;
         while let Some(cqe) = self.cq.next() {
             seen = true;
+            // An error completion (a flush, a bad segment) names one WQE
+            // that did not go out.
             if cqe.owner_sr_opcode & c::OPCODE_MASK == c::OP_ERROR {
-                self.stats.device_errors.add(1);
+                self.stats.errors.add(1);
             }
             let last = cqe.wqe_index.get();
             while self.cons != self.prod {
