@@ -28,7 +28,9 @@
 # --pcap costs l2fwd; benches/capture.sh, no capture twice per round as its
 # A/A), vhost (our vhost-user backend vs DPDK's net_vhost under the same
 # DPDK virtio-user peer, measured at the peer, DPDK twice per round as its
-# A/A; then ours<->ours vs testpmd<->testpmd). No SUITE runs
+# A/A; then ours<->ours vs testpmd<->testpmd), mlx4 (the ConnectX-3
+# driver's own rx+tx cycles per frame on the device model, held against
+# DPDK's published per-packet costs; benches/mlx4.sh). No SUITE runs
 # all of them. ring-aa and mempool-aa (not part of "all") run DPDK against
 # itself, to show how far a row at parity reads from 1.0 by noise alone.
 # --runs defaults to 3, and to 9 (of 2 s) for virtio, whose rates vary
@@ -41,13 +43,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool virtio vhost l2fwd rr seeds seeds-vhost txlock afxdp capture"
+suites="ring mempool virtio vhost l2fwd rr seeds seeds-vhost txlock afxdp capture mlx4"
 suite=all
 runs=
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -188,6 +190,10 @@ for s in $suite; do
             echo "== capture: l2fwd's Mpps with --pcap off and on (embedded topology), $runs interleaved rounds, no-capture twice per round (A/A)"
             bash benches/capture.sh "$runs" 4 "$OUT"
             plot_bars "$OUT/capture.csv" "$OUT/capture.png" "l2fwd (embedded topology) with and without --pcap" "Mpps forwarded"
+            ;;
+        mlx4)
+            echo "== mlx4: the ConnectX-3 driver's rx+tx cost per frame, l2fwd io between the device model's two cabled ports (model time taken out), $((runs + 2)) runs, and callgrind"
+            bash benches/mlx4.sh "$((runs + 2))" 2 "$OUT"
             ;;
         seeds-vhost)
             echo "== seeds-vhost: vhost_net's TX and RX busy polling on rpmd's vhost-user backend, rr through a two-port switch, $runs rounds"

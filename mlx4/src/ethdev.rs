@@ -24,6 +24,7 @@ use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, Link, MacAddr, Offloads, Port, PortConfig, PortStats, Queues, RxStamp, Xstat,
 };
+use rpmd_pmd::Pkts;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -192,6 +193,7 @@ impl Mlx4Port {
                 stamp,
                 stats: self.stats.rx(q),
                 graveyard: st.graveyard.clone(),
+                refill: Pkts::new(),
             };
             st.rx.push((qp, cq));
             ring.fill().map_err(|e| Error::Memory {
@@ -238,6 +240,8 @@ impl Mlx4Port {
                 sizes: vec![0; n as usize],
                 stats: self.stats.tx(q),
                 graveyard: st.graveyard.clone(),
+                pool: pool.clone(),
+                done: Pkts::new(),
             };
             st.tx.push((qp, cq));
             tx.push(Box::new(ring) as Box<dyn rpmd_pmd::port::TxQueue>);
@@ -297,9 +301,9 @@ impl Port for Mlx4Port {
         let hca = lock(&self.card);
         let cap = hca.dev_cap();
         let max_mtu = hca.ports()[self.port as usize - 1].mtu;
-        let max_desc = (1u32 << cap.log_max_qp_sz.min(15))
-            .min(cap.max_rq_desc as u32)
-            .min(32768);
+        // Queue entries (QUERY_DEV_CAP's max_{sq,rq}_desc are WQE sizes
+        // in bytes, not counts).
+        let max_desc = (1u32 << cap.log_max_qp_sz.min(15)).min(32768);
         Capabilities {
             max_rx_queues: 1,
             max_tx_queues: MAX_TX_QUEUES,

@@ -122,6 +122,7 @@ fn rx_ring(hca: &Hca, qp: &Qp, cq: CqPoll, pool: &Mempool) -> crate::txrx::RxRin
         stamp: rpmd_pmd::port::RxStamp::new(0, &Default::default()),
         stats: Default::default(),
         graveyard: Default::default(),
+        refill: Pkts::new(),
     }
 }
 
@@ -148,6 +149,8 @@ fn a_send_naming_a_key_no_mr_has_fails_and_the_qp_goes_to_err() {
         sizes: vec![0; 64],
         stats: Default::default(),
         graveyard: Default::default(),
+        pool: pool.clone(),
+        done: Pkts::new(),
     };
     let mut pkts = Pkts::new();
     let mut mb = pool.get().unwrap();

@@ -14,8 +14,8 @@
 //! asks for a CQE; its TXBB counter frees every WQE up to it. A freed
 //! WQE's TXBBs are stamped with the owner bit they had, so a stale one can
 //! never look posted to the device's prefetcher.
-use crate::cq::CqPoll;
-use crate::prm::layout::{CtrlSeg, DataSeg};
+use crate::cq::{Completion, CqPoll};
+use crate::prm::layout::DataSeg;
 use crate::prm::mem::{DevBuf, Wire};
 use crate::prm::{cq as c, qp as q, uar, wire32, wqe};
 use crate::slots::Slots;
@@ -53,13 +53,16 @@ pub(crate) struct RxRing {
     pub stamp: RxStamp,
     pub stats: Arc<CachePadded<QueueStats>>,
     pub graveyard: Graveyard,
+    /// Buffers to post: fresh from the pool, or taken back from a frame
+    /// that was dropped.
+    pub refill: Pkts,
 }
 
 impl RxRing {
     /// Posts `m` in slot `i`: one scatter entry over its data room.
     fn post(&mut self, i: u32, m: Mbuf) {
         let mut d = DataSeg::zeroed();
-        d.byte_count = Be32::new((m.buf_len() - m.headroom()) as u32);
+        d.byte_count = Be32::new(m.tailroom() as u32);
         d.lkey = Be32::new(self.lkey);
         d.addr = Be64::new(m.data_iova().raw());
         self.buf.put(self.rq_off + i as usize * wqe::SEG, &d);
@@ -79,6 +82,31 @@ impl RxRing {
         Ok(())
     }
 
+    /// Posts buffers in the slots the last completions freed (fresh ones
+    /// in bulk from the pool), then rings the doorbell record.
+    #[inline]
+    fn replenish(&mut self) {
+        let free = self.n - self.prod.wrapping_sub(self.cons);
+        let fresh = (free as usize).saturating_sub(self.refill.len());
+        if fresh > 0 && self.pool.get_bulk(&mut self.refill, fresh).is_err() {
+            self.stats.nombuf.add(1);
+        }
+        let mut posted = false;
+        while let Some(m) = self.refill.pop() {
+            if self.prod.wrapping_sub(self.cons) == self.n {
+                let _ = self.refill.push_front(m);
+                break;
+            }
+            let slot = self.prod & (self.n - 1);
+            self.post(slot, m);
+            self.prod = self.prod.wrapping_add(1);
+            posted = true;
+        }
+        if posted {
+            self.ring();
+        }
+    }
+
     /// The doorbell record, after the WQEs it covers.
     #[inline]
     fn ring(&self) {
@@ -90,9 +118,9 @@ impl RxRing {
 
     /// The checksum flags a CQE's status gives.
     #[inline]
-    fn ol_flags(cqe: &crate::prm::layout::Cqe) -> u64 {
-        let st = cqe.status.get();
-        let l4 = st & (c::ST_TCP | c::ST_UDP) != 0 && cqe.checksum.get() == 0xffff;
+    fn ol_flags(cqe: &Completion) -> u64 {
+        let st = cqe.status;
+        let l4 = st & (c::ST_TCP | c::ST_UDP) != 0 && cqe.checksum == 0xffff;
         if l4 && st & c::ST_IPOK != 0 {
             RX_L4_CKSUM_GOOD | rpmd_pmd::mbuf::RX_IP_CKSUM_GOOD
         } else if st & c::ST_IPOK != 0 {
@@ -115,7 +143,7 @@ impl RxQueue for RxRing {
             seen += 1;
             let slot = self.cons & (self.n - 1);
             self.cons = self.cons.wrapping_add(1);
-            if cqe.wqe_index.get() as u32 & (self.n - 1) != slot {
+            if cqe.wqe_index as u32 & (self.n - 1) != slot {
                 self.stats.device_errors.add(1);
             }
             let Some(mut m) = self.slots.take(slot as usize) else {
@@ -123,34 +151,27 @@ impl RxQueue for RxRing {
                 self.stats.errors.add(1);
                 continue;
             };
-            let ok = cqe.owner_sr_opcode & c::OPCODE_MASK != c::OP_ERROR;
-            let fresh = if ok { self.pool.get().ok() } else { None };
-            let len = cqe.byte_cnt.get() as usize;
-            match fresh {
-                Some(new) if m.set_received(len, 0) => {
-                    m.set_ol_flags(Self::ol_flags(&cqe));
-                    bytes += len as u64;
-                    self.post(slot, new);
-                    let _ = out.push(m);
-                    got += 1;
-                }
-                other => {
-                    // Dropped: the same buffer goes back to the device.
-                    match other {
-                        Some(new) => drop(new),
-                        None if ok => self.stats.nombuf.add(1),
-                        None => {}
-                    }
-                    self.stats.errors.add(1);
-                    m.set_data_len(0);
-                    self.post(slot, m);
+            let ok = cqe.opcode != c::OP_ERROR;
+            let len = cqe.byte_cnt as usize;
+            if ok && m.set_received(len, 0) {
+                m.set_ol_flags(Self::ol_flags(&cqe));
+                bytes += len as u64;
+                let _ = out.push(m);
+                got += 1;
+            } else {
+                // Dropped: the same buffer goes back to the device.
+                self.stats.errors.add(1);
+                m.set_data_len(0);
+                if let Err(m) = self.refill.push(m) {
+                    drop(m);
                 }
             }
-            self.prod = self.prod.wrapping_add(1);
         }
         if seen > 0 {
             self.cq.commit();
-            self.ring();
+        }
+        if self.prod.wrapping_sub(self.cons) < self.n {
+            self.replenish();
         }
         self.stats.packets.add(got as u64);
         self.stats.bytes.add(bytes);
@@ -174,6 +195,17 @@ impl Drop for RxRing {
     }
 }
 
+/// TXBBs the WQE of `m` takes (more than any ring when it has more
+/// segments than a WQE holds).
+#[inline(always)]
+fn txbbs_of(m: &Mbuf) -> u32 {
+    let segs = m.nb_segs();
+    if segs + 1 > wqe::MAX_DS as usize {
+        return u32::MAX;
+    }
+    ((1 + segs as u32) * wqe::SEG as u32).div_ceil(q::TXBB as u32)
+}
+
 /// A send ring.
 pub(crate) struct TxRing {
     pub live: Live,
@@ -193,6 +225,10 @@ pub(crate) struct TxRing {
     pub sizes: Vec<u8>,
     pub stats: Arc<CachePadded<QueueStats>>,
     pub graveyard: Graveyard,
+    /// Where sent mbufs go back in bulk (any pool's mbufs are welcome).
+    pub pool: Mempool,
+    /// Sent mbufs on their way back.
+    pub done: Pkts,
 }
 
 impl TxRing {
@@ -207,10 +243,10 @@ impl TxRing {
             seen = true;
             // An error completion (a flush, a bad segment) names one WQE
             // that did not go out.
-            if cqe.owner_sr_opcode & c::OPCODE_MASK == c::OP_ERROR {
+            if cqe.opcode == c::OP_ERROR {
                 self.stats.errors.add(1);
             }
-            let last = cqe.wqe_index.get();
+            let last = cqe.wqe_index;
             while self.cons != self.prod {
                 let first = self.cons;
                 self.free(first);
@@ -222,14 +258,23 @@ impl TxRing {
         if seen {
             self.cq.commit();
         }
+        if !self.done.is_empty() {
+            self.pool.put_bulk(&mut self.done);
+        }
     }
 
     /// Frees the WQE at TXBB counter `first`: its mbuf back, its TXBBs
     /// stamped with the owner bit they had.
+    #[inline]
     fn free(&mut self, first: u32) {
         let slot = (first & (self.txbbs - 1)) as usize;
         let size = self.sizes[slot].max(1) as u32;
-        drop(self.slots.take(slot));
+        if let Some(m) = self.slots.take(slot) {
+            if self.done.is_full() {
+                self.pool.put_bulk(&mut self.done);
+            }
+            let _ = self.done.push(m);
+        }
         for k in 0..size {
             let t = first.wrapping_add(k);
             let owner = if t & self.txbbs != 0 { wqe::OWNER } else { 0 };
@@ -239,39 +284,50 @@ impl TxRing {
     }
 
     /// Writes the WQE for `m` at the producer counter; its TXBBs.
+    #[inline]
     fn post(&mut self, m: &Mbuf, cqe: bool) -> u32 {
-        let segs = m.nb_segs();
-        let ds = 1 + segs as u32;
-        let size = (ds * wqe::SEG as u32).div_ceil(q::TXBB as u32);
         let base = self.prod;
-        let ring = self.txbbs as usize * q::TXBB;
-        for (k, (iova, len)) in m.segment_iovas().enumerate() {
-            let off = (self.at(base) - self.sq_off + (k + 1) * wqe::SEG) % ring;
-            let mut d = DataSeg::zeroed();
-            d.byte_count = Be32::new(len as u32);
-            d.lkey = Be32::new(self.lkey);
-            d.addr = Be64::new(iova.raw());
-            self.buf.put(self.sq_off + off, &d);
-        }
-        let mut ctrl = CtrlSeg::zeroed();
-        ctrl.fence_size = ds as u8;
+        let first = self.at(base);
+        let ds = if m.nb_segs() == 1 {
+            self.put_seg(first + wqe::SEG, m.data_iova().raw(), m.data_len());
+            2
+        } else {
+            let ring = self.txbbs as usize * q::TXBB;
+            for (k, (iova, len)) in m.segment_iovas().enumerate() {
+                let off = (first - self.sq_off + (k + 1) * wqe::SEG) % ring;
+                self.put_seg(self.sq_off + off, iova.raw(), len);
+            }
+            1 + m.nb_segs() as u32
+        };
+        let size = (ds * wqe::SEG as u32).div_ceil(q::TXBB as u32);
+        // Control dwords 1-3 (no VLAN, the size; the CQE request; no
+        // immediate), then the owner dword once every segment is in
+        // memory (Linux: `dma_wmb()`; the device reads the WQE after
+        // seeing the owner bit).
         let flags = wqe::SRCRB_SOLICITED | if cqe { wqe::SRCRB_CQ_UPDATE } else { 0 };
-        ctrl.srcrb_flags = Be32::new(flags);
+        self.buf.store_be32(first + 4, ds);
+        self.buf.store_be32(first + 8, flags);
+        self.buf.store_be32(first + 12, 0);
         let owner = if base & self.txbbs != 0 {
             wqe::OWNER
         } else {
             0
         };
-        // Bytes 4–15 of the control segment, then the owner dword after
-        // every segment is in memory (Linux: `dma_wmb()`).
-        let first = self.at(base);
-        let raw = ctrl.bytes();
-        self.buf.write(first + 4, &raw[4..]);
         fence(Ordering::Release);
         self.buf.store_be32(first, wqe::OP_SEND | owner);
         self.sizes[(base & (self.txbbs - 1)) as usize] = size as u8;
         self.prod = base.wrapping_add(size);
         size
+    }
+
+    /// One data segment at byte `at`: address and key, then the count.
+    #[inline(always)]
+    fn put_seg(&self, at: usize, iova: u64, len: usize) {
+        let mut d = DataSeg::zeroed();
+        d.byte_count = Be32::new(len as u32);
+        d.lkey = Be32::new(self.lkey);
+        d.addr = Be64::new(iova);
+        self.buf.put(at, &d);
     }
 }
 
@@ -281,34 +337,30 @@ impl TxQueue for TxRing {
             return 0;
         }
         self.reap();
-        // How many fit, so that the last one posted asks for the CQE.
+        // Post while the next fits; the last posted (the burst's end, or
+        // the one before a WQE that does not fit) asks for the CQE.
         let limit = self.txbbs - wqe::SQ_SPARE.min(self.txbbs / 2);
         let mut room = limit.saturating_sub(self.prod.wrapping_sub(self.cons));
-        let mut fit = 0;
-        for m in pkts.iter() {
-            let t = (1 + m.nb_segs() as u32) * wqe::SEG as u32;
-            let t = t.div_ceil(q::TXBB as u32);
-            if m.nb_segs() + 1 > wqe::MAX_DS as usize || t > room {
-                break;
-            }
+        let (mut sent, mut bytes) = (0usize, 0u64);
+        let mut next = pkts.first().map(txbbs_of);
+        while let Some(t) = next.filter(|&t| t <= room) {
+            let Some(m) = pkts.pop() else { break };
             room -= t;
-            fit += 1;
+            next = pkts.first().map(txbbs_of);
+            let last = next.is_none_or(|t| t > room);
+            bytes += m.pkt_len() as u64;
+            let slot = (self.prod & (self.txbbs - 1)) as usize;
+            self.post(&m, last);
+            if let Some(old) = self.slots.give(slot, m) {
+                drop(old);
+            }
+            sent += 1;
         }
-        if fit == 0 {
+        if sent == 0 {
             if !pkts.is_empty() {
                 self.stats.full.add(1);
             }
             return 0;
-        }
-        let mut bytes = 0u64;
-        for i in 0..fit {
-            let Some(m) = pkts.pop() else { break };
-            bytes += m.pkt_len() as u64;
-            let slot = (self.prod & (self.txbbs - 1)) as usize;
-            self.post(&m, i + 1 == fit);
-            if let Some(old) = self.slots.give(slot, m) {
-                drop(old);
-            }
         }
         // Every WQE is in memory before the doorbell (Linux: `wmb()`).
         fence(Ordering::SeqCst);
@@ -316,9 +368,9 @@ impl TxQueue for TxRing {
         if self.uar.write32(bell, wire32(self.qpn << 8)).is_err() {
             self.stats.device_errors.add(1);
         }
-        self.stats.packets.add(fit as u64);
+        self.stats.packets.add(sent as u64);
         self.stats.bytes.add(bytes);
-        fit
+        sent
     }
 
     fn in_flight(&mut self) -> usize {
