@@ -103,6 +103,16 @@ impl DevCap {
         if cap.num_ports == 0 || cap.num_ports > 2 {
             return refuse(format!("{} ports", cap.num_ports));
         }
+        // The UAR area lies in BAR2 (8 MiB on a real card; Linux refuses
+        // an area larger than the BAR).
+        if cap.uar_size == 0 || cap.uar_size > 1 << 30 {
+            return refuse(format!("a UAR area of {:#x} bytes", cap.uar_size));
+        }
+        // Context entries of a ConnectX-3 are at most 256 bytes (QPC);
+        // anything far past that is firmware this driver cannot trust.
+        if let Some(e) = cap.entry_sizes.iter().find(|&&e| e == 0 || e > 4096) {
+            return refuse(format!("a context entry of {e} bytes (1..=4096 expected)"));
+        }
         if cap.entry_sizes[8] != 8 {
             return refuse(format!(
                 "MTT entries of {} bytes (8 expected)",
@@ -137,7 +147,9 @@ impl DevCap {
             flags,
             flags2: be32(b, d::FLAGS2),
             rsvd_uars: b[d::RSVD_UARS] >> 4,
-            uar_size: 1u64 << ((b[d::LOG_UAR_SZ] & 0x3f) as u32 + 20),
+            uar_size: 1u64
+                .checked_shl((b[d::LOG_UAR_SZ] & 0x3f) as u32 + 20)
+                .unwrap_or(0),
             log_min_page: b[d::LOG_MIN_PAGE],
             blueflame: b[d::BF] & 0x80 != 0,
             max_sq_sg: b[d::MAX_SQ_SG],

@@ -162,6 +162,12 @@ impl Mlx4Model {
     /// as the options say.
     pub(super) fn mailbox_out(&self, s: &mut State, data: &[u8]) -> u8 {
         let mut data = data.to_vec();
+        let last = s.commands.last().copied();
+        if let Some((_, b)) = s.overrides.iter().rev().find(|o| Some(o.0) == last) {
+            let n = b.len().min(data.len());
+            data.fill(0);
+            data[..n].copy_from_slice(&b[..n]);
+        }
         if let Some((opcode, at, v)) = self.opts.patch {
             if s.commands.last() == Some(&opcode) && at < data.len() {
                 data[at] = v;

@@ -21,6 +21,7 @@
 mod commands;
 mod csum;
 mod engine;
+mod hostile;
 mod icm;
 mod objects;
 mod port;
@@ -77,6 +78,8 @@ struct State {
     qps: qp::Qps,
     stats: ModelStats,
     sent: [std::collections::VecDeque<Vec<u8>>; 2],
+    /// Output mailboxes replaced by test support (opcode, bytes).
+    overrides: Vec<(u16, Vec<u8>)>,
     commands: Vec<u16>,
     resets: u32,
     violations: Vec<String>,
