@@ -26,7 +26,9 @@ fn pool() -> &'static Mempool {
 fuzz_target!(|data: &[u8]| {
     let model = Mlx4Model::new("0000:00:0f.0".parse().unwrap(), ModelOptions::default());
     let func = model.open(&DmaDomain::new()).expect("model function");
-    let Ok(hca) = Hca::open(func, &Options::default()) else { return };
+    let Ok(hca) = Hca::open(func, &Options::default()) else {
+        return;
+    };
     let card = Arc::new(Mutex::new(hca));
     let mut port = Mlx4Port::new("fz-mlx4", card, 1, 0).expect("port 1");
     let pool = pool();

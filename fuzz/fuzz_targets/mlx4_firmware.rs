@@ -13,7 +13,12 @@ use rpmd_pmd::DmaDomain;
 fuzz_target!(|data: &[u8]| {
     let model = Mlx4Model::new("0000:00:10.0".parse().unwrap(), ModelOptions::default());
     // [which, len, bytes...] records: which replies to override.
-    let ops = [op::QUERY_FW, op::QUERY_DEV_CAP, op::QUERY_PORT, op::QUERY_ADAPTER];
+    let ops = [
+        op::QUERY_FW,
+        op::QUERY_DEV_CAP,
+        op::QUERY_PORT,
+        op::QUERY_ADAPTER,
+    ];
     let mut input = data;
     while let [which, len, rest @ ..] = input {
         let n = (*len as usize * 2).min(rest.len());
@@ -24,5 +29,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(hca) = Hca::open(func, &Options::default()) {
         hca.close();
     }
-    assert_eq!(model.mapped_regions(), 0, "nothing left mapped for the device");
+    assert_eq!(
+        model.mapped_regions(),
+        0,
+        "nothing left mapped for the device"
+    );
 });

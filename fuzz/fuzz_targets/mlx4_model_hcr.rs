@@ -23,7 +23,9 @@ fuzz_target!(|data: &[u8]| {
         },
         ..Options::default()
     };
-    let Ok(mut hca) = Hca::open(func.clone(), &opts) else { return };
+    let Ok(mut hca) = Hca::open(func.clone(), &opts) else {
+        return;
+    };
     let _ = hca.init_port(1, 1500);
     let regs = func.bar(0).expect("BAR0");
     let uar = func.bar(2).expect("BAR2");
@@ -43,12 +45,20 @@ fuzz_target!(|data: &[u8]| {
             continue;
         }
         let iova = mb.iova();
-        let words = [(iova >> 32) as u32, iova as u32, b, (iova >> 32) as u32, iova as u32, hcr::POLL_TOKEN];
+        let words = [
+            (iova >> 32) as u32,
+            iova as u32,
+            b,
+            (iova >> 32) as u32,
+            iova as u32,
+            hcr::POLL_TOKEN,
+        ];
         for (i, w) in words.iter().enumerate() {
             let _ = regs.write32(bar0::HCR + 4 * i as u64, wire32(*w));
         }
         let t = unwire32(regs.read32(bar0::HCR + 24).unwrap_or(0)) & hcr::TOGGLE;
-        let d6 = hcr::GO | (t ^ hcr::TOGGLE) | (a & 0xff_ffff) & !(hcr::GO | hcr::TOGGLE | hcr::EVENT);
+        let d6 =
+            hcr::GO | (t ^ hcr::TOGGLE) | (a & 0xff_ffff) & !(hcr::GO | hcr::TOGGLE | hcr::EVENT);
         let _ = regs.write32(bar0::HCR + 24, wire32(d6));
         posted += 1;
         let after = unwire32(regs.read32(bar0::HCR + 24).unwrap_or(0));
@@ -61,7 +71,10 @@ fuzz_target!(|data: &[u8]| {
     // why this target runs without leak detection: fuzz/options/).
     if posted % 2 == 1 {
         let t = unwire32(regs.read32(bar0::HCR + 24).unwrap_or(0)) & hcr::TOGGLE;
-        let _ = regs.write32(bar0::HCR + 24, wire32(hcr::GO | (t ^ hcr::TOGGLE) | op::NOP as u32));
+        let _ = regs.write32(
+            bar0::HCR + 24,
+            wire32(hcr::GO | (t ^ hcr::TOGGLE) | op::NOP as u32),
+        );
     }
     drop(hca);
     drop(model);

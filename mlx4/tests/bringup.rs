@@ -243,7 +243,7 @@ fn capabilities_and_the_port_are_decoded() {
 
 #[test]
 fn firmware_reporting_what_the_driver_cannot_drive_is_refused_cleanly() {
-    let cases: [((u16, usize, u8), &str); 6] = [
+    let cases: [((u16, usize, u8), &str); 9] = [
         (
             (op::QUERY_FW, query_fw::CMD_IF_REV + 1, 1),
             "command interface revision 1",
@@ -261,6 +261,19 @@ fn firmware_reporting_what_the_driver_cannot_drive_is_refused_cleanly() {
             "minimum page 2^13",
         ),
         ((op::QUERY_DEV_CAP, dev_cap::NUM_PORTS, 0), "0 ports"),
+        // 2^(63 + 20) bytes once overflowed the shift computing it.
+        (
+            (op::QUERY_DEV_CAP, dev_cap::LOG_UAR_SZ, 0x3f),
+            "a UAR area of 0x0 bytes",
+        ),
+        (
+            (op::QUERY_DEV_CAP, dev_cap::LOG_UAR_SZ, 11),
+            "a UAR area of 0x80000000 bytes",
+        ),
+        (
+            (op::QUERY_DEV_CAP, dev_cap::QPC_ENTRY, 0x20),
+            "a context entry of 8192 bytes",
+        ),
         ((op::QUERY_PORT, query_port::LINK, 1), "cannot run Ethernet"),
     ];
     for (patch, want) in cases {

@@ -36,7 +36,10 @@ impl Mlx4Model {
     /// The CQs and EQs that exist now.
     pub fn queues(&self) -> (Vec<u32>, Vec<u32>) {
         let s = lock(&self.state);
-        (s.obj.cqs.keys().copied().collect(), s.obj.eqs.keys().copied().collect())
+        (
+            s.obj.cqs.keys().copied().collect(),
+            s.obj.eqs.keys().copied().collect(),
+        )
     }
 
     /// From now on, every output mailbox of `opcode` carries `bytes`
