@@ -352,11 +352,37 @@ fn reset(func: &dyn PciFunction, hcr: &mut Hcr) -> Result<(), Error> {
     Ok(())
 }
 
-/// `core/reset.c` `mlx4_reset`: save config dwords 0..63 (but 22, 23),
-/// take the HW semaphore, write BE 1 to the reset register, wait, poll the
-/// vendor ID back, restore dwords 0..15 with the command register last.
-/// (Linux also restores the PCIe DevCtl and LnkCtl registers; not yet
-/// done here, which matters only on hosts without FLR.)
+/// The PCIe capability's offset in config space, if the function lists
+/// one (capability ID 0x10).
+fn pcie_cap(config: &rpmd_pmd::vfio::Regs) -> Option<u64> {
+    let status = config.read16(cfg::STATUS).ok()?;
+    if status & cfg::STATUS_CAP_LIST == 0 {
+        return None;
+    }
+    let mut at = config.read8(cfg::CAP_PTR).ok()? as u64 & !3;
+    // At most 48 capabilities fit in the 192 bytes after the header.
+    for _ in 0..48 {
+        if at < 0x40 {
+            return None;
+        }
+        if config.read8(at).ok()? == PCIE_CAP_ID {
+            return Some(at);
+        }
+        at = config.read8(at + 1).ok()? as u64 & !3;
+    }
+    None
+}
+
+/// PCI Express capability ID, and its Device Control and Link Control
+/// registers' offsets in it (PCIe base spec §7.5.3).
+const PCIE_CAP_ID: u8 = 0x10;
+const PCIE_DEVCTL: u64 = 0x08;
+const PCIE_LNKCTL: u64 = 0x10;
+
+/// `core/reset.c` `mlx4_reset`: save config dwords 0..63 (but 22, 23) and
+/// the PCIe DevCtl and LnkCtl, take the HW semaphore, write BE 1 to the
+/// reset register, wait, poll the vendor ID back, restore DevCtl and
+/// LnkCtl, then dwords 0..15 with the command register last.
 fn register_reset(func: &dyn PciFunction, hcr: &Hcr) -> Result<(), Error> {
     let addr = func.addr();
     let err = |what: &'static str| {
@@ -374,6 +400,16 @@ fn register_reset(func: &dyn PciFunction, hcr: &Hcr) -> Result<(), Error> {
                 .read32(4 * i as u64)
                 .map_err(err("saving config space"))?;
         }
+    }
+    let pcie = pcie_cap(&config);
+    let mut ctl = [0u16; 2];
+    if let Some(cap) = pcie {
+        ctl[0] = config
+            .read16(cap + PCIE_DEVCTL)
+            .map_err(err("saving DevCtl"))?;
+        ctl[1] = config
+            .read16(cap + PCIE_LNKCTL)
+            .map_err(err("saving LnkCtl"))?;
     }
     let bar0 = hcr.bar0();
     let ms = Duration::from_millis(1);
@@ -398,6 +434,14 @@ fn register_reset(func: &dyn PciFunction, hcr: &Hcr) -> Result<(), Error> {
         named("the device to answer after a reset"),
         || Ok(config.read16(cfg::VENDOR).map_err(err("vendor ID"))? != 0xffff),
     )?;
+    if let Some(cap) = pcie {
+        config
+            .write16(cap + PCIE_DEVCTL, ctl[0])
+            .map_err(err("restoring DevCtl"))?;
+        config
+            .write16(cap + PCIE_LNKCTL, ctl[1])
+            .map_err(err("restoring LnkCtl"))?;
+    }
     for (i, &d) in saved.iter().enumerate().take(16) {
         if i != 1 {
             config

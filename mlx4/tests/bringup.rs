@@ -108,8 +108,20 @@ fn without_flr_the_register_reset_is_used_with_the_semaphore() {
         no_flr: true,
         ..ModelOptions::default()
     });
+    // Settings the reset would lose: the driver restores them.
+    let func = m.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+    let config = func.config().unwrap();
+    config.write16(0x48, 0x5937).unwrap();
+    config.write16(0x50, 0x0043).unwrap();
+    drop((config, func));
+    assert_eq!(m.pcie_control(), (0x5937, 0x0043));
     let hca = open(&m).unwrap();
     assert_eq!(m.resets(), 1);
+    assert_eq!(
+        m.pcie_control(),
+        (0x5937, 0x0043),
+        "DevCtl and LnkCtl restored"
+    );
     drop(hca);
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }

@@ -92,6 +92,32 @@ fn a_command_failing_at_each_start_step_leaves_nothing_and_names_itself() {
 }
 
 #[test]
+fn every_error_status_is_a_typed_error_naming_it_and_leaves_nothing() {
+    let all = [
+        0x01u8, 0x02, 0x03, 0x04, 0x05, 0x06, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x10, 0x20, 0x21, 0x22,
+        0x30, 0x40, 0x50, 0x7f,
+    ];
+    for st in all {
+        let opts = ModelOptions {
+            fail: Some((op::SW2HW_CQ, st)),
+            ..ModelOptions::default()
+        };
+        let mut r = rig("mlx4-fault-status", opts);
+        let Err(e) = r.port.start() else {
+            panic!("status {st:#x}: start succeeded")
+        };
+        let e = e.to_string();
+        let name = status::name(st);
+        assert!(e.contains(&format!("status {st:#04x} ({name})")), "{e}");
+        assert!(
+            r.model.qps().is_empty() && r.model.queues().0.is_empty(),
+            "{name}: objects left"
+        );
+        end(r, None);
+    }
+}
+
+#[test]
 fn a_qp_forced_to_err_flushes_its_sends_and_a_restart_recovers() {
     let mut r = rig("mlx4-fault-err", ModelOptions::default());
     let mut q = r.port.start().unwrap();

@@ -38,6 +38,12 @@ use rpmd_pmd::vfio::{RegisterSpace, Regs};
 use rpmd_pmd::{DmaDomain, DmaRegion, Error};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Where the model's PCIe capability sits in config space, and its
+/// Device and Link Control registers' reset values.
+const PCIE_CAP: usize = 0x40;
+const DEVCTL_RESET: u16 = 0x2810;
+const LNKCTL_RESET: u16 = 0x0000;
+
 /// How the model should (mis)behave.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ModelOptions {
@@ -153,6 +159,7 @@ impl Mlx4Model {
         let device = opts.device_id.unwrap_or(prm::id::CONNECTX3);
         s.config[0] = (device as u32) << 16 | prm::id::VENDOR as u32;
         s.config[2] = 0x0200_0000; // class: Ethernet controller
+        Self::pcie_defaults(&mut s);
         Arc::new(Mlx4Model {
             addr,
             opts,
@@ -254,6 +261,35 @@ impl Mlx4Model {
         s.violations.push(what);
     }
 
+    /// The PCIe capability at 0x40 (listed from the header), with its
+    /// Device and Link Control registers at their reset values.
+    fn pcie_defaults(s: &mut State) {
+        s.config[1] |= (cfg::STATUS_CAP_LIST as u32) << 16;
+        s.config[0x34 / 4] = PCIE_CAP as u32;
+        // ID 0x10, no next capability, capability version 2.
+        s.config[PCIE_CAP / 4] = 0x0002_0010;
+        s.config[(PCIE_CAP + 8) / 4] = DEVCTL_RESET as u32;
+        s.config[(PCIE_CAP + 0x10) / 4] = LNKCTL_RESET as u32;
+    }
+
+    /// The PCIe Device and Link Control registers now.
+    pub fn pcie_control(&self) -> (u16, u16) {
+        let s = lock(&self.state);
+        (
+            s.config[(PCIE_CAP + 8) / 4] as u16,
+            s.config[(PCIE_CAP + 0x10) / 4] as u16,
+        )
+    }
+
+    /// A register reset, as the card's: the firmware's state and, as any
+    /// function reset, the command register and the PCIe control
+    /// registers back to their reset values (the driver restores them).
+    fn register_reset(s: &mut State) {
+        Self::reset(s);
+        s.config[1] &= 0xffff_0000;
+        Self::pcie_defaults(s);
+    }
+
     /// Reset: firmware stopped, no host memory held, T = 0, GO = 0.
     fn reset(s: &mut State) {
         s.hcr = [0; 6];
@@ -312,7 +348,7 @@ impl Mlx4Model {
                 if !s.semaphore {
                     Self::violation(s, "register reset without the HW semaphore".into());
                 }
-                Self::reset(s);
+                Self::register_reset(s);
             }
             _ => Self::violation(s, format!("BAR0 write {off:#x} = {v:#x}")),
         }
