@@ -1,9 +1,10 @@
 //! What the device can do: QUERY_DEV_CAP and QUERY_PORT (digest §2.2
 //! step 3, §2.4; `core/fw.c`), decoded and checked for what this driver
 //! needs.
-use crate::fw::{be16, be32, be64};
 use crate::hcr::{Cmd, Hcr};
+use crate::prm::layout::{DevCapOut, QueryPortOut};
 use crate::prm::mem::DevBuf;
+use crate::prm::mem::Wire;
 use crate::prm::{dev_cap as d, op, query_adapter as qa, query_port as p};
 use crate::Error;
 
@@ -87,7 +88,7 @@ impl DevCap {
             },
         )?;
         let cap = Self::decode(&b);
-        let sys_eqs = be16(&b, d::NUM_SYS_EQS) & 0xfff;
+        let sys_eqs = DevCapOut::from_bytes(&b).map_or(0, |m| m.num_sys_eqs.get()) & 0xfff;
         let refuse = |what: String| Err(Error::Firmware(format!("QUERY_DEV_CAP: {what}")));
         if sys_eqs != 0 {
             return refuse(format!(
@@ -123,44 +124,41 @@ impl DevCap {
     }
 
     fn decode(b: &[u8]) -> DevCap {
-        let flags = be64(b, d::FLAGS);
+        let m = DevCapOut::from_bytes(b).unwrap_or_else(DevCapOut::zeroed);
+        let flags = m.flags.get();
         let both = d::FLAG_VEP_UC_STEER | d::FLAG_VEP_MC_STEER;
-        let mut entry_sizes = [0u16; 10];
-        for (i, e) in entry_sizes.iter_mut().enumerate() {
-            *e = be16(b, d::RDMARC_ENTRY + 2 * i);
-        }
         DevCap {
-            log_max_qp_sz: b[d::LOG_MAX_QP_SZ],
-            log_rsvd_qps: b[d::LOG_RSVD_QPS] & 0xf,
-            log_max_qps: b[d::LOG_MAX_QPS] & 0x1f,
-            log_rsvd_srqs: b[d::LOG_RSVD_SRQS] >> 4,
-            log_max_srqs: b[d::LOG_MAX_SRQS] & 0x1f,
-            log_max_cq_sz: b[d::LOG_MAX_CQ_SZ],
-            log_rsvd_cqs: b[d::LOG_RSVD_CQS] & 0xf,
-            log_max_cqs: b[d::LOG_MAX_CQS] & 0x1f,
-            log_max_mpts: b[d::LOG_MAX_MPTS] & 0x3f,
-            log_rsvd_eqs: b[d::LOG_RSVD_EQS] & 0xf,
-            log_max_eqs: b[d::LOG_MAX_EQS] & 0xf,
-            log_rsvd_mtts: b[d::LOG_RSVD_MTTS] >> 4,
-            log_rsvd_mpts: b[d::LOG_RSVD_MPTS] & 0xf,
-            num_ports: b[d::NUM_PORTS] & 0xf,
+            log_max_qp_sz: m.log_max_qp_sz,
+            log_rsvd_qps: m.log_rsvd_qps & 0xf,
+            log_max_qps: m.log_max_qps & 0x1f,
+            log_rsvd_srqs: m.log_rsvd_srqs >> 4,
+            log_max_srqs: m.log_max_srqs & 0x1f,
+            log_max_cq_sz: m.log_max_cq_sz,
+            log_rsvd_cqs: m.log_rsvd_cqs & 0xf,
+            log_max_cqs: m.log_max_cqs & 0x1f,
+            log_max_mpts: m.log_max_mpts & 0x3f,
+            log_rsvd_eqs: m.log_rsvd_eqs & 0xf,
+            log_max_eqs: m.log_max_eqs & 0xf,
+            log_rsvd_mtts: m.log_rsvd_mtts >> 4,
+            log_rsvd_mpts: m.log_rsvd_mpts & 0xf,
+            num_ports: m.num_ports & 0xf,
             flags,
-            flags2: be32(b, d::FLAGS2),
-            rsvd_uars: b[d::RSVD_UARS] >> 4,
+            flags2: m.flags2.get(),
+            rsvd_uars: m.rsvd_uars >> 4,
             uar_size: 1u64
-                .checked_shl((b[d::LOG_UAR_SZ] & 0x3f) as u32 + 20)
+                .checked_shl((m.log_uar_sz & 0x3f) as u32 + 20)
                 .unwrap_or(0),
-            log_min_page: b[d::LOG_MIN_PAGE],
-            blueflame: b[d::BF] & 0x80 != 0,
-            max_sq_sg: b[d::MAX_SQ_SG],
-            max_sq_desc: be16(b, d::MAX_SQ_DESC),
-            max_rq_sg: b[d::MAX_RQ_SG],
-            max_rq_desc: be16(b, d::MAX_RQ_DESC),
-            log_max_mcgs: b[d::LOG_MAX_MCGS],
-            rsvd_pds: b[d::RSVD_PDS] >> 4,
-            log_max_pds: b[d::LOG_MAX_PDS] & 0x3f,
-            entry_sizes,
-            max_icm: be64(b, d::MAX_ICM),
+            log_min_page: m.log_min_page,
+            blueflame: m.bf & 0x80 != 0,
+            max_sq_sg: m.max_sq_sg,
+            max_sq_desc: m.max_sq_desc.get(),
+            max_rq_sg: m.max_rq_sg,
+            max_rq_desc: m.max_rq_desc.get(),
+            log_max_mcgs: m.log_max_mcgs,
+            rsvd_pds: m.rsvd_pds >> 4,
+            log_max_pds: m.log_max_pds & 0x3f,
+            entry_sizes: m.entry_sizes.map(|e| e.get()),
+            max_icm: m.max_icm.get(),
             steering: if flags & both == both {
                 Steering::B0
             } else {
@@ -182,21 +180,22 @@ impl PortCap {
                 ..Cmd::default()
             },
         )?;
-        if b[p::LINK] & p::SUPPORTS_ETH == 0 {
+        let m = QueryPortOut::from_bytes(&b).unwrap_or_else(QueryPortOut::zeroed);
+        if m.link & p::SUPPORTS_ETH == 0 {
             return Err(Error::Firmware(format!(
                 "QUERY_PORT {port}: the port cannot run Ethernet (types {:#x}); set it to Ethernet with the card's tools",
-                b[p::LINK] & 3
+                m.link & 3
             )));
         }
         let mut mac = [0u8; 6];
-        mac.copy_from_slice(&b[p::MAC + 2..p::MAC + 8]);
+        mac.copy_from_slice(&m.mac.get().to_be_bytes()[2..]);
         Ok(PortCap {
             port,
-            link_up: b[p::LINK] & p::LINK_UP != 0,
-            mtu: be16(&b, p::ETH_MTU),
-            speed_mbps: p::speed_mbps(b[p::SPEED]),
-            log_max_macs: b[p::LOG_MAX_VLAN_MAC] & 0xf,
-            log_max_vlans: b[p::LOG_MAX_VLAN_MAC] >> 4,
+            link_up: m.link & p::LINK_UP != 0,
+            mtu: m.eth_mtu.get(),
+            speed_mbps: p::speed_mbps(m.speed),
+            log_max_macs: m.log_max_vlan_mac & 0xf,
+            log_max_vlans: m.log_max_vlan_mac >> 4,
             mac,
         })
     }

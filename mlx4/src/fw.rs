@@ -1,7 +1,8 @@
 //! Firmware start: QUERY_FW, the firmware area (MAP_FA), RUN_FW,
 //! MOD_STAT_CFG and UNMAP_FA (digest §2.2 steps 2, §2.3; `core/fw.c`).
 use crate::hcr::{Cmd, Hcr};
-use crate::prm::mem::DevBuf;
+use crate::prm::layout::QueryFw;
+use crate::prm::mem::{DevBuf, Wire};
 use crate::prm::{self, op, page_list, query_fw};
 use crate::Error;
 use rpmd_pmd::function::PciFunction;
@@ -21,18 +22,6 @@ pub struct FwInfo {
     pub catas: (u8, u64, u32),
 }
 
-pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
-    (be32(b, at) as u64) << 32 | be32(b, at + 4) as u64
-}
-
 /// QUERY_FW, checked for what this driver needs.
 pub fn query_fw(hcr: &mut Hcr, mb: &DevBuf) -> Result<FwInfo, Error> {
     let b: [u8; 0x40] = hcr.query(
@@ -42,19 +31,16 @@ pub fn query_fw(hcr: &mut Hcr, mb: &DevBuf) -> Result<FwInfo, Error> {
             ..Cmd::default()
         },
     )?;
+    let m = QueryFw::from_bytes(&b).unwrap_or_else(QueryFw::zeroed);
     let info = FwInfo {
-        pages: be16(&b, query_fw::FW_PAGES),
-        version: (
-            be16(&b, query_fw::VER_MAJOR),
-            be16(&b, query_fw::VER_MINOR),
-            be16(&b, query_fw::VER_SUBMINOR),
-        ),
-        cmd_if_rev: be16(&b, query_fw::CMD_IF_REV),
-        log_max_cmds: b[query_fw::LOG_MAX_CMDS],
+        pages: m.fw_pages.get(),
+        version: (m.ver_major.get(), m.ver_minor.get(), m.ver_subminor.get()),
+        cmd_if_rev: m.cmd_if_rev.get(),
+        log_max_cmds: m.log_max_cmds,
         catas: (
-            (b[query_fw::CATAS_BAR] >> 6) * 2,
-            be64(&b, query_fw::CATAS_BASE),
-            be32(&b, query_fw::CATAS_SIZE),
+            (m.catas_bar >> 6) * 2,
+            m.catas_base.get(),
+            m.catas_size.get(),
         ),
     };
     let rev = query_fw::MIN_CMD_IF_REV..=query_fw::MAX_CMD_IF_REV;

@@ -105,6 +105,147 @@ layout!(InitHca, 0x200, {
     mtt_base: 0x100, cmpt_base: 0x108, log_uar_pages: 0x12a, uar_page_sz: 0x12b,
 });
 
+/// §2.3 QUERY_FW output mailbox (`core/fw.c` `mlx4_QUERY_FW`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct QueryFw {
+    /// Firmware-area size in 4 KiB pages.
+    pub fw_pages: Be16,
+    /// Version: major, subminor, minor.
+    pub ver_major: Be16,
+    /// Subminor.
+    pub ver_subminor: Be16,
+    /// Minor.
+    pub ver_minor: Be16,
+    _r0: [u8; 2],
+    /// Command-interface revision.
+    pub cmd_if_rev: Be16,
+    _r1: [u8; 3],
+    /// log2 of the most outstanding commands.
+    pub log_max_cmds: u8,
+    _r2: [u8; 0x20],
+    /// Catastrophic-error buffer: offset in its BAR, dwords, BAR byte.
+    pub catas_base: Be64,
+    /// Its size in dwords.
+    pub catas_size: Be32,
+    /// Bits 7:6 × 2 = its BAR.
+    pub catas_bar: u8,
+    _r3: [u8; 3],
+}
+
+layout!(QueryFw, 0x40, {
+    fw_pages: super::query_fw::FW_PAGES, ver_major: super::query_fw::VER_MAJOR,
+    ver_subminor: super::query_fw::VER_SUBMINOR, ver_minor: super::query_fw::VER_MINOR,
+    cmd_if_rev: super::query_fw::CMD_IF_REV, log_max_cmds: super::query_fw::LOG_MAX_CMDS,
+    catas_base: super::query_fw::CATAS_BASE, catas_size: super::query_fw::CATAS_SIZE,
+    catas_bar: super::query_fw::CATAS_BAR,
+});
+
+/// §2.4 QUERY_DEV_CAP output mailbox (`core/fw.c` `mlx4_QUERY_DEV_CAP`):
+/// the fields a raw-Ethernet driver reads; `log_*` hold log2 values,
+/// masked as `prm::dev_cap` says.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+#[allow(missing_docs)] // each field is the capability of its name
+pub struct DevCapOut {
+    _r0: [u8; 0x10],
+    pub log_max_srq_sz: u8,
+    pub log_max_qp_sz: u8,
+    pub log_rsvd_qps: u8,
+    pub log_max_qps: u8,
+    pub log_rsvd_srqs: u8,
+    pub log_max_srqs: u8,
+    _r1: [u8; 3],
+    pub log_max_cq_sz: u8,
+    pub log_rsvd_cqs: u8,
+    pub log_max_cqs: u8,
+    _r2: u8,
+    pub log_max_mpts: u8,
+    pub log_rsvd_eqs: u8,
+    pub log_max_eqs: u8,
+    pub log_rsvd_mtts: u8,
+    _r3: u8,
+    pub log_rsvd_mpts: u8,
+    _r4: [u8; 3],
+    pub num_sys_eqs: Be16,
+    _r5: [u8; 0x0f],
+    pub num_ports: u8,
+    _r6: [u8; 8],
+    pub flags: Be64,
+    pub rsvd_uars: u8,
+    pub log_uar_sz: u8,
+    _r7: u8,
+    pub log_min_page: u8,
+    pub bf: u8,
+    _r8: [u8; 4],
+    pub max_sq_sg: u8,
+    pub max_sq_desc: Be16,
+    _r9: u8,
+    pub max_rq_sg: u8,
+    pub max_rq_desc: Be16,
+    _r10: [u8; 0x0b],
+    pub log_max_mcgs: u8,
+    pub rsvd_pds: u8,
+    pub log_max_pds: u8,
+    _r11: [u8; 0x0a],
+    pub flags2: Be32,
+    _r12: [u8; 2],
+    pub fs_en: u8,
+    _r13: [u8; 9],
+    /// RDMARC, QPC, AUXC, ALTC, EQC, CQC, SRQC, cMPT, MTT, dMPT.
+    pub entry_sizes: [Be16; 10],
+    _r14: [u8; 0x0c],
+    pub max_icm: Be64,
+    _r15: [u8; 0x58],
+}
+
+layout!(DevCapOut, 0x100, {
+    log_max_srq_sz: super::dev_cap::LOG_MAX_SRQ_SZ, log_max_qp_sz: super::dev_cap::LOG_MAX_QP_SZ,
+    log_rsvd_qps: super::dev_cap::LOG_RSVD_QPS, log_max_qps: super::dev_cap::LOG_MAX_QPS,
+    log_rsvd_srqs: super::dev_cap::LOG_RSVD_SRQS, log_max_srqs: super::dev_cap::LOG_MAX_SRQS,
+    log_max_cq_sz: super::dev_cap::LOG_MAX_CQ_SZ, log_rsvd_cqs: super::dev_cap::LOG_RSVD_CQS,
+    log_max_cqs: super::dev_cap::LOG_MAX_CQS, log_max_mpts: super::dev_cap::LOG_MAX_MPTS,
+    log_rsvd_eqs: super::dev_cap::LOG_RSVD_EQS, log_max_eqs: super::dev_cap::LOG_MAX_EQS,
+    log_rsvd_mtts: super::dev_cap::LOG_RSVD_MTTS, log_rsvd_mpts: super::dev_cap::LOG_RSVD_MPTS,
+    num_sys_eqs: super::dev_cap::NUM_SYS_EQS, num_ports: super::dev_cap::NUM_PORTS,
+    flags: super::dev_cap::FLAGS, rsvd_uars: super::dev_cap::RSVD_UARS,
+    log_uar_sz: super::dev_cap::LOG_UAR_SZ, log_min_page: super::dev_cap::LOG_MIN_PAGE,
+    bf: super::dev_cap::BF, max_sq_sg: super::dev_cap::MAX_SQ_SG,
+    max_sq_desc: super::dev_cap::MAX_SQ_DESC, max_rq_sg: super::dev_cap::MAX_RQ_SG,
+    max_rq_desc: super::dev_cap::MAX_RQ_DESC, log_max_mcgs: super::dev_cap::LOG_MAX_MCGS,
+    rsvd_pds: super::dev_cap::RSVD_PDS, log_max_pds: super::dev_cap::LOG_MAX_PDS,
+    flags2: super::dev_cap::FLAGS2, fs_en: super::dev_cap::FS_EN,
+    entry_sizes: super::dev_cap::RDMARC_ENTRY, max_icm: super::dev_cap::MAX_ICM,
+});
+
+/// §2.4 QUERY_PORT output mailbox (`core/fw.c` `mlx4_QUERY_PORT`,
+/// `core/en_port.c`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct QueryPortOut {
+    /// Bit 7 link up; bits 1:0 supported types.
+    pub link: u8,
+    _r0: u8,
+    /// Ethernet MTU capability.
+    pub eth_mtu: Be16,
+    _r1: u8,
+    /// Speed code.
+    pub speed: u8,
+    _r2: [u8; 4],
+    /// Bits 7:4 log max VLANs, 3:0 log max MACs.
+    pub log_max_vlan_mac: u8,
+    _r3: [u8; 5],
+    /// Bits 47:0: the MAC.
+    pub mac: Be64,
+    _r4: [u8; 8],
+}
+
+layout!(QueryPortOut, 0x20, {
+    link: super::query_port::LINK, eth_mtu: super::query_port::ETH_MTU,
+    speed: super::query_port::SPEED, log_max_vlan_mac: super::query_port::LOG_MAX_VLAN_MAC,
+    mac: super::query_port::MAC,
+});
+
 /// §2.9 SET_PORT GENERAL (`core/port.c`, `struct
 /// mlx4_set_port_general_context`).
 #[repr(C)]
@@ -536,3 +677,9 @@ unsafe impl Wire for DataSeg {}
 unsafe impl Wire for Cqe {}
 // SAFETY: as above.
 unsafe impl Wire for Eqe {}
+// SAFETY: as above.
+unsafe impl Wire for QueryFw {}
+// SAFETY: as above.
+unsafe impl Wire for DevCapOut {}
+// SAFETY: as above.
+unsafe impl Wire for QueryPortOut {}
