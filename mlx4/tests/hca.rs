@@ -248,6 +248,79 @@ fn the_model_refuses_a_wrong_init_hca_as_the_digest_says() {
     clean(&m, "by hand, at the end");
 }
 
+/// Values the fuzzer (mlx4_model_hcr) found overflowing the model's
+/// arithmetic: each is refused with a status now.
+#[test]
+fn the_model_refuses_values_that_would_overflow_its_arithmetic() {
+    let m = model(ModelOptions::default());
+    let mut h = by_hand(&m);
+    let mut far = h.init;
+    far.qpc = Be64::new((u64::MAX & !0xff) | 10);
+    assert_eq!(
+        status_of(init_hca(&mut h, &far)),
+        status::BAD_PARAM,
+        "QPC at the top"
+    );
+    m.clear_violations();
+    let good = h.init;
+    assert_eq!(status_of(init_hca(&mut h, &good)), 0);
+    let exec = |h: &mut ByHand, opcode, op_mod, in_mod, in_param, mailbox: &[u8]| {
+        h.mb.clear();
+        h.mb.write(0, mailbox);
+        let in_param = if in_param == 0 { h.mb.iova() } else { in_param };
+        status_of(h.hcr.exec(Cmd {
+            opcode,
+            op_mod,
+            in_mod,
+            in_param,
+            ..Cmd::default()
+        }))
+    };
+    let mut mtt = [0u8; 24];
+    mtt[..8].copy_from_slice(&u64::MAX.to_be_bytes());
+    assert_eq!(
+        exec(&mut h, op::WRITE_MTT, 0, 1, 0, &mtt),
+        status::ICM_ERROR,
+        "MTT index 2^64 - 1"
+    );
+    let top = u64::MAX & !0xfff;
+    assert_eq!(
+        exec(&mut h, op::UNMAP_ICM, 0, 16, top, &[]),
+        status::BAD_PARAM,
+        "UNMAP_ICM at the top"
+    );
+    let mut general = [0u8; 0x24];
+    general[0x02] = 1 << 5;
+    general[0x03] = 1;
+    general[0x06..0x08].copy_from_slice(&1526u16.to_be_bytes());
+    general[0x1a..0x1c].copy_from_slice(&u16::MAX.to_be_bytes());
+    assert_eq!(
+        exec(&mut h, op::SET_PORT, 1, 1, 0, &general),
+        status::BAD_PARAM,
+        "user MTU 65535"
+    );
+    let mut eq = [0u8; 0x40];
+    eq[..4].copy_from_slice(&0x900u32.to_be_bytes());
+    eq[0x0c] = 6;
+    eq[0x18] = 200;
+    assert_eq!(
+        exec(&mut h, op::SW2HW_EQ, 0, 8, 0, &eq),
+        status::BAD_PARAM,
+        "2^212-byte pages"
+    );
+    assert_eq!(m.violations().len(), 4, "{:?}", m.violations());
+    m.clear_violations();
+    h.hcr
+        .exec(Cmd {
+            opcode: op::CLOSE_HCA,
+            ..Cmd::default()
+        })
+        .unwrap();
+    h.icm.unmap(&mut h.hcr);
+    h.fw.stop(&mut h.hcr);
+    clean(&m, "overflows, at the end");
+}
+
 #[test]
 fn a_port_comes_up_with_its_mac_and_mtu_and_goes_down() {
     let m = model(ModelOptions::default());

@@ -155,7 +155,13 @@ impl Mlx4Model {
 
     pub(super) fn unmap_icm(&self, s: &mut State) -> u8 {
         let va = Self::in_param(s);
-        let end = va + s.hcr[2] as u64 * p::PAGE;
+        let Some(end) = va.checked_add(s.hcr[2] as u64 * p::PAGE) else {
+            Self::violation(
+                s,
+                format!("UNMAP_ICM {va:#x}: past the end of the address space"),
+            );
+            return status::BAD_PARAM;
+        };
         let inside: Vec<u64> = s.icm.map.range(va..end).map(|(&k, _)| k).collect();
         let straddles = inside
             .last()
@@ -428,7 +434,8 @@ impl InitTables {
         extents.push(("cMPT", self.cmpt.base, self.cmpt.bytes()));
         extents.sort_by_key(|e| e.1);
         for (i, &(name, base, len)) in extents.iter().enumerate() {
-            if base % len.next_power_of_two() != 0 || base + len > size {
+            if base % len.next_power_of_two() != 0 || base.checked_add(len).is_none_or(|e| e > size)
+            {
                 return bad(format!(
                     "{name} at {base:#x}+{len:#x}: unaligned or past the ICM size {size:#x}"
                 ));

@@ -54,6 +54,15 @@ pub(super) struct Objects {
     pub cqs: BTreeMap<u32, CqState>,
 }
 
+/// The page shift of a context's `log_page_size` (log2 bytes − 12), up
+/// to 1 GiB pages.
+pub(super) fn page_shift(log_page_size: u8) -> Result<u32, Refusal> {
+    if log_page_size > 18 {
+        return bad(format!("log_page_size {log_page_size}: pages over 1 GiB"));
+    }
+    Ok(log_page_size as u32 + 12)
+}
+
 /// A refused command: its status and what was wrong.
 pub(super) type Refusal = (u8, String);
 
@@ -208,8 +217,10 @@ impl Mlx4Model {
                 return bad("mailbox unreadable".into());
             }
             let first = u64::from_be_bytes(raw[..8].try_into().unwrap_or_default());
-            let at = hca.mtt_base + first * mpt::MTT_ENTRY;
-            if !self.icm_write(s, at, &raw[16..]) {
+            let at = first
+                .checked_mul(mpt::MTT_ENTRY)
+                .and_then(|o| o.checked_add(hca.mtt_base));
+            if !at.is_some_and(|at| self.icm_write(s, at, &raw[16..])) {
                 return Err((status::ICM_ERROR, format!("MTT {first:#x}+{n}: no ICM")));
             }
             Ok(())
@@ -257,7 +268,7 @@ impl Mlx4Model {
             }
             let buf = QBuf {
                 mtt_off: (ctx.mtt_h as u64) << 32 | ctx.mtt_l.get() as u64,
-                page_shift: ctx.log_page_size as u32 + 12,
+                page_shift: page_shift(ctx.log_page_size)?,
             };
             if !self.mark_owned(s, buf, 1 << ctx.log_eq_size, e::EQE as u64) {
                 return Err((
@@ -378,7 +389,7 @@ impl Mlx4Model {
             }
             let buf = QBuf {
                 mtt_off: (ctx.mtt_h as u64) << 32 | ctx.mtt_l.get() as u64,
-                page_shift: ctx.log_page_size as u32 + 12,
+                page_shift: page_shift(ctx.log_page_size)?,
             };
             if !self.mark_owned(s, buf, 1 << log_n, c::CQE as u64) {
                 return bad("CQ buffer: MTT entries missing or unmapped".into());

@@ -101,7 +101,7 @@ impl Mlx4Model {
         if g.flags2 & sp::FLAGS2_USER_MTU != 0 {
             let user = g.user_mtu.get();
             let frame = s.ports[i].frame_mtu;
-            if frame == 0 || user + sp::FRAME_OVERHEAD > frame {
+            if frame == 0 || user as u32 + sp::FRAME_OVERHEAD as u32 > frame as u32 {
                 Self::violation(
                     s,
                     format!("SET_PORT GENERAL: user MTU {user} over the frame MTU {frame}"),

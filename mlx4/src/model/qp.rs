@@ -63,7 +63,7 @@ impl QpState {
             ctx: *ctx,
             buf: QBuf {
                 mtt_off: (ctx.mtt_h as u64) << 32 | ctx.mtt_l.get() as u64,
-                page_shift: ctx.log_page_size as u32 + 12,
+                page_shift: super::objects::page_shift(ctx.log_page_size)?,
             },
             port: (sched >> 6 & 1) + 1,
             sq_off,
