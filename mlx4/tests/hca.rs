@@ -255,7 +255,7 @@ fn the_model_refuses_values_that_would_overflow_its_arithmetic() {
     let m = model(ModelOptions::default());
     let mut h = by_hand(&m);
     let mut far = h.init;
-    far.qpc = Be64::new((u64::MAX & !0xff) | 10);
+    far.qpc = Be64::new(!0xff | 10);
     assert_eq!(
         status_of(init_hca(&mut h, &far)),
         status::BAD_PARAM,
@@ -283,7 +283,7 @@ fn the_model_refuses_values_that_would_overflow_its_arithmetic() {
         status::ICM_ERROR,
         "MTT index 2^64 - 1"
     );
-    let top = u64::MAX & !0xfff;
+    let top: u64 = !0xfff;
     assert_eq!(
         exec(&mut h, op::UNMAP_ICM, 0, 16, top, &[]),
         status::BAD_PARAM,
