@@ -338,3 +338,43 @@ fn link_follows_the_cable_and_a_second_start_works() {
         h.model.violations()
     );
 }
+
+#[test]
+fn pci_device_strings_find_the_driver_by_id_and_share_the_card() {
+    let opts = ModelOptions {
+        wire: true,
+        ..ModelOptions::default()
+    };
+    let model = Mlx4Model::new("0000:00:0a.0".parse().unwrap(), opts);
+    let mut bus = rpmd_pmd::function::ModelBus::new();
+    let m = model.clone();
+    bus.insert(model.describe(), Box::new(move |d| m.open(d)));
+    let mut reg = Registry::empty().with_bus(Box::new(bus));
+    rpmd_mlx4::register(&mut reg);
+    let p = pool("mlx4-eth-pci");
+    let mut a = reg.open("pci:0000:00:0a.0").unwrap();
+    let mut b = reg.open("pci:0000:00:0a.0,port=2").unwrap();
+    assert_eq!(model.resets(), 1, "the second port found the card up");
+    assert_eq!((a.driver(), b.mac_addr()), ("mlx4", MacAddr(mac2())));
+    for (bad, why) in [
+        ("pci:0000:00:0a.0,port=3", "ports 1..=2"),
+        ("pci:0000:00:0a.0,queues=2", "queues"),
+    ] {
+        let e = reg.open(bad).err().unwrap().to_string();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    let frames: Vec<Vec<u8>> = (0..4).map(|k| udp_frame(mac2(), 128, k)).collect();
+    let got: Vec<Vec<u8>> = send_recv(&mut qa, &mut qb, &p, &frames)
+        .into_iter()
+        .map(|g| g.0)
+        .collect();
+    assert_eq!(got, frames);
+    drop((qa, qb, a, b));
+    assert!(!model.running(), "the card closed with its last port");
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
+    assert_eq!(p.available(), p.size());
+}
