@@ -29,6 +29,8 @@ pub(crate) struct Completion {
     pub checksum: u16,
     /// Bits 4:0 of the last byte.
     pub opcode: u8,
+    /// The RSS hash (immed_rss_invalid).
+    pub rss_hash: u32,
 }
 
 /// A CQ the device holds (a copy stays valid if destroying it fails).
@@ -69,6 +71,7 @@ impl CqPoll {
             wqe_index: (hi >> 48) as u16,
             checksum: (hi >> 32) as u16,
             opcode: hi as u8 & p::OPCODE_MASK,
+            rss_hash: self.buf.load_be32(at + 4),
         })
     }
 

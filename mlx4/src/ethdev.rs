@@ -13,13 +13,20 @@
 //! it in reverse; handles of the last start then return 0, and mbufs the
 //! device still held come back once its QPs are reset.
 //!
-//! Receive queues: one (the card spreads over several only through an
-//! RSS QP, not built yet); transmit queues: up to 8.
+//! Receive queues: 1, 2, 4 or 8; with several, their QPs take a range of
+//! numbers and an RSS indirection QP, to which steering sends the frames,
+//! spreads flows over them by a Toeplitz hash of the IP addresses and
+//! TCP/UDP ports (the hash lands in the mbuf, `RX_RSS_HASH`). Transmit
+//! queues: up to 8.
 use crate::cq::Cq;
+use crate::prm::layout::RssCtx;
+use crate::prm::mem::Wire;
+use crate::prm::qp;
 use crate::qp::{Qp, QpSpec};
 use crate::txrx::{Graveyard, Live, RxRing, TxRing};
 use crate::{Error, Hca};
 use crossbeam_utils::CachePadded;
+use rpmd_pmd::endian::Be32;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, Link, MacAddr, Offloads, Port, PortConfig, PortStats, Queues, RxStamp, Xstat,
@@ -30,6 +37,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Most transmit queues a port hands out.
 pub const MAX_TX_QUEUES: u16 = 8;
+/// Most receive queues (a power of two: RSS indexes them by hash bits).
+pub const MAX_RX_QUEUES: u16 = 8;
 
 /// One card, shared by its ports.
 pub type Card = Arc<Mutex<Hca>>;
@@ -44,9 +53,29 @@ struct Started {
     rx: Vec<(Qp, Cq)>,
     tx: Vec<(Qp, Cq)>,
     graveyard: Graveyard,
-    /// MACs attached to receive queue 0's QP.
+    /// The RSS indirection QP, with several receive queues.
+    rss: Option<Qp>,
+    /// MACs attached to the steering QP.
     attached: Vec<[u8; 6]>,
 }
+
+impl Started {
+    /// The QP frames are steered to: the RSS QP, or the one receive QP.
+    fn steer_qpn(&self) -> Option<u32> {
+        self.rss
+            .as_ref()
+            .or(self.rx.first().map(|r| &r.0))
+            .map(|q| q.qpn)
+    }
+}
+
+/// The Toeplitz key RSS hashes with (the one Microsoft's RSS
+/// specification verifies against, and DPDK's default for most PMDs).
+pub const RSS_KEY: [u8; 40] = [
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
+    0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
+    0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+];
 
 /// One Ethernet port of a ConnectX-3.
 pub struct Mlx4Port {
@@ -122,7 +151,9 @@ impl Mlx4Port {
         let Some(st) = self.started.as_mut() else {
             return Ok(());
         };
-        let qpn = st.rx[0].0.qpn;
+        let Some(qpn) = st.steer_qpn() else {
+            return Ok(());
+        };
         let mut hca = lock(&self.card);
         for mac in st.attached.clone() {
             if !want.contains(&mac) {
@@ -158,95 +189,168 @@ impl Mlx4Port {
                 what: "registering the receive pool for the device".into(),
                 source: e,
             })?;
-        let (lkey, port) = (hca.lkey(), self.port);
-        let stamp = RxStamp::new(self.port_id, conf);
+        let n = conf.rx_queues as u32;
+        // Several receive queues take a range of QP numbers that the RSS
+        // QP's hash indexes (`core/en_rx.c` `mlx4_en_config_rss_steer`).
+        let base = if n > 1 {
+            Some(hca.qpns.take_aligned("QP", n)?)
+        } else {
+            None
+        };
         let mut rx = Vec::new();
-        for q in 0..conf.rx_queues as usize {
-            let n = conf.rx_desc as u32;
-            let (cq, poll) = hca.create_cq(n)?;
-            let spec = QpSpec {
-                port,
-                sq_txbbs: 1,
-                rq: Some((n, 16)),
-                cqn_send: cq.cqn,
-                cqn_recv: cq.cqn,
-            };
-            let qp = match hca.create_qp(spec) {
-                Ok(qp) => qp,
-                Err(e) => {
-                    let _ = hca.destroy_cq(cq);
-                    return Err(e);
-                }
-            };
-            let mut ring = RxRing {
-                live: st.live.clone(),
-                buf: qp.buf.clone(),
-                rq_off: qp.rq_off,
-                db: qp.db.clone(),
-                n,
-                cq: poll,
-                slots: crate::slots::Slots::new(n as usize),
-                pool: pool.clone(),
-                lkey,
-                cons: 0,
-                prod: 0,
-                stamp,
-                stats: self.stats.rx(q),
-                graveyard: st.graveyard.clone(),
-                refill: Pkts::new(),
-            };
-            st.rx.push((qp, cq));
-            ring.fill().map_err(|e| Error::Memory {
-                what: "filling the receive ring".into(),
-                source: e,
-            })?;
+        for q in 0..n {
+            let ring = self.start_rx(conf, hca, st, &pool, q, base.map(|b| b + q))?;
             rx.push(Box::new(ring) as Box<dyn rpmd_pmd::port::RxQueue>);
+        }
+        if let Some(base) = base {
+            self.start_rss(hca, st, base, n)?;
         }
         let mut tx = Vec::new();
         for q in 0..conf.tx_queues as usize {
-            let n = conf.tx_desc as u32;
-            let (cq, poll) = hca.create_cq(n)?;
-            let spec = QpSpec {
-                port,
-                sq_txbbs: n,
-                rq: None,
-                cqn_send: cq.cqn,
-                cqn_recv: cq.cqn,
-            };
-            let qp = match hca.create_qp(spec) {
-                Ok(qp) => qp,
-                Err(e) => {
-                    let _ = hca.destroy_cq(cq);
-                    return Err(e);
-                }
-            };
-            // Each send queue maps the UAR pages for itself.
-            let uar = hca.function().bar(2).map_err(|e| Error::Register {
-                what: "BAR2 for a send queue's doorbell".into(),
-                source: e,
-            })?;
-            let ring = TxRing {
-                live: st.live.clone(),
-                qpn: qp.qpn,
-                buf: qp.buf.clone(),
-                sq_off: qp.sq_off,
-                txbbs: n,
-                cq: poll,
-                uar,
-                lkey,
-                prod: 0,
-                cons: 0,
-                slots: crate::slots::Slots::new(n as usize),
-                sizes: vec![0; n as usize],
-                stats: self.stats.tx(q),
-                graveyard: st.graveyard.clone(),
-                pool: pool.clone(),
-                done: Pkts::new(),
-            };
-            st.tx.push((qp, cq));
+            let ring = self.start_tx(conf, hca, st, &pool, q)?;
             tx.push(Box::new(ring) as Box<dyn rpmd_pmd::port::TxQueue>);
         }
         Ok(Queues::new(rx, tx))
+    }
+
+    /// Receive queue `q`: its CQ, its QP (numbered `qpn` in an RSS
+    /// range), the ring posted.
+    fn start_rx(
+        &self,
+        conf: &PortConfig,
+        hca: &mut Hca,
+        st: &mut Started,
+        pool: &rpmd_pmd::Mempool,
+        q: u32,
+        qpn: Option<u32>,
+    ) -> Result<RxRing, Error> {
+        let n = conf.rx_desc as u32;
+        let (cq, poll) = hca.create_cq(n)?;
+        let spec = QpSpec {
+            port: self.port,
+            sq_txbbs: 1,
+            rq: Some((n, 16)),
+            cqn_send: cq.cqn,
+            cqn_recv: cq.cqn,
+            qpn,
+            rss: None,
+        };
+        let qp = match hca.create_qp(spec) {
+            Ok(qp) => qp,
+            Err(e) => {
+                let _ = hca.destroy_cq(cq);
+                return Err(e);
+            }
+        };
+        let mut ring = RxRing {
+            live: st.live.clone(),
+            buf: qp.buf.clone(),
+            rq_off: qp.rq_off,
+            db: qp.db.clone(),
+            n,
+            cq: poll,
+            slots: crate::slots::Slots::new(n as usize),
+            pool: pool.clone(),
+            lkey: hca.lkey(),
+            cons: 0,
+            prod: 0,
+            stamp: RxStamp::new(self.port_id, conf),
+            stats: self.stats.rx(q as usize),
+            graveyard: st.graveyard.clone(),
+            refill: Pkts::new(),
+            rss: conf.rx_queues > 1,
+        };
+        st.rx.push((qp, cq));
+        ring.fill().map_err(|e| Error::Memory {
+            what: "filling the receive ring".into(),
+            source: e,
+        })?;
+        Ok(ring)
+    }
+
+    /// The RSS indirection QP over receive QPs `base..base + n`: Toeplitz
+    /// over IPv4/IPv6 addresses and TCP/UDP ports, frames with nothing to
+    /// hash to the first; it completes nothing itself (receive queue 0's
+    /// CQ stands in its context).
+    fn start_rss(&self, hca: &mut Hca, st: &mut Started, base: u32, n: u32) -> Result<(), Error> {
+        let mut r = RssCtx::zeroed();
+        r.base_qpn = Be32::new(n.trailing_zeros() << 24 | base);
+        r.default_qpn = Be32::new(base);
+        r.base_qpn_udp = Be32::new(base);
+        r.hash_fn = qp::RSS_HASH_TOP;
+        r.flags = qp::RSS_IPV4
+            | qp::RSS_TCP_IPV4
+            | qp::RSS_UDP_IPV4
+            | qp::RSS_IPV6
+            | qp::RSS_TCP_IPV6
+            | qp::RSS_UDP_IPV6;
+        r.rss_key = RSS_KEY;
+        let cqn = st.rx[0].1.cqn;
+        let spec = QpSpec {
+            port: self.port,
+            sq_txbbs: 1,
+            rq: None,
+            cqn_send: cqn,
+            cqn_recv: cqn,
+            qpn: None,
+            rss: Some(r),
+        };
+        st.rss = Some(hca.create_qp(spec)?);
+        Ok(())
+    }
+
+    /// Send queue `q`: its CQ and QP, and a mapping of the UAR pages.
+    fn start_tx(
+        &self,
+        conf: &PortConfig,
+        hca: &mut Hca,
+        st: &mut Started,
+        pool: &rpmd_pmd::Mempool,
+        q: usize,
+    ) -> Result<TxRing, Error> {
+        let n = conf.tx_desc as u32;
+        let (cq, poll) = hca.create_cq(n)?;
+        let spec = QpSpec {
+            port: self.port,
+            sq_txbbs: n,
+            rq: None,
+            cqn_send: cq.cqn,
+            cqn_recv: cq.cqn,
+            qpn: None,
+            rss: None,
+        };
+        let qp = match hca.create_qp(spec) {
+            Ok(qp) => qp,
+            Err(e) => {
+                let _ = hca.destroy_cq(cq);
+                return Err(e);
+            }
+        };
+        // Each send queue maps the UAR pages for itself.
+        let uar = hca.function().bar(2).map_err(|e| Error::Register {
+            what: "BAR2 for a send queue's doorbell".into(),
+            source: e,
+        });
+        let ring = uar.map(|uar| TxRing {
+            live: st.live.clone(),
+            qpn: qp.qpn,
+            buf: qp.buf.clone(),
+            sq_off: qp.sq_off,
+            txbbs: n,
+            cq: poll,
+            uar,
+            lkey: hca.lkey(),
+            prod: 0,
+            cons: 0,
+            slots: crate::slots::Slots::new(n as usize),
+            sizes: vec![0; n as usize],
+            stats: self.stats.tx(q),
+            graveyard: st.graveyard.clone(),
+            pool: pool.clone(),
+            done: Pkts::new(),
+        });
+        st.tx.push((qp, cq));
+        ring
     }
 
     /// Resets every QP, then destroys the CQs; frees what dropped
@@ -254,12 +358,16 @@ impl Mlx4Port {
     fn teardown(&mut self, st: Started) {
         st.live.store(false, Ordering::Relaxed);
         let mut hca = lock(&self.card);
-        if let Some((qp, _)) = st.rx.first() {
+        if let Some(qpn) = st.steer_qpn() {
             for mac in &st.attached {
-                if let Err(e) = hca.detach_mac(self.port, *mac, qp.qpn) {
+                if let Err(e) = hca.detach_mac(self.port, *mac, qpn) {
                     eprintln!("rpmd: warning: {}: {e}", self.name);
                 }
             }
+        }
+        // The RSS QP first: it points at the receive QPs.
+        if let Some(rss) = st.rss {
+            hca.destroy_qp(rss);
         }
         for unicast in [true, false] {
             let _ = hca.set_promisc_qps(self.port, unicast, &[]);
@@ -305,12 +413,12 @@ impl Port for Mlx4Port {
         // in bytes, not counts).
         let max_desc = (1u32 << cap.log_max_qp_sz.min(15)).min(32768);
         Capabilities {
-            max_rx_queues: 1,
+            max_rx_queues: MAX_RX_QUEUES,
             max_tx_queues: MAX_TX_QUEUES,
             min_desc: 64,
             max_desc: max_desc as u16,
             desc_pow2: true,
-            offloads: Offloads::RX_CHECKSUM | Offloads::TX_MULTI_SEGS,
+            offloads: Offloads::RX_CHECKSUM | Offloads::TX_MULTI_SEGS | Offloads::RX_RSS,
             min_mtu: 68,
             max_mtu,
             rx_interrupts: false,
@@ -323,6 +431,16 @@ impl Port for Mlx4Port {
             return Err(self.port_err("configure while started; stop it first"));
         }
         conf.validate(&self.name, &self.capabilities())?;
+        if !conf.rx_queues.is_power_of_two() {
+            return Err(rpmd_pmd::Error::Config {
+                port: self.name.clone(),
+                what: "rx_queues",
+                detail: format!(
+                    "{} queues; RSS spreads over a power of two of them (1, 2, 4, 8)",
+                    conf.rx_queues
+                ),
+            });
+        }
         if let Some(m) = conf.mtu {
             self.mtu = m;
         }
@@ -343,6 +461,7 @@ impl Port for Mlx4Port {
             rx: Vec::new(),
             tx: Vec::new(),
             graveyard: Graveyard::default(),
+            rss: None,
             attached: Vec::new(),
         };
         let card = self.card.clone();

@@ -31,7 +31,8 @@
 //!   reverse and gives ownership back, so a second open works.
 //! - CQs (SW2HW_CQ), raw-Ethernet QPs (RST → INIT → RTR → RTS, 2RST),
 //!   B0 MAC steering ([`steer`]: MGID_HASH, READ_MCG, WRITE_MCG chains,
-//!   the promiscuous lists), and the data path (receive and send rings:
+//!   the promiscuous lists), RSS over up to 8 receive queues (an
+//!   indirection QP, Toeplitz), and the data path (receive and send rings:
 //!   owner bits, stamping, the UAR send doorbell, the RQ doorbell record,
 //!   checksum flags from CQEs).
 //! - [`ethdev`]: a card's ports as rpmd [`Port`]s; [`driver`]: the
@@ -41,8 +42,8 @@
 //!   walking send queues by owner bit, an RX engine steering frames into
 //!   receive WQEs, a cable between its two ports.
 //!
-//! Not yet (issue 23): RSS over several receive queues, VLAN and checksum
-//! insertion, BlueFlame, interrupts.
+//! Not yet (issue 23): VLAN and checksum insertion, BlueFlame,
+//! interrupts.
 //!
 //! [`Port`]: rpmd_pmd::Port
 //! [`PciFunction`]: rpmd_pmd::function::PciFunction

@@ -5,7 +5,7 @@
 //! RTS with the same context each time but for the state nibble; 2RST
 //! to take it down.
 use crate::hcr::Cmd;
-use crate::prm::layout::{QpCtx, QpModify};
+use crate::prm::layout::{QpCtx, QpModify, RssCtx};
 use crate::prm::mem::{DevBuf, Wire};
 use crate::prm::{op, qp as p, uar, wqe};
 use crate::res::MttRange;
@@ -25,6 +25,11 @@ pub(crate) struct QpSpec {
     /// CQs of send and receive completions.
     pub cqn_send: u32,
     pub cqn_recv: u32,
+    /// A number taken beforehand (an RSS range's), or None for the next.
+    pub qpn: Option<u32>,
+    /// An RSS indirection QP's context: frames steered to this QP go to
+    /// the receive QP its hash picks.
+    pub rss: Option<RssCtx>,
 }
 
 /// A QP the device holds, and where its queues are in its buffer.
@@ -73,7 +78,10 @@ impl Hca {
         for t in 0..spec.sq_txbbs as usize {
             buf.store_be32(sq_off + t * p::TXBB, first);
         }
-        let qpn = self.qpns.take("QP")?;
+        let qpn = match spec.qpn {
+            Some(n) => n,
+            None => self.qpns.take("QP")?,
+        };
         let mtt = match self.map_mtt(&buf) {
             Ok(m) => m,
             Err(e) => {
@@ -102,7 +110,7 @@ impl Hca {
             if opcode == op::INIT2RTR_QP {
                 m.ctx.params2 = Be32::new(p::PARAMS2_FPP);
             }
-            if let Err(e) = self.modify_qp(opcode, qpn, Some(&m)) {
+            if let Err(e) = self.modify_qp(opcode, qpn, Some((&m, spec.rss.as_ref()))) {
                 self.destroy_qp(qp);
                 return Err(e);
             }
@@ -113,7 +121,8 @@ impl Hca {
     /// The context mlx4_en fills (`mlx4_en_fill_qp_context`), state RST.
     pub(crate) fn qp_context(&self, qp: &Qp, spec: &QpSpec) -> QpCtx {
         let mut c = QpCtx::zeroed();
-        c.flags = Be32::new(p::ST_MLX);
+        let rss = if spec.rss.is_some() { p::FLAG_RSS } else { 0 };
+        c.flags = Be32::new(p::ST_MLX | rss);
         c.pd = Be32::new(self.pd);
         c.mtu_msgmax = p::MTU_MSGMAX;
         c.rq_size_stride = spec.rq.map_or(0, |(n, s)| size_stride(n, s));
@@ -131,11 +140,13 @@ impl Hca {
         c
     }
 
+    /// A transition of `qpn`: with its modify mailbox (and an RSS context
+    /// laid over the context's path), or none (2RST).
     pub(crate) fn modify_qp(
         &mut self,
         opcode: u16,
         qpn: u32,
-        m: Option<&QpModify>,
+        m: Option<(&QpModify, Option<&RssCtx>)>,
     ) -> Result<(), Error> {
         let mut c = Cmd {
             opcode,
@@ -143,9 +154,15 @@ impl Hca {
             ..Cmd::default()
         };
         match m {
-            Some(m) => {
+            Some((m, rss)) => {
                 self.mailbox.clear();
                 self.mailbox.put(0, m);
+                if let Some(r) = rss {
+                    let at = std::mem::offset_of!(QpModify, ctx)
+                        + std::mem::offset_of!(QpCtx, path)
+                        + p::RSS_OFFSET_IN_PATH;
+                    self.mailbox.put(at, r);
+                }
                 c.in_param = self.mailbox.iova();
             }
             None => c.op_mod = p::TO_RST_OP_MOD,

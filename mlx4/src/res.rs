@@ -54,6 +54,21 @@ impl Ids {
     pub(crate) fn give(&mut self, n: u32) {
         self.free.push(n);
     }
+
+    /// `count` consecutive numbers, the first a multiple of `count` (a
+    /// power of two): an RSS QP's range.
+    pub(crate) fn take_aligned(&mut self, what: &str, count: u32) -> Result<u32, Error> {
+        let first = self.next.next_multiple_of(count);
+        if first.checked_add(count).is_none_or(|e| e > self.end) {
+            return Err(Error::Firmware(format!(
+                "no run of {count} {what} numbers left (the ICM holds {})",
+                self.end
+            )));
+        }
+        self.free.extend(self.next..first);
+        self.next = first + count;
+        Ok(first)
+    }
 }
 
 /// A run of MTT entries describing one buffer.

@@ -37,6 +37,8 @@ fn spec(cqn: u32, rq: Option<(u32, u32)>) -> QpSpec {
         rq,
         cqn_send: cqn,
         cqn_recv: cqn,
+        qpn: None,
+        rss: None,
     }
 }
 
@@ -48,7 +50,7 @@ fn qp_transitions_go_in_order_and_a_cq_in_use_stays() {
     assert_eq!(m.qp_state(qp.qpn), Some(p::RTS));
     let mut again = QpModify::zeroed();
     again.ctx = hca.qp_context(&qp, &spec(cq.cqn, None));
-    let r = hca.modify_qp(op::RST2INIT_QP, qp.qpn, Some(&again));
+    let r = hca.modify_qp(op::RST2INIT_QP, qp.qpn, Some((&again, None)));
     assert_eq!(
         status_of(r),
         status::BAD_QP_STATE,
@@ -123,6 +125,7 @@ fn rx_ring(hca: &Hca, qp: &Qp, cq: CqPoll, pool: &Mempool) -> crate::txrx::RxRin
         stats: Default::default(),
         graveyard: Default::default(),
         refill: Pkts::new(),
+        rss: false,
     }
 }
 

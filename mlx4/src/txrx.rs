@@ -56,6 +56,8 @@ pub(crate) struct RxRing {
     /// Buffers to post: fresh from the pool, or taken back from a frame
     /// that was dropped.
     pub refill: Pkts,
+    /// Whether an RSS QP feeds this ring (its CQEs carry the hash).
+    pub rss: bool,
 }
 
 impl RxRing {
@@ -154,7 +156,12 @@ impl RxQueue for RxRing {
             let ok = cqe.opcode != c::OP_ERROR;
             let len = cqe.byte_cnt as usize;
             if ok && m.set_received(len, 0) {
-                m.set_ol_flags(Self::ol_flags(&cqe));
+                if self.rss {
+                    m.set_rss_hash(cqe.rss_hash);
+                    m.set_ol_flags(Self::ol_flags(&cqe) | rpmd_pmd::mbuf::RX_RSS_HASH);
+                } else {
+                    m.set_ol_flags(Self::ol_flags(&cqe));
+                }
                 bytes += len as u64;
                 let _ = out.push(m);
                 got += 1;

@@ -378,3 +378,84 @@ fn pci_device_strings_find_the_driver_by_id_and_share_the_card() {
     assert!(model.violations().is_empty(), "{:?}", model.violations());
     assert_eq!(p.available(), p.size());
 }
+
+/// A UDP/IPv4 frame of flow `k` (source port 1000 + k) to `dst`.
+fn flow_frame(dst: [u8; 6], k: u16) -> Vec<u8> {
+    let mut f = udp_frame(dst, 80, k as u8);
+    f[34..36].copy_from_slice(&(1000 + k).to_be_bytes());
+    f
+}
+
+#[test]
+fn rss_spreads_flows_over_the_receive_queues_and_keeps_each_on_one() {
+    let model = Mlx4Model::new("0000:00:0b.0".parse().unwrap(), ModelOptions::default());
+    let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+    let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
+    let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
+    let mut port = rpmd_mlx4::ethdev::Mlx4Port::new("mlx4-eth-rss", card, 1, 0).unwrap();
+    let p = pool("mlx4-eth-rss");
+    let three = PortConfig {
+        rx_queues: 3,
+        ..conf(&p)
+    };
+    let e = port.configure(&three).unwrap_err().to_string();
+    assert!(e.contains("power of two"), "{e}");
+    let four = PortConfig {
+        rx_queues: 4,
+        ..conf(&p)
+    };
+    port.configure(&four).unwrap();
+    let mut q = port.start().unwrap();
+    let mut queue_of = std::collections::HashMap::new();
+    for round in 0..3 {
+        for k in 0..64u16 {
+            let f = flow_frame(PORT_MAC, k);
+            assert_eq!(model.inject(1, &f), RxOutcome::Delivered(1));
+            let got: Vec<(u16, u32)> = (0..4u16)
+                .flat_map(|rxq| {
+                    let mut pkts = Pkts::new();
+                    q.rx_burst(rxq, &mut pkts, 32);
+                    pkts.iter()
+                        .map(|m| {
+                            assert_eq!(m.data(), &f[..]);
+                            assert_ne!(m.ol_flags() & rpmd_pmd::mbuf::RX_RSS_HASH, 0);
+                            (rxq, m.rss_hash())
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            assert_eq!(got.len(), 1, "flow {k}: one frame, on one queue");
+            let (rxq, hash) = got[0];
+            assert_eq!(
+                hash & 3,
+                rxq as u32,
+                "flow {k}: the hash's low bits pick the queue"
+            );
+            let first = *queue_of.entry(k).or_insert(got[0]);
+            assert_eq!(
+                first, got[0],
+                "flow {k}, round {round}: same queue, same hash"
+            );
+        }
+    }
+    let mut per_queue = [0; 4];
+    for (rxq, _) in queue_of.values() {
+        per_queue[*rxq as usize] += 1;
+    }
+    assert!(
+        per_queue.iter().all(|&n| n > 0),
+        "64 flows over 4 queues: {per_queue:?}"
+    );
+    // Frames with nothing to hash go to queue 0.
+    let mut arp = udp_frame(PORT_MAC, 60, 0);
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    assert_eq!(model.inject(1, &arp), RxOutcome::Delivered(1));
+    let mut pkts = Pkts::new();
+    assert_eq!(q.rx_burst(0, &mut pkts, 32), 1);
+    drop((pkts, q));
+    port.stop().unwrap();
+    assert!(model.qps().is_empty(), "{:?}", model.qps());
+    drop(port);
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
+    assert_eq!(p.available(), p.size());
+}

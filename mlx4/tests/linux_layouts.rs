@@ -5,7 +5,8 @@
 //! tree by `mlx4/xcheck/linux_layouts.py` (which lays the C structs out
 //! as a compiler would); its header names the tree.
 use rpmd_mlx4::prm::layout::{
-    CqCtx, Cqe, CtrlSeg, DataSeg, EqCtx, Eqe, InitHca, Mgm, Mpt, QpCtx, QpPath, SetPortGeneral,
+    CqCtx, Cqe, CtrlSeg, DataSeg, EqCtx, Eqe, InitHca, Mgm, Mpt, QpCtx, QpPath, RssCtx,
+    SetPortGeneral,
 };
 use rpmd_mlx4::prm::{dev_cap as d, query_fw as f, query_port as p};
 use std::collections::HashMap;
@@ -58,6 +59,23 @@ fn contexts_and_queue_entries_lie_where_linux_puts_them() {
             ("mlx4_qp_path vlan_index", offset_of!(QpPath, vlan_index)),
             ("mlx4_qp_path feup", offset_of!(QpPath, feup)),
             ("mlx4_qp_path dmac", offset_of!(QpPath, dmac)),
+            ("mlx4_rss_context sizeof", size_of::<RssCtx>()),
+            ("mlx4_rss_context base_qpn", offset_of!(RssCtx, base_qpn)),
+            (
+                "mlx4_rss_context default_qpn",
+                offset_of!(RssCtx, default_qpn),
+            ),
+            ("mlx4_rss_context hash_fn", offset_of!(RssCtx, hash_fn)),
+            ("mlx4_rss_context flags", offset_of!(RssCtx, flags)),
+            ("mlx4_rss_context rss_key", offset_of!(RssCtx, rss_key)),
+            (
+                "mlx4_rss_context base_qpn_udp",
+                offset_of!(RssCtx, base_qpn_udp),
+            ),
+            (
+                "MLX4_RSS_OFFSET_IN_QPC_PRI_PATH",
+                rpmd_mlx4::prm::qp::RSS_OFFSET_IN_PATH,
+            ),
             ("mlx4_qp_context sizeof", size_of::<QpCtx>()),
             ("mlx4_qp_context flags", offset_of!(QpCtx, flags)),
             ("mlx4_qp_context pd", offset_of!(QpCtx, pd)),

@@ -26,7 +26,7 @@ FILES = [
     "drivers/net/ethernet/mellanox/mlx4/fw.c",
 ]
 STRUCTS = [
-    "mlx4_qp_path", "mlx4_qp_context", "union mlx4_wqe_qpn_vlan", "mlx4_wqe_ctrl_seg",
+    "mlx4_qp_path", "mlx4_rss_context", "mlx4_qp_context", "union mlx4_wqe_qpn_vlan", "mlx4_wqe_ctrl_seg",
     "mlx4_wqe_data_seg",
     "mlx4_cqe", "mlx4_eqe", "mlx4_mpt_entry", "mlx4_eq_context", "mlx4_cq_context",
     "mlx4_mgm", "mlx4_set_port_general_context",
@@ -160,6 +160,9 @@ def main():
             print(f"{name} {f} {o}")
     for name, val in DEFINES.findall(src):
         print(f"#define {name} {evaluate(val, mac)}")
+    # Enum constants rpmd transcribes.
+    for name in ["MLX4_RSS_OFFSET_IN_QPC_PRI_PATH"]:
+        print(f"#define {name} {evaluate(mac[name], mac)}")
 
 
 if __name__ == "__main__":

@@ -312,7 +312,16 @@ impl Mlx4Model {
             s.stats.rx_not_steered += 1;
             return RxOutcome::NotSteered;
         }
-        let n = qpns.iter().filter(|&&q| self.deliver(s, q, frame)).count();
+        let n = qpns
+            .iter()
+            .filter(|&&q| {
+                // An indirection QP hands the frame to the QP its hash
+                // picks.
+                let rss = s.qps.get(&q).and_then(|qp| qp.rss);
+                let (q, hash) = rss.map_or((q, 0), |r| r.pick(frame));
+                self.deliver(s, q, frame, hash)
+            })
+            .count();
         if n == 0 {
             s.stats.rx_no_wqe += 1;
             return RxOutcome::NoBuffer;
@@ -323,7 +332,7 @@ impl Mlx4Model {
 
     /// Scatters `frame` into QP `qpn`'s next receive WQE, if the doorbell
     /// record (read now) says the driver posted one.
-    fn deliver(&self, s: &mut State, qpn: u32, frame: &[u8]) -> bool {
+    fn deliver(&self, s: &mut State, qpn: u32, frame: &[u8], hash: u32) -> bool {
         let Some(q) = s.qps.get(&qpn).copied() else {
             return false;
         };
@@ -347,6 +356,7 @@ impl Mlx4Model {
             Ok(()) => {
                 let mut e = super::csum::classify(frame);
                 e.vlan_my_qpn = Be32::new(qpn);
+                e.immed_rss_invalid = Be32::new(hash);
                 e.byte_cnt = Be32::new(frame.len() as u32);
                 e.wqe_index = Be16::new(at as u16);
                 e.owner_sr_opcode = c::OP_RECV;

@@ -26,6 +26,7 @@ mod icm;
 mod objects;
 mod port;
 mod qp;
+mod rss;
 mod steer;
 pub use commands::PORT_MAC;
 pub use engine::{ModelStats, RxOutcome};

@@ -26,6 +26,8 @@ pub(super) struct QpState {
     pub sq_cons: u32,
     /// The next receive WQE.
     pub rq_cons: u32,
+    /// An indirection QP's RSS context.
+    pub rss: Option<super::rss::RssState>,
 }
 
 impl QpState {
@@ -73,6 +75,7 @@ impl QpState {
             rq_stride,
             sq_cons: 0,
             rq_cons: 0,
+            rss: None,
         })
     }
 }
@@ -138,6 +141,14 @@ impl Mlx4Model {
             }
             self.check_qp_context(s, qpn, &m.ctx, to)?;
             let mut q = QpState::of(&m.ctx)?;
+            if m.ctx.flags.get() & p::FLAG_RSS != 0 {
+                let at = std::mem::offset_of!(QpModify, ctx)
+                    + std::mem::offset_of!(QpCtx, path)
+                    + p::RSS_OFFSET_IN_PATH;
+                let r = crate::prm::layout::RssCtx::from_bytes(&m.bytes()[at..]);
+                let r = r.ok_or((status::BAD_PARAM, "RSS context cut short".to_string()))?;
+                q.rss = Some(super::rss::RssState::of(&r)?);
+            }
             if let Some(old) = s.qps.get(&qpn) {
                 (q.sq_cons, q.rq_cons) = (old.sq_cons, old.rq_cons);
             }

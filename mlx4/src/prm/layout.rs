@@ -105,6 +105,32 @@ layout!(InitHca, 0x200, {
     mtt_base: 0x100, cmpt_base: 0x108, log_uar_pages: 0x12a, uar_page_sz: 0x12b,
 });
 
+/// §2.8 the RSS context of an indirection QP, at the primary path + 0x24
+/// (`inc/qp.h` `struct mlx4_rss_context`, `core/en_rx.c`
+/// `mlx4_en_config_rss_steer`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RssCtx {
+    /// `log2(QPs) << 24 | first QPN`.
+    pub base_qpn: Be32,
+    /// Where frames with nothing to hash go.
+    pub default_qpn: Be32,
+    _r0: [u8; 2],
+    /// `qp::RSS_HASH_*`.
+    pub hash_fn: u8,
+    /// `qp::RSS_*`: the fields hashed.
+    pub flags: u8,
+    /// The Toeplitz key.
+    pub rss_key: [u8; super::qp::RSS_KEY],
+    /// UDP's base QPN (when UDP is hashed).
+    pub base_qpn_udp: Be32,
+}
+
+layout!(RssCtx, 0x38, {
+    base_qpn: 0x00, default_qpn: 0x04, hash_fn: 0x0a, flags: 0x0b, rss_key: 0x0c,
+    base_qpn_udp: 0x34,
+});
+
 /// §2.3 QUERY_FW output mailbox (`core/fw.c` `mlx4_QUERY_FW`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -679,6 +705,8 @@ unsafe impl Wire for Cqe {}
 unsafe impl Wire for Eqe {}
 // SAFETY: as above.
 unsafe impl Wire for QueryFw {}
+// SAFETY: as above.
+unsafe impl Wire for RssCtx {}
 // SAFETY: as above.
 unsafe impl Wire for DevCapOut {}
 // SAFETY: as above.

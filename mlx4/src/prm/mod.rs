@@ -531,6 +531,22 @@ pub mod qp {
     pub const PARAMS2_FPP: u32 = 1 << 3;
     /// param3 bit 30: VLAN stripping off.
     pub const PARAM3_NO_VLAN_STRIP: u32 = 1 << 30;
+    /// Context flags bit 13: an RSS (indirection) QP, whose RSS context
+    /// ([`super::layout::RssCtx`]) sits at the primary path + 0x24.
+    pub const FLAG_RSS: u32 = 1 << 13;
+    pub const RSS_OFFSET_IN_PATH: usize = 0x24;
+    /// RSS hash functions.
+    pub const RSS_HASH_XOR: u8 = 0;
+    pub const RSS_HASH_TOP: u8 = 1;
+    /// RSS flags: the fields hashed.
+    pub const RSS_UDP_IPV6: u8 = 1 << 0;
+    pub const RSS_UDP_IPV4: u8 = 1 << 1;
+    pub const RSS_TCP_IPV6: u8 = 1 << 2;
+    pub const RSS_IPV6: u8 = 1 << 3;
+    pub const RSS_TCP_IPV4: u8 = 1 << 4;
+    pub const RSS_IPV4: u8 = 1 << 5;
+    /// The Toeplitz key's bytes.
+    pub const RSS_KEY: usize = 40;
 }
 
 /// §3.1 send WQEs (`inc/qp.h`, `core/en_tx.c`).
