@@ -8,7 +8,7 @@
 //! which the device reads to know how far it may write.
 use crate::hcr::Cmd;
 use crate::prm::layout::CqCtx;
-use crate::prm::mem::{DevBuf, Wire};
+use crate::prm::mem::{DevBuf, RingMem, Wire};
 use crate::prm::{cq as p, op, uar};
 use crate::res::MttRange;
 use crate::{Error, Hca};
@@ -29,8 +29,6 @@ pub(crate) struct Completion {
     pub checksum: u16,
     /// Bits 4:0 of the last byte.
     pub opcode: u8,
-    /// The RSS hash (immed_rss_invalid).
-    pub rss_hash: u32,
 }
 
 /// A CQ the device holds (a copy stays valid if destroying it fails).
@@ -42,7 +40,7 @@ pub(crate) struct Cq {
 
 /// Reading completions.
 pub(crate) struct CqPoll {
-    buf: Arc<DevBuf>,
+    ring: RingMem<{ p::CQE }>,
     db: Arc<DevBuf>,
     nent: u32,
     /// Consumer index (free-running).
@@ -53,8 +51,7 @@ impl CqPoll {
     /// The next completion, if the device has written it.
     #[inline(always)]
     pub(crate) fn next(&mut self) -> Option<Completion> {
-        let at = (self.ci & (self.nent - 1)) as usize * p::CQE;
-        let owner = self.buf.load8(at + 0x1f) & p::OWNER != 0;
+        let owner = self.ring.get::<u8, 0x1f>(self.ci) & p::OWNER != 0;
         if owner != (self.ci & self.nent != 0) {
             return None;
         }
@@ -62,8 +59,8 @@ impl CqPoll {
         // first; its release pairs with this acquire). The fields a
         // driver uses sit in its last 16 bytes: two loads.
         fence(Ordering::Acquire);
-        let lo = u64::from_be(self.buf.get::<u64>(at + 0x10)?);
-        let hi = u64::from_be(self.buf.get::<u64>(at + 0x18)?);
+        let lo = u64::from_be(self.ring.get::<u64, 0x10>(self.ci));
+        let hi = u64::from_be(self.ring.get::<u64, 0x18>(self.ci));
         self.ci = self.ci.wrapping_add(1);
         Some(Completion {
             status: (lo >> 48) as u16,
@@ -71,8 +68,14 @@ impl CqPoll {
             wqe_index: (hi >> 48) as u16,
             checksum: (hi >> 32) as u16,
             opcode: hi as u8 & p::OPCODE_MASK,
-            rss_hash: self.buf.load_be32(at + 4),
         })
+    }
+
+    /// The RSS hash (immed_rss_invalid) of the completion `next` returned
+    /// last.
+    #[inline]
+    pub(crate) fn last_rss_hash(&self) -> u32 {
+        u32::from_be(self.ring.get::<u32, 4>(self.ci.wrapping_sub(1)))
     }
 
     /// Tells the device how far the driver has read (set_ci).
@@ -90,9 +93,11 @@ impl Hca {
     pub(crate) fn create_cq(&mut self, nent: u32) -> Result<(Cq, CqPoll), Error> {
         let func = self.function().clone();
         let buf = Arc::new(DevBuf::new(&*func, "mlx4 CQ", nent as usize * p::CQE)?);
+        let ring = RingMem::new(buf, 0, nent)
+            .ok_or_else(|| Error::Firmware(format!("a CQ of {nent} entries")))?;
         let db = Arc::new(DevBuf::new(&*func, "mlx4 CQ doorbell record", 64)?);
         let cqn = self.cqns.take("CQ")?;
-        let mtt = match self.map_mtt(&buf) {
+        let mtt = match self.map_mtt(ring.buf()) {
             Ok(m) => m,
             Err(e) => {
                 self.cqns.give(cqn);
@@ -117,7 +122,7 @@ impl Hca {
             return Err(e);
         }
         let poll = CqPoll {
-            buf,
+            ring,
             db,
             nent,
             ci: 0,

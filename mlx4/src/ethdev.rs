@@ -20,7 +20,7 @@
 //! queues: up to 8.
 use crate::cq::Cq;
 use crate::prm::layout::RssCtx;
-use crate::prm::mem::Wire;
+use crate::prm::mem::{RingMem, Wire};
 use crate::prm::qp;
 use crate::qp::{Qp, QpSpec};
 use crate::txrx::{Graveyard, Live, RxRing, TxRing};
@@ -242,10 +242,18 @@ impl Mlx4Port {
                 return Err(e);
             }
         };
+        let wqes = RingMem::new(qp.buf.clone(), qp.rq_off, n)
+            .ok_or_else(|| Error::Firmware(format!("a receive ring of {n} WQEs")));
+        let wqes = match wqes {
+            Ok(w) => w,
+            Err(e) => {
+                st.rx.push((qp, cq));
+                return Err(e);
+            }
+        };
         let mut ring = RxRing {
             live: st.live.clone(),
-            buf: qp.buf.clone(),
-            rq_off: qp.rq_off,
+            wqes,
             db: qp.db.clone(),
             n,
             cq: poll,
@@ -331,24 +339,27 @@ impl Mlx4Port {
             what: "BAR2 for a send queue's doorbell".into(),
             source: e,
         });
-        let ring = uar.map(|uar| TxRing {
-            live: st.live.clone(),
-            qpn: qp.qpn,
-            buf: qp.buf.clone(),
-            sq_off: qp.sq_off,
-            txbbs: n,
-            cq: poll,
-            uar,
-            lkey: hca.lkey(),
-            prod: 0,
-            cons: 0,
-            slots: crate::slots::Slots::new(n as usize),
-            sizes: vec![0; n as usize],
-            stats: self.stats.tx(q),
-            graveyard: st.graveyard.clone(),
-            pool: pool.clone(),
-            done: Pkts::new(),
-        });
+        let sq = RingMem::new(qp.buf.clone(), qp.sq_off, n)
+            .ok_or_else(|| Error::Firmware(format!("a send ring of {n} TXBBs")));
+        let ring = uar
+            .and_then(|uar| sq.map(|sq| (uar, sq)))
+            .map(|(uar, sq)| TxRing {
+                live: st.live.clone(),
+                qpn: qp.qpn,
+                sq,
+                txbbs: n,
+                cq: poll,
+                uar,
+                lkey: hca.lkey(),
+                prod: 0,
+                cons: 0,
+                slots: crate::slots::Slots::new(n as usize),
+                sizes: vec![0; n as usize],
+                stats: self.stats.tx(q),
+                graveyard: st.graveyard.clone(),
+                pool: pool.clone(),
+                done: Pkts::new(),
+            });
         st.tx.push((qp, cq));
         ring
     }

@@ -5,7 +5,7 @@ use crate::cq::CqPoll;
 use crate::eq::Event;
 use crate::model::{Mlx4Model, ModelOptions, RxOutcome, PORT_MAC};
 use crate::prm::layout::QpModify;
-use crate::prm::mem::Wire;
+use crate::prm::mem::{RingMem, Wire};
 use crate::prm::{cq as c, op, qp as p, status};
 use crate::qp::{Qp, QpSpec};
 use crate::slots::Slots;
@@ -111,8 +111,7 @@ fn a_cq_smaller_than_its_queue_overruns_into_a_cq_error_event() {
 fn rx_ring(hca: &Hca, qp: &Qp, cq: CqPoll, pool: &Mempool) -> crate::txrx::RxRing {
     crate::txrx::RxRing {
         live: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
-        buf: qp.buf.clone(),
-        rq_off: qp.rq_off,
+        wqes: RingMem::new(qp.buf.clone(), qp.rq_off, 256).unwrap(),
         db: qp.db.clone(),
         n: 256,
         cq,
@@ -140,8 +139,7 @@ fn a_send_naming_a_key_no_mr_has_fails_and_the_qp_goes_to_err() {
     let mut ring = TxRing {
         live: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
         qpn: qp.qpn,
-        buf: qp.buf.clone(),
-        sq_off: qp.sq_off,
+        sq: RingMem::new(qp.buf.clone(), qp.sq_off, 64).unwrap(),
         txbbs: 64,
         cq: poll,
         uar: hca.function().bar(2).unwrap(),

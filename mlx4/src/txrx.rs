@@ -16,7 +16,7 @@
 //! never look posted to the device's prefetcher.
 use crate::cq::{Completion, CqPoll};
 use crate::prm::layout::DataSeg;
-use crate::prm::mem::{DevBuf, Wire};
+use crate::prm::mem::{DevBuf, RingMem, Wire};
 use crate::prm::{cq as c, qp as q, uar, wire32, wqe};
 use crate::slots::Slots;
 use crossbeam_utils::CachePadded;
@@ -39,8 +39,8 @@ pub(crate) type Graveyard = Arc<Mutex<Vec<Slots>>>;
 /// A receive ring.
 pub(crate) struct RxRing {
     pub live: Live,
-    pub buf: Arc<DevBuf>,
-    pub rq_off: usize,
+    /// The receive WQEs (one scatter entry each) in the QP's buffer.
+    pub wqes: RingMem<{ wqe::SEG }>,
     pub db: Arc<DevBuf>,
     pub n: u32,
     pub cq: CqPoll,
@@ -67,7 +67,7 @@ impl RxRing {
         d.byte_count = Be32::new(m.tailroom() as u32);
         d.lkey = Be32::new(self.lkey);
         d.addr = Be64::new(m.data_iova().raw());
-        self.buf.put(self.rq_off + i as usize * wqe::SEG, &d);
+        self.wqes.put::<DataSeg, 0>(i, d);
         if let Some(old) = self.slots.give(i as usize, m) {
             drop(old);
         }
@@ -157,7 +157,7 @@ impl RxQueue for RxRing {
             let len = cqe.byte_cnt as usize;
             if ok && m.set_received(len, 0) {
                 if self.rss {
-                    m.set_rss_hash(cqe.rss_hash);
+                    m.set_rss_hash(self.cq.last_rss_hash());
                     m.set_ol_flags(Self::ol_flags(&cqe) | rpmd_pmd::mbuf::RX_RSS_HASH);
                 } else {
                     m.set_ol_flags(Self::ol_flags(&cqe));
@@ -217,8 +217,8 @@ fn txbbs_of(m: &Mbuf) -> u32 {
 pub(crate) struct TxRing {
     pub live: Live,
     pub qpn: u32,
-    pub buf: Arc<DevBuf>,
-    pub sq_off: usize,
+    /// The send queue's TXBBs in the QP's buffer.
+    pub sq: RingMem<{ q::TXBB }>,
     /// TXBBs (a power of two).
     pub txbbs: u32,
     pub cq: CqPoll,
@@ -239,10 +239,6 @@ pub(crate) struct TxRing {
 }
 
 impl TxRing {
-    fn at(&self, counter: u32) -> usize {
-        self.sq_off + (counter & (self.txbbs - 1)) as usize * q::TXBB
-    }
-
     /// Frees every WQE up to and including the one each CQE names.
     fn reap(&mut self) {
         let mut seen = false;
@@ -285,7 +281,7 @@ impl TxRing {
         for k in 0..size {
             let t = first.wrapping_add(k);
             let owner = if t & self.txbbs != 0 { wqe::OWNER } else { 0 };
-            self.buf.store_be32(self.at(t), wqe::STAMP | owner);
+            self.sq.put::<u32, 0>(t, (wqe::STAMP | owner).to_be());
         }
         self.cons = first.wrapping_add(size);
     }
@@ -294,15 +290,23 @@ impl TxRing {
     #[inline]
     fn post(&mut self, m: &Mbuf, cqe: bool) -> u32 {
         let base = self.prod;
-        let first = self.at(base);
         let ds = if m.nb_segs() == 1 {
-            self.put_seg(first + wqe::SEG, m.data_iova().raw(), m.data_len());
+            let d = self.seg(m.data_iova().raw(), m.data_len());
+            self.sq.put::<DataSeg, { wqe::SEG }>(base, d);
             2
         } else {
-            let ring = self.txbbs as usize * q::TXBB;
+            // Segment k sits 16 (k + 1) bytes into the WQE, which may run
+            // past the ring's end onto its start: one TXBB at a time.
             for (k, (iova, len)) in m.segment_iovas().enumerate() {
-                let off = (first - self.sq_off + (k + 1) * wqe::SEG) % ring;
-                self.put_seg(self.sq_off + off, iova.raw(), len);
+                let pos = (k + 1) * wqe::SEG;
+                let txbb = base.wrapping_add((pos / q::TXBB) as u32);
+                let d = self.seg(iova.raw(), len);
+                match pos % q::TXBB {
+                    0 => self.sq.put::<DataSeg, 0>(txbb, d),
+                    16 => self.sq.put::<DataSeg, 16>(txbb, d),
+                    32 => self.sq.put::<DataSeg, 32>(txbb, d),
+                    _ => self.sq.put::<DataSeg, 48>(txbb, d),
+                }
             }
             1 + m.nb_segs() as u32
         };
@@ -312,29 +316,29 @@ impl TxRing {
         // memory (Linux: `dma_wmb()`; the device reads the WQE after
         // seeing the owner bit).
         let flags = wqe::SRCRB_SOLICITED | if cqe { wqe::SRCRB_CQ_UPDATE } else { 0 };
-        self.buf.store_be32(first + 4, ds);
-        self.buf.store_be32(first + 8, flags);
-        self.buf.store_be32(first + 12, 0);
+        self.sq.put::<u32, 4>(base, ds.to_be());
+        self.sq.put::<u32, 8>(base, flags.to_be());
+        self.sq.put::<u32, 12>(base, 0);
         let owner = if base & self.txbbs != 0 {
             wqe::OWNER
         } else {
             0
         };
         fence(Ordering::Release);
-        self.buf.store_be32(first, wqe::OP_SEND | owner);
+        self.sq.put::<u32, 0>(base, (wqe::OP_SEND | owner).to_be());
         self.sizes[(base & (self.txbbs - 1)) as usize] = size as u8;
         self.prod = base.wrapping_add(size);
         size
     }
 
-    /// One data segment at byte `at`: address and key, then the count.
+    /// One data segment.
     #[inline(always)]
-    fn put_seg(&self, at: usize, iova: u64, len: usize) {
+    fn seg(&self, iova: u64, len: usize) -> DataSeg {
         let mut d = DataSeg::zeroed();
         d.byte_count = Be32::new(len as u32);
         d.lkey = Be32::new(self.lkey);
         d.addr = Be64::new(iova);
-        self.buf.put(at, &d);
+        d
     }
 }
 

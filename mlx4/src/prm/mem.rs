@@ -178,3 +178,69 @@ impl DevBuf {
         }
     }
 }
+
+/// A ring inside a [`DevBuf`]: `entries` (a power of two) of `STRIDE`
+/// bytes from byte `base`, its bounds checked once when it is made, so
+/// that the data path's accesses need none: an entry's index is masked,
+/// and the byte offset inside it is a constant checked at compile time.
+pub struct RingMem<const STRIDE: usize> {
+    buf: std::sync::Arc<DevBuf>,
+    base: usize,
+    mask: u32,
+}
+
+impl<const STRIDE: usize> RingMem<STRIDE> {
+    /// The ring, if it fits in `buf` and starts 8-aligned (what its
+    /// accesses need).
+    pub fn new(buf: std::sync::Arc<DevBuf>, base: usize, entries: u32) -> Option<Self> {
+        let fits = (entries as usize)
+            .checked_mul(STRIDE)
+            .and_then(|n| n.checked_add(base))
+            .is_some_and(|end| end <= buf.len);
+        let aligned = base % 8 == 0 && STRIDE % 8 == 0;
+        (entries.is_power_of_two() && fits && aligned).then_some(RingMem {
+            buf,
+            base,
+            mask: entries - 1,
+        })
+    }
+
+    /// The buffer the ring lies in.
+    pub fn buf(&self) -> &DevBuf {
+        &self.buf
+    }
+
+    /// The address of byte `AT` of entry `index` (masked).
+    #[inline(always)]
+    fn at<T, const AT: usize>(&self, index: u32) -> *mut T {
+        const {
+            assert!(AT + size_of::<T>() <= STRIDE && AT % align_of::<T>() == 0);
+            assert!(align_of::<T>() <= 8);
+        }
+        let off = self.base + (index & self.mask) as usize * STRIDE + AT;
+        // SAFETY: `off + size_of::<T>() <= base + entries * STRIDE <=
+        // len` (the index is masked below `entries`, `AT + size <=
+        // STRIDE` at compile time, the rest checked in `new`), so the
+        // pointer stays inside the region.
+        unsafe { self.buf.region.as_ptr().add(off).cast() }
+    }
+
+    /// Writes `v` at byte `AT` of entry `index`.
+    #[inline(always)]
+    pub fn put<T: Wire, const AT: usize>(&self, index: u32, v: T) {
+        let p = self.at::<T, AT>(index);
+        // SAFETY: in bounds (`at`), aligned (`base` and `STRIDE` are
+        // multiples of 8 and `AT` of `T`'s alignment, which is at most
+        // 8 for every `Wire` layout here), volatile: no reference into
+        // memory the device writes.
+        unsafe { p.write_volatile(v) }
+    }
+
+    /// Reads the `T` at byte `AT` of entry `index`.
+    #[inline(always)]
+    pub fn get<T: Wire, const AT: usize>(&self, index: u32) -> T {
+        let p = self.at::<T, AT>(index);
+        // SAFETY: as in `put`; every bit pattern is a `T` (`Wire`).
+        unsafe { p.read_volatile() }
+    }
+}
