@@ -169,3 +169,47 @@ fn a_send_naming_a_key_no_mr_has_fails_and_the_qp_goes_to_err() {
     hca.destroy_qp(qp);
     hca.destroy_cq(cq).unwrap();
 }
+
+#[test]
+fn the_multicast_filter_drops_groups_it_does_not_list_while_on() {
+    let (m, mut hca) = hca();
+    hca.init_port(1, 1500).unwrap();
+    let pool = Mempool::new(&MempoolConfig::new("mlx4-mcfltr", 512)).unwrap();
+    hca.function().domain().register_pool(&pool).unwrap();
+    let (cq, poll) = hca.create_cq(256).unwrap();
+    let qp = hca.create_qp(spec(cq.cqn, Some((256, 16)))).unwrap();
+    let group = [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01];
+    hca.attach_mac(1, group, qp.qpn).unwrap();
+    let mut ring = rx_ring(&hca, &qp, poll, &pool);
+    ring.fill().unwrap();
+    let mut f = vec![0u8; 64];
+    f[..6].copy_from_slice(&group);
+    let mut fltr = |op_mod: u8, mac: u64| {
+        hca.hcr
+            .exec(crate::hcr::Cmd {
+                opcode: op::SET_MCAST_FLTR,
+                op_mod,
+                in_mod: 1,
+                in_param: mac,
+                ..Default::default()
+            })
+            .unwrap();
+    };
+    use crate::prm::mcg as g;
+    assert_eq!(m.inject(1, &f), RxOutcome::Delivered(1), "no filter");
+    fltr(g::FLTR_CONFIG, g::FLTR_CLEAR | 0x0100_5e00_0002);
+    fltr(g::FLTR_ENABLE, 0);
+    assert_eq!(m.inject(1, &f), RxOutcome::NotSteered, "not listed");
+    fltr(g::FLTR_CONFIG, 0x0100_5e00_0001);
+    assert_eq!(m.inject(1, &f), RxOutcome::Delivered(1), "listed");
+    fltr(g::FLTR_CONFIG, g::FLTR_CLEAR | 0x0100_5e00_0002);
+    assert_eq!(m.inject(1, &f), RxOutcome::NotSteered, "cleared");
+    fltr(g::FLTR_DISABLE, 0);
+    assert_eq!(m.inject(1, &f), RxOutcome::Delivered(1), "filter off");
+    drop(ring);
+    hca.detach_mac(1, group, qp.qpn).unwrap();
+    hca.destroy_qp(qp);
+    hca.destroy_cq(cq).unwrap();
+    hca.close_port(1).unwrap();
+    assert!(m.violations().is_empty(), "{:?}", m.violations());
+}

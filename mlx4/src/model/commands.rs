@@ -137,7 +137,8 @@ impl Mlx4Model {
             op::MGID_HASH => self.mgid_hash(s),
             op::READ_MCG => self.read_mcg(s),
             op::WRITE_MCG => self.write_mcg(s, op_mod),
-            op::CONF_SPECIAL_QP | op::NOP | op::SET_MCAST_FLTR => status::OK,
+            op::SET_MCAST_FLTR => self.set_mcast_fltr(s, op_mod),
+            op::CONF_SPECIAL_QP | op::NOP => status::OK,
             _ => status::BAD_OP,
         }
     }

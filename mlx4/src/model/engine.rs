@@ -307,6 +307,11 @@ impl Mlx4Model {
             return RxOutcome::BadLength;
         }
         let dmac: [u8; 6] = frame[..6].try_into().unwrap_or_default();
+        let mac = dmac.iter().fold(0u64, |v, &b| v << 8 | b as u64);
+        if dmac[0] & 1 == 1 && ps.mcast_filter.as_ref().is_some_and(|f| !f.contains(&mac)) {
+            s.stats.rx_not_steered += 1;
+            return RxOutcome::NotSteered;
+        }
         let qpns = self.steer(s, port, dmac);
         if qpns.is_empty() {
             s.stats.rx_not_steered += 1;

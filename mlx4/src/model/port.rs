@@ -4,7 +4,7 @@ use super::commands::NUM_PORTS;
 use super::{Mlx4Model, State};
 use crate::prm::layout::{MacTable, SetPortGeneral};
 use crate::prm::mem::Wire;
-use crate::prm::{eq as e, set_port as sp, status};
+use crate::prm::{eq as e, mcg, set_port as sp, status};
 
 /// The largest MTU the model's ports take (QUERY_PORT says so).
 pub(super) const MAX_MTU: u16 = 9600;
@@ -22,6 +22,11 @@ pub(super) struct PortState {
     pub rqp_calc: Option<[u8; 0x20]>,
     /// The promiscuous QP lists: multicast [0], unicast [1].
     pub promisc: [Vec<u32>; 2],
+    /// SET_MCAST_FLTR: while on, a multicast frame to a MAC not listed
+    /// is dropped before steering.
+    pub mcast_filter: Option<Vec<u64>>,
+    /// The MACs SET_MCAST_FLTR CONFIG listed.
+    pub mcast_macs: Vec<u64>,
 }
 
 impl Mlx4Model {
@@ -109,6 +114,35 @@ impl Mlx4Model {
                 return status::BAD_PARAM;
             }
             s.ports[i].user_mtu = user;
+        }
+        status::OK
+    }
+
+    /// SET_MCAST_FLTR (digest §2.9): CONFIG adds a MAC (the clear bit
+    /// empties the list first), DISABLE and ENABLE turn the filter off and
+    /// on.
+    pub(super) fn set_mcast_fltr(&self, s: &mut State, op_mod: u8) -> u8 {
+        let Some(i) = Self::port_of(s, "SET_MCAST_FLTR") else {
+            return status::BAD_PARAM;
+        };
+        let v = Self::in_param(s);
+        let ps = &mut s.ports[i];
+        match op_mod {
+            mcg::FLTR_CONFIG => {
+                if v & mcg::FLTR_CLEAR != 0 {
+                    ps.mcast_macs.clear();
+                }
+                ps.mcast_macs.push(v & 0xffff_ffff_ffff);
+                if ps.mcast_filter.is_some() {
+                    ps.mcast_filter = Some(ps.mcast_macs.clone());
+                }
+            }
+            mcg::FLTR_DISABLE => ps.mcast_filter = None,
+            mcg::FLTR_ENABLE => ps.mcast_filter = Some(ps.mcast_macs.clone()),
+            _ => {
+                Self::violation(s, format!("SET_MCAST_FLTR op_mod {op_mod}"));
+                return status::BAD_PARAM;
+            }
         }
         status::OK
     }

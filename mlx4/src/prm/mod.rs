@@ -590,4 +590,11 @@ pub mod mcg {
     pub const OP_MOD_PROMISC: u8 = 1;
     /// MGID_HASH op_mod 1 when VEP_MC (flag 42) is offered.
     pub const HASH_OP_MOD: u8 = 1;
+    /// SET_MCAST_FLTR op_mods (§2.9): add a MAC (in_param `mac | clear <<
+    /// 63`, the clear bit emptying the filter first), turn the filter off,
+    /// on.
+    pub const FLTR_CONFIG: u8 = 0;
+    pub const FLTR_DISABLE: u8 = 1;
+    pub const FLTR_ENABLE: u8 = 2;
+    pub const FLTR_CLEAR: u64 = 1 << 63;
 }
