@@ -429,7 +429,10 @@ impl Port for Mlx4Port {
             min_desc: 64,
             max_desc: max_desc as u16,
             desc_pow2: true,
-            offloads: Offloads::RX_CHECKSUM | Offloads::TX_MULTI_SEGS | Offloads::RX_RSS,
+            offloads: Offloads::RX_CHECKSUM
+                | Offloads::TX_CHECKSUM
+                | Offloads::TX_MULTI_SEGS
+                | Offloads::RX_RSS,
             min_mtu: 68,
             max_mtu,
             rx_interrupts: false,

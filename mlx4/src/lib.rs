@@ -42,7 +42,7 @@
 //!   walking send queues by owner bit, an RX engine steering frames into
 //!   receive WQEs, a cable between its two ports.
 //!
-//! Not yet (issue 23): VLAN and checksum insertion, BlueFlame,
+//! Not yet (issue 23): VLAN insertion and stripping, LSO, BlueFlame,
 //! interrupts.
 //!
 //! [`Port`]: rpmd_pmd::Port

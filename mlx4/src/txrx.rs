@@ -21,7 +21,7 @@ use crate::prm::{cq as c, qp as q, uar, wire32, wqe};
 use crate::slots::Slots;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::endian::{Be32, Be64};
-use rpmd_pmd::mbuf::RX_L4_CKSUM_GOOD;
+use rpmd_pmd::mbuf::{RX_L4_CKSUM_GOOD, TX_IP_CKSUM, TX_L4_MASK};
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{RxQueue, RxStamp, TxQueue};
 use rpmd_pmd::vfio::Regs;
@@ -315,7 +315,18 @@ impl TxRing {
         // immediate), then the owner dword once every segment is in
         // memory (Linux: `dma_wmb()`; the device reads the WQE after
         // seeing the owner bit).
-        let flags = wqe::SRCRB_SOLICITED | if cqe { wqe::SRCRB_CQ_UPDATE } else { 0 };
+        let mut flags = wqe::SRCRB_SOLICITED | if cqe { wqe::SRCRB_CQ_UPDATE } else { 0 };
+        // Checksums the device fills (it computes them whole, whatever
+        // the field holds).
+        let ol = m.ol_flags();
+        if ol & (TX_IP_CKSUM | TX_L4_MASK) != 0 {
+            if ol & TX_IP_CKSUM != 0 {
+                flags |= wqe::SRCRB_IP_CSUM;
+            }
+            if ol & TX_L4_MASK != 0 {
+                flags |= wqe::SRCRB_L4_CSUM;
+            }
+        }
         self.sq.put::<u32, 4>(base, ds.to_be());
         self.sq.put::<u32, 8>(base, flags.to_be());
         self.sq.put::<u32, 12>(base, 0);

@@ -459,3 +459,35 @@ fn rss_spreads_flows_over_the_receive_queues_and_keeps_each_on_one() {
     assert!(model.violations().is_empty(), "{:?}", model.violations());
     assert_eq!(p.available(), p.size());
 }
+
+#[test]
+fn the_device_fills_the_checksums_a_send_asks_for() {
+    let mut h = host_side("mlx4-eth-txcsum");
+    let want = udp_frame([0x02, 9, 9, 9, 9, 9], 300, 4);
+    let mut blank = want.clone();
+    blank[24..26].fill(0);
+    blank[40..42].copy_from_slice(&[0xab, 0xcd]);
+    let mut pkts = Pkts::new();
+    let mut m = mbuf_of(&h.pool, &blank);
+    m.set_ol_flags(rpmd_pmd::mbuf::TX_IP_CKSUM | rpmd_pmd::mbuf::TX_UDP_CKSUM);
+    m.set_tx_header_lens(14, 20);
+    pkts.push(m).unwrap();
+    pkts.push(mbuf_of(&h.pool, &blank)).unwrap();
+    assert_eq!(h.q.tx_burst(0, &mut pkts), 2);
+    let sent = h.model.take_sent(1);
+    assert_eq!(sent[0], want, "both checksums filled");
+    assert_eq!(
+        sent[1], blank,
+        "a frame that asked for nothing is left alone"
+    );
+    assert!(h
+        .port
+        .capabilities()
+        .offloads
+        .contains(rpmd_pmd::port::Offloads::TX_CHECKSUM));
+    assert!(
+        h.model.violations().is_empty(),
+        "{:?}",
+        h.model.violations()
+    );
+}

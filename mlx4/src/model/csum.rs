@@ -65,3 +65,45 @@ pub(super) fn classify(frame: &[u8]) -> Cqe {
     }
     e
 }
+
+/// What the TX engine does with a send WQE's checksum flags (srcrb bit 4:
+/// the IPv4 header checksum, bit 5: the TCP or UDP checksum): each is
+/// computed whole, over the pseudo-header for L4, whatever the field held;
+/// frames that are not IPv4 TCP or UDP are left as they are.
+pub(super) fn fill(frame: &mut [u8], srcrb: u32) {
+    use crate::prm::wqe::{SRCRB_IP_CSUM, SRCRB_L4_CSUM};
+    if srcrb & (SRCRB_IP_CSUM | SRCRB_L4_CSUM) == 0 || frame.get(12..14) != Some(&[0x08, 0x00]) {
+        return;
+    }
+    let l3 = &mut frame[14..];
+    if l3.len() < 20 || l3[0] >> 4 != 4 {
+        return;
+    }
+    let ihl = (l3[0] & 0xf) as usize * 4;
+    let total = u16::from_be_bytes([l3[2], l3[3]]) as usize;
+    if ihl < 20 || total < ihl || total > l3.len() {
+        return;
+    }
+    if srcrb & SRCRB_IP_CSUM != 0 {
+        l3[10..12].fill(0);
+        let c = !fold(ones_sum(&l3[..ihl], 0));
+        l3[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    let (proto, at) = (
+        l3[9],
+        match l3[9] {
+            TCP => 16,
+            UDP => 6,
+            _ => return,
+        },
+    );
+    let frag = u16::from_be_bytes([l3[6], l3[7]]) & 0x3fff != 0;
+    if srcrb & SRCRB_L4_CSUM == 0 || frag || total - ihl < at + 2 {
+        return;
+    }
+    let pseudo = ones_sum(&l3[12..20], proto as u32 + (total - ihl) as u32);
+    let l4 = &mut l3[ihl..total];
+    l4[at..at + 2].fill(0);
+    let c = rpmd_pmd::net::complete_checksum(ones_sum(l4, pseudo), proto == UDP);
+    l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
+}

@@ -206,6 +206,8 @@ impl Mlx4Model {
             self.write_cqe(s, q.ctx.cqn_send.get(), &mut e);
         }
         if opcode == wqe::OP_SEND {
+            let mut frame = frame;
+            super::csum::fill(&mut frame, srcrb);
             s.stats.tx_frames += 1;
             self.transmit(s, q.port, frame);
         }
