@@ -192,13 +192,7 @@ impl RxQueue for RxRing {
 
 impl Drop for RxRing {
     fn drop(&mut self) {
-        if self.live.load(Ordering::Relaxed) {
-            let slots = std::mem::replace(&mut self.slots, Slots::new(0));
-            self.graveyard
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(slots);
-        }
+        bury(&self.live, &self.graveyard, &mut self.slots);
     }
 }
 
@@ -403,12 +397,19 @@ impl TxQueue for TxRing {
 
 impl Drop for TxRing {
     fn drop(&mut self) {
-        if self.live.load(Ordering::Relaxed) {
-            let slots = std::mem::replace(&mut self.slots, Slots::new(0));
-            self.graveyard
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(slots);
-        }
+        bury(&self.live, &self.graveyard, &mut self.slots);
+    }
+}
+
+/// A dropped handle's mbufs: if its port still runs, the device may still
+/// use them, so they wait in the port's graveyard until its QPs are
+/// reset; otherwise they go home now.
+fn bury(live: &Live, graveyard: &Graveyard, slots: &mut Slots) {
+    if live.load(Ordering::Relaxed) {
+        let held = std::mem::replace(slots, Slots::new(0));
+        graveyard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(held);
     }
 }

@@ -164,6 +164,21 @@ fn by_hand(m: &Arc<Mlx4Model>) -> ByHand {
     }
 }
 
+/// CLOSE_HCA, the ICM unmapped, the firmware stopped; no violation
+/// besides those already seen and cleared.
+fn close_by_hand(mut h: ByHand, m: &Mlx4Model, what: &str) {
+    m.clear_violations();
+    h.hcr
+        .exec(Cmd {
+            opcode: op::CLOSE_HCA,
+            ..Cmd::default()
+        })
+        .unwrap();
+    h.icm.unmap(&mut h.hcr);
+    h.fw.stop(&mut h.hcr);
+    clean(m, what);
+}
+
 fn init_hca(h: &mut ByHand, m: &InitHca) -> Result<u64, Error> {
     h.mb.clear();
     h.mb.put(0, m);
@@ -236,16 +251,7 @@ fn the_model_refuses_a_wrong_init_hca_as_the_digest_says() {
         .violations()
         .iter()
         .any(|v| v.contains("UNMAP_ICM_AUX while")));
-    m.clear_violations();
-    h.hcr
-        .exec(Cmd {
-            opcode: op::CLOSE_HCA,
-            ..Cmd::default()
-        })
-        .unwrap();
-    h.icm.unmap(&mut h.hcr);
-    h.fw.stop(&mut h.hcr);
-    clean(&m, "by hand, at the end");
+    close_by_hand(h, &m, "by hand, at the end");
 }
 
 /// Values the fuzzer (mlx4_model_hcr) found overflowing the model's
@@ -309,16 +315,7 @@ fn the_model_refuses_values_that_would_overflow_its_arithmetic() {
         "2^212-byte pages"
     );
     assert_eq!(m.violations().len(), 4, "{:?}", m.violations());
-    m.clear_violations();
-    h.hcr
-        .exec(Cmd {
-            opcode: op::CLOSE_HCA,
-            ..Cmd::default()
-        })
-        .unwrap();
-    h.icm.unmap(&mut h.hcr);
-    h.fw.stop(&mut h.hcr);
-    clean(&m, "overflows, at the end");
+    close_by_hand(h, &m, "overflows, at the end");
 }
 
 #[test]
