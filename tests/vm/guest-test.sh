@@ -4,7 +4,8 @@
 # kernel driver, binds the NICs to vfio-pci with rpmd-bind, checks that a
 # group with a member left on a kernel driver is refused, then runs
 # vfio_guest on every NIC, then virtio_guest (rpmd's virtio-net PCI
-# driver) on the modern ones. Exit 0 iff every case passed; the last line is
+# driver) on the modern ones, then mlx4_guest (the ConnectX-3 driver's VFIO
+# path) on a modern one and the e1000e. Exit 0 iff every case passed; the last line is
 # "N passed, M failed".
 pass=0; fail=0
 ok() { pass=$((pass + 1)); echo "case $1: ok"; }
@@ -105,6 +106,19 @@ out=$(/rpmd/virtio_guest $vargs); rc=$?
 echo "$out"
 p=$(echo "$out" | sed -n 's/^virtio_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
 f=$(echo "$out" | sed -n 's/^virtio_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
+[ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
+
+# The ConnectX-3 driver's generic VFIO path (QEMU has no ConnectX-3): its
+# identity check, DMA memory, BAR mapping and reset on a modern virtio NIC
+# and the e1000e.
+margs=""
+for b in $MODERN; do margs="$b"; break; done
+for b in $E1000E; do margs="$margs $b"; done
+out=$(/rpmd/mlx4_guest $margs); rc=$?
+echo "$out"
+p=$(echo "$out" | sed -n 's/^mlx4_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^mlx4_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
 pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
 [ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
 echo "$pass passed, $fail failed"

@@ -38,9 +38,11 @@ export CARGO_TARGET_DIR="$ROOT/target/vm"
     --target x86_64-unknown-linux-gnu -p rpmd-apps --bin rpmd-bind)
 (cd "$ROOT" && RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \
     --target x86_64-unknown-linux-gnu -p rpmd-virtio --example virtio_guest)
+(cd "$ROOT" && RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \
+    --target x86_64-unknown-linux-gnu -p rpmd-mlx4 --example mlx4_guest)
 BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release"
 "$HERE/build-initramfs.sh" "$RUN/initrd.cpio.gz" "$BIN/examples/vfio_guest" "$BIN/rpmd-bind" \
-    "$BIN/examples/virtio_guest"
+    "$BIN/examples/virtio_guest" "$BIN/examples/mlx4_guest"
 say "binaries and initramfs built"
 
 # NICs: 0 modern virtio-net whose DMA goes through the vIOMMU (also offering
