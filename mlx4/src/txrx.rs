@@ -89,8 +89,16 @@ impl RxRing {
     #[inline]
     fn replenish(&mut self) {
         let free = self.n - self.prod.wrapping_sub(self.cons);
-        let fresh = (free as usize).saturating_sub(self.refill.len());
-        if fresh > 0 && self.pool.get_bulk(&mut self.refill, fresh).is_err() {
+        // As many as the free slots and the refill burst's room allow;
+        // a pool short of them gives fewer, never none while it has any
+        // (the free slots of a ring starved for a while exceed a burst).
+        let room = self.refill.capacity() - self.refill.len();
+        let want = (free as usize).saturating_sub(self.refill.len()).min(room);
+        let mut n = want;
+        while n > 0 && self.pool.get_bulk(&mut self.refill, n).is_err() {
+            n /= 2;
+        }
+        if n < want {
             self.stats.nombuf.add(1);
         }
         let mut posted = false;

@@ -18,6 +18,11 @@ struct Rig {
 }
 
 fn rig(name: &str, opts: ModelOptions) -> Rig {
+    rig_desc(name, opts, 128)
+}
+
+/// A rig whose receive ring holds `rx_desc` buffers.
+fn rig_desc(name: &str, opts: ModelOptions, rx_desc: u16) -> Rig {
     let model = Mlx4Model::new("0000:00:0d.0".parse().unwrap(), opts);
     let func = model.open(&DmaDomain::new()).unwrap();
     let hca = Hca::open(func, &Options::default()).unwrap();
@@ -25,7 +30,7 @@ fn rig(name: &str, opts: ModelOptions) -> Rig {
     let mut port: Box<dyn Port> = Box::new(Mlx4Port::new(name, card, 1, 0).unwrap());
     let pool = Mempool::new(&MempoolConfig::new(name, 1024)).unwrap();
     let conf = PortConfig {
-        rx_desc: 128,
+        rx_desc,
         tx_desc: 128,
         tx_queues: 4,
         ..PortConfig::with_pool(&pool)
@@ -230,5 +235,61 @@ fn chains_and_several_send_queues_go_out_whole_and_in_order() {
         assert_eq!(r.model.take_sent(1).len(), 32);
     }
     assert!(q.tx_burst(1, &mut Pkts::new()) == 0);
+    end(r, Some(q));
+}
+
+#[test]
+fn a_ring_starved_of_buffers_refills_once_the_pool_has_them_again() {
+    // More descriptors than a burst holds: a refill of all the free
+    // slots at once could never be had.
+    let mut r = rig_desc("mlx4-fault-starve", ModelOptions::default(), 512);
+    let mut q = r.port.start().unwrap();
+    // Frames received and held by the application: the ring cannot
+    // refill their slots while the pool is empty.
+    let mut held = Vec::new();
+    while let Ok(m) = r.pool.get() {
+        held.push(m);
+    }
+    let mut kept = Pkts::new();
+    let mut got = 0;
+    for k in 0..512u32 {
+        assert_eq!(
+            r.model.inject(1, &frame(64, k as u8)),
+            RxOutcome::Delivered(1),
+            "{k}"
+        );
+        let mut b = Pkts::new();
+        got += q.rx_burst(0, &mut b, 32);
+        while let Some(m) = b.pop() {
+            held.push(m);
+        }
+    }
+    assert_eq!(got, 512, "every posted WQE delivered");
+    assert_eq!(
+        r.model.inject(1, &frame(64, 0)),
+        RxOutcome::NoBuffer,
+        "the ring is empty"
+    );
+    assert!(r.port.stats().rx_nombuf > 0);
+    // The application lets go: the next bursts refill the whole ring.
+    drop(held);
+    for _ in 0..8 {
+        q.rx_burst(0, &mut kept, 32);
+    }
+    for k in 0..512u32 {
+        assert_eq!(
+            r.model.inject(1, &frame(64, k as u8)),
+            RxOutcome::Delivered(1),
+            "after: {k}"
+        );
+    }
+    let mut n = 0;
+    while n < 512 {
+        let mut b = Pkts::new();
+        let m = q.rx_burst(0, &mut b, 32);
+        assert!(m > 0, "after {n}");
+        n += m;
+    }
+    drop(kept);
     end(r, Some(q));
 }
