@@ -81,7 +81,9 @@ impl CqPoll {
     /// Tells the device how far the driver has read (set_ci).
     #[inline]
     pub(crate) fn commit(&self) {
-        // Every CQE read is done before the device may overwrite it.
+        // Every CQE read is done before the device may overwrite it: the
+        // device reads set_ci before it writes a CQE into a freed slot
+        // (the model: `write_cqe` reads the record first).
         fence(Ordering::Release);
         self.db.store_be32(0, self.ci & 0xff_ffff);
     }

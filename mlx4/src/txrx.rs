@@ -121,7 +121,9 @@ impl RxRing {
     #[inline]
     fn ring(&self) {
         // The scatter entries above reach memory before the device can
-        // see the new producer count (Linux: `wmb()`).
+        // see the new producer count (Linux: `wmb()`); its partner is the
+        // device's read of the record before it reads a WQE (the model:
+        // `deliver`).
         fence(Ordering::Release);
         self.db.store_be32(0, self.prod & 0xffff);
     }
@@ -337,6 +339,8 @@ impl TxRing {
         } else {
             0
         };
+        // Partner: the device reads the owner dword, then the rest of the
+        // WQE (the model: `tx_one`, then `gather`).
         fence(Ordering::Release);
         self.sq.put::<u32, 0>(base, (wqe::OP_SEND | owner).to_be());
         self.sizes[(base & (self.txbbs - 1)) as usize] = size as u8;
@@ -386,7 +390,9 @@ impl TxQueue for TxRing {
             }
             return 0;
         }
-        // Every WQE is in memory before the doorbell (Linux: `wmb()`).
+        // Every WQE is in memory before the doorbell (Linux: `wmb()`);
+        // the device walks the send queue only once it sees the doorbell
+        // (the model: `send_doorbell`).
         fence(Ordering::SeqCst);
         let bell = uar::RESERVED * uar::PAGE + uar::SEND;
         if self.uar.write32(bell, wire32(self.qpn << 8)).is_err() {
