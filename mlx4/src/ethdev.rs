@@ -225,23 +225,15 @@ impl Mlx4Port {
         qpn: Option<u32>,
     ) -> Result<RxRing, Error> {
         let n = conf.rx_desc as u32;
-        let (cq, poll) = hca.create_cq(n)?;
-        let spec = QpSpec {
+        let (qp, cq, poll) = hca.create_queue(n, |cqn| QpSpec {
             port: self.port,
             sq_txbbs: 1,
             rq: Some((n, 16)),
-            cqn_send: cq.cqn,
-            cqn_recv: cq.cqn,
+            cqn_send: cqn,
+            cqn_recv: cqn,
             qpn,
             rss: None,
-        };
-        let qp = match hca.create_qp(spec) {
-            Ok(qp) => qp,
-            Err(e) => {
-                let _ = hca.destroy_cq(cq);
-                return Err(e);
-            }
-        };
+        })?;
         let wqes = RingMem::new(qp.buf.clone(), qp.rq_off, n)
             .ok_or_else(|| Error::Firmware(format!("a receive ring of {n} WQEs")));
         let wqes = match wqes {
@@ -317,23 +309,15 @@ impl Mlx4Port {
         q: usize,
     ) -> Result<TxRing, Error> {
         let n = conf.tx_desc as u32;
-        let (cq, poll) = hca.create_cq(n)?;
-        let spec = QpSpec {
+        let (qp, cq, poll) = hca.create_queue(n, |cqn| QpSpec {
             port: self.port,
             sq_txbbs: n,
             rq: None,
-            cqn_send: cq.cqn,
-            cqn_recv: cq.cqn,
+            cqn_send: cqn,
+            cqn_recv: cqn,
             qpn: None,
             rss: None,
-        };
-        let qp = match hca.create_qp(spec) {
-            Ok(qp) => qp,
-            Err(e) => {
-                let _ = hca.destroy_cq(cq);
-                return Err(e);
-            }
-        };
+        })?;
         // Each send queue maps the UAR pages for itself.
         let uar = hca.function().bar(2).map_err(|e| Error::Register {
             what: "BAR2 for a send queue's doorbell".into(),

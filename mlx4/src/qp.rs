@@ -4,6 +4,7 @@
 //! scatter lists), the doorbell record, and the walk RST → INIT → RTR →
 //! RTS with the same context each time but for the state nibble; 2RST
 //! to take it down.
+use crate::cq::{Cq, CqPoll};
 use crate::hcr::Cmd;
 use crate::prm::layout::{QpCtx, QpModify, RssCtx};
 use crate::prm::mem::{DevBuf, Wire};
@@ -116,6 +117,25 @@ impl Hca {
             }
         }
         Ok(qp)
+    }
+
+    /// A CQ of `nent` entries and the QP `spec` makes of its number (the
+    /// CQ destroyed again if the QP cannot be made).
+    pub(crate) fn create_queue(
+        &mut self,
+        nent: u32,
+        spec: impl FnOnce(u32) -> QpSpec,
+    ) -> Result<(Qp, Cq, CqPoll), Error> {
+        let (cq, poll) = self.create_cq(nent)?;
+        match self.create_qp(spec(cq.cqn)) {
+            Ok(qp) => Ok((qp, cq, poll)),
+            Err(e) => {
+                if let Err(d) = self.destroy_cq(cq) {
+                    eprintln!("rpmd: warning: mlx4: {d}");
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The context mlx4_en fills (`mlx4_en_fill_qp_context`), state RST.

@@ -157,11 +157,6 @@ impl DevBuf {
         self.put(off, &v.to_be());
     }
 
-    /// The big-endian dword at `off` (4-aligned; 0 past the end).
-    pub fn load_be32(&self, off: usize) -> u32 {
-        u32::from_be(self.get::<u32>(off).unwrap_or(0))
-    }
-
     /// Whether a `T` at `off` lies inside the buffer, aligned.
     fn fits<T>(&self, off: usize) -> bool {
         off % align_of::<T>() == 0 && off.checked_add(size_of::<T>()).is_some_and(|e| e <= self.len)
