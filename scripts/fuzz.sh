@@ -41,14 +41,8 @@ for t in $targets; do
     work="../target/fuzz-corpus/$t"
     mkdir -p "$work" "seeds/$t" "artifacts/$t"
     log="../target/fuzz-$t.log"
-    # fuzz/options/TARGET: extra libFuzzer flags of one target (why, in
-    # the target's doc).
-    extra=$(cat "options/$t" 2>/dev/null || true)
-    asan=${ASAN_OPTIONS:-}
-    # No leak check, then also none at exit.
-    case " $extra " in *" -detect_leaks=0 "*) asan="${asan:+$asan:}detect_leaks=0" ;; esac
-    if ASAN_OPTIONS="$asan" cargo +nightly fuzz run -O --debug-assertions "$t" "$work" "seeds/$t" -- \
-        -max_total_time="$secs" -print_final_stats=1 -close_fd_mask=1 $extra >"$log" 2>&1; then
+    if cargo +nightly fuzz run -O --debug-assertions "$t" "$work" "seeds/$t" -- \
+        -max_total_time="$secs" -print_final_stats=1 -close_fd_mask=1 >"$log" 2>&1; then
         execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
         cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
         echo "$t: ${execs:-?} executions in $secs s, coverage ${cov:-?} edges, corpus $(ls "$work" | wc -l) inputs"
