@@ -337,6 +337,8 @@ impl Mlx4Port {
                 lkey: hca.lkey(),
                 prod: 0,
                 cons: 0,
+                wqe_prod: 0,
+                wqe_cons: 0,
                 slots: crate::slots::Slots::new(n as usize),
                 sizes: vec![0; n as usize],
                 stats: self.stats.tx(q),

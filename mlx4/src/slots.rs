@@ -1,11 +1,13 @@
-//! Mbufs the device owns, one slot per descriptor: given up with
-//! [`Mbuf::into_raw`] while the device may read or write them, taken back
-//! with [`Mbuf::from_raw`] once a completion says it is done. Whatever is
+//! Mbufs the device owns, one slot per work request (by its index in the
+//! ring: receive WQEs, or send WQEs counted in posting order): given up
+//! with [`Mbuf::into_raw`] while the device may read or write them, taken
+//! back with [`Mbuf::from_raw`] once a completion says it is done; runs of
+//! slots move to and from a burst in one pass. Whatever is
 //! still held when the slots drop (the queue was destroyed, so the device
 //! has let go) goes back to its pool.
 #![allow(unsafe_code)]
 
-use rpmd_pmd::Mbuf;
+use rpmd_pmd::{Mbuf, Pkts};
 use std::ptr::NonNull;
 
 /// Slots of device-owned mbufs.
@@ -27,6 +29,57 @@ impl Slots {
         let old = self.take(i);
         self.0[i] = Some(m.into_raw());
         old
+    }
+
+    /// Moves the mbufs of `count` slots from `from` on (the index wraps at
+    /// the slots' length, a power of two) to the back of `out`, while it
+    /// has room; returns how many slots it went through (empty ones
+    /// count). For a range the device is done with.
+    #[inline]
+    pub(crate) fn take_run(&mut self, from: usize, count: usize, out: &mut Pkts) -> usize {
+        let mask = self.0.len().wrapping_sub(1);
+        let spare = out.spare_capacity_mut();
+        let (mut i, mut n) = (0, 0);
+        while i < count && n < spare.len() {
+            if let Some(p) = self.0.get_mut((from + i) & mask).and_then(Option::take) {
+                // SAFETY: as in `take`: `p` came from `give`, leaves its
+                // slot once, and the device is done with it.
+                spare[n].write(unsafe { Mbuf::from_raw(p) });
+                n += 1;
+            }
+            i += 1;
+        }
+        // SAFETY: the first `n` spare slots were written above.
+        unsafe { out.assume_init_back(n) };
+        i
+    }
+
+    /// Hands the first `count` mbufs of `from` (all if fewer) to the
+    /// device in the slots from `at` on (wrapping like
+    /// [`take_run`](Self::take_run)); a mbuf already in one of them goes
+    /// home (a driver bug, but nothing is lost). Returns how many went.
+    #[inline]
+    pub(crate) fn give_run(&mut self, at: usize, count: usize, from: &mut Pkts) -> usize {
+        let mask = self.0.len().wrapping_sub(1);
+        let n = count.min(from.len());
+        let mut k = 0;
+        while k < n {
+            let Some(slot) = self.0.get_mut((at + k) & mask) else {
+                break;
+            };
+            // SAFETY: `from[k]` is live; it is moved out here and the
+            // burst forgets it below (`forget_front`), so it has one owner.
+            let m = unsafe { std::ptr::read(&from[k]) };
+            if let Some(old) = slot.replace(m.into_raw()) {
+                // SAFETY: `old` came from `give`/`give_run` and left its
+                // slot here, once.
+                drop(unsafe { Mbuf::from_raw(old) });
+            }
+            k += 1;
+        }
+        // SAFETY: the first `k` were moved into slots above.
+        unsafe { from.forget_front(k) };
+        k
     }
 
     /// The mbuf of slot `i`, once the device is done with it.

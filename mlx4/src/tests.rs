@@ -146,6 +146,8 @@ fn a_send_naming_a_key_no_mr_has_fails_and_the_qp_goes_to_err() {
         lkey: hca.lkey() ^ 0x100,
         prod: 0,
         cons: 0,
+        wqe_prod: 0,
+        wqe_cons: 0,
         slots: Slots::new(64),
         sizes: vec![0; 64],
         stats: Default::default(),

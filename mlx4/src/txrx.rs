@@ -63,10 +63,7 @@ pub(crate) struct RxRing {
 impl RxRing {
     /// Posts `m` in slot `i`: one scatter entry over its data room.
     fn post(&mut self, i: u32, m: Mbuf) {
-        let mut d = DataSeg::zeroed();
-        d.byte_count = Be32::new(m.tailroom() as u32);
-        d.lkey = Be32::new(self.lkey);
-        d.addr = Be64::new(m.data_iova().raw());
+        let d = self.seg(&m);
         self.wqes.put::<DataSeg, 0>(i, d);
         if let Some(old) = self.slots.give(i as usize, m) {
             drop(old);
@@ -101,20 +98,29 @@ impl RxRing {
         if n < want {
             self.stats.nombuf.add(1);
         }
-        let mut posted = false;
-        while let Some(m) = self.refill.pop() {
-            if self.prod.wrapping_sub(self.cons) == self.n {
-                let _ = self.refill.push_front(m);
-                break;
-            }
-            let slot = self.prod & (self.n - 1);
-            self.post(slot, m);
-            self.prod = self.prod.wrapping_add(1);
-            posted = true;
+        let k = (free as usize).min(self.refill.len());
+        if k == 0 {
+            return;
         }
-        if posted {
-            self.ring();
+        for (j, m) in self.refill[..k].iter().enumerate() {
+            let d = self.seg(m);
+            self.wqes
+                .put::<DataSeg, 0>(self.prod.wrapping_add(j as u32), d);
         }
+        let at = (self.prod & (self.n - 1)) as usize;
+        let posted = self.slots.give_run(at, k, &mut self.refill);
+        self.prod = self.prod.wrapping_add(posted as u32);
+        self.ring();
+    }
+
+    /// The scatter entry of `m`: its whole data room.
+    #[inline(always)]
+    fn seg(&self, m: &Mbuf) -> DataSeg {
+        let mut d = DataSeg::zeroed();
+        d.byte_count = Be32::new(m.tailroom() as u32);
+        d.lkey = Be32::new(self.lkey);
+        d.addr = Be64::new(m.data_iova().raw());
+        d
     }
 
     /// The doorbell record, after the WQEs it covers.
@@ -231,7 +237,11 @@ pub(crate) struct TxRing {
     /// TXBB counters: next to post, oldest not completed.
     pub prod: u32,
     pub cons: u32,
-    /// The mbuf of each WQE, at its first TXBB, and the WQE's size.
+    /// WQE counters, the same two (a WQE takes one TXBB or more).
+    pub wqe_prod: u32,
+    pub wqe_cons: u32,
+    /// The mbuf of each WQE and its size in TXBBs, by WQE counter
+    /// (`txbbs` slots: never fewer than WQEs).
     pub slots: Slots,
     pub sizes: Vec<u8>,
     pub stats: Arc<CachePadded<QueueStats>>,
@@ -243,51 +253,62 @@ pub(crate) struct TxRing {
 }
 
 impl TxRing {
-    /// Frees every WQE up to and including the one each CQE names.
+    /// Frees every WQE up to and including the one the last CQE names
+    /// (completions come in WQE order, so the last covers the others).
     fn reap(&mut self) {
-        let mut seen = false;
+        let mut last = None;
         while let Some(cqe) = self.cq.next() {
-            seen = true;
             // An error completion (a flush, a bad segment) names one WQE
             // that did not go out.
             if cqe.opcode == c::OP_ERROR {
                 self.stats.errors.add(1);
             }
-            let last = cqe.wqe_index;
-            while self.cons != self.prod {
-                let first = self.cons;
-                self.free(first);
-                if first as u16 == last {
-                    break;
-                }
-            }
+            last = Some(cqe.wqe_index);
         }
-        if seen {
-            self.cq.commit();
-        }
+        let Some(last) = last else { return };
+        self.cq.commit();
+        self.free_through(last);
         if !self.done.is_empty() {
             self.pool.put_bulk(&mut self.done);
         }
     }
 
-    /// Frees the WQE at TXBB counter `first`: its mbuf back, its TXBBs
-    /// stamped with the owner bit they had.
+    /// Frees WQEs from the oldest to the one whose first TXBB counter
+    /// ends in `last` (or every posted one, if none does): their mbufs
+    /// back, their TXBBs stamped with the owner bit they had.
     #[inline]
-    fn free(&mut self, first: u32) {
-        let slot = (first & (self.txbbs - 1)) as usize;
-        let size = self.sizes[slot].max(1) as u32;
-        if let Some(m) = self.slots.take(slot) {
+    fn free_through(&mut self, last: u16) {
+        let (mask, from) = (self.txbbs - 1, self.cons);
+        let (mut cons, mut wqe) = (from, self.wqe_cons);
+        while cons != self.prod {
+            let first = cons;
+            let size = self
+                .sizes
+                .get((wqe & mask) as usize)
+                .map_or(1, |&s| s.max(1));
+            cons = first.wrapping_add(size as u32);
+            wqe = wqe.wrapping_add(1);
+            if first as u16 == last {
+                break;
+            }
+        }
+        self.cons = cons;
+        let txbbs = self.txbbs;
+        self.sq
+            .put_each::<u32, 0>(from, cons.wrapping_sub(from), |t| {
+                let owner = if t & txbbs != 0 { wqe::OWNER } else { 0 };
+                (wqe::STAMP | owner).to_be()
+            });
+        let freed = wqe.wrapping_sub(self.wqe_cons) as usize;
+        let mut done = 0;
+        while done < freed {
+            let at = (self.wqe_cons as usize).wrapping_add(done);
+            done += self.slots.take_run(at, freed - done, &mut self.done);
             if self.done.is_full() {
                 self.pool.put_bulk(&mut self.done);
             }
-            let _ = self.done.push(m);
         }
-        for k in 0..size {
-            let t = first.wrapping_add(k);
-            let owner = if t & self.txbbs != 0 { wqe::OWNER } else { 0 };
-            self.sq.put::<u32, 0>(t, (wqe::STAMP | owner).to_be());
-        }
-        self.cons = first.wrapping_add(size);
+        self.wqe_cons = wqe;
     }
 
     /// Writes the WQE for `m` at the producer counter; its TXBBs.
@@ -343,8 +364,14 @@ impl TxRing {
         // WQE (the model: `tx_one`, then `gather`).
         fence(Ordering::Release);
         self.sq.put::<u32, 0>(base, (wqe::OP_SEND | owner).to_be());
-        self.sizes[(base & (self.txbbs - 1)) as usize] = size as u8;
+        if let Some(s) = self
+            .sizes
+            .get_mut((self.wqe_prod & (self.txbbs - 1)) as usize)
+        {
+            *s = size as u8;
+        }
         self.prod = base.wrapping_add(size);
+        self.wqe_prod = self.wqe_prod.wrapping_add(1);
         size
     }
 
@@ -369,27 +396,29 @@ impl TxQueue for TxRing {
         // the one before a WQE that does not fit) asks for the CQE.
         let limit = self.txbbs - wqe::SQ_SPARE.min(self.txbbs / 2);
         let mut room = limit.saturating_sub(self.prod.wrapping_sub(self.cons));
-        let (mut sent, mut bytes) = (0usize, 0u64);
-        let mut next = pkts.first().map(txbbs_of);
-        while let Some(t) = next.filter(|&t| t <= room) {
-            let Some(m) = pkts.pop() else { break };
-            room -= t;
-            next = pkts.first().map(txbbs_of);
-            let last = next.is_none_or(|t| t > room);
-            bytes += m.pkt_len() as u64;
-            let slot = (self.prod & (self.txbbs - 1)) as usize;
-            self.post(&m, last);
-            if let Some(old) = self.slots.give(slot, m) {
-                drop(old);
+        let mut fit = 0;
+        for m in pkts.iter() {
+            let t = txbbs_of(m);
+            if t > room {
+                break;
             }
-            sent += 1;
+            room -= t;
+            fit += 1;
         }
-        if sent == 0 {
+        if fit == 0 {
             if !pkts.is_empty() {
                 self.stats.full.add(1);
             }
             return 0;
         }
+        let first_wqe = self.wqe_prod;
+        let mut bytes = 0u64;
+        for (k, m) in pkts[..fit].iter().enumerate() {
+            bytes += m.pkt_len() as u64;
+            self.post(m, k + 1 == fit);
+        }
+        let at = (first_wqe & (self.txbbs - 1)) as usize;
+        let sent = self.slots.give_run(at, fit, pkts);
         // Every WQE is in memory before the doorbell (Linux: `wmb()`);
         // the device walks the send queue only once it sees the doorbell
         // (the model: `send_doorbell`).

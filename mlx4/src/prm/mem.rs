@@ -180,9 +180,15 @@ impl DevBuf {
 /// and the byte offset inside it is a constant checked at compile time.
 pub struct RingMem<const STRIDE: usize> {
     buf: std::sync::Arc<DevBuf>,
-    base: usize,
+    /// Byte `base` of `buf`, kept so that an access loads no pointer
+    /// through the shared buffer (a store there could alias it).
+    start: *mut u8,
     mask: u32,
 }
+
+// SAFETY: `start` points into `buf`'s region, which the ring keeps alive
+// (the `Arc`) and which any thread may access (volatile, like `DevBuf`).
+unsafe impl<const STRIDE: usize> Send for RingMem<STRIDE> {}
 
 impl<const STRIDE: usize> RingMem<STRIDE> {
     /// The ring, if it fits in `buf` and starts 8-aligned (what its
@@ -193,9 +199,15 @@ impl<const STRIDE: usize> RingMem<STRIDE> {
             .and_then(|n| n.checked_add(base))
             .is_some_and(|end| end <= buf.len);
         let aligned = base % 8 == 0 && STRIDE % 8 == 0;
-        (entries.is_power_of_two() && fits && aligned).then_some(RingMem {
+        if !(entries.is_power_of_two() && fits && aligned) {
+            return None;
+        }
+        // SAFETY: `base <= len` (checked above), so the pointer stays
+        // inside the region or one past its end.
+        let start = unsafe { buf.region.as_ptr().add(base) };
+        Some(RingMem {
             buf,
-            base,
+            start,
             mask: entries - 1,
         })
     }
@@ -212,12 +224,12 @@ impl<const STRIDE: usize> RingMem<STRIDE> {
             assert!(AT + size_of::<T>() <= STRIDE && AT % align_of::<T>() == 0);
             assert!(align_of::<T>() <= 8);
         }
-        let off = self.base + (index & self.mask) as usize * STRIDE + AT;
-        // SAFETY: `off + size_of::<T>() <= base + entries * STRIDE <=
-        // len` (the index is masked below `entries`, `AT + size <=
+        let off = (index & self.mask) as usize * STRIDE + AT;
+        // SAFETY: `base + off + size_of::<T>() <= base + entries * STRIDE
+        // <= len` (the index is masked below `entries`, `AT + size <=
         // STRIDE` at compile time, the rest checked in `new`), so the
         // pointer stays inside the region.
-        unsafe { self.buf.region.as_ptr().add(off).cast() }
+        unsafe { self.start.add(off).cast() }
     }
 
     /// Writes `v` at byte `AT` of entry `index`.
@@ -229,6 +241,16 @@ impl<const STRIDE: usize> RingMem<STRIDE> {
         // 8 for every `Wire` layout here), volatile: no reference into
         // memory the device writes.
         unsafe { p.write_volatile(v) }
+    }
+
+    /// Writes `f(i)` at byte `AT` of each entry `i` of the `count` from
+    /// `from` on (indices wrap).
+    #[inline(always)]
+    pub fn put_each<T: Wire, const AT: usize>(&self, from: u32, count: u32, f: impl Fn(u32) -> T) {
+        for k in 0..count {
+            let i = from.wrapping_add(k);
+            self.put::<T, AT>(i, f(i));
+        }
     }
 
     /// Reads the `T` at byte `AT` of entry `index`.
