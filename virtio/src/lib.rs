@@ -115,6 +115,24 @@ pub(crate) fn psrc(
     }
 }
 
+/// A fault-injection option `key` (`fault_used_every`,
+/// `fault_desc_every`): every Nth entry written wrong on purpose, 0 for
+/// none; refused unless this build has rpmd-virtio's `fault-injection`
+/// feature (benches/soak.sh builds with it).
+pub(crate) fn fault_every(
+    args: &rpmd_pmd::port::DevArgs,
+    key: &str,
+) -> Result<u32, rpmd_pmd::Error> {
+    let n = args.opt_u64(key, 0)?;
+    if n != 0 && !cfg!(feature = "fault-injection") {
+        return Err(perr(
+            args.raw(),
+            format!("{key}: this build has no fault injection (rpmd-virtio's `fault-injection` feature, for benches/soak.sh)"),
+        ));
+    }
+    u32::try_from(n).map_err(|_| perr(args.raw(), format!("{key}={n}: at most {}", u32::MAX)))
+}
+
 /// Registers `virtio-user:`, the `vhost-user:` backend and the PCI driver
 /// (for `pci:` strings naming a virtio-net function) in `reg`.
 pub fn register(reg: &mut rpmd_pmd::Registry) {

@@ -301,6 +301,30 @@ pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
     pub(crate) _rings: Arc<DmaRegion>,
     /// As in [`VirtioRx`].
     pub(crate) home: Arc<QueueHome>,
+    /// Fault injection (virtio-user's `fault_desc_every`, with the
+    /// `fault-injection` feature): every Nth single-buffer frame goes out
+    /// with a descriptor address outside the memory the backend was
+    /// given, which a backend must drop and count (benches/soak.sh).
+    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
+    pub(crate) fault_desc_every: u32,
+    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
+    pub(crate) fault_tick: u32,
+}
+
+impl<Q: Ring> VirtioTx<Q> {
+    /// The descriptor address for a buffer at `addr`: `addr`, except the
+    /// faults `fault_desc_every` asks for (far past any user address).
+    #[inline(always)]
+    fn desc_addr(&mut self, addr: u64) -> u64 {
+        #[cfg(feature = "fault-injection")]
+        if self.fault_desc_every != 0 {
+            self.fault_tick = self.fault_tick.wrapping_add(1);
+            if self.fault_tick % self.fault_desc_every == 0 {
+                return addr ^ (1 << 62);
+            }
+        }
+        addr
+    }
 }
 
 impl<Q: Ring> RxQueue for VirtioRx<Q> {
@@ -580,7 +604,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
                     self.stats.errors.add(1);
                     continue;
                 }
-                let (addr, dl) = (m.data_iova().raw(), m.data_len() as u32);
+                let (addr, dl) = (self.desc_addr(m.data_iova().raw()), m.data_len() as u32);
                 if let Err(m) = self.q.push(m, addr, dl, false) {
                     // The ring took nothing (it broke): the frame stays
                     // with the caller, as it was.
@@ -641,6 +665,8 @@ pub(crate) struct Handles<'a> {
     pub(crate) tx_queues: usize,
     /// Port id and packet types for received mbufs.
     pub(crate) stamp: RxStamp,
+    /// See [`VirtioTx::fault_desc_every`] (0: off; virtio-user only).
+    pub(crate) fault_desc_every: u32,
 }
 
 /// One handle per wanted queue of `queues` (RX of pair p at 2p, TX at
@@ -697,6 +723,8 @@ pub(crate) fn build_handles<Q: Ring>(
                 reach: (h.reach)(),
                 _rings: h.rings.clone(),
                 home: home(k),
+                fault_desc_every: h.fault_desc_every,
+                fault_tick: 0,
             }) as Box<dyn TxQueue>);
         }
     }
@@ -949,6 +977,8 @@ mod tests {
             reach: d.reach(None),
             _rings: Arc::new(region),
             home: Arc::default(),
+            fault_desc_every: 0,
+            fault_tick: 0,
         };
         (tx, pool, dev)
     }
@@ -985,6 +1015,34 @@ mod tests {
         tx.home.close();
         drop(tx);
         assert_eq!(pool.available(), 64, "closed first: freed at once");
+    }
+
+    /// `fault_desc_every=3`: every third frame goes out with a descriptor
+    /// address far outside the memory table, the others as they are; a
+    /// completion still brings each mbuf home.
+    #[cfg(feature = "fault-injection")]
+    #[test]
+    fn every_nth_descriptor_is_written_outside_the_table_on_purpose() {
+        let (mut tx, pool, mut dev) = tx_queue("nt9", 8);
+        tx.fault_desc_every = 3;
+        let mut pkts = Pkts::new();
+        let mut addrs = Vec::new();
+        for tag in 0..6 {
+            let m = frame(&pool, tag, 1);
+            addrs.push(m.data_iova().raw() - NET_HDR_LEN as u64);
+            pkts.push(m).unwrap();
+        }
+        assert_eq!(tx.tx_burst(&mut pkts), 6);
+        for (k, want) in addrs.iter().enumerate() {
+            let head = dev.take().unwrap();
+            let got = dev.desc(head).addr;
+            let bad = k % 3 == 2;
+            assert_eq!(got, if bad { want ^ (1 << 62) } else { *want }, "frame {k}");
+            dev.complete(head, 0);
+        }
+        assert_eq!(tx.in_flight(), 0);
+        drop(tx);
+        assert_eq!(pool.available(), 64);
     }
 
     /// A device that moves the used index past what is in flight stops

@@ -12,7 +12,22 @@
 //!   reconnects and resumes its rings;
 //! - backend B writes every `--fault-every`th used entry of l2fwd's RX
 //!   ring with an id naming no descriptor (`fault_used_every`); l2fwd's
-//!   port must notice, count it, reconnect and start its rings over.
+//!   port must notice, count it, reconnect and start its rings over;
+//! - l2fwd's port on B, the other way, sends every `--bad-desc-every`th
+//!   frame with a descriptor address outside the memory it gave B
+//!   (`fault_desc_every`): B must drop it, count it and carry on.
+//!
+//! With `--via testpmd`, l2fwd's second port goes through DPDK's testpmd
+//! instead: l2fwd's port attaches to testpmd's `net_vhost` and testpmd's
+//! `net_virtio_user` to backend B, testpmd forwarding between the two
+//! (io). Every `--restart-secs` testpmd is killed with SIGKILL, mid-burst,
+//! and started again: l2fwd's virtio-user port and backend B each lose
+//! their peer without a word and must take the new one. testpmd's
+//! counters are read over telemetry before each kill (what it received
+//! and did not send); what was in flight inside the killed process is
+//! gone uncounted, so the losses beyond every named counter
+//! (`lost_at_kills`) must stay within what the flows' windows let be in
+//! flight at the kills.
 //!
 //! Each arriving frame is checked: its length and every payload byte
 //! against what its (direction, flow, sequence) says, and its sequence
@@ -41,8 +56,12 @@ struct Opts {
     frames: u64,
     restart_secs: f64,
     fault_every: u64,
+    bad_desc_every: u64,
     l2fwd: String,
     max_secs: f64,
+    /// Route l2fwd's second port through a testpmd killed every
+    /// `restart_secs` (instead of restarting backend A).
+    via_testpmd: bool,
 }
 
 fn opts() -> Opts {
@@ -50,8 +69,10 @@ fn opts() -> Opts {
         frames: 100_000_000,
         restart_secs: 3.0,
         fault_every: 1_000_000,
+        bad_desc_every: 1_000_000,
         l2fwd: "target/release/l2fwd".into(),
         max_secs: 900.0,
+        via_testpmd: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
@@ -67,8 +88,10 @@ fn opts() -> Opts {
             "--frames" => o.frames = num(v) as u64,
             "--restart-secs" => o.restart_secs = num(v),
             "--fault-every" => o.fault_every = num(v) as u64,
+            "--bad-desc-every" => o.bad_desc_every = num(v) as u64,
             "--l2fwd" => o.l2fwd = v.clone(),
             "--max-secs" => o.max_secs = num(v),
+            "--via" if v == "testpmd" => o.via_testpmd = true,
             _ => usage(&format!("unknown option {a}")),
         }
     }
@@ -76,7 +99,7 @@ fn opts() -> Opts {
 }
 
 fn usage(why: &str) -> ! {
-    eprintln!("soak: {why}\nusage: soak [--frames N] [--restart-secs S] [--fault-every N (0: off)] [--l2fwd PATH] [--max-secs S]");
+    eprintln!("soak: {why}\nusage: soak [--frames N] [--restart-secs S] [--fault-every N (0: off)] [--bad-desc-every N (0: off)] [--l2fwd PATH] [--max-secs S] [--via testpmd]");
     std::process::exit(2)
 }
 
@@ -129,6 +152,8 @@ struct Tally {
     received: u64,
     /// Sequence numbers skipped in a flow (frames that never came).
     lost: u64,
+    /// Peer processes killed so far.
+    kills: u64,
     /// Windows given up on after a stall.
     stalls: u64,
     corrupt: u64,
@@ -161,9 +186,9 @@ fn rss(pid: &str) -> u64 {
         * 1024
 }
 
-/// l2fwd's non-zero counters of port `port` that say what went wrong or
-/// was dropped, read over DPDK telemetry (`dpdk-telemetry.py`).
-fn l2fwd_xstats(prefix: &str, port: u16) -> Option<Vec<(String, u64)>> {
+/// The reply to a DPDK telemetry command (`dpdk-telemetry.py`) of the
+/// process with file prefix `prefix`, from its body's first key on.
+fn telemetry(prefix: &str, cmd: &str) -> Option<String> {
     use std::io::Write;
     let mut c = Command::new("dpdk-telemetry.py")
         .args(["-f", prefix])
@@ -172,9 +197,22 @@ fn l2fwd_xstats(prefix: &str, port: u16) -> Option<Vec<(String, u64)>> {
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    let _ = writeln!(c.stdin.take()?, "/ethdev/xstats,{port}");
+    let _ = writeln!(c.stdin.take()?, "{cmd}");
     let out = String::from_utf8_lossy(&c.wait_with_output().ok()?.stdout).into_owned();
-    let body = out.split("\"/ethdev/xstats\":").nth(1)?;
+    let key = format!("\"{}\":", cmd.split(',').next()?);
+    Some(out.split(&key).nth(1)?.to_string())
+}
+
+/// The number after `"key":` in a telemetry reply.
+fn field(body: &str, key: &str) -> Option<u64> {
+    let v = body.split(&format!("\"{key}\":")).nth(1)?;
+    v.split([',', '}']).next()?.trim().parse().ok()
+}
+
+/// l2fwd's non-zero counters of port `port` that say what went wrong or
+/// was dropped, read over DPDK telemetry.
+fn l2fwd_xstats(prefix: &str, port: u16) -> Option<Vec<(String, u64)>> {
+    let body = telemetry(prefix, &format!("/ethdev/xstats,{port}"))?;
     let kept = body
         .split([',', '{', '}'])
         .filter_map(|kv| {
@@ -258,6 +296,107 @@ fn xstats(b: &Backend) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// DPDK's testpmd between l2fwd's second port (on `sock`, testpmd's
+/// `net_vhost` as the server) and backend B (`to_b`, testpmd's
+/// `net_virtio_user`), forwarding between the two (`--via testpmd`).
+struct Testpmd {
+    child: Option<std::process::Child>,
+    id: u32,
+    starts: u32,
+    sock: String,
+    to_b: String,
+    /// Frames the killed ones received and did not send (their ethdev
+    /// counters, read just before each kill), and kills whose counters
+    /// could not be read.
+    dropped: u64,
+    unread: u64,
+}
+
+impl Testpmd {
+    fn prefix(&self) -> String {
+        format!("soaktp{}x{}", self.id, self.starts)
+    }
+
+    /// Starts one (its socket made afresh), and waits until it listens.
+    fn start(&mut self) {
+        let _ = std::fs::remove_file(&self.sock);
+        self.starts += 1;
+        let child = Command::new("taskset")
+            .args([
+                "-c",
+                "0-1",
+                "dpdk-testpmd",
+                "--no-pci",
+                "--no-huge",
+                "-m",
+                "512",
+            ])
+            .args(["--lcores", "0@0,1@0", "--log-level=lib.eal:error"])
+            .arg(format!("--file-prefix={}", self.prefix()))
+            .arg("--vdev")
+            .arg(format!("net_vhost0,iface={},queues=1", self.sock))
+            .arg("--vdev")
+            .arg(format!("net_virtio_user1,path={},queues=1", self.to_b))
+            .args(["--", "--forward-mode=io", "-a", "--total-num-mbufs=8192"])
+            // Its stdin stays open: at EOF it would quit.
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("dpdk-testpmd: {e} (Debian: apt-get install dpdk)"));
+        let t0 = Instant::now();
+        let mut child = child;
+        while !std::path::Path::new(&self.sock).exists() {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!(
+                    "dpdk-testpmd exited ({st}) before listening on {}",
+                    self.sock
+                );
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "testpmd never made {}",
+                self.sock
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.child = Some(child);
+    }
+
+    /// Frames received on one port and not sent on the other, so far.
+    fn dropped_now(&self) -> Option<u64> {
+        let stats = |p: u16| {
+            let body = telemetry(&self.prefix(), &format!("/ethdev/stats,{p}"))?;
+            Some((field(&body, "ipackets")?, field(&body, "opackets")?))
+        };
+        let ((i0, o0), (i1, o1)) = (stats(0)?, stats(1)?);
+        Some(i0.saturating_sub(o1) + i1.saturating_sub(o0))
+    }
+
+    /// SIGKILL, as a crash: its peers are not told. Its counters are
+    /// read first.
+    fn kill(&mut self) {
+        if self.child.is_some() {
+            match self.dropped_now() {
+                Some(d) => self.dropped += d,
+                None => self.unread += 1,
+            }
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.prefix()));
+    }
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_file(&self.sock);
+    }
+}
+
 fn main() {
     let o = opts();
     let mut reg = Registry::new();
@@ -269,12 +408,27 @@ fn main() {
         format!("/tmp/rpmd-soak-{id}-b.sock"),
     );
     let dev_a = format!("vhost-user:{sa},busyloop_us=0");
-    let dev_b = format!(
-        "vhost-user:{sb},busyloop_us=0,fault_used_every={}",
-        o.fault_every
-    );
+    // Wrong used entries only into l2fwd's rings, not testpmd's.
+    let fault_every = if o.via_testpmd { 0 } else { o.fault_every };
+    let dev_b = format!("vhost-user:{sb},busyloop_us=0,fault_used_every={fault_every}");
     let mut a = Some(open(&reg, &dev_a, &pool));
     let mut b = open(&reg, &dev_b, &pool);
+    let mut peer = o.via_testpmd.then(|| Testpmd {
+        child: None,
+        id,
+        starts: 0,
+        sock: format!("/tmp/rpmd-soak-{id}-c.sock"),
+        to_b: sb.clone(),
+        dropped: 0,
+        unread: 0,
+    });
+    let second = match peer.as_mut() {
+        Some(tp) => {
+            tp.start();
+            tp.sock.clone()
+        }
+        None => format!("{sb},fault_desc_every={}", o.bad_desc_every),
+    };
     let l2fwd = Command::new(&o.l2fwd)
         .args(["-l", "1", "--json", "--duration", "100000"])
         .arg(format!("--file-prefix=soak{id}"))
@@ -282,7 +436,7 @@ fn main() {
             "--dev",
             &format!("virtio-user:{sa}"),
             "--dev",
-            &format!("virtio-user:{sb}"),
+            &format!("virtio-user:{second}"),
         ])
         .stdout(Stdio::from(
             std::fs::File::create(format!("/tmp/rpmd-soak-{id}-l2fwd.log")).expect("l2fwd's log"),
@@ -326,17 +480,23 @@ fn main() {
                 std::process::exit(1);
             }
         }
-        if o.restart_secs > 0.0 && Instant::now() >= next_restart && a.is_some() {
-            // The backend goes: its socket and its rings with it.
-            let mut gone = a.take().unwrap();
-            receive(&mut gone, &mut flows, &mut t, &mut inb);
-            gone.port.stop().unwrap();
-            drop(gone);
+        if o.restart_secs > 0.0 && Instant::now() >= next_restart && down_since.is_none() {
+            if let Some(tp) = peer.as_mut() {
+                tp.kill();
+                t.kills += 1;
+            } else if let Some(mut gone) = a.take() {
+                // The backend goes: its socket and its rings with it.
+                receive(&mut gone, &mut flows, &mut t, &mut inb);
+                gone.port.stop().unwrap();
+            }
             restarts += 1;
             down_since = Some(Instant::now());
         }
         if down_since.is_some_and(|d| d.elapsed() > Duration::from_millis(100)) {
-            a = Some(open(&reg, &dev_a, &pool));
+            match peer.as_mut() {
+                Some(tp) => tp.start(),
+                None => a = Some(open(&reg, &dev_a, &pool)),
+            }
             down_since = None;
             next_restart = Instant::now() + Duration::from_secs_f64(o.restart_secs);
         }
@@ -373,6 +533,12 @@ fn main() {
         .map_or(0, |x| x.1);
     let l2x = [0, 1].map(|p| l2fwd_xstats(&format!("soak{id}"), p));
     drop(l2fwd);
+    // The last testpmd's counters too (read as it is killed).
+    let (tp_dropped, tp_unread) = peer.as_mut().map_or((0, 0), |tp| {
+        tp.kill();
+        (tp.dropped, tp.unread)
+    });
+    drop(peer);
     // l2fwd's own count of what it could not send (its summary line).
     let l2log =
         std::fs::read_to_string(format!("/tmp/rpmd-soak-{id}-l2fwd.log")).unwrap_or_default();
@@ -398,10 +564,15 @@ fn main() {
     let growth = |e: u64, w: u64| (e as i64 - w as i64) / 1024;
     let (g_ours, g_l2) = (growth(end.0, warm.0), growth(end.1, warm.1));
     println!(
-        "soak: {} frames back of {} sent in {secs:.1} s ({:.2} Mpps), {restarts} backend restarts, {faults} wrong used entries",
+        "soak: {} frames back of {} sent in {secs:.1} s ({:.2} Mpps), {restarts} {}, {faults} wrong used entries",
         t.received,
         t.sent,
-        t.received as f64 / secs / 1e6
+        t.received as f64 / secs / 1e6,
+        if o.via_testpmd {
+            "testpmd kills (SIGKILL)"
+        } else {
+            "backend restarts"
+        }
     );
     println!(
         "  lost {} (sequence numbers that never came; {} stalls); corrupt {}, duplicated or reordered {}",
@@ -411,12 +582,28 @@ fn main() {
         Some(d) => println!("  l2fwd: dropped {d} (its tx queue full or its link down)"),
         None => println!("  l2fwd: no summary (it did not exit cleanly)"),
     }
-    // Every frame lost must be under a named counter of l2fwd's: its
-    // drops, and each port's rx and tx errors (frames its rings dropped
-    // when it started them over after a wrong used entry; `_device_errors`
-    // counts those entries, already in `_errors`). A restarted ring's tx
-    // errors may include frames the device had sent but not yet returned,
-    // so the counters may exceed the loss, never the other way.
+    // Every frame lost must be under a named counter: l2fwd's drops and
+    // each port's rx and tx errors (frames its rings dropped when it
+    // started them over after a wrong used entry; `_device_errors` counts
+    // those entries, already in `_errors`), backend B's frames left in a
+    // frontend's ring when it went, and what testpmd received and did not
+    // send. A restarted ring's tx errors may include frames the device
+    // had sent but not yet returned, so the counters may exceed the loss.
+    // A SIGKILL also takes what is in flight in the killed process and its
+    // rings with it, which nobody counts: at most every frame in flight
+    // then, the flows' windows.
+    let left_at_stop: u64 = ours[1]
+        .iter()
+        .filter(|x| x.0.ends_with("_left_at_stop"))
+        .map(|x| x.1)
+        .sum();
+    // B's errors: the malformed descriptors it dropped (its
+    // `_device_errors` counts the same).
+    let b_errors: u64 = ours[1]
+        .iter()
+        .filter(|(k, _)| k.ends_with("_errors") && !k.ends_with("device_errors"))
+        .map(|x| x.1)
+        .sum();
     let counted = l2_dropped.unwrap_or(0)
         + l2x
             .iter()
@@ -424,9 +611,14 @@ fn main() {
             .flatten()
             .filter(|(k, _)| k.ends_with("_errors") && !k.ends_with("device_errors"))
             .map(|(_, v)| v)
-            .sum::<u64>();
+            .sum::<u64>()
+        + left_at_stop
+        + b_errors
+        + tp_dropped;
+    let at_kills = t.lost.saturating_sub(counted);
+    let kill_bound = t.kills * 2 * FLOWS as u64 * WINDOW;
     println!(
-        "  lost {} frames, {counted} under l2fwd's drop and error counters",
+        "  lost {} frames, {counted} under l2fwd's drop and error counters, backend B's errors ({b_errors}: malformed descriptors) and left_at_stop ({left_at_stop}), testpmd's rx - tx ({tp_dropped}; {tp_unread} kills unread); {at_kills} with the killed testpmds (at most {kill_bound}: what was in flight)",
         t.lost
     );
     for (p, x) in l2x.iter().enumerate() {
@@ -444,7 +636,7 @@ fn main() {
     }
     println!("  anonymous resident memory after warm-up: soak {g_ours:+} KiB, l2fwd {g_l2:+} KiB");
     println!(
-        "RESULT soak frames={} lost_mbufs={lost_mbufs} corrupt={} reordered={} lost={} counted={counted} restarts={restarts} faults={faults} rss_growth_kib={g_ours},{g_l2}",
+        "RESULT soak frames={} lost_mbufs={lost_mbufs} corrupt={} reordered={} lost={} counted={counted} bad_descriptors={b_errors} lost_at_kills={at_kills} restarts={restarts} faults={faults} rss_growth_kib={g_ours},{g_l2}",
         t.received, t.corrupt, t.reordered, t.lost
     );
     // Flat: within 8 MiB of the warm-up (a restart maps the peer's
@@ -456,7 +648,7 @@ fn main() {
         && flat
         && t.received >= o.frames
         && l2_dropped.is_some()
-        && (t.lost <= counted || l2x.iter().any(Option::is_none));
+        && (at_kills <= kill_bound || l2x.iter().any(Option::is_none) || tp_unread > 0);
     if !ok {
         eprintln!(
             "soak: FAILED (mbufs {lost_mbufs}, corrupt {}, reordered {}, rss flat {flat}, frames {} of {}, l2fwd exited cleanly {}, lost {} with {counted} counted)",

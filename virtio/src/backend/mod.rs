@@ -168,19 +168,8 @@ impl VhostUserPort {
                 format!("call_coalesce={call_coalesce}: at most 4096 chains"),
             ));
         }
-        let fault_every = args.opt_u64("fault_used_every", 0)?;
-        if fault_every != 0 && !cfg!(feature = "fault-injection") {
-            return Err(perr(
-                name,
-                "fault_used_every: this build has no fault injection (rpmd-virtio's `fault-injection` feature, for benches/soak.sh)",
-            ));
-        }
-        if fault_every > u32::MAX as u64 {
-            return Err(perr(
-                name,
-                format!("fault_used_every={fault_every}: at most {}", u32::MAX),
-            ));
-        }
+        #[cfg_attr(not(feature = "fault-injection"), allow(unused_variables))]
+        let fault_every = crate::fault_every(args, "fault_used_every")?;
         let client = args.opt_bool("client", false)?;
         let ep = if client {
             Endpoint::Client(path.clone())
@@ -195,7 +184,7 @@ impl VhostUserPort {
             mtu: mtu as u16,
             call_coalesce: call_coalesce as u32,
             #[cfg(feature = "fault-injection")]
-            fault_every: fault_every as u32,
+            fault_every,
         };
         let shared = Arc::new(Shared::new(name, pairs));
         let s = shared.clone();

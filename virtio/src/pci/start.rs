@@ -293,6 +293,7 @@ impl VirtioPciPort {
             rx_queues: conf.rx_queues as usize,
             tx_queues: conf.tx_queues as usize,
             stamp: RxStamp::new(self.port_id, conf),
+            fault_desc_every: 0,
         };
         build_handles(
             &h,

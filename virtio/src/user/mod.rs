@@ -126,7 +126,9 @@ impl Driver for VirtioUserDriver {
             "in_order",
             "server",
             "timeout_ms",
+            "fault_desc_every",
         ])?;
+        let fault_desc_every = crate::fault_every(args, "fault_desc_every")?;
         let want_event_idx = args.opt_bool("event_idx", true)?;
         let want_packed = args.opt_bool("packed_vq", false)?;
         let want_in_order = args.opt_bool("in_order", true)?;
@@ -184,6 +186,7 @@ impl Driver for VirtioUserDriver {
             want_event_idx,
             want_packed,
             want_in_order,
+            fault_desc_every,
             features: 0,
             layout,
             mac: MacAddr::from_name(&path, 0x76),
@@ -313,6 +316,9 @@ pub struct VirtioUserPort {
     want_event_idx: bool,
     want_packed: bool,
     want_in_order: bool,
+    /// Every Nth frame sent with a descriptor outside the memory table,
+    /// on purpose (`fault_desc_every`; the `fault-injection` feature).
+    fault_desc_every: u32,
     features: u64,
     layout: Layout,
     mac: MacAddr,
@@ -470,6 +476,7 @@ impl VirtioUserPort {
             rx_queues: conf.rx_queues as usize,
             tx_queues: conf.tx_queues as usize,
             stamp: RxStamp::new(self.port_id, conf),
+            fault_desc_every: self.fault_desc_every,
         };
         let queues = queues.into_iter().zip(kicks.into_iter().map(Kick::Event));
         build_handles(
