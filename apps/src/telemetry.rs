@@ -429,6 +429,7 @@ fn lcores(src: &Sources) -> Value {
                 "spins": t.spins.get(),
                 "yields": t.yields.get(),
                 "sleeps": t.sleeps.get(),
+                "armed_with_work": t.armed_with_work.get(),
                 "wakeups": wakeups,
                 "wake_mean_ns": t.wake_ns.get().checked_div(wakeups).unwrap_or(0),
                 "wake_p50_ns": t.wake_quantile(0.5),

@@ -183,15 +183,27 @@ pub fn responder_lcore(cpu: usize) -> rpmd_sched::Lcore {
 /// a 10 ms timer behind its tasks' interrupts): the consumer of the
 /// backlog experiments, where every idle moment costs a wake-up.
 pub fn sleeping_lcore(cpu: usize) -> rpmd_sched::Lcore {
-    rpmd_sched::Lcore::spawn(
-        cpu,
-        rpmd_sched::LcoreConfig {
-            spin: rpmd_sched::SpinPolicy::Fixed(Duration::ZERO),
-            sleep: Duration::from_millis(10),
-            ..Default::default()
-        },
-    )
-    .expect("an lcore on its CPU")
+    rpmd_sched::Lcore::spawn(cpu, sleeping_config()).expect("an lcore on its CPU")
+}
+
+/// As [`sleeping_lcore`], with NAPI's completion: a round in which the
+/// task did less than its quota ends the polling (arm, and sleep unless
+/// work is already waiting), as a NIC driver's poll that completes
+/// re-enables its interrupt.
+pub fn napi_lcore(cpu: usize) -> rpmd_sched::Lcore {
+    let cfg = rpmd_sched::LcoreConfig {
+        complete_short_rounds: true,
+        ..sleeping_config()
+    };
+    rpmd_sched::Lcore::spawn(cpu, cfg).expect("an lcore on its CPU")
+}
+
+fn sleeping_config() -> rpmd_sched::LcoreConfig {
+    rpmd_sched::LcoreConfig {
+        spin: rpmd_sched::SpinPolicy::Fixed(Duration::ZERO),
+        sleep: Duration::from_millis(10),
+        ..Default::default()
+    }
 }
 
 /// The requester of the yield experiments (`seeds yield`, `yield_proc`),

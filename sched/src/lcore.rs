@@ -13,7 +13,11 @@
 //! eventfd, with a timeout, so it also sleeps when no task has an eventfd.
 //! With [`KernelBusyPoll`] it sleeps in an epoll with busy polling
 //! instead, so the kernel polls the devices of the tasks' sockets first
-//! (see [`crate::kbusy`]).
+//! (see [`crate::kbusy`]). With `complete_short_rounds` (NAPI's
+//! completion) a round in which every task stayed under its quota goes
+//! to that sleep at once, as a driver's poll that completes re-enables
+//! its interrupt; work found when arming is polled without sleeping and
+//! counted (`armed_with_work`).
 //!
 //! Commands (add a task, remove one, stop) reach an lcore through a
 //! lock-free queue (crossbeam `ArrayQueue`) plus an eventfd that wakes it
@@ -224,6 +228,13 @@ pub struct LcoreConfig {
     pub sleep: Duration,
     /// Sleep in an epoll with kernel busy polling (None: `ppoll`).
     pub kernel_busy_poll: Option<KernelBusyPoll>,
+    /// NAPI's completion: after a round in which every task did work but
+    /// less than its quota, arm their notifications and sleep at once (as
+    /// `napi_complete_done` re-enables the interrupt), instead of polling
+    /// until a round finds nothing. Work that came in during the round is
+    /// found when arming (counted in `armed_with_work`: the interrupt a
+    /// device would raise at once) and polled without sleeping.
+    pub complete_short_rounds: bool,
 }
 
 impl Default for LcoreConfig {
@@ -235,6 +246,7 @@ impl Default for LcoreConfig {
             signal_every: Duration::from_micros(2),
             sleep: Duration::from_micros(100),
             kernel_busy_poll: None,
+            complete_short_rounds: false,
         }
     }
 }
@@ -481,17 +493,22 @@ fn run(s: &Shared, cfg: LcoreConfig) -> Stopped {
         let exclusive = p.spin_exclusive && p.spinning;
         let mut work = 0;
         let mut found = 0u64;
+        let mut filled = false;
         for (i, (_, t)) in p.tasks.iter_mut().enumerate() {
             if exclusive && !p.spin_task[i] {
                 continue;
             }
             let w = t.run(p.cfg.quota);
             work += w;
+            filled |= w >= p.cfg.quota;
             found |= u64::from(w != 0) << (i & 63);
         }
         s.stats.rounds.add(1);
         if work > 0 {
             p.busy_round(&s.stats, work, found);
+            if p.cfg.complete_short_rounds && !filled {
+                p.sleep(s);
+            }
         } else {
             p.empty_round(s);
         }
@@ -783,7 +800,9 @@ impl Poller {
                 t.set_notify(true);
             }
         }
-        if !self.tasks.iter().any(|(_, t)| t.has_work()) && s.commands.is_empty() {
+        if self.tasks.iter().any(|(_, t)| t.has_work()) {
+            st.armed_with_work.add(1);
+        } else if s.commands.is_empty() {
             st.sleeps.add(1);
             let z = clock::now();
             if let Some(b) = self.busy_sleep.as_mut() {

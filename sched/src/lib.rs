@@ -131,6 +131,9 @@ pub struct Telemetry {
     pub yields: Counter,
     /// Sleeps.
     pub sleeps: Counter,
+    /// Times the tasks were armed to sleep and work was already waiting
+    /// (polled again at once).
+    pub armed_with_work: Counter,
     /// Nanoseconds asleep.
     pub sleep_ns: Counter,
     /// Sleeps that ended in work on the next round.

@@ -449,3 +449,61 @@ fn tasks_come_back_at_shutdown_with_their_state() {
     drop(task);
     assert_eq!(pool.available(), 256);
 }
+
+/// Takes one item a round (a snapshot of one), whatever waits.
+struct OneAtATime(RingTask);
+
+impl Task for OneAtATime {
+    fn run(&mut self, quota: usize) -> usize {
+        self.0.run(quota.min(1))
+    }
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.0.wake_fd()
+    }
+    fn set_notify(&mut self, armed: bool) {
+        self.0.set_notify(armed)
+    }
+    fn has_work(&self) -> bool {
+        self.0.has_work()
+    }
+}
+
+/// NAPI's completion: a round in which the task did less than its quota
+/// ends the polling at once, spin budget or not: the lcore arms and
+/// sleeps; work already waiting when it arms is counted
+/// (`armed_with_work`) and polled without a sleep.
+#[test]
+fn a_short_round_completes_and_sleeps_despite_the_spin_budget() {
+    let l = Lcore::spawn(
+        0,
+        LcoreConfig {
+            spin: SpinPolicy::Fixed(Duration::from_secs(5)),
+            sleep: Duration::from_secs(1),
+            complete_short_rounds: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let (feed, t) = task(64);
+    l.add(TaskId(1), OneAtATime(t)).expect("the lcore runs");
+    // The first empty rounds spin (5 s budget): feed it from there.
+    while feed.tx.enqueue(1).is_err() {}
+    feed.wake.signal().unwrap();
+    wait_for("1 done", || feed.done.load(Relaxed) == 1);
+    wait_for("a sleep after the short round", || {
+        l.stats().sleeps.get() > 0
+    });
+    let s = l.stats();
+    assert_eq!(s.armed_with_work.get(), 0);
+    // Five at once, one a round: each of the first four rounds leaves
+    // work, found when arming.
+    let sleeps = s.sleeps.get();
+    for i in 0..5u64 {
+        while feed.tx.enqueue(i).is_err() {}
+    }
+    feed.wake.signal().unwrap();
+    wait_for("6 done", || feed.done.load(Relaxed) == 6);
+    wait_for("asleep again", || l.stats().sleeps.get() > sleeps);
+    assert_eq!(l.stats().armed_with_work.get(), 4);
+    l.stop().unwrap();
+}

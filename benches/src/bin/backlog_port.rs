@@ -2,10 +2,13 @@
 //! snapshot of its length) on a real port's receive path with interrupts.
 //!
 //! The consumer is rpmd's vhost-user backend (`vhost-user:`, split rings,
-//! `busyloop_us=0`): one lcore on CPU 0 with spin budget 0, so it arms
-//! the guest's kick and sleeps on the kick eventfd as soon as a round
-//! finds nothing, and every idle moment costs a wake-up, as with a NIC's
-//! interrupts. Its task takes requests from the guest's TX ring, spends
+//! `busyloop_us=0`): one lcore on CPU 0 with spin budget 0 and NAPI's
+//! completion (`LcoreConfig::complete_short_rounds`): a round in which
+//! the task did less than its quota ends the polling, as a NIC driver's
+//! poll that completes re-enables its interrupt; the lcore arms the
+//! guest's kick and sleeps on the kick eventfd, unless requests already
+//! wait (what a NIC would signal at once). Both count as interrupts:
+//! wake-ups here are sleeps plus arms that found work. Its task takes requests from the guest's TX ring, spends
 //! 300 ns of work on each and sends it back into the guest's RX ring;
 //! either until the ring is empty or the quota is used (`until-empty`,
 //! Linux's `process_backlog` since 2023), or as many as waited when the
@@ -100,6 +103,7 @@ fn requester(
     let lost_after = Duration::from_millis(10);
     let (mut tx, mut rx) = (Pkts::new(), Pkts::new());
     let mut done = 0u64;
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let end = Instant::now() + Duration::from_secs_f64(secs);
     loop {
         let now = Instant::now();
@@ -137,7 +141,14 @@ fn requester(
                 let f = flow_of(m.data());
                 if f < flows {
                     out[f] = false;
-                    due[f] = now + think;
+                    // Half to one and a half times `think`, so that the
+                    // flows' requests spread out instead of coming back
+                    // in the bursts their replies left in.
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let spread = 0.5 + (rng >> 11) as f64 / (1u64 << 53) as f64;
+                    due[f] = now + think.mul_f64(spread);
                     done += 1;
                 }
             }
@@ -189,7 +200,7 @@ fn run(flows: usize, until_empty: bool, think: Duration, secs: f64) -> Figures {
     cfg.cache_size = 64;
     let pool = Mempool::new(&cfg).expect("mempool");
     let ((mut back, mut bq), (mut front, mut fq)) = open_pair(&pool);
-    let l = rpmd_benches::sleeping_lcore(0);
+    let l = rpmd_benches::napi_lcore(0);
     let task = Responder {
         rx: bq.take_rx(0).expect("rx queue 0"),
         tx: bq.take_tx(0).expect("tx queue 0"),
@@ -200,7 +211,7 @@ fn run(flows: usize, until_empty: bool, think: Duration, secs: f64) -> Figures {
     std::thread::sleep(Duration::from_millis(20));
     let st = l.stats();
     let (sleeps0, rounds0, work0, asleep0) = (
-        st.sleeps.get(),
+        st.sleeps.get() + st.armed_with_work.get(),
         st.rounds.get(),
         st.work.get(),
         st.sleep_ns.get(),
@@ -214,7 +225,7 @@ fn run(flows: usize, until_empty: bool, think: Duration, secs: f64) -> Figures {
     let wall = t0.elapsed();
     let st = l.stats();
     let (sleeps, rounds, work, asleep) = (
-        st.sleeps.get() - sleeps0,
+        st.sleeps.get() + st.armed_with_work.get() - sleeps0,
         st.rounds.get() - rounds0,
         st.work.get() - work0,
         st.sleep_ns.get() - asleep0,
