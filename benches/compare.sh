@@ -206,13 +206,14 @@ for s in $suite; do
             ;;
         seeds)
             inv=${SEEDS_INVOCATIONS:-5}
-            echo "== seeds: the run-loop experiments (signal costs; then $inv interleaved invocations of: yield across processes, yield, spin budgets, backlog drain in memory and on a vhost-user port)"
+            echo "== seeds: the run-loop experiments (signal costs; then $inv interleaved invocations of: yield across processes over shm and over vhost-user, yield, spin budgets, backlog drain in memory and on a vhost-user port)"
             target/release/yield_signal_cost
             : > "$OUT/seeds_invocations.log"
             for i in $(seq "$inv"); do
                 echo "-- seeds invocation $i of $inv"
                 {
                     RPMD_PLOT_CSV="$OUT/seeds_yield_proc.csv" target/release/yield_proc --runs "$runs" --seconds 2
+                    target/release/yield_proc --link vhost --runs "$runs" --seconds 2
                     RPMD_PLOT_CSV="$OUT/seeds_yield.csv" target/release/seeds yield --runs "$runs" --seconds 2
                     target/release/seeds spin --runs "$runs" --seconds 2
                     target/release/seeds backlog --runs "$runs" --seconds 2

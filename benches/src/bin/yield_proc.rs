@@ -2,8 +2,11 @@
 //! runnable) with its responders in separate processes, as netperf
 //! servers are.
 //!
-//! Each session is an `shm:` link (the port that crosses processes): its
-//! responder is a process of its own (this program with `--responder`),
+//! Each session is a link that crosses processes: an `shm:` link, or with
+//! `--link vhost` a vhost-user one (the responder's `virtio-user:` port
+//! into a `vhost-user:` backend port in this process, as a guest's into
+//! vswitch's). Its responder is a process of its own (this program with
+//! `--responder`),
 //! one lcore pinned to CPU 0 busy-polling (spin budget 50 ms, so it never
 //! sleeps) and echoing every frame; the requester, in this process on
 //! CPU 1, keeps one 64-byte request outstanding per session and sends a
@@ -23,7 +26,8 @@
 //!
 //! Ends with `RESULT yield_proc gain=<x>` (2 sessions, runqueue ÷ off;
 //! target ≥ 1.4) and `RESULT yield_proc_single gain=<x>` (1 session;
-//! target ≥ 0.97).
+//! target ≥ 0.97); `yield_proc_vhost` and `yield_proc_vhost_single` with
+//! `--link vhost`.
 use rpmd_benches::{median, Echo};
 use rpmd_pmd::{Mempool, MempoolConfig, Port, PortConfig, Queues, Registry};
 use rpmd_sched::{SignalKind, TaskId};
@@ -31,9 +35,22 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A link's device string: few slots, so 64 links stay small.
-fn dev(name: &str) -> String {
-    format!("shm:{name},slots=64")
+/// How a session's link crosses processes.
+#[derive(Clone, Copy, PartialEq)]
+enum Link {
+    Shm,
+    Vhost,
+}
+
+/// The device string of link `name` for the requester's side or the
+/// responder's: shm with few slots, so 64 links stay small; or vhost-user
+/// with the backend here and the responder's virtio-user port attached.
+fn dev(link: Link, name: &str, requester: bool) -> String {
+    match (link, requester) {
+        (Link::Shm, _) => format!("shm:{name},slots=64"),
+        (Link::Vhost, true) => format!("vhost-user:/tmp/{name}.sock,busyloop_us=0"),
+        (Link::Vhost, false) => format!("virtio-user:/tmp/{name}.sock"),
+    }
 }
 
 fn pool(name: &str, n: u32) -> Mempool {
@@ -42,8 +59,8 @@ fn pool(name: &str, n: u32) -> Mempool {
     Mempool::new(&cfg).expect("mempool")
 }
 
-fn open(reg: &Registry, name: &str, pool: &Mempool) -> (Box<dyn Port>, Queues) {
-    let mut p = reg.open(&dev(name)).expect("shm port");
+fn open(reg: &Registry, dev: &str, pool: &Mempool) -> (Box<dyn Port>, Queues) {
+    let mut p = reg.open(dev).unwrap_or_else(|e| panic!("{dev}: {e}"));
     p.configure(&PortConfig {
         rx_pool: Some(pool.clone()),
         ..PortConfig::default()
@@ -56,10 +73,11 @@ fn open(reg: &Registry, name: &str, pool: &Mempool) -> (Box<dyn Port>, Queues) {
 /// The responder process: side B of `name`, an lcore on CPU 0 echoing.
 /// Prints its lcore's thread id, reads one line (the signal and the other
 /// responders' thread ids), prints `ready`, and runs until stdin closes.
-fn responder(name: &str) {
-    let reg = Registry::new();
-    let pool = pool("yp-responder", 256);
-    let (_port, q) = open(&reg, name, &pool);
+fn responder(link: Link, name: &str) {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let pool = pool("yp-responder", 512);
+    let (_port, q) = open(&reg, &dev(link, name, false), &pool);
     let l = rpmd_benches::responder_lcore(0);
     l.add(TaskId(0), Echo::new(q)).expect("the lcore runs");
     let mut out = std::io::stdout().lock();
@@ -99,8 +117,9 @@ fn responder(name: &str) {
 
 /// One configuration: `sessions` responder processes under `signal`;
 /// transactions per second over all sessions.
-fn run(sessions: usize, signal: &str, secs: f64, wire: Duration) -> f64 {
-    let reg = Registry::new();
+fn run(link: Link, sessions: usize, signal: &str, secs: f64, wire: Duration) -> f64 {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
     let pool = pool("yp-requester", 1024);
     let exe = std::env::current_exe().expect("own path");
     let mut queues = Vec::new();
@@ -109,12 +128,13 @@ fn run(sessions: usize, signal: &str, secs: f64, wire: Duration) -> f64 {
     let mut tids = Vec::new();
     for s in 0..sessions {
         let name = format!("yp-{}-{s}", std::process::id());
-        // Side A first, so the responder is side B.
-        let (p, q) = open(&reg, &name, &pool);
+        // Side A (or the backend) first, so the responder attaches.
+        let (p, q) = open(&reg, &dev(link, &name, true), &pool);
         ports.push(p);
         queues.push(q);
+        let kind = if link == Link::Vhost { "vhost" } else { "shm" };
         let mut c = Command::new(&exe)
-            .args(["--responder", &name])
+            .args(["--link", kind, "--responder", &name])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -132,6 +152,14 @@ fn run(sessions: usize, signal: &str, secs: f64, wire: Duration) -> f64 {
         stdin.flush().expect("responder's stdin");
         let mut ready = String::new();
         r.read_line(&mut ready).expect("the responder's ready");
+    }
+    let t0 = std::time::Instant::now();
+    while !ports.iter().all(|p| p.link().up) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "a responder never attached"
+        );
+        std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(50));
     let tps = std::thread::scope(|sc| {
@@ -153,12 +181,13 @@ fn list<T: std::str::FromStr>(v: &str) -> Option<Vec<T>> {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: yield_proc [--sessions 1,2,16,32,64] [--signals off,runqueue,state] [--seconds S] [--runs N] [--wire-us W]");
+    eprintln!("usage: yield_proc [--link shm|vhost] [--sessions 1,2,16,32,64] [--signals off,runqueue,state] [--seconds S] [--runs N] [--wire-us W]");
     std::process::exit(2);
 }
 
 /// The command line: sessions, signals, seconds, runs, wire µs.
 struct Opts {
+    link: Link,
     sessions: Vec<usize>,
     signals: Vec<String>,
     secs: f64,
@@ -170,6 +199,7 @@ struct Opts {
 fn opts() -> Opts {
     let mut args = std::env::args().skip(1);
     let mut o = Opts {
+        link: Link::Shm,
         sessions: vec![2, 1, 16, 32, 64],
         signals: ["off", "runqueue", "state"].map(String::from).to_vec(),
         secs: 2.0,
@@ -180,8 +210,15 @@ fn opts() -> Opts {
         let v = args.next().unwrap_or_else(|| usage());
         match a.as_str() {
             "--responder" => {
-                responder(&v);
+                responder(o.link, &v);
                 std::process::exit(0);
+            }
+            "--link" => {
+                o.link = match v.as_str() {
+                    "shm" => Link::Shm,
+                    "vhost" => Link::Vhost,
+                    _ => usage(),
+                }
             }
             "--sessions" => {
                 o.sessions = list(&v)
@@ -218,6 +255,7 @@ fn opts() -> Opts {
 
 fn main() {
     let Opts {
+        link,
         sessions,
         signals,
         secs,
@@ -225,7 +263,11 @@ fn main() {
         wire_us,
     } = opts();
     let wire = Duration::from_secs_f64(wire_us / 1e6);
-    println!("request/response over shm links, one responder process per session busy-polling on CPU 0, requester on CPU 1, {wire_us} us wire time; {runs} interleaved rounds of {secs} s, medians");
+    let over = match link {
+        Link::Shm => "shm links",
+        Link::Vhost => "vhost-user links (responders' virtio-user ports into backends here)",
+    };
+    println!("request/response over {over}, one responder process per session busy-polling on CPU 0, requester on CPU 1, {wire_us} us wire time; {runs} interleaved rounds of {secs} s, medians");
     print!("{:<10}", "sessions");
     for s in &signals {
         print!(" {:>14}", format!("{s} tps"));
@@ -239,7 +281,7 @@ fn main() {
         for r in 0..runs {
             for k in 0..signals.len() {
                 let i = (k + r) % signals.len();
-                res[i].push(run(n, &signals[i], secs, wire));
+                res[i].push(run(link, n, &signals[i], secs, wire));
             }
         }
         let med: Vec<f64> = res.into_iter().map(median).collect();
@@ -265,10 +307,15 @@ fn main() {
         );
     }
     let get = |n: usize| gain.get(&(n, "runqueue".to_string())).copied();
+    let suite = if link == Link::Vhost {
+        "yield_proc_vhost"
+    } else {
+        "yield_proc"
+    };
     if let Some(g) = get(2) {
-        println!("RESULT yield_proc gain={g:.3} (2 sessions, runqueue / off; target >= 1.4, the seed: +43..75%)");
+        println!("RESULT {suite} gain={g:.3} (2 sessions, runqueue / off; target >= 1.4, the seed: +43..75%)");
     }
     if let Some(g) = get(1) {
-        println!("RESULT yield_proc_single gain={g:.3} (1 session, runqueue / off; target >= 0.97: no loss)");
+        println!("RESULT {suite}_single gain={g:.3} (1 session, runqueue / off; target >= 0.97: no loss)");
     }
 }
