@@ -397,6 +397,80 @@ impl Drop for Testpmd {
     }
 }
 
+/// l2fwd on CPU 1 between virtio-user ports on `first` and `second`
+/// (device strings' targets and options), its JSON lines in a log file.
+fn spawn_l2fwd(o: &Opts, id: u32, first: &str, second: &str) -> std::process::Child {
+    Command::new(&o.l2fwd)
+        .args(["-l", "1", "--json", "--duration", "100000"])
+        .arg(format!("--file-prefix=soak{id}"))
+        .args([
+            "--dev",
+            &format!("virtio-user:{first}"),
+            "--dev",
+            &format!("virtio-user:{second}"),
+        ])
+        .stdout(Stdio::from(
+            std::fs::File::create(format!("/tmp/rpmd-soak-{id}-l2fwd.log")).expect("l2fwd's log"),
+        ))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (build it: cargo build --release -p rpmd-apps)",
+                o.l2fwd
+            )
+        })
+}
+
+/// l2fwd's own count of what it could not send (its summary line), once
+/// it exited; its log removed.
+fn l2fwd_dropped(id: u32) -> Option<u64> {
+    let log = format!("/tmp/rpmd-soak-{id}-l2fwd.log");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    text.lines()
+        .rfind(|l| l.contains("\"type\":\"summary\""))
+        .and_then(|l| {
+            l.split("\"dropped\":")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()
+        })
+}
+
+/// What a run gathered, for its report.
+struct Gathered {
+    t: Tally,
+    secs: f64,
+    restarts: u64,
+    /// Our backends' non-zero counters (A, B).
+    ours: [Vec<(String, u64)>; 2],
+    /// l2fwd's drop and error counters per port (None: not readable).
+    l2x: [Option<Vec<(String, u64)>>; 2],
+    l2_dropped: Option<u64>,
+    tp_dropped: u64,
+    tp_unread: u64,
+    lost_mbufs: usize,
+    /// Anonymous memory growth after the warm-up, KiB: ours, l2fwd's.
+    growth: (i64, i64),
+}
+
+/// The sum of the counters in `x` whose names end in `_errors`, bar the
+/// `_device_errors` that count the same events again.
+fn errors(x: &[(String, u64)]) -> u64 {
+    x.iter()
+        .filter(|(k, _)| k.ends_with("_errors") && !k.ends_with("device_errors"))
+        .map(|x| x.1)
+        .sum()
+}
+
+fn print_counters(what: &str, x: &[(String, u64)]) {
+    let line: Vec<String> = x.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!("  {what}: {}", line.join(" "));
+}
+
 fn main() {
     let o = opts();
     let mut reg = Registry::new();
@@ -429,26 +503,7 @@ fn main() {
         }
         None => format!("{sb},fault_desc_every={}", o.bad_desc_every),
     };
-    let l2fwd = Command::new(&o.l2fwd)
-        .args(["-l", "1", "--json", "--duration", "100000"])
-        .arg(format!("--file-prefix=soak{id}"))
-        .args([
-            "--dev",
-            &format!("virtio-user:{sa}"),
-            "--dev",
-            &format!("virtio-user:{second}"),
-        ])
-        .stdout(Stdio::from(
-            std::fs::File::create(format!("/tmp/rpmd-soak-{id}-l2fwd.log")).expect("l2fwd's log"),
-        ))
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (build it: cargo build --release -p rpmd-apps)",
-                o.l2fwd
-            )
-        });
+    let l2fwd = spawn_l2fwd(&o, id, &sa, &second);
     let l2pid = l2fwd.id().to_string();
     let mut l2fwd = rpmd_benches::Proc(l2fwd);
     // This thread on CPU 0 (after the spawn: l2fwd would inherit it).
@@ -527,10 +582,6 @@ fn main() {
     }
     let end = (rss("self"), rss(&l2pid));
     let ours = [a.as_ref().map(xstats).unwrap_or_default(), xstats(&b)];
-    let faults = ours[1]
-        .iter()
-        .find(|x| x.0 == "tx_q0_faults_injected")
-        .map_or(0, |x| x.1);
     let l2x = [0, 1].map(|p| l2fwd_xstats(&format!("soak{id}"), p));
     drop(l2fwd);
     // The last testpmd's counters too (read as it is killed).
@@ -539,126 +590,121 @@ fn main() {
         (tp.dropped, tp.unread)
     });
     drop(peer);
-    // l2fwd's own count of what it could not send (its summary line).
-    let l2log =
-        std::fs::read_to_string(format!("/tmp/rpmd-soak-{id}-l2fwd.log")).unwrap_or_default();
-    let l2_dropped = l2log
-        .lines()
-        .rfind(|l| l.contains("\"type\":\"summary\""))
-        .and_then(|l| {
-            l.split("\"dropped\":")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        });
-    let _ = std::fs::remove_file(format!("/tmp/rpmd-soak-{id}-l2fwd.log"));
+    let l2_dropped = l2fwd_dropped(id);
     for bk in [a.take(), Some(b)].into_iter().flatten() {
         let mut bk = bk;
         bk.port.stop().unwrap();
         drop(bk);
     }
-    let lost_mbufs = pool.size() - pool.available();
     let warm = warm.unwrap_or(end);
     let growth = |e: u64, w: u64| (e as i64 - w as i64) / 1024;
-    let (g_ours, g_l2) = (growth(end.0, warm.0), growth(end.1, warm.1));
+    let g = Gathered {
+        t,
+        secs,
+        restarts,
+        ours,
+        l2x,
+        l2_dropped,
+        tp_dropped,
+        tp_unread,
+        lost_mbufs: pool.size() - pool.available(),
+        growth: (growth(end.0, warm.0), growth(end.1, warm.1)),
+    };
+    if !report(&o, &g) {
+        std::process::exit(1);
+    }
+}
+
+/// Prints the run's figures and `RESULT soak ...`; whether every
+/// invariant held.
+fn report(o: &Opts, g: &Gathered) -> bool {
+    let (t, ours) = (&g.t, &g.ours);
+    let faults = ours[1]
+        .iter()
+        .find(|x| x.0 == "tx_q0_faults_injected")
+        .map_or(0, |x| x.1);
+    let what = if o.via_testpmd {
+        "testpmd kills (SIGKILL)"
+    } else {
+        "backend restarts"
+    };
     println!(
-        "soak: {} frames back of {} sent in {secs:.1} s ({:.2} Mpps), {restarts} {}, {faults} wrong used entries",
+        "soak: {} frames back of {} sent in {:.1} s ({:.2} Mpps), {} {what}, {faults} wrong used entries",
         t.received,
         t.sent,
-        t.received as f64 / secs / 1e6,
-        if o.via_testpmd {
-            "testpmd kills (SIGKILL)"
-        } else {
-            "backend restarts"
-        }
+        g.secs,
+        t.received as f64 / g.secs / 1e6,
+        g.restarts
     );
     println!(
         "  lost {} (sequence numbers that never came; {} stalls); corrupt {}, duplicated or reordered {}",
         t.lost, t.stalls, t.corrupt, t.reordered
     );
-    match l2_dropped {
+    match g.l2_dropped {
         Some(d) => println!("  l2fwd: dropped {d} (its tx queue full or its link down)"),
         None => println!("  l2fwd: no summary (it did not exit cleanly)"),
     }
     // Every frame lost must be under a named counter: l2fwd's drops and
     // each port's rx and tx errors (frames its rings dropped when it
     // started them over after a wrong used entry; `_device_errors` counts
-    // those entries, already in `_errors`), backend B's frames left in a
-    // frontend's ring when it went, and what testpmd received and did not
-    // send. A restarted ring's tx errors may include frames the device
-    // had sent but not yet returned, so the counters may exceed the loss.
-    // A SIGKILL also takes what is in flight in the killed process and its
-    // rings with it, which nobody counts: at most every frame in flight
-    // then, the flows' windows.
+    // those entries, already in `_errors`), backend B's errors (the
+    // malformed descriptors it dropped) and frames left in a frontend's
+    // ring when it went, and what testpmd received and did not send. A
+    // restarted ring's tx errors may include frames the device had sent
+    // but not yet returned, so the counters may exceed the loss. A SIGKILL
+    // also takes what is in flight in the killed process and its rings
+    // with it, which nobody counts: at most every frame in flight then,
+    // the flows' windows.
     let left_at_stop: u64 = ours[1]
         .iter()
         .filter(|x| x.0.ends_with("_left_at_stop"))
         .map(|x| x.1)
         .sum();
-    // B's errors: the malformed descriptors it dropped (its
-    // `_device_errors` counts the same).
-    let b_errors: u64 = ours[1]
-        .iter()
-        .filter(|(k, _)| k.ends_with("_errors") && !k.ends_with("device_errors"))
-        .map(|x| x.1)
-        .sum();
-    let counted = l2_dropped.unwrap_or(0)
-        + l2x
-            .iter()
-            .flatten()
-            .flatten()
-            .filter(|(k, _)| k.ends_with("_errors") && !k.ends_with("device_errors"))
-            .map(|(_, v)| v)
-            .sum::<u64>()
-        + left_at_stop
-        + b_errors
-        + tp_dropped;
+    let b_errors = errors(&ours[1]);
+    let l2_errors: u64 = g.l2x.iter().flatten().map(|x| errors(x)).sum();
+    let counted = g.l2_dropped.unwrap_or(0) + l2_errors + left_at_stop + b_errors + g.tp_dropped;
     let at_kills = t.lost.saturating_sub(counted);
     let kill_bound = t.kills * 2 * FLOWS as u64 * WINDOW;
     println!(
-        "  lost {} frames, {counted} under l2fwd's drop and error counters, backend B's errors ({b_errors}: malformed descriptors) and left_at_stop ({left_at_stop}), testpmd's rx - tx ({tp_dropped}; {tp_unread} kills unread); {at_kills} with the killed testpmds (at most {kill_bound}: what was in flight)",
-        t.lost
+        "  lost {} frames, {counted} under l2fwd's drop and error counters, backend B's errors ({b_errors}: malformed descriptors) and left_at_stop ({left_at_stop}), testpmd's rx - tx ({}; {} kills unread); {at_kills} with the killed testpmds (at most {kill_bound}: what was in flight)",
+        t.lost, g.tp_dropped, g.tp_unread
     );
-    for (p, x) in l2x.iter().enumerate() {
+    for (p, x) in g.l2x.iter().enumerate() {
         match x {
-            Some(x) => {
-                let line: Vec<String> = x.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                println!("  l2fwd port {p}: {}", line.join(" "));
-            }
+            Some(x) => print_counters(&format!("l2fwd port {p}"), x),
             None => println!("  l2fwd port {p}: no xstats (dpdk-telemetry.py missing?)"),
         }
     }
-    for (name, x) in ["A", "B"].iter().zip(&ours) {
-        let line: Vec<String> = x.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        println!("  backend {name}: {}", line.join(" "));
-    }
+    print_counters("backend A", &ours[0]);
+    print_counters("backend B", &ours[1]);
+    let (g_ours, g_l2) = g.growth;
     println!("  anonymous resident memory after warm-up: soak {g_ours:+} KiB, l2fwd {g_l2:+} KiB");
     println!(
-        "RESULT soak frames={} lost_mbufs={lost_mbufs} corrupt={} reordered={} lost={} counted={counted} bad_descriptors={b_errors} lost_at_kills={at_kills} restarts={restarts} faults={faults} rss_growth_kib={g_ours},{g_l2}",
-        t.received, t.corrupt, t.reordered, t.lost
+        "RESULT soak frames={} lost_mbufs={} corrupt={} reordered={} lost={} counted={counted} bad_descriptors={b_errors} lost_at_kills={at_kills} restarts={} faults={faults} rss_growth_kib={g_ours},{g_l2}",
+        t.received, g.lost_mbufs, t.corrupt, t.reordered, t.lost, g.restarts
     );
     // Flat: within 8 MiB of the warm-up (a restart maps the peer's
     // memory again; a leak per frame would show as far more).
     let flat = g_ours < 8192 && g_l2 < 8192;
-    let ok = lost_mbufs == 0
+    let unreadable = g.l2x.iter().any(Option::is_none) || g.tp_unread > 0;
+    let ok = g.lost_mbufs == 0
         && t.corrupt == 0
         && t.reordered == 0
         && flat
         && t.received >= o.frames
-        && l2_dropped.is_some()
-        && (at_kills <= kill_bound || l2x.iter().any(Option::is_none) || tp_unread > 0);
+        && g.l2_dropped.is_some()
+        && (at_kills <= kill_bound || unreadable);
     if !ok {
         eprintln!(
-            "soak: FAILED (mbufs {lost_mbufs}, corrupt {}, reordered {}, rss flat {flat}, frames {} of {}, l2fwd exited cleanly {}, lost {} with {counted} counted)",
+            "soak: FAILED (mbufs {}, corrupt {}, reordered {}, rss flat {flat}, frames {} of {}, l2fwd exited cleanly {}, lost {} with {counted} counted)",
+            g.lost_mbufs,
             t.corrupt,
             t.reordered,
             t.received,
             o.frames,
-            l2_dropped.is_some(),
+            g.l2_dropped.is_some(),
             t.lost
         );
-        std::process::exit(1);
     }
+    ok
 }
