@@ -29,14 +29,13 @@ fn fds() -> &'static (DmaRegion, EventFd) {
     })
 }
 
-fuzz_target!(|data: &[u8]| {
-    let [pairs, msgs @ ..] = data else { return };
-    let mut rest: &[u8] = msgs;
+/// Sends the messages `msgs` describes down `ours`, then shuts its write
+/// side: [request, flags, body length, fds, body...]. The length in the
+/// header is the body's, except that flag bit 6 makes it the raw byte (a
+/// size that lies).
+fn send_messages(ours: &UnixStream, msgs: &[u8]) {
     let (mem, ev) = fds();
-    let (ours, theirs) = UnixStream::pair().expect("socket pair");
-    // Messages: [request, flags, body length, fds, body...]. The length in
-    // the header is the body's, except that flag bit 6 makes it the raw
-    // byte (a size that lies).
+    let mut rest = msgs;
     while let [req, flags, len, nfd, tail @ ..] = rest {
         let n = (*len as usize).min(tail.len());
         let size = if flags & 0x40 != 0 {
@@ -61,7 +60,27 @@ fuzz_target!(|data: &[u8]| {
         rest = &tail[n..];
     }
     let _ = ours.shutdown(Shutdown::Write);
-    // Refused or not, the backend returns once the messages are read.
-    let _why = serve_frontend(theirs, (*pairs % 4) as u16 + 1);
-    drop(ours);
+}
+
+fuzz_target!(|data: &[u8]| {
+    let [pairs, msgs @ ..] = data else { return };
+    let _ = fds();
+    let (ours, theirs) = UnixStream::pair().expect("socket pair");
+    let replies = ours.try_clone().expect("socket clone");
+    std::thread::scope(|s| {
+        // The frontend sends while the backend reads (more than a socket
+        // buffer must not wait on itself), and its replies are read and
+        // dropped, as a frontend that waits for none.
+        let sender = s.spawn(|| send_messages(&ours, msgs));
+        let reader = s.spawn(move || {
+            let mut sink = [0u8; 4096];
+            while matches!(std::io::Read::read(&mut &replies, &mut sink), Ok(n) if n > 0) {}
+        });
+        // Refused or not, the backend returns once the messages are read.
+        let _why = serve_frontend(theirs, (*pairs % 4) as u16 + 1);
+        // Joined, so that the threads are gone (thread-locals freed) before
+        // the leak check, not only done with their closures.
+        let _ = sender.join();
+        let _ = reader.join();
+    });
 });

@@ -486,6 +486,62 @@ fn truncated_oversized_and_unknown_messages_and_hang_ups() {
     finish(b);
 }
 
+/// A frontend that stalls does not hold the backend: one that sends half
+/// a message and waits is dropped (the message is short), and one that
+/// sends requests and never reads the replies, until they fill the
+/// socket, is dropped after the peer timeout (5 s). Each time the cause
+/// is named and the next frontend is served.
+#[test]
+fn a_frontend_that_stalls_is_dropped_after_the_timeout() {
+    let mut b = backend("stall");
+    let sock = b.sock.clone();
+    // SET_FEATURES claiming 8 bytes, with 4, and the connection kept open.
+    let half = UnixStream::connect(&sock).unwrap();
+    let mut m = header(2, 8);
+    m.extend_from_slice(&[1, 2, 3, 4]);
+    (&half).write_all(&m).unwrap();
+    wait_rejected(&b, 1, Duration::from_secs(8));
+    drop(half);
+    good_frontend_works(&mut b);
+    // GET_FEATURES (1) with a reply wanted, again and again, none read:
+    // sent without blocking until our own buffer is full too.
+    let mute = UnixStream::connect(&sock).unwrap();
+    mute.set_nonblocking(true).unwrap();
+    let get = header(1, 0);
+    let mut sent = 0;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(2) {
+        // A whole header or nothing (12 bytes, far under a socket's
+        // buffer); a partial write would leave the stream mid-message.
+        match (&mute).write(&get) {
+            Ok(12) => sent += 1,
+            Ok(n) => panic!("a partial write of {n} bytes"),
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    assert!(sent > 100, "{sent} requests");
+    wait_rejected(&b, 2, Duration::from_secs(8));
+    assert!(t.elapsed() >= Duration::from_secs(4), "{:?}", t.elapsed());
+    let why = b.port.last_error().unwrap_or_default();
+    assert!(why.contains("frontend dropped"), "{why}");
+    drop(mute);
+    good_frontend_works(&mut b);
+    finish(b);
+}
+
+/// Waits (at most `limit`) for `frontends_rejected` to reach `n`.
+fn wait_rejected(b: &Backend, n: u64, limit: Duration) {
+    let t = Instant::now();
+    while xstat(&b.port, "frontends_rejected") < n {
+        assert!(
+            t.elapsed() < limit,
+            "still served after {limit:?}; last error {:?}",
+            b.port.last_error()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn bad_socket_paths_say_why() {
     let reg = {

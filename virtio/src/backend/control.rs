@@ -133,12 +133,54 @@ pub(crate) fn serve(ep: Endpoint, shared: Arc<Shared>, offer: Offer) {
     }
 }
 
-/// Serves one frontend on `sock` until it hangs up or is refused; the
-/// rings it set up are stopped and forgotten at the end.
+/// How long the backend may spend on one request of a frontend's (reading
+/// it, acting on it, writing the reply into a socket whose reader may
+/// never read): past it the connection is shut down and the frontend
+/// dropped. Waiting for its next request has no limit (an idle frontend
+/// is no fault).
+pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves one frontend on `sock` until it hangs up, is refused or stalls
+/// a request past [`PEER_TIMEOUT`]; the rings it set up are stopped and
+/// forgotten at the end.
 pub(crate) fn serve_connection(sock: UnixStream, shared: &Arc<Shared>, offer: Offer) {
     shared.connections.add(1);
     shared.connected.store(true, Ordering::Release);
     let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), offer)));
+    let watch = Watchdog::new(sock.try_clone().ok());
+    std::thread::scope(|s| {
+        let dog = s.spawn(|| watch.run());
+        let why = serve_requests(sock, &handler, shared, &watch);
+        watch.done.store(true, Ordering::Release);
+        dog.thread().unpark();
+        // Joined here, not only at the scope's end: the scope waits for
+        // the closure, this for the thread itself (its thread-locals).
+        let _ = dog.join();
+        let why = match watch.fired.load(Ordering::Acquire) {
+            true => Some(format!(
+                "a request (or its reply, unread) took over {PEER_TIMEOUT:?}"
+            )),
+            false => why,
+        };
+        if let Some(why) = why.filter(|_| !shared.quit.load(Ordering::Relaxed)) {
+            shared.rejected.add(1);
+            shared.note_error(format!(
+                "vhost-user frontend dropped: {why}; serving the next one"
+            ));
+        }
+    });
+    handler.lock().unwrap_or_else(|e| e.into_inner()).teardown();
+    shared.connected.store(false, Ordering::Release);
+}
+
+/// Handles requests until the frontend hangs up (None) or one fails
+/// (the reason).
+fn serve_requests(
+    sock: UnixStream,
+    handler: &Arc<Mutex<Handler>>,
+    shared: &Arc<Shared>,
+    watch: &Watchdog,
+) -> Option<String> {
     let peeker = sock.try_clone().ok();
     let mut h = BackendReqHandler::from_stream(sock, handler.clone());
     loop {
@@ -155,33 +197,83 @@ pub(crate) fn serve_connection(sock: UnixStream, shared: &Arc<Shared>, offer: Of
                 _ => n,
             }
         });
-        let e = match h.handle_request() {
-            Ok(()) => continue,
-            Err(Error::Disconnected | Error::PartialMessage) => break,
+        watch.begin();
+        let res = match h.handle_request() {
+            Ok(()) => Ok(()),
+            Err(Error::Disconnected | Error::PartialMessage) => Err(None),
             Err(e) => {
                 let req = Peeked::of(&head[..peeked]);
-                match serve_refused(e, req, &handler, shared, peeker.as_ref()) {
-                    None => continue,
-                    Some(e) => e,
+                match serve_refused(e, req, handler, shared, peeker.as_ref()) {
+                    None => Ok(()),
+                    Some(e) => Err(Some(e)),
                 }
             }
         };
-        if !shared.quit.load(Ordering::Relaxed) {
-            let why = handler
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .refusal
-                .take()
-                .unwrap_or_else(|| e.to_string());
-            shared.rejected.add(1);
-            shared.note_error(format!(
-                "vhost-user frontend dropped: {why}; serving the next one"
-            ));
+        watch.end();
+        match res {
+            Ok(()) => continue,
+            Err(None) => return None,
+            Err(Some(e)) => {
+                let refusal = handler
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .refusal
+                    .take();
+                return Some(refusal.unwrap_or_else(|| e.to_string()));
+            }
         }
-        break;
     }
-    handler.lock().unwrap_or_else(|e| e.into_inner()).teardown();
-    shared.connected.store(false, Ordering::Release);
+}
+
+/// Shuts a connection down when one request takes longer than
+/// [`PEER_TIMEOUT`] (the crate's socket I/O blocks, and retries a send
+/// that timed out): the blocked read or write then fails, and the
+/// frontend is dropped.
+struct Watchdog {
+    sock: Option<UnixStream>,
+    base: std::time::Instant,
+    /// When the current request began, in ns after `base`, plus 1 (0:
+    /// between requests).
+    started: std::sync::atomic::AtomicU64,
+    fired: std::sync::atomic::AtomicBool,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Watchdog {
+    fn new(sock: Option<UnixStream>) -> Self {
+        Watchdog {
+            sock,
+            base: std::time::Instant::now(),
+            started: Default::default(),
+            fired: Default::default(),
+            done: Default::default(),
+        }
+    }
+
+    fn begin(&self) {
+        let now = self.base.elapsed().as_nanos() as u64;
+        self.started.store(now + 1, Ordering::Release);
+    }
+
+    fn end(&self) {
+        self.started.store(0, Ordering::Release);
+    }
+
+    /// Checks every 50 ms until the connection is done (and unparks it).
+    fn run(&self) {
+        while !self.done.load(Ordering::Acquire) {
+            std::thread::park_timeout(Duration::from_millis(50));
+            let started = self.started.load(Ordering::Acquire);
+            let now = self.base.elapsed().as_nanos() as u64;
+            if started != 0 && now.saturating_sub(started - 1) > PEER_TIMEOUT.as_nanos() as u64 {
+                self.fired.store(true, Ordering::Release);
+                if let Some(s) = &self.sock {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+                return;
+            }
+        }
+    }
 }
 
 /// A request the `vhost` crate's backend side reads whole and refuses,
