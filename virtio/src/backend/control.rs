@@ -226,9 +226,10 @@ fn serve_requests(
 }
 
 /// Shuts a connection down when one request takes longer than
-/// [`PEER_TIMEOUT`] (the crate's socket I/O blocks, and retries a send
-/// that timed out): the blocked read or write then fails, and the
-/// frontend is dropped.
+/// [`PEER_TIMEOUT`] (the crate's socket I/O blocks without a limit, and
+/// retries a send that would block, so a socket timeout would not end
+/// it): the blocked read or write then fails, and the frontend is
+/// dropped.
 struct Watchdog {
     sock: Option<UnixStream>,
     base: std::time::Instant,
