@@ -419,6 +419,9 @@ impl TxQueue for TxRing {
         }
         let at = (first_wqe & (self.txbbs - 1)) as usize;
         let sent = self.slots.give_run(at, fit, pkts);
+        // A live ring has a slot for every TXBB, so each posted WQE's mbuf
+        // went to the device (none stays with the caller).
+        debug_assert_eq!(sent, fit);
         // Every WQE is in memory before the doorbell (Linux: `wmb()`);
         // the device walks the send queue only once it sees the doorbell
         // (the model: `send_doorbell`).
