@@ -71,7 +71,7 @@ if [ "$(id -u)" = 0 ]; then
     step "soak with faults, short: 10^7 frames through l2fwd (benches/soak.sh)"
     bash benches/soak.sh --frames 10000000 --restart-secs 1 --fault-every 1000000 --max-secs 300
     step "soak with a SIGKILLed peer, short: frames through l2fwd and testpmd (benches/soak.sh --via testpmd)"
-    bash benches/soak.sh --via testpmd --frames 1000000 --restart-secs 2 --max-secs 300
+    bash benches/soak.sh --via testpmd --frames 20000000 --restart-secs 2 --max-secs 300
 else
     skip_suite "soak (benches/soak.sh)" "needs root (hugepages)"
 fi

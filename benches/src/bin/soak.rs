@@ -324,7 +324,7 @@ impl Testpmd {
         let child = Command::new("taskset")
             .args([
                 "-c",
-                "0-1",
+                "0",
                 "dpdk-testpmd",
                 "--no-pci",
                 "--no-huge",
@@ -400,8 +400,12 @@ impl Drop for Testpmd {
 /// l2fwd on CPU 1 between virtio-user ports on `first` and `second`
 /// (device strings' targets and options), its JSON lines in a log file.
 fn spawn_l2fwd(o: &Opts, id: u32, first: &str, second: &str) -> std::process::Child {
+    // Sharing CPU 1 with this process (`--via testpmd`): its spin leaves
+    // early whenever this process is runnable.
+    let share = if o.via_testpmd { "runqueue" } else { "off" };
     Command::new(&o.l2fwd)
         .args(["-l", "1", "--json", "--duration", "100000"])
+        .args(["--yield", share])
         .arg(format!("--file-prefix=soak{id}"))
         .args([
             "--dev",
@@ -506,8 +510,13 @@ fn main() {
     let l2fwd = spawn_l2fwd(&o, id, &sa, &second);
     let l2pid = l2fwd.id().to_string();
     let mut l2fwd = rpmd_benches::Proc(l2fwd);
-    // This thread on CPU 0 (after the spawn: l2fwd would inherit it).
-    let _ = core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
+    // This thread on CPU 0 (after the spawn: l2fwd would inherit it), or
+    // with testpmd, which never leaves its CPU, on l2fwd's: l2fwd sleeps
+    // when idle and this thread yields when idle, so the two take turns
+    // there without waiting out a time slice, as they would beside
+    // testpmd.
+    let cpu = if o.via_testpmd { 1 } else { 0 };
+    let _ = core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
     let t0 = Instant::now();
     while !(a.as_ref().is_some_and(|a| a.port.link().up) && b.port.link().up) {
         assert!(
@@ -555,12 +564,17 @@ fn main() {
             down_since = None;
             next_restart = Instant::now() + Duration::from_secs_f64(o.restart_secs);
         }
+        let moved = (t.sent, t.received);
         if let Some(a) = a.as_mut() {
             send(a, &pool, &mut flows[0], 0, &mut t, &mut out);
             receive(a, &mut flows, &mut t, &mut inb);
         }
         send(&mut b, &pool, &mut flows[1], 1, &mut t, &mut out);
         receive(&mut b, &mut flows, &mut t, &mut inb);
+        if (t.sent, t.received) == moved {
+            // Nothing to do: whoever shares this CPU goes first.
+            std::thread::yield_now();
+        }
         for f in &mut flows {
             if f.last_progress.is_none() && t.sent > 0 {
                 f.last_progress = Some(Instant::now());

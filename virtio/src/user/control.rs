@@ -47,7 +47,7 @@ impl Control {
         let timed_out = AtomicBool::new(false);
         let flag = &timed_out;
         let r = std::thread::scope(|s| {
-            s.spawn(move || {
+            let watchdog = s.spawn(move || {
                 if let Err(RecvTimeoutError::Timeout) = wait.recv_timeout(timeout) {
                     flag.store(true, Ordering::Relaxed);
                     let _ = sock.shutdown(Shutdown::Both);
@@ -55,6 +55,11 @@ impl Control {
             });
             let r = f(fe);
             let _ = done.send(());
+            // Joined, not left to the scope: the scope only waits for the
+            // closure, and the thread's exit (its thread-locals freed)
+            // could still be under way when the call returned (found by
+            // the frontend_replies fuzz target's leak check).
+            let _ = watchdog.join();
             r
         });
         r.map_err(|e| {
