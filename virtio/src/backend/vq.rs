@@ -21,7 +21,7 @@ mod chain;
 mod packed;
 use super::lock::{QueueGuard, QueueLock};
 use crate::offload;
-use chain::{FrameReader, Plan};
+use chain::{Delivered, FrameReader, Plan, Received};
 use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::port::stats::{Counter, QueueStats};
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
@@ -463,13 +463,13 @@ impl Vring {
             }
             *f = (head, slice);
         }
-        let (mut bad, mut bytes, mut fatal) = (0u64, 0u64, None);
+        let (mut got, mut fatal) = (Received::new(start), None);
         for i in 0..n {
             let (head, slice) = firsts[i];
             if head >= v.size() {
                 // Nothing to complete: the entry names no descriptor.
                 fatal = Some(format!("avail entry {} names head {head}", self.last_avail));
-                bad |= ((1u128 << n) - (1u128 << i)) as u64;
+                got.lose_from(i, n);
                 break;
             }
             self.last_avail = self.last_avail.wrapping_add(1);
@@ -479,14 +479,8 @@ impl Vring {
                 Some(sl) if sl.len() - hdr <= m.tailroom() => read_one(&sl, hdr, m, self.neg),
                 _ => read_chain(mem, &v, head, hdr, m, pool),
             };
-            match res.and_then(|h| self.neg.rx_offloads(m, &h, keep_partial, c)) {
-                Ok(()) => bytes += out[start + i].pkt_len() as u64,
-                Err(_) => {
-                    bad |= 1 << i;
-                    st.device_errors.add(1);
-                    st.errors.add(1);
-                }
-            }
+            let res = res.and_then(|h| self.neg.rx_offloads(m, &h, keep_partial, c));
+            got.frame(i, res, m, st);
             v.set_used_elem(self.used_idx, head as u32, 0);
             self.used_idx = self.used_idx.wrapping_add(1);
         }
@@ -500,17 +494,7 @@ impl Vring {
         if let Some(why) = fatal {
             self.break_ring(why, st);
         }
-        if bad != 0 {
-            let mut k = 0usize;
-            out.retain(|_| {
-                k += 1;
-                k <= start || bad & (1 << (k - 1 - start)) == 0
-            });
-        }
-        let got = n - bad.count_ones() as usize;
-        st.packets.add(got as u64);
-        st.bytes.add(bytes);
-        got
+        got.finish(out, n, st)
     }
 
     /// Enqueues frames from the front of `pkts` into the guest's RX
@@ -557,7 +541,7 @@ impl Vring {
             *b = (head, slice);
         }
         let mut plan = Plan::default();
-        let (mut taken, mut used_heads, mut sent, mut bytes) = (0usize, 0u16, 0u64, 0u64);
+        let (mut taken, mut used_heads, mut done) = (0usize, 0u16, Delivered::default());
         let mut fatal = None;
         while taken < pkts.len() && fatal.is_none() {
             let m = &pkts[taken];
@@ -572,12 +556,7 @@ impl Vring {
                     self.last_avail = self.last_avail.wrapping_add(1);
                     used_heads += 1;
                     taken += 1;
-                    if ok {
-                        sent += 1;
-                        bytes += m.pkt_len() as u64;
-                    } else {
-                        st.errors.add(1);
-                    }
+                    done.frame(ok, m, st);
                     continue;
                 }
             }
@@ -605,20 +584,8 @@ impl Vring {
                     break;
                 }
             }
-            if !bad && plan.cap < need {
-                // The ring ran dry: this frame and the rest stay.
-                st.full.add(1);
+            if !plan.fill(bad, need, mem, m, self.neg, c, st, &mut done) {
                 break;
-            }
-            if !bad && plan.write(mem, m, self.neg, c).is_err() {
-                bad = true;
-            }
-            if bad {
-                st.errors.add(1);
-                plan.written_zero();
-            } else {
-                sent += 1;
-                bytes += m.pkt_len() as u64;
             }
             for &(head, len) in &plan.heads[..plan.nheads] {
                 let id = self.rx_used_id(head, c);
@@ -640,8 +607,7 @@ impl Vring {
         if let Some(why) = fatal {
             self.break_ring(why, st);
         }
-        st.packets.add(sent);
-        st.bytes.add(bytes);
+        done.count(st);
         taken
     }
 }

@@ -2,12 +2,14 @@
 //! layouts: [`FrameReader`] gathers a guest TX chain into an mbuf (and
 //! keeps the net header's fields), [`Plan`] lays a frame and its net
 //! header out over guest RX buffers.
-use super::{Negotiated, VringCounters, MAX_FRAME, MAX_HEADS, MAX_SEGS, VRING_DESC_F_INDIRECT};
+use super::{
+    Negotiated, QueueStats, VringCounters, MAX_FRAME, MAX_HEADS, MAX_SEGS, VRING_DESC_F_INDIRECT,
+};
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use crate::offload::HdrFields;
 use crate::vring::{DescFields, SplitView};
 use rpmd_pmd::peer::PeerMemory;
-use rpmd_pmd::{Mbuf, Mempool};
+use rpmd_pmd::{Mbuf, Mempool, Pkts};
 
 /// Copies a TX chain's buffers into an mbuf, descriptor by descriptor
 /// (both ring layouts).
@@ -118,7 +120,117 @@ impl Default for Plan {
     }
 }
 
+/// What an enqueue burst delivered, added to the queue's counters once
+/// at its end (both ring layouts).
+#[derive(Default)]
+pub(super) struct Delivered {
+    sent: u64,
+    bytes: u64,
+}
+
+impl Delivered {
+    /// Frame `m` went into the guest's buffers (`ok`), or was dropped
+    /// and its buffers completed empty (counted as an error).
+    #[inline(always)]
+    pub(super) fn frame(&mut self, ok: bool, m: &Mbuf, st: &QueueStats) {
+        if ok {
+            self.sent += 1;
+            self.bytes += m.pkt_len() as u64;
+        } else {
+            st.errors.add(1);
+        }
+    }
+
+    /// Adds the burst to the queue's counters.
+    pub(super) fn count(self, st: &QueueStats) {
+        st.packets.add(self.sent);
+        st.bytes.add(self.bytes);
+    }
+}
+
+/// What a dequeue burst took into `out[start..]`: one bit a frame that
+/// failed (dropped from `out` at the end), and the bytes of the rest.
+pub(super) struct Received {
+    start: usize,
+    bad: u64,
+    bytes: u64,
+}
+
+impl Received {
+    pub(super) fn new(start: usize) -> Self {
+        Received {
+            start,
+            bad: 0,
+            bytes: 0,
+        }
+    }
+
+    /// The burst's `i`th frame `m` was read (`res` Ok) or not (counted as
+    /// a device error; the frame goes).
+    #[inline(always)]
+    pub(super) fn frame<T>(&mut self, i: usize, res: Result<T, &str>, m: &Mbuf, st: &QueueStats) {
+        match res {
+            Ok(_) => self.bytes += m.pkt_len() as u64,
+            Err(_) => {
+                self.bad |= 1 << i;
+                st.device_errors.add(1);
+                st.errors.add(1);
+            }
+        }
+    }
+
+    /// Frames `i..n` of the burst were not read at all.
+    pub(super) fn lose_from(&mut self, i: usize, n: usize) {
+        self.bad |= ((1u128 << n) - (1u128 << i)) as u64;
+    }
+
+    /// Drops the failed frames of the burst of `n` from `out` and counts
+    /// the rest; returns how many stay.
+    pub(super) fn finish(self, out: &mut Pkts, n: usize, st: &QueueStats) -> usize {
+        if self.bad != 0 {
+            let mut k = 0usize;
+            out.retain(|_| {
+                k += 1;
+                k <= self.start || self.bad & (1 << (k - 1 - self.start)) == 0
+            });
+        }
+        let got = n - self.bad.count_ones() as usize;
+        st.packets.add(got as u64);
+        st.bytes.add(self.bytes);
+        got
+    }
+}
+
 impl Plan {
+    /// Copies the frame `m` (with its header, `need` bytes) into the
+    /// buffers gathered, unless gathering went `bad`; a dropped frame's
+    /// buffers are completed empty. False when the ring ran dry before
+    /// `need` bytes: the frame and the rest of the burst stay.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn fill(
+        &mut self,
+        bad: bool,
+        need: usize,
+        mem: &PeerMemory,
+        m: &Mbuf,
+        neg: Negotiated,
+        c: &VringCounters,
+        st: &QueueStats,
+        done: &mut Delivered,
+    ) -> bool {
+        if !bad && self.cap < need {
+            st.full.add(1);
+            return false;
+        }
+        let ok = !bad && self.write(mem, m, neg, c).is_ok();
+        if !ok {
+            self.written_zero();
+        }
+        done.frame(ok, m, st);
+        true
+    }
+
     pub(super) fn clear(&mut self) {
         self.nsegs = 0;
         self.nheads = 0;

@@ -11,7 +11,9 @@
 //! through `PeerMemory`, and a chain that breaks a rule is completed with
 //! length 0 and counted.
 use super::VRING_DESC_F_INDIRECT;
-use super::{read_one, write_one, FrameReader, Plan, Ring, Vring, VringCounters};
+use super::{
+    read_one, write_one, Delivered, FrameReader, Plan, Received, Ring, Vring, VringCounters,
+};
 use super::{MAX_BURST, MAX_HEADS};
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use crate::vring::{DescFields, FlagBatch, PackedView};
@@ -227,7 +229,7 @@ pub(super) fn dequeue(
         return 0;
     }
     let old = (vr.last_avail, vr.avail_wrap);
-    let (mut bad, mut bytes) = (0u64, 0u64);
+    let mut got = Received::new(start);
     let mut used = UsedBatch::default();
     for (i, &(slot, wrap, len, id, slice)) in found[..k].iter().enumerate() {
         let m = &mut out[start + i];
@@ -247,14 +249,8 @@ pub(super) fn dequeue(
                 res.and_then(|()| rd.finish(m))
             }
         };
-        match res.and_then(|h| vr.neg.rx_offloads(m, &h, keep_partial, c)) {
-            Ok(()) => bytes += m.pkt_len() as u64,
-            Err(_) => {
-                bad |= 1 << i;
-                st.device_errors.add(1);
-                st.errors.add(1);
-            }
-        }
+        let res = res.and_then(|h| vr.neg.rx_offloads(m, &h, keep_partial, c));
+        got.frame(i, res, m, st);
         used.put(&v, slot, wrap, id, 0);
     }
     used.publish(&v);
@@ -267,17 +263,7 @@ pub(super) fn dequeue(
     if let Some(why) = fatal {
         vr.break_ring(why, st);
     }
-    if bad != 0 {
-        let mut j = 0usize;
-        out.retain(|_| {
-            j += 1;
-            j <= start || bad & (1 << (j - 1 - start)) == 0
-        });
-    }
-    let got = k - bad.count_ones() as usize;
-    st.packets.add(got as u64);
-    st.bytes.add(bytes);
-    got
+    got.finish(out, k, st)
 }
 
 /// Enqueues frames from the front of `pkts` into the guest's RX buffers
@@ -297,7 +283,7 @@ pub(super) fn enqueue(
     let mut plan = Plan::default();
     // Where each buffer of the plan starts: (slot, wrap).
     let mut at = [(0u16, false); MAX_HEADS];
-    let (mut taken, mut sent, mut bytes, mut fatal) = (0usize, 0u64, 0u64, None);
+    let (mut taken, mut done, mut fatal) = (0usize, Delivered::default(), None);
     let hdr = vr.neg.hdr_len;
     // First the one-descriptor buffers the burst will likely use,
     // translated and prefetched; then the copies.
@@ -331,12 +317,7 @@ pub(super) fn enqueue(
                 let ok = write_one(&sl, hdr, m, vr.neg, c);
                 used.put(&v, slot, wrap, id, if ok { need as u32 } else { 0 });
                 (vr.last_avail, vr.avail_wrap) = advance(slot, wrap, 1, size);
-                if ok {
-                    sent += 1;
-                    bytes += m.pkt_len() as u64;
-                } else {
-                    st.errors.add(1);
-                }
+                done.frame(ok, m, st);
                 fast += 1;
                 taken += 1;
                 continue;
@@ -375,20 +356,8 @@ pub(super) fn enqueue(
                 break;
             }
         }
-        if !bad && plan.cap < need {
-            // The ring ran dry: this frame and the rest stay.
-            st.full.add(1);
+        if !plan.fill(bad, need, mem, m, vr.neg, c, st, &mut done) {
             break;
-        }
-        if !bad && plan.write(mem, m, vr.neg, c).is_err() {
-            bad = true;
-        }
-        if bad {
-            st.errors.add(1);
-            plan.written_zero();
-        } else {
-            sent += 1;
-            bytes += m.pkt_len() as u64;
         }
         for (k, &(id, len)) in plan.heads[..plan.nheads].iter().enumerate() {
             used.put(&v, at[k].0, at[k].1, id, len);
@@ -405,7 +374,6 @@ pub(super) fn enqueue(
     if let Some(why) = fatal {
         vr.break_ring(why, st);
     }
-    st.packets.add(sent);
-    st.bytes.add(bytes);
+    done.count(st);
     taken
 }
