@@ -220,6 +220,58 @@ fn packed_batches_of_four_take_what_the_single_path_would() {
     assert_eq!(pool.available(), 256, "every mbuf home");
 }
 
+/// With IN_ORDER a packed TX burst is completed by one used descriptor
+/// in its first slot naming its last buffer (§2.8.20); the other slots
+/// are left as the driver wrote them.
+#[test]
+fn an_in_order_packed_tx_burst_is_completed_with_one_used_descriptor() {
+    let pool = Mempool::new(&MempoolConfig::new("devring-io", 256)).unwrap();
+    let r = region();
+    let base = r.as_ptr() as u64;
+    let mut frame = vec![0u8; 12];
+    frame.extend([7u8; 60]);
+    let avail = 1u16 << 7;
+    for k in 0..6 {
+        put(&r, BUFS + 256 * k, &frame);
+        put(
+            &r,
+            16 * k,
+            &desc(base + (BUFS + 256 * k) as u64, 72, 20 + k as u16, avail),
+        );
+    }
+    let opts = RingOptions {
+        packed: true,
+        in_order: true,
+        ..Default::default()
+    };
+    let mut tx = ring(&r, opts);
+    let mut pkts = Pkts::new();
+    assert_eq!(tx.dequeue(&pool, &mut pkts, 32), 6);
+    assert!(pkts.iter().all(|m| m.data() == &frame[12..]));
+    pkts.clear();
+    let flags = |slot: usize| {
+        let d = get(&r, 16 * slot, 16);
+        (
+            u16::from_le_bytes([d[12], d[13]]),
+            u16::from_le_bytes([d[14], d[15]]),
+        )
+    };
+    assert_eq!(
+        flags(0),
+        (25, avail | 1 << 15),
+        "one used descriptor, the last id"
+    );
+    for slot in 1..6 {
+        assert_eq!(
+            flags(slot),
+            (20 + slot as u16, avail),
+            "slot {slot} as posted"
+        );
+    }
+    drop(tx);
+    assert_eq!(pool.available(), 256, "every mbuf home");
+}
+
 // Checksum offloads (`crate::offload` through the rings).
 
 use rpmd_pmd::mbuf::{RX_L4_CKSUM_GOOD, RX_L4_CKSUM_NONE, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM};

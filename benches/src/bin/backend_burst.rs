@@ -3,7 +3,8 @@
 //! available, the backend takes them (`rx`: the guest's TX, 64-byte
 //! frames after a 12-byte header, into mbufs it frees at once) or fills
 //! them (`tx`: the guest's RX, 64-byte frames copied in), over and over.
-//! Prints ns per frame; under callgrind (`benches/backend_burst.sh`) it
+//! MRG_RXBUF, EVENT_IDX and IN_ORDER negotiated, as DPDK's virtio-user
+//! does by default. Prints ns per frame; under callgrind (`benches/backend_burst.sh`) it
 //! gives instructions per frame of the backend's own code, free of the
 //! cross-core effects `compare.sh vhost` measures.
 //!
@@ -128,6 +129,8 @@ fn main() {
         packed,
         mrg: true,
         event_idx: true,
+        // As DPDK's virtio-user negotiates by default.
+        in_order: true,
         ..RingOptions::default()
     };
     let addrs = (base + DESC, base + AVAIL, base + USED);

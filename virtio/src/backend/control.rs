@@ -592,6 +592,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
             packed: features & crate::consts::VIRTIO_F_RING_PACKED != 0,
             csum: features & crate::consts::VIRTIO_NET_F_CSUM != 0,
             guest_csum: features & crate::consts::VIRTIO_NET_F_GUEST_CSUM != 0,
+            in_order: features & crate::consts::VIRTIO_F_IN_ORDER != 0,
             call_coalesce: self.offer.call_coalesce,
             #[cfg(feature = "fault-injection")]
             fault_every: self.offer.fault_every,

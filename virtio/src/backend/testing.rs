@@ -34,6 +34,8 @@ pub struct RingOptions {
     /// The RX checksum offload: partial checksums from the driver stay
     /// partial, flagged, instead of being completed.
     pub keep_partial: bool,
+    /// VIRTIO_F_IN_ORDER.
+    pub in_order: bool,
 }
 
 /// A running device-side vring (see the module docs).
@@ -66,6 +68,7 @@ impl DeviceRing {
             packed: opts.packed,
             csum: opts.csum,
             guest_csum: opts.guest_csum,
+            in_order: opts.in_order,
             call_coalesce: 0,
             #[cfg(feature = "fault-injection")]
             fault_every: 0,

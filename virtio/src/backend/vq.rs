@@ -76,6 +76,9 @@ pub(crate) struct Negotiated {
     pub(crate) csum: bool,
     /// VIRTIO_NET_F_GUEST_CSUM: frames to the guest may be partial.
     pub(crate) guest_csum: bool,
+    /// VIRTIO_F_IN_ORDER: a packed ring's TX burst may be completed with
+    /// one used descriptor naming its last buffer (§2.8.20).
+    pub(crate) in_order: bool,
     /// Fault injection (the port's `fault_used_every`, with the
     /// `fault-injection` feature): every Nth used entry of the guest's RX
     /// ring names no descriptor; 0: off.

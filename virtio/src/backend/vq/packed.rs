@@ -288,7 +288,16 @@ pub(super) fn dequeue(
         };
         let res = res.and_then(|h| vr.neg.rx_offloads(m, &h, keep_partial, c));
         got.frame(i, res, m, st);
-        used.put(&v, slot, wrap, id, 0);
+        if !vr.neg.in_order {
+            used.put(&v, slot, wrap, id, 0);
+        }
+    }
+    if vr.neg.in_order && k > 0 {
+        // §2.8.20: one used descriptor for the burst, in its first slot,
+        // naming its last buffer; the driver skips over the rest. (A TX
+        // completion carries no length.) One line written, not eight.
+        let (slot, wrap) = (found[0].0, found[0].1);
+        used.put(&v, slot, wrap, found[k - 1].3, 0);
     }
     used.publish(&v);
     (vr.last_avail, vr.avail_wrap) = cur;
