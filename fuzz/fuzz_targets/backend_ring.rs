@@ -55,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
         csum: mode & 16 != 0,
         guest_csum: mode & 32 != 0,
         keep_partial: mode & 64 != 0,
+        in_order: mode & 128 != 0,
     };
     let rx = mode & 8 != 0;
     let (region, pool) = memory();
