@@ -29,6 +29,7 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     cargo +nightly install cargo-fuzz --locked -q || { echo "fuzz.sh: cannot install cargo-fuzz" >&2; exit 1; }
 fi
 export CARGO_TARGET_DIR="$PWD/target/fuzz-build"
+mkdir -p target
 cd fuzz
 targets=$(cargo +nightly fuzz list)
 [ ${#want[@]} -gt 0 ] && targets="${want[*]}"

@@ -108,6 +108,46 @@ fn split_and_packed_tx_frames_come_out_whole_and_rx_frames_go_in() {
     assert_eq!(pool.available(), 256, "every mbuf home");
 }
 
+/// The net header in front of a frame given to the driver is the right
+/// one whatever its buffer held before: bytes of another header (written
+/// over), or the same header (the backend then leaves it as it is).
+#[test]
+fn a_net_header_is_right_whatever_the_buffer_held() {
+    let pool = Mempool::new(&MempoolConfig::new("devring-hdr", 256)).unwrap();
+    let mut want = [0u8; 12];
+    want[10] = 1; // num_buffers
+    for packed in [false, true] {
+        for held in [[0xffu8; 12], want] {
+            let r = region();
+            let base = r.as_ptr() as u64;
+            put(&r, BUFS, &held);
+            let mut rx = ring(
+                &r,
+                RingOptions {
+                    packed,
+                    ..Default::default()
+                },
+            );
+            if packed {
+                put(&r, 0, &desc(base + BUFS as u64, 2048, 3, 1 << 7 | 2));
+            } else {
+                put(&r, 0, &desc(base + BUFS as u64, 2048, 2, 0));
+                put(&r, 0x2000 + 4, &0u16.to_le_bytes());
+                put(&r, 0x2000 + 2, &1u16.to_le_bytes());
+            }
+            let mut pkts = Pkts::new();
+            let mut m = pool.get().unwrap();
+            m.append(60).unwrap().fill(0x5a);
+            pkts.push(m).unwrap();
+            assert_eq!(rx.enqueue(&mut pkts), 1, "packed={packed}");
+            pkts.clear();
+            assert_eq!(get(&r, BUFS, 12), want, "packed={packed} held={held:?}");
+            assert_eq!(get(&r, BUFS + 12, 60), vec![0x5a; 60]);
+        }
+    }
+    assert_eq!(pool.available(), 256, "every mbuf home");
+}
+
 /// A packed ring's batched path (four one-descriptor chains tested and
 /// taken together) and the single path give the same frames, ids and
 /// drops: a line of four, then a chain of two, a single, a slot not yet

@@ -101,26 +101,57 @@ fn desc(v: &PackedView, slot: u16) -> DescFields {
     }
 }
 
-/// The used descriptors of one burst, each written in its chain's first
-/// slot and published at once ([`FlagBatch`], the driver's own way of
+/// The used descriptors of a burst, each written in its chain's first
+/// slot and made visible together ([`FlagBatch`], the driver's own way of
 /// making a burst available): the driver, which looks at its used
-/// position first, sees the whole burst or none of it.
+/// position first, sees all that was published or none of it. The
+/// entries of one descriptor line are held and written together when the
+/// line is complete (or at `flush`): the driver polls that line, so each
+/// write into it takes the line back from the driver's core, and a line
+/// written between frame copies would be taken several times.
 #[derive(Default)]
-struct UsedBatch(FlagBatch);
+struct UsedBatch {
+    flags: FlagBatch,
+    /// (slot, id, len, flags) not yet written, all in one line.
+    line: [(u16, u16, u32, u16); 4],
+    held: usize,
+}
 
 impl UsedBatch {
     #[inline(always)]
     fn put(&mut self, v: &PackedView, slot: u16, wrap: bool, id: u16, len: u32) {
-        v.set_used(slot, id, len);
         let f = if wrap { F_AVAIL | F_USED } else { 0 };
-        self.0.put(v, slot, f);
+        if self.held == self.line.len() || (self.held > 0 && slot & 3 == 0) {
+            self.write_line(v);
+        }
+        self.line[self.held] = (slot, id, len, f);
+        self.held += 1;
+    }
+
+    /// Writes the held entries: ids and lengths, then flags.
+    #[inline(always)]
+    fn write_line(&mut self, v: &PackedView) {
+        for &(slot, id, len, _) in &self.line[..self.held] {
+            v.set_used(slot, id, len);
+        }
+        for &(slot, _, _, f) in &self.line[..self.held] {
+            self.flags.put(v, slot, f);
+        }
+        self.held = 0;
+    }
+
+    /// Publishes what was put so far; later puts start a new batch.
+    #[inline(always)]
+    fn flush(&mut self, v: &PackedView) {
+        self.write_line(v);
+        // Partner: the driver's Acquire load of the flags at its used
+        // position before it reads the ids and lengths behind them.
+        self.flags.publish(v);
     }
 
     #[inline(always)]
     fn publish(mut self, v: &PackedView) {
-        // Partner: the driver's Acquire load of the flags at its used
-        // position before it reads the burst's ids and lengths.
-        self.0.publish(v);
+        self.flush(v);
     }
 }
 
@@ -380,6 +411,11 @@ pub(super) fn enqueue(
             if let Some(sl) = slice.filter(|sl| sl.len() >= need && m.nb_segs() == 1) {
                 let ok = write_one(&sl, hdr, m, vr.neg, c);
                 used.put(&v, slot, wrap, id, if ok { need as u32 } else { 0 });
+                if slot & 3 == 3 {
+                    // A line of the ring completed: the driver may take
+                    // its frames while the rest of the burst is copied.
+                    used.flush(&v);
+                }
                 (vr.last_avail, vr.avail_wrap) = advance(slot, wrap, 1, size);
                 done.frame(ok, m, st);
                 fast += 1;
