@@ -101,7 +101,7 @@ fn desc(v: &PackedView, slot: u16) -> DescFields {
     }
 }
 
-/// The used descriptors of a burst, each written in its chain's first
+/// The used descriptors of a burst of frames to the guest, each written in its chain's first
 /// slot and made visible together ([`FlagBatch`], the driver's own way of
 /// making a burst available): the driver, which looks at its used
 /// position first, sees all that was published or none of it. The
@@ -153,6 +153,14 @@ impl UsedBatch {
     fn publish(mut self, v: &PackedView) {
         self.flush(v);
     }
+}
+
+/// Writes a TX completion (length 0) for the chain at `slot` into `b`'s
+/// burst.
+#[inline(always)]
+fn put_used(v: &PackedView, b: &mut FlagBatch, slot: u16, wrap: bool, id: u16) {
+    v.set_used(slot, id, 0);
+    b.put(v, slot, if wrap { F_AVAIL | F_USED } else { 0 });
 }
 
 /// Chains available from `last_avail` (what a stop leaves untaken).
@@ -298,7 +306,9 @@ pub(super) fn dequeue(
     }
     let old = (vr.last_avail, vr.avail_wrap);
     let mut got = Received::new(start);
-    let mut used = UsedBatch::default();
+    // TX completions go straight in (with IN_ORDER, one for the burst):
+    // the driver takes them back in its own time, unlike RX frames.
+    let mut used = FlagBatch::default();
     for (i, &(slot, wrap, len, id, slice)) in found[..k].iter().enumerate() {
         let m = &mut out[start + i];
         let res = match slice {
@@ -320,7 +330,7 @@ pub(super) fn dequeue(
         let res = res.and_then(|h| vr.neg.rx_offloads(m, &h, keep_partial, c));
         got.frame(i, res, m, st);
         if !vr.neg.in_order {
-            used.put(&v, slot, wrap, id, 0);
+            put_used(&v, &mut used, slot, wrap, id);
         }
     }
     if vr.neg.in_order && k > 0 {
@@ -328,8 +338,10 @@ pub(super) fn dequeue(
         // naming its last buffer; the driver skips over the rest. (A TX
         // completion carries no length.) One line written, not eight.
         let (slot, wrap) = (found[0].0, found[0].1);
-        used.put(&v, slot, wrap, found[k - 1].3, 0);
+        put_used(&v, &mut used, slot, wrap, found[k - 1].3);
     }
+    // Partner: the driver's Acquire load of the flags at its used
+    // position before it reads the ids behind them.
     used.publish(&v);
     (vr.last_avail, vr.avail_wrap) = cur;
     if k > 0 {
