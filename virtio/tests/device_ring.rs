@@ -49,6 +49,27 @@ fn desc(addr: u64, len: u32, a: u16, b: u16) -> [u8; 16] {
     d
 }
 
+/// An RX ring whose driver made one writable buffer of 2 KiB available,
+/// at `BUFS`.
+fn rx_ring_with_one_buffer(r: &DmaRegion, packed: bool) -> DeviceRing {
+    let base = r.as_ptr() as u64;
+    let rx = ring(
+        r,
+        RingOptions {
+            packed,
+            ..Default::default()
+        },
+    );
+    if packed {
+        put(r, 0, &desc(base + BUFS as u64, 2048, 3, 1 << 7 | 2));
+    } else {
+        put(r, 0, &desc(base + BUFS as u64, 2048, 2, 0));
+        put(r, 0x2000 + 4, &0u16.to_le_bytes());
+        put(r, 0x2000 + 2, &1u16.to_le_bytes());
+    }
+    rx
+}
+
 #[test]
 fn split_and_packed_tx_frames_come_out_whole_and_rx_frames_go_in() {
     let pool = Mempool::new(&MempoolConfig::new("devring", 256)).unwrap();
@@ -82,21 +103,7 @@ fn split_and_packed_tx_frames_come_out_whole_and_rx_frames_go_in() {
 
         // RX: one writable buffer of 2 KiB; the frame lands after a header.
         let r = region();
-        let base = r.as_ptr() as u64;
-        let mut rx = ring(
-            &r,
-            RingOptions {
-                packed,
-                ..Default::default()
-            },
-        );
-        if packed {
-            put(&r, 0, &desc(base + BUFS as u64, 2048, 3, 1 << 7 | 2));
-        } else {
-            put(&r, 0, &desc(base + BUFS as u64, 2048, 2, 0));
-            put(&r, 0x2000 + 4, &0u16.to_le_bytes());
-            put(&r, 0x2000 + 2, &1u16.to_le_bytes());
-        }
+        let mut rx = rx_ring_with_one_buffer(&r, packed);
         let mut m = pool.get().unwrap();
         m.append(100).unwrap().fill(0xab);
         pkts.push(m).unwrap();
@@ -119,22 +126,8 @@ fn a_net_header_is_right_whatever_the_buffer_held() {
     for packed in [false, true] {
         for held in [[0xffu8; 12], want] {
             let r = region();
-            let base = r.as_ptr() as u64;
             put(&r, BUFS, &held);
-            let mut rx = ring(
-                &r,
-                RingOptions {
-                    packed,
-                    ..Default::default()
-                },
-            );
-            if packed {
-                put(&r, 0, &desc(base + BUFS as u64, 2048, 3, 1 << 7 | 2));
-            } else {
-                put(&r, 0, &desc(base + BUFS as u64, 2048, 2, 0));
-                put(&r, 0x2000 + 4, &0u16.to_le_bytes());
-                put(&r, 0x2000 + 2, &1u16.to_le_bytes());
-            }
+            let mut rx = rx_ring_with_one_buffer(&r, packed);
             let mut pkts = Pkts::new();
             let mut m = pool.get().unwrap();
             m.append(60).unwrap().fill(0x5a);
