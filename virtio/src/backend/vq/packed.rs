@@ -101,10 +101,11 @@ fn desc(v: &PackedView, slot: u16) -> DescFields {
     }
 }
 
-/// The used descriptors of a burst of frames to the guest, each written in its chain's first
-/// slot and made visible together ([`FlagBatch`], the driver's own way of
-/// making a burst available): the driver, which looks at its used
-/// position first, sees all that was published or none of it. The
+/// The used descriptors of a burst of frames to the guest, each written
+/// in its chain's first slot and made visible together ([`FlagBatch`],
+/// the driver's own way of making a burst available): the driver, which
+/// looks at its used position first, sees all that was published or none
+/// of it. The
 /// entries of one descriptor line are held and written together when the
 /// line is complete (or at `flush`): the driver polls that line, so each
 /// write into it takes the line back from the driver's core, and a line
