@@ -32,6 +32,17 @@ pub(crate) const EVENT_DESC: u16 = 2;
 const F_AVAIL: u16 = 1 << 7;
 const F_USED: u16 = 1 << 15;
 
+/// The flags of a used descriptor written with wrap counter `wrap`
+/// (§2.8.1: AVAIL and USED both equal to it).
+#[inline(always)]
+fn used_flags(wrap: bool) -> u16 {
+    if wrap {
+        F_AVAIL | F_USED
+    } else {
+        0
+    }
+}
+
 /// Whether the descriptor at `slot` is available for wrap counter `wrap`.
 #[inline(always)]
 fn avail_at(v: &PackedView, slot: u16, wrap: bool) -> bool {
@@ -105,11 +116,11 @@ fn desc(v: &PackedView, slot: u16) -> DescFields {
 /// in its chain's first slot and made visible together ([`FlagBatch`],
 /// the driver's own way of making a burst available): the driver, which
 /// looks at its used position first, sees all that was published or none
-/// of it. The
-/// entries of one descriptor line are held and written together when the
-/// line is complete (or at `flush`): the driver polls that line, so each
-/// write into it takes the line back from the driver's core, and a line
-/// written between frame copies would be taken several times.
+/// of it. The entries of one descriptor line are held and written
+/// together when the line is complete (or at `flush`): the driver polls
+/// that line, so each write into it takes the line back from the
+/// driver's core, and a line written between frame copies would be taken
+/// several times.
 #[derive(Default)]
 struct UsedBatch {
     flags: FlagBatch,
@@ -121,7 +132,7 @@ struct UsedBatch {
 impl UsedBatch {
     #[inline(always)]
     fn put(&mut self, v: &PackedView, slot: u16, wrap: bool, id: u16, len: u32) {
-        let f = if wrap { F_AVAIL | F_USED } else { 0 };
+        let f = used_flags(wrap);
         if self.held == self.line.len() || (self.held > 0 && slot & 3 == 0) {
             self.write_line(v);
         }
@@ -161,7 +172,7 @@ impl UsedBatch {
 #[inline(always)]
 fn put_used(v: &PackedView, b: &mut FlagBatch, slot: u16, wrap: bool, id: u16) {
     v.set_used(slot, id, 0);
-    b.put(v, slot, if wrap { F_AVAIL | F_USED } else { 0 });
+    b.put(v, slot, used_flags(wrap));
 }
 
 /// Chains available from `last_avail` (what a stop leaves untaken).
