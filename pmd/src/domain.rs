@@ -291,11 +291,16 @@ impl SpanSource for DmaDomain {
     }
 }
 
+/// A span no buffer lies inside (`start > end`).
+const NO_SPAN: (u64, u64) = (u64::MAX, 0);
+
 /// Which memory a device can reach, checked per buffer on the hot path:
 /// a few compares against a short list (one region per pool), looked up
 /// again only when a buffer is outside it and the domain has changed.
 pub struct Reach {
     spans: Box<[(u64, u64)]>,
+    /// `spans[0]`, or an empty span (nothing is inside it).
+    first: (u64, u64),
     mode: Option<IovaMode>,
     /// The set followed, and its generation last read.
     source: Arc<dyn SpanSource>,
@@ -317,6 +322,7 @@ impl Reach {
     pub fn following(source: Arc<dyn SpanSource>, mode: Option<IovaMode>) -> Reach {
         let mut r = Reach {
             spans: Box::new([]),
+            first: NO_SPAN,
             mode,
             source,
             seen: 0,
@@ -335,6 +341,7 @@ impl Reach {
             .filter(|s| mode.is_none_or(|m| m == s.mode))
             .map(|s| (s.start, s.end))
             .collect();
+        self.first = self.spans.first().copied().unwrap_or(NO_SPAN);
     }
 
     /// Looks again if the followed set changed (a region added or
@@ -352,7 +359,10 @@ impl Reach {
     pub fn holds(&mut self, bytes: &[u8]) -> bool {
         let a = bytes.as_ptr() as u64;
         let end = a + bytes.len() as u64;
-        if self.spans.iter().any(|&(s, e)| s <= a && end <= e) {
+        // Most buffers are in the first span (one pool): tested first,
+        // from a copy in the struct.
+        let (s, e) = self.first;
+        if (s <= a && end <= e) || self.spans.iter().any(|&(s, e)| s <= a && end <= e) {
             return true;
         }
         self.holds_slow(a, end)

@@ -34,12 +34,29 @@ pub(crate) trait Ring: Send + 'static {
         segs: &[(u64, u32)],
         writable_from: usize,
     ) -> Result<(), Mbuf>;
+    /// Up to `count` one-segment mbufs from the front of `bufs`, one
+    /// descriptor each at `desc(m)`, as far as there is room; how many.
+    fn push_run<const N: usize>(
+        &mut self,
+        bufs: &mut Burst<Mbuf, N>,
+        count: usize,
+        device_writes: bool,
+        desc: impl Fn(&Mbuf) -> (u64, u32),
+    ) -> usize;
     fn publish(&mut self) -> bool;
     fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), crate::Error>>;
-    /// Four used one-descriptor buffers with lengths below `limit` at
-    /// once, or `None` (taking nothing) for `pop_used` to go on.
-    fn pop_used4(&mut self, _limit: u32) -> Option<[(Mbuf, u32); 4]> {
-        None
+    /// Used one-descriptor buffers with lengths below `limit`, whole
+    /// lines of four at a time, into `out` (at most `room`), each kept
+    /// only if `accept` says so; (kept, refused). Zero for `pop_used` to
+    /// go on with.
+    fn pop_used_lines<const N: usize>(
+        &mut self,
+        _out: &mut Burst<Mbuf, N>,
+        _room: usize,
+        _limit: u32,
+        _accept: impl FnMut(&mut Mbuf, u32) -> bool,
+    ) -> (usize, usize) {
+        (0, 0)
     }
     fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize;
     fn free(&self) -> usize;
@@ -60,15 +77,21 @@ pub(crate) trait Ring: Send + 'static {
     fn take_tokens(&mut self) -> Tokens;
 }
 
-/// `Ring` for a queue type; `ring_impl!(T, pop_used4)` for one that has
+/// `Ring` for a queue type; `ring_impl!(T, pop_used_lines)` for one that has
 /// the batched receive.
 macro_rules! ring_impl {
     ($t:ty $(, $batch:ident)?) => {
         impl Ring for $t {
             $(
                 #[inline(always)]
-                fn $batch(&mut self, limit: u32) -> Option<[(Mbuf, u32); 4]> {
-                    <$t>::$batch(self, limit)
+                fn $batch<const N: usize>(
+                    &mut self,
+                    out: &mut Burst<Mbuf, N>,
+                    room: usize,
+                    limit: u32,
+                    accept: impl FnMut(&mut Mbuf, u32) -> bool,
+                ) -> (usize, usize) {
+                    <$t>::$batch(self, out, room, limit, accept)
                 }
             )?
             #[inline(always)]
@@ -78,6 +101,16 @@ macro_rules! ring_impl {
             #[inline(always)]
             fn push_chain(&mut self, m: Mbuf, s: &[(u64, u32)], w: usize) -> Result<(), Mbuf> {
                 <$t>::push_chain(self, m, s, w)
+            }
+            #[inline(always)]
+            fn push_run<const N: usize>(
+                &mut self,
+                b: &mut Burst<Mbuf, N>,
+                n: usize,
+                w: bool,
+                d: impl Fn(&Mbuf) -> (u64, u32),
+            ) -> usize {
+                <$t>::push_run(self, b, n, w, d)
             }
             #[inline(always)]
             fn publish(&mut self) -> bool {
@@ -126,7 +159,7 @@ macro_rules! ring_impl {
     };
 }
 ring_impl!(SplitQueue);
-ring_impl!(PackedQueue, pop_used4);
+ring_impl!(PackedQueue, pop_used_lines);
 
 /// How the driver tells the device that a queue has new buffers.
 pub(crate) enum Kick {
@@ -380,20 +413,17 @@ impl<Q: Ring> VirtioRx<Q> {
             } else {
                 u32::MAX
             };
-            while n + 4 <= room {
-                let Some(four) = self.q.pop_used4(limit) else {
-                    break;
-                };
-                for (mut m, len) in four {
-                    let len = len as usize;
-                    if m.set_received(len, NET_HDR_LEN) {
-                        bytes += len - NET_HDR_LEN;
-                        let _ = out.push(m);
-                        n += 1;
-                    } else {
-                        self.stats.errors.add(1);
-                    }
+            let (got, refused) = self.q.pop_used_lines(out, room, limit, |m, len| {
+                let len = len as usize;
+                let ok = m.set_received(len, NET_HDR_LEN);
+                if ok {
+                    bytes += len - NET_HDR_LEN;
                 }
+                ok
+            });
+            n = got;
+            if refused > 0 {
+                self.stats.errors.add(refused as u64);
             }
         }
         while n < room {
@@ -484,15 +514,11 @@ impl<Q: Ring> VirtioRx<Q> {
         if self.pool.get_bulk(&mut self.refill, want).is_err() {
             self.stats.nombuf.add(1);
         }
-        let mut posted = false;
-        while let Some(m) = self.refill.pop() {
-            let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
-            if self.q.push(m, addr, room, true).is_err() {
-                break;
-            }
-            posted = true;
-        }
-        if posted && self.q.publish() {
+        let n = self.refill.len();
+        let posted = self.q.push_run(&mut self.refill, n, true, |m| {
+            (m.data_iova().raw(), m.tailroom() as u32)
+        });
+        if posted > 0 && self.q.publish() {
             self.kick.kick();
         }
     }
@@ -560,6 +586,64 @@ impl<Q: Ring> VirtioTx<Q> {
     }
 }
 
+impl<Q: Ring> VirtioTx<Q> {
+    /// Whether plain frames may take the run path: no checksum offload
+    /// asked of the device, no faults injected.
+    #[inline(always)]
+    fn plain_frames_fast(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        if self.fault_desc_every != 0 {
+            return false;
+        }
+        !self.csum
+    }
+
+    /// Readies the leading one-segment frames of `pkts` (at most `room`)
+    /// to go as one descriptor each: each gets its zeroed virtio-net
+    /// header and is checked reachable by the device. Stops at the first
+    /// that needs the one-by-one path, leaving it as it was. The count
+    /// and their bytes (without headers).
+    #[inline(always)]
+    fn ready_plain_frames(&mut self, pkts: &mut Pkts, room: usize) -> (usize, usize) {
+        let (mut k, mut bytes) = (0, 0);
+        let room = room.min(pkts.len());
+        for m in &mut pkts[..room] {
+            let len = m.pkt_len();
+            if m.nb_segs() != 1 {
+                break;
+            }
+            let Some(h) = m.prepend(NET_HDR_LEN) else {
+                break;
+            };
+            clear_header(h);
+            if !self.reach.holds(m.data()) {
+                let _ = m.adj(NET_HDR_LEN);
+                break;
+            }
+            k += 1;
+            bytes += len;
+        }
+        (k, bytes)
+    }
+
+    /// Queues the leading one-segment frames of `pkts` (at most `room`)
+    /// as one run of descriptors, unpublished: how many, and their bytes.
+    #[inline(always)]
+    fn send_plain_run(&mut self, pkts: &mut Pkts, room: usize) -> (usize, usize) {
+        let (k, mut bytes) = self.ready_plain_frames(pkts, room);
+        let sent = self.q.push_run(pkts, k, false, |m| {
+            (m.data_iova().raw(), m.data_len() as u32)
+        });
+        // Frames the ring did not take (it broke) stay with the caller,
+        // as they were.
+        for m in pkts.iter_mut().take(k - sent) {
+            bytes -= m.data_len() - NET_HDR_LEN;
+            let _ = m.adj(NET_HDR_LEN);
+        }
+        (sent, bytes)
+    }
+}
+
 impl<Q: Ring> TxQueue for VirtioTx<Q> {
     fn in_flight(&mut self) -> usize {
         if !self.live.load(Relaxed) {
@@ -585,8 +669,13 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
         // it. A frame just received from the device (io forwarding) has
         // that line in the device's core: start all the loads now, so the
         // misses overlap instead of stalling the loop below one by one.
-        for m in pkts.iter().take(room) {
+        let ahead = room.min(pkts.len());
+        for m in &pkts[..ahead] {
             m.prefetch(-(NET_HDR_LEN as isize));
+        }
+        if self.plain_frames_fast() {
+            (n, bytes) = self.send_plain_run(pkts, room);
+            room -= n;
         }
         while room > 0 {
             let Some(mut m) = pkts.pop() else { break };
@@ -964,9 +1053,14 @@ mod tests {
         let l = crate::split::Layout::new(size).unwrap();
         let q = SplitQueue::new(&region, 0, l).unwrap();
         let dev = crate::testdev::SplitDevice::new(region.as_ptr(), l);
+        (tx_handle(q, region, &pool), pool, dev)
+    }
+
+    /// A TX handle on `q`, with `pool`'s memory reachable by the device.
+    fn tx_handle<Q: Ring>(q: Q, region: DmaRegion, pool: &Mempool) -> VirtioTx<Q> {
         let d = rpmd_pmd::DmaDomain::new();
-        d.register_pool(&pool).unwrap();
-        let tx = VirtioTx {
+        d.register_pool(pool).unwrap();
+        VirtioTx {
             q,
             csum: false,
             pool: pool.clone(),
@@ -979,8 +1073,42 @@ mod tests {
             home: Arc::default(),
             fault_desc_every: 0,
             fault_tick: 0,
-        };
-        (tx, pool, dev)
+        }
+    }
+
+    /// The run path on an in-order packed ring: plain frames go as one
+    /// run, each with its header in its own slot; a frame the device
+    /// cannot reach ends the run, is dropped and counted by the
+    /// one-by-one path, and the frames behind it still go.
+    #[test]
+    fn a_run_of_plain_frames_stops_at_one_the_device_cannot_reach() {
+        let (region, pool) = crate::split::test_memory("ntr", 64);
+        let (_other_region, foreign) = crate::split::test_memory("ntr2", 4);
+        let mut q =
+            PackedQueue::new(&region, 0, crate::packed::PackedLayout::new(8).unwrap()).unwrap();
+        q.set_in_order(true);
+        let v = q.view();
+        let mut tx = tx_handle(q, region, &pool);
+        let mut pkts = Pkts::new();
+        pkts.push(frame(&pool, 1, 1)).unwrap();
+        pkts.push(frame(&pool, 2, 1)).unwrap();
+        pkts.push(frame(&foreign, 9, 1)).unwrap();
+        pkts.push(frame(&pool, 3, 1)).unwrap();
+        let heads: Vec<u64> = pkts
+            .iter()
+            .map(|m| m.data_iova().raw() - NET_HDR_LEN as u64)
+            .collect();
+        assert_eq!(tx.tx_burst(&mut pkts), 3);
+        assert!(pkts.is_empty());
+        assert_eq!(tx.stats.errors.get(), 1, "the foreign frame");
+        assert_eq!(tx.stats.bytes.get(), 180);
+        assert_eq!(foreign.available(), 4, "dropped back to its pool");
+        for (slot, want) in [heads[0], heads[1], heads[3]].into_iter().enumerate() {
+            let (addr, len, id) = v.desc(slot as u16);
+            assert_eq!((addr, len, id), (want, 72, slot as u16), "slot {slot}");
+        }
+        assert_eq!(tx.q.free(), 5);
+        drop(tx);
     }
 
     fn frame(pool: &Mempool, tag: u8, segs: usize) -> Mbuf {

@@ -38,6 +38,7 @@ use crate::vring::{FlagBatch, PackedView};
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
 use rpmd_ring::Burst;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -368,6 +369,73 @@ impl PackedQueue {
         Ok(())
     }
 
+    /// Adds up to `count` one-segment mbufs from the front of `bufs`, one
+    /// descriptor each (`desc(m)`: its address and length), as far as the
+    /// ring has room, without publishing; returns how many it took (they
+    /// leave `bufs`, in order). In order (§2.8.9), a buffer's id is its
+    /// slot, so the burst goes in as runs of consecutive slots: every
+    /// descriptor of a run written first, then the ids' tokens and the
+    /// flags (the batched half of DPDK's packed enqueue, in portable
+    /// Rust). Other queues go through [`push`](Self::push) one by one.
+    #[inline(always)]
+    pub fn push_run<const N: usize>(
+        &mut self,
+        bufs: &mut Burst<Mbuf, N>,
+        count: usize,
+        device_writes: bool,
+        desc: impl Fn(&Mbuf) -> (u64, u32),
+    ) -> usize {
+        if !self.in_order {
+            return crate::split::push_each(bufs, count, |m| {
+                let (addr, len) = desc(&m);
+                self.push(m, addr, len, device_writes)
+            });
+        }
+        let want = count.min(bufs.len()).min(self.free());
+        let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+        let mut done = 0;
+        while done < want {
+            let slot = self.next_avail;
+            let run = (want - done).min(usize::from(self.layout.size - slot));
+            let f = w | if self.avail_wrap { F_AVAIL } else { F_USED };
+            let Some(descs) = self.ring.run(slot, run) else {
+                break;
+            };
+            let mbufs = &bufs[done..done + run];
+            // The slots are free (counted in `free_slots`): the device
+            // reads none of them before its flags say so.
+            // Indexed by the run's own length, so that the run's bound
+            // test folds into the loop's (an iterator over `mbufs` kept one
+            // per descriptor: `benches/virtio_instr.sh`).
+            #[allow(clippy::needless_range_loop)]
+            for k in 0..descs.len() {
+                let (addr, len) = desc(&mbufs[k]);
+                descs.set_desc(k, addr, len, slot + k as u16);
+            }
+            let from = usize::from(slot);
+            let tokens = &mut self.tokens[from..from + run];
+            let chain = &mut self.chain[from..from + run];
+            for (k, m) in mbufs.iter().enumerate() {
+                // SAFETY: a bitwise copy of an mbuf of `bufs`, which
+                // forgets the first `done` below: the token becomes its
+                // one owner. Nothing between here and there can panic.
+                tokens[k] = Some(unsafe { std::ptr::read(m) }.into_raw());
+                chain[k] = 1;
+            }
+            self.batch.put_run(&descs, slot, f);
+            self.next_avail += run as u16;
+            if self.next_avail == self.layout.size {
+                self.next_avail = 0;
+                self.avail_wrap = !self.avail_wrap;
+            }
+            self.free_slots -= run;
+            done += run;
+        }
+        // SAFETY: the first `done` mbufs were moved into tokens above.
+        unsafe { bufs.forget_front(done) };
+        done
+    }
+
     /// Publishes what `push` added; returns whether the device wants a
     /// notification.
     #[inline]
@@ -444,25 +512,22 @@ impl PackedQueue {
     pub fn pop_used4(&mut self, limit: u32) -> Option<[(Mbuf, u32); 4]> {
         let (slot, size) = (self.next_used, self.layout.size);
         if slot % 4 != 0
-            || size < 4
             || self.broken
             || self.batch_end.is_some()
             || self.free_slots + 4 > size as usize
         {
             return None;
         }
+        let line = self.ring.run(slot, 4)?;
         // P2, a line at a time: Acquire loads of the four flags words
         // before their ids and lengths.
         let want = if self.used_wrap { F_AVAIL | F_USED } else { 0 };
-        if self
-            .ring
-            .flags4(slot)
-            .iter()
-            .any(|&f| f & (F_AVAIL | F_USED) != want)
-        {
+        if (0..4).any(|k| {
+            u16::from_le(line.flags(k).load(Ordering::Acquire)) & (F_AVAIL | F_USED) != want
+        }) {
             return None;
         }
-        let used: [(u16, u32); 4] = std::array::from_fn(|k| self.ring.used(slot + k as u16));
+        let used: [(u16, u32); 4] = std::array::from_fn(|k| line.used(k));
         let mut raw = [NonNull::dangling(); 4];
         for (k, &(id, len)) in used.iter().enumerate() {
             let ours = if self.in_order {
@@ -490,6 +555,42 @@ impl PackedQueue {
             let m = unsafe { Mbuf::from_raw(raw[k]) };
             (m, used[k].1)
         }))
+    }
+
+    /// Takes used one-descriptor buffers into `out`, whole lines of four
+    /// at a time as [`pop_used4`](Self::pop_used4) finds them, up to
+    /// `room` of them: each goes to `accept` with its length first, and
+    /// one it refuses is dropped (back to its pool). Stops at the first
+    /// line that is not whole, for `pop_used` to go on. Returns how many
+    /// went into `out`, and how many were refused.
+    #[inline(always)]
+    pub fn pop_used_lines<const N: usize>(
+        &mut self,
+        out: &mut Burst<Mbuf, N>,
+        room: usize,
+        limit: u32,
+        mut accept: impl FnMut(&mut Mbuf, u32) -> bool,
+    ) -> (usize, usize) {
+        let spare = out.spare_capacity_mut();
+        let room = room.min(spare.len());
+        let (mut n, mut refused) = (0, 0);
+        while n + 4 <= room {
+            let Some(four) = self.pop_used4(limit) else {
+                break;
+            };
+            for (mut m, len) in four {
+                if accept(&mut m, len) {
+                    spare[n].write(m);
+                    n += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+        }
+        // SAFETY: the first `n` spare slots were written above, and `n` is
+        // at most the spare capacity.
+        unsafe { out.assume_init_back(n) };
+        (n, refused)
     }
 
     /// Moves past `count` used slots.
@@ -566,6 +667,22 @@ impl PackedQueue {
                     id
                 }
             };
+            // Up to `end`, one-descriptor buffers go as a run (the device
+            // usually writes one used descriptor for a whole burst).
+            let span = if end >= slot {
+                end - slot + 1
+            } else {
+                self.layout.size - slot
+            };
+            let taken = self.take_run(slot, usize::from(span), &mut spare[k..]);
+            if taken > 0 {
+                k += taken;
+                let last = slot + taken as u16 - 1;
+                self.batch_end = (last != end).then_some(end);
+                self.advance_used(taken as u16);
+                continue;
+            }
+            // A chain's first slot, or a slot holding no buffer.
             let Some(p) = self.tokens[slot as usize].take() else {
                 let _ = self.skip_bad(slot);
                 bad += 1;
@@ -583,6 +700,29 @@ impl PackedQueue {
         // at most the spare capacity.
         unsafe { out.assume_init_back(k) };
         bad
+    }
+}
+
+impl PackedQueue {
+    /// Takes the buffers of the `span` completed slots from `slot` into
+    /// `out` while each is one descriptor, stopping at a chain or a slot
+    /// holding no buffer (for the one-by-one path to judge); returns how
+    /// many it took.
+    #[inline(always)]
+    fn take_run(&mut self, slot: u16, span: usize, out: &mut [MaybeUninit<Mbuf>]) -> usize {
+        let from = usize::from(slot);
+        let n = span.min(out.len());
+        let tokens = &mut self.tokens[from..from + n];
+        let chain = &self.chain[from..from + n];
+        let mut k = 0;
+        while k < n && chain[k] == 1 {
+            let Some(p) = tokens[k].take() else { break };
+            // SAFETY: `p` came from `into_raw` in a push; the device used
+            // the buffer (in order, every buffer up to the run's end).
+            out[k].write(unsafe { Mbuf::from_raw(p) });
+            k += 1;
+        }
+        k
     }
 }
 
@@ -681,6 +821,88 @@ mod tests {
         q.publish();
         set_used(6, 0, true);
         assert!(q.pop_used().unwrap().is_err());
+    }
+
+    /// In order, bursts go in as runs of consecutive slots (ids are
+    /// slots; the first flags held back until `publish`), as far as the
+    /// ring has room; one used descriptor naming the last buffer hands
+    /// them back across the wrap in pieces as small as the caller's
+    /// burst, a chain among them taken on its own.
+    #[test]
+    fn in_order_runs_go_in_and_come_back_across_the_wrap() {
+        let (region, pool) = test_memory("pqrun", 32);
+        let mut q = PackedQueue::new(&region, 0, PackedLayout::new(8).unwrap()).unwrap();
+        q.set_in_order(true);
+        let v = q.view();
+        // The test plays the device: the id, then the flags (Release).
+        let set_used = |s: u16, id: u16, wrap: bool| {
+            v.set_used(s, id, 0);
+            let f = if wrap { F_AVAIL | F_USED } else { 0 };
+            v.flags(s).store(f, Ordering::Release);
+        };
+        let desc = |m: &Mbuf| (m.data_iova().raw(), 100);
+        let mut tag = 0u8;
+        let mut fill = |n: usize| {
+            let mut b: Burst<Mbuf, 8> = Burst::new();
+            for _ in 0..n {
+                let mut m = pool.get().unwrap();
+                m.append(1).unwrap()[0] = tag;
+                tag += 1;
+                b.push(m).unwrap();
+            }
+            b
+        };
+        let tags = |b: &Burst<Mbuf, 8>| b.iter().map(|m| m.data()[0]).collect::<Vec<_>>();
+        let avail = |s: u16, wrap: bool| {
+            let f = v.flags(s).load(Ordering::Acquire);
+            (f & F_AVAIL != 0) == wrap && (f & F_USED != 0) != wrap
+        };
+        // Slots 0-4 (tags 0-4), back through one used descriptor.
+        let mut b = fill(5);
+        let first = b[0].data_iova().raw();
+        assert_eq!(q.push_run(&mut b, 5, false, desc), 5);
+        assert!(b.is_empty());
+        assert_eq!(v.desc(0), (first, 100, 0));
+        assert_eq!(v.desc(4).2, 4, "in order, a buffer's id is its slot");
+        assert!(!avail(0, true), "the first flags wait for publish");
+        assert!((1..5).all(|s| avail(s, true)));
+        q.publish();
+        assert!(avail(0, true));
+        set_used(0, 4, true);
+        let mut out: Burst<Mbuf, 8> = Burst::new();
+        assert_eq!(q.reclaim_into(&mut out), 0);
+        assert_eq!(tags(&out), vec![0, 1, 2, 3, 4]);
+        out.clear();
+        // Slots 5-6 (5, 6), a chain at 7 and 0 (7), then 1-2 (8, 9) and,
+        // of four more, the two the ring has room for (3-4: 10, 11).
+        let mut b = fill(2);
+        assert_eq!(q.push_run(&mut b, 2, false, desc), 2);
+        let m = fill(1).pop().unwrap();
+        q.push_chain(m, &[(0x1000, 10), (0x2000, 20)], 2).unwrap();
+        let mut b = fill(2);
+        assert_eq!(q.push_run(&mut b, 2, false, desc), 2);
+        let mut b = fill(4);
+        assert_eq!(q.push_run(&mut b, 4, false, desc), 2, "room for two");
+        assert_eq!(tags(&b), vec![12, 13], "the rest stay, in order");
+        assert_eq!(q.free(), 0);
+        assert_eq!(v.desc(1).2, 1);
+        q.publish();
+        assert!((5..8).all(|s| avail(s, true)) && (0..5).all(|s| avail(s, false)));
+        // One used descriptor at slot 5 names the last buffer (slot 4).
+        set_used(5, 4, true);
+        let mut small: Burst<Mbuf, 3> = Burst::new();
+        let mut got = Vec::new();
+        for want in [3, 3, 1, 0] {
+            assert_eq!(q.reclaim_into(&mut small), 0);
+            assert_eq!(small.len(), want);
+            got.extend(small.iter().map(|m| m.data()[0]));
+            small.clear();
+        }
+        assert_eq!(got, vec![5, 6, 7, 8, 9, 10, 11]);
+        assert_eq!(q.free(), 8);
+        drop(b);
+        drop(q);
+        assert_eq!(pool.available(), 32);
     }
 
     /// A burst becomes visible at once: nothing of six descriptors shows

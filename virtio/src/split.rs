@@ -451,6 +451,22 @@ impl SplitQueue {
         Ok(())
     }
 
+    /// Adds up to `count` one-segment mbufs from the front of `bufs`
+    /// through [`push`](Self::push), each at `desc(m)`; how many went in.
+    #[inline(always)]
+    pub fn push_run<const N: usize>(
+        &mut self,
+        bufs: &mut Burst<Mbuf, N>,
+        count: usize,
+        device_writes: bool,
+        desc: impl Fn(&Mbuf) -> (u64, u32),
+    ) -> usize {
+        push_each(bufs, count, |m| {
+            let (addr, len) = desc(&m);
+            self.push(m, addr, len, device_writes)
+        })
+    }
+
     /// Adds a chain of descriptors (one per `(address, length)` in `segs`,
     /// linked with `NEXT`) holding `m`, at the next avail slot; those from
     /// index `writable_from` on are device-writable. Gives `m` back when
@@ -694,6 +710,28 @@ pub(crate) fn ring_memory(
     // SAFETY: as above.
     unsafe { base.write_bytes(0, len) };
     Ok((base, region.iova(offset).map(|i| i.raw()).unwrap_or(0)))
+}
+
+/// Moves up to `count` mbufs from the front of `bufs` into a ring through
+/// `push`, one by one; one it gives back (the ring is full or broken)
+/// returns to the front of `bufs` and ends the run. How many went in.
+#[inline(always)]
+pub(crate) fn push_each<const N: usize>(
+    bufs: &mut Burst<Mbuf, N>,
+    count: usize,
+    mut push: impl FnMut(Mbuf) -> Result<(), Mbuf>,
+) -> usize {
+    let mut n = 0;
+    while n < count {
+        let Some(m) = bufs.pop() else { break };
+        if let Err(m) = push(m) {
+            // The slot it left is free, so this cannot fail.
+            let _ = bufs.push_front(m);
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 /// Returns every mbuf a ring still holds (its tokens, from

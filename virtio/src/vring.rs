@@ -599,6 +599,84 @@ impl PackedView {
     }
 }
 
+/// `len` consecutive descriptors of a packed ring, checked once to lie
+/// inside it ([`PackedView::run`]): a batched path's accesses are in
+/// bounds by the loop that walks the run, not by a test of the slot each.
+/// Raw like the view it came from, and under the same contract.
+#[derive(Clone, Copy)]
+pub struct DescRun {
+    first: *mut PackedDesc,
+    len: usize,
+}
+
+impl PackedView {
+    /// Descriptors `slot..slot + len`, or `None` if they pass the ring's
+    /// end.
+    #[inline(always)]
+    pub fn run(&self, slot: u16, len: usize) -> Option<DescRun> {
+        (usize::from(slot) + len <= usize::from(self.size)).then(|| DescRun {
+            // SAFETY: `slot + len <= size`: inside the ring (`new`'s
+            // contract).
+            first: unsafe { self.desc.add(usize::from(slot)) },
+            len,
+        })
+    }
+}
+
+impl DescRun {
+    /// Descriptors in the run.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the run is empty.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    fn at(&self, k: usize) -> *mut PackedDesc {
+        assert!(k < self.len, "descriptor {k} of a run of {}", self.len);
+        // SAFETY: `k < len`: inside the run, which `PackedView::run`
+        // checked to lie inside the ring.
+        unsafe { self.first.add(k) }
+    }
+
+    /// The flags word of the run's descriptor `k`, for atomic access.
+    #[inline(always)]
+    pub fn flags(&self, k: usize) -> &AtomicU16 {
+        // SAFETY: as in `PackedView::flags`.
+        unsafe { AtomicU16::from_ptr(addr_of_mut!((*self.at(k)).flags).cast()) }
+    }
+
+    /// Writes address, length and id of the run's descriptor `k`.
+    #[inline(always)]
+    pub fn set_desc(&self, k: usize, addr: u64, len: u32, id: u16) {
+        let d = self.at(k);
+        // SAFETY: a descriptor of the ring; volatile field writes.
+        unsafe {
+            addr_of_mut!((*d).addr).write_volatile(Le64::new(addr));
+            addr_of_mut!((*d).len).write_volatile(Le32::new(len));
+            addr_of_mut!((*d).id).write_volatile(Le16::new(id));
+        }
+    }
+
+    /// Id and length of the run's descriptor `k` (a used descriptor).
+    #[inline(always)]
+    pub fn used(&self, k: usize) -> (u16, u32) {
+        let d = self.at(k);
+        // SAFETY: as in `set_desc`; volatile field reads.
+        unsafe {
+            (
+                addr_of_mut!((*d).id).read_volatile().get(),
+                addr_of_mut!((*d).len).read_volatile().get(),
+            )
+        }
+    }
+}
+
 /// The flags words of one burst of packed descriptors, made visible to
 /// the other side at once, as both sides of a packed ring hand over
 /// descriptors: the driver making buffers available, the device marking
@@ -629,6 +707,23 @@ impl FlagBatch {
             // Relaxed: the other side reads past the first only after the
             // Release store in `publish`.
             v.flags(slot).store(f.to_le(), Ordering::Relaxed);
+        }
+    }
+
+    /// Adds flags `f` (host order) of every descriptor of `run`, whose
+    /// other fields are written; `run` starts at ring slot `slot` and
+    /// follows what was put before, in ring order.
+    #[inline(always)]
+    pub fn put_run(&mut self, run: &DescRun, slot: u16, f: u16) {
+        let mut k = 0;
+        if self.first.is_none() && !run.is_empty() {
+            self.first = Some((slot, f));
+            k = 1;
+        }
+        while k < run.len() {
+            // Relaxed, as in `put`.
+            run.flags(k).store(f.to_le(), Ordering::Relaxed);
+            k += 1;
         }
     }
 

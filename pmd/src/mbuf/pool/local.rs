@@ -135,21 +135,28 @@ impl<'a> Local<'a> {
     #[inline]
     pub fn put_bulk<const N: usize>(&self, b: &mut Burst<Mbuf, N>) {
         let me: *const PoolInner = self.inner;
-        let all_ours = b.iter().all(|m| {
-            let p = m.as_hdr();
-            // SAFETY: we own `m`; only its header is read.
-            unsafe { (*p.as_ptr()).pool == me && (*p.as_ptr()).next.is_null() }
-        });
-        if !all_ours {
+        // One pass: each is checked (this pool's, one segment) and reset
+        // for the next user (free objects are kept reset).
+        let mut ours = 0;
+        for m in b.iter_mut() {
+            let p = m.as_hdr().as_ptr();
+            // SAFETY: we own `m` and it is still ours until it is in the
+            // pool; only its header is read and written.
+            unsafe {
+                if (*p).pool != me || !(*p).next.is_null() {
+                    break;
+                }
+                (*p).reset();
+            }
+            ours += 1;
+        }
+        if ours < b.len() {
+            // Another pool's, or a chain: one by one (a reset one is
+            // returned as it is).
             while let Some(m) = b.pop() {
                 drop(m);
             }
             return;
-        }
-        for m in b.iter_mut() {
-            // SAFETY: still ours until it is in the pool; reset it for the
-            // next user (free objects are kept reset).
-            unsafe { (*m.as_hdr().as_ptr()).reset() };
         }
         // SAFETY: same layout as above; the objects go back to the pool and
         // the burst forgets them, so each is returned exactly once.
