@@ -152,6 +152,35 @@ fn put_bulk_sends_foreign_mbufs_home() {
     assert_eq!((p.available(), q.available()), (4, 4));
 }
 
+/// A chain behind plain mbufs (checked and reset in one pass before it is
+/// met): every segment of it goes home, and so do the others, reset.
+#[test]
+fn put_bulk_sends_a_chain_behind_plain_mbufs_home_whole() {
+    let p = pool("t-chain", 8, 0);
+    let mut b: Burst<Mbuf, 8> = Burst::new();
+    for _ in 0..2 {
+        let mut m = p.get().unwrap();
+        m.append(40).unwrap();
+        b.push(m).unwrap();
+    }
+    let mut head = p.get().unwrap();
+    head.append(10).unwrap();
+    let mut tail = p.get().unwrap();
+    tail.append(20).unwrap();
+    head.chain(tail).unwrap();
+    b.push(head).unwrap();
+    b.push(p.get().unwrap()).unwrap();
+    assert_eq!(p.available(), 3);
+    p.put_bulk(&mut b);
+    assert!(b.is_empty());
+    assert_eq!(p.available(), 8);
+    let mut again: Burst<Mbuf, 8> = Burst::new();
+    p.get_bulk(&mut again, 8).unwrap();
+    assert!(again
+        .iter()
+        .all(|m| m.data_len() == 0 && m.nb_segs() == 1 && m.pkt_len() == 0));
+}
+
 #[test]
 fn mbufs_cross_threads_and_nothing_is_lost() {
     let p = pool("t-threads", 1024, 64);
