@@ -13,7 +13,11 @@
 //! Buffers are mbufs, as in [`crate::split`]: buffer ids come from a free
 //! stack, `tokens[id]` holds the mbuf, `chain[id]` how many descriptors it
 //! took, so a used descriptor (one per buffer) frees the right number of
-//! ring slots.
+//! ring slots. With IN_ORDER (§2.8.9) a buffer's id is its first slot,
+//! so bursts of one-descriptor buffers go in and come back as runs of
+//! consecutive slots ([`PackedQueue::push_run`]; the in-order reclaim),
+//! each reached through a [`DescRun`](crate::vring::DescRun) checked once
+//! to lie inside the ring.
 //!
 //! Ordering: the driver writes a burst's descriptors and publishes them
 //! at once at `publish` ([`FlagBatch`]: every flags word but the burst's

@@ -460,20 +460,6 @@ impl PackedView {
         unsafe { AtomicU16::from_ptr(addr_of_mut!((*self.d(slot)).flags).cast()) }
     }
 
-    /// The flags (host order) of the four descriptors from `slot`, one
-    /// cache line when `slot` is a multiple of four, each loaded Acquire
-    /// (the partner of the other side's [`FlagBatch::publish`]): the
-    /// batched paths test a line at once.
-    #[inline(always)]
-    pub fn flags4(&self, slot: u16) -> [u16; 4] {
-        std::array::from_fn(|k| {
-            u16::from_le(
-                self.flags(slot.wrapping_add(k as u16))
-                    .load(Ordering::Acquire),
-            )
-        })
-    }
-
     /// Address, length and id of descriptor `slot` (the flags are read
     /// on their own, atomically, before these).
     #[inline(always)]
@@ -660,6 +646,21 @@ impl DescRun {
             addr_of_mut!((*d).addr).write_volatile(Le64::new(addr));
             addr_of_mut!((*d).len).write_volatile(Le32::new(len));
             addr_of_mut!((*d).id).write_volatile(Le16::new(id));
+        }
+    }
+
+    /// Address, length and id of the run's descriptor `k` (its flags
+    /// read on their own, atomically, before these).
+    #[inline(always)]
+    pub fn desc(&self, k: usize) -> (u64, u32, u16) {
+        let d = self.at(k);
+        // SAFETY: as in `set_desc`; volatile field reads.
+        unsafe {
+            (
+                addr_of_mut!((*d).addr).read_volatile().get(),
+                addr_of_mut!((*d).len).read_volatile().get(),
+                addr_of_mut!((*d).id).read_volatile().get(),
+            )
         }
     }
 

@@ -16,7 +16,7 @@ use super::{
 };
 use super::{MAX_BURST, MAX_HEADS};
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
-use crate::vring::{DescFields, FlagBatch, PackedView};
+use crate::vring::{DescFields, DescRun, FlagBatch, PackedView};
 use rpmd_pmd::peer::PeerSlice;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::{Mempool, Pkts};
@@ -52,22 +52,23 @@ fn avail_at(v: &PackedView, slot: u16, wrap: bool) -> bool {
     (f & F_AVAIL != 0) == wrap && (f & F_USED != 0) != wrap
 }
 
-/// Whether the four descriptors from `slot` are each a one-descriptor
-/// chain available for wrap counter `wrap`, direct, device-writable or
-/// not as `write` says (`VRING_DESC_F_WRITE` or 0), within the ring's end:
-/// the batched path tests their flags together (one cache line when
-/// `slot` is a multiple of four) before it reads the four descriptors.
+/// The four descriptors from `slot`, if each is a one-descriptor chain
+/// available for wrap counter `wrap`, direct, device-writable or not as
+/// `write` says (`VRING_DESC_F_WRITE` or 0), within the ring's end: the
+/// batched path tests their flags together (one cache line when `slot`
+/// is a multiple of four) and then reads the four descriptors through the
+/// same [`DescRun`] the driver's batched path uses.
 #[inline(always)]
-fn avail4(v: &PackedView, slot: u16, wrap: bool, write: u16) -> bool {
-    if slot as u32 + 4 > v.size() as u32 {
-        return false;
-    }
+fn avail4(v: &PackedView, slot: u16, wrap: bool, write: u16) -> Option<DescRun> {
+    let line = v.run(slot, 4)?;
     let mask = F_AVAIL | F_USED | VRING_DESC_F_NEXT | VRING_DESC_F_INDIRECT | VRING_DESC_F_WRITE;
     let want = if wrap { F_AVAIL } else { F_USED } | write;
-    // Partner of each load (Acquire, in `flags4`): the driver's Release
-    // store of that chain's flags.
-    let f = v.flags4(slot);
-    f.iter().fold(0, |acc, &x| acc | ((x & mask) ^ want)) == 0
+    // Partner of each load (Acquire): the driver's Release store of that
+    // chain's flags.
+    let bad = (0..4).fold(0, |acc, k| {
+        acc | ((u16::from_le(line.flags(k).load(Ordering::Acquire)) & mask) ^ want)
+    });
+    (bad == 0).then_some(line)
 }
 
 pub(super) fn is_avail(vr: &Vring, v: &PackedView, slot: u16) -> bool {
@@ -271,10 +272,15 @@ pub(super) fn dequeue(
     let mut found: [Found; MAX_BURST] = [(0, false, 0, 0, None); MAX_BURST];
     let (mut k, mut cur, mut fatal) = (0usize, (vr.last_avail, vr.avail_wrap), None);
     while k < n {
-        if k + 4 <= n && avail4(&v, cur.0, cur.1, 0) {
+        let line = if k + 4 <= n {
+            avail4(&v, cur.0, cur.1, 0)
+        } else {
+            None
+        };
+        if let Some(line) = line {
             for (j, f) in found[k..k + 4].iter_mut().enumerate() {
                 let slot = cur.0 + j as u16;
-                let (addr, len, id) = v.desc(slot);
+                let (addr, len, id) = line.desc(j);
                 let slice = (len as usize >= hdr)
                     .then(|| mem.slice(addr, len as u64))
                     .flatten();
@@ -392,10 +398,15 @@ pub(super) fn enqueue(
     let (mut nf, mut cur) = (0usize, (vr.last_avail, vr.avail_wrap));
     let want = pkts.len().min(MAX_BURST);
     while nf < want {
-        if nf + 4 <= want && avail4(&v, cur.0, cur.1, VRING_DESC_F_WRITE) {
+        let line = if nf + 4 <= want {
+            avail4(&v, cur.0, cur.1, VRING_DESC_F_WRITE)
+        } else {
+            None
+        };
+        if let Some(line) = line {
             for (j, f) in found[nf..nf + 4].iter_mut().enumerate() {
                 let slot = cur.0 + j as u16;
-                let (addr, len, id) = v.desc(slot);
+                let (addr, len, id) = line.desc(j);
                 let slice = mem.slice(addr, len as u64);
                 if let Some(sl) = slice {
                     sl.prefetch_write(0);
