@@ -253,6 +253,24 @@ fn packed_in_order_out_of_range_id_drops_the_backend_and_recovers() {
     );
 }
 
+/// A used descriptor naming a buffer already handed back, on the packed
+/// ring's batched (in-order) path and its one-by-one path: the queue
+/// stops, the entry is counted, and the port reconnects.
+#[test]
+fn packed_duplicate_id_drops_the_backend_and_recovers() {
+    for (tag, in_order, opts) in [
+        ("pdu", false, ",packed_vq=1,in_order=0"),
+        ("pidu", true, ",packed_vq=1"),
+    ] {
+        rx_case(
+            tag,
+            setup(true, in_order, Misbehave::DuplicateId),
+            opts,
+            true,
+        );
+    }
+}
+
 /// TX chains whose NEXT links the backend rewrites into loops: the port
 /// keeps sending, every chain counted once, and the pool is whole at the
 /// end (the free stack used to grow past the ring and the debug build

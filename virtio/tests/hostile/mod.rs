@@ -439,6 +439,19 @@ impl Device {
                 id = 9999;
                 self.done_misbehaving = true;
                 counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+            } else if self.misbehave_now(setup, counts, Misbehave::DuplicateId) {
+                // A good completion, then the same buffer again in the
+                // next available slot.
+                self.done_misbehaving = true;
+                counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+                self.seq += 1;
+                counts.rx_written.fetch_add(1, Ordering::Relaxed);
+                Self::packed_use(v, slot, id, len, wrap);
+                let next_wrap = self.wrap[0];
+                if let Some((v, slot, ..)) = self.packed_take(st, 0) {
+                    Self::packed_use(v, slot, id, len, next_wrap);
+                }
+                continue;
             } else {
                 self.seq += 1;
                 counts.rx_written.fetch_add(1, Ordering::Relaxed);
