@@ -390,10 +390,8 @@ impl PackedQueue {
         desc: impl Fn(&Mbuf) -> (u64, u32),
     ) -> usize {
         if !self.in_order {
-            return crate::split::push_each(bufs, count, |m| {
-                let (addr, len) = desc(&m);
-                self.push(m, addr, len, device_writes)
-            });
+            let push = |m, a, l| self.push(m, a, l, device_writes);
+            return crate::split::push_each(bufs, count, desc, push);
         }
         let want = count.min(bufs.len()).min(self.free());
         let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };

@@ -461,9 +461,8 @@ impl SplitQueue {
         device_writes: bool,
         desc: impl Fn(&Mbuf) -> (u64, u32),
     ) -> usize {
-        push_each(bufs, count, |m| {
-            let (addr, len) = desc(&m);
-            self.push(m, addr, len, device_writes)
+        push_each(bufs, count, desc, |m, a, l| {
+            self.push(m, a, l, device_writes)
         })
     }
 
@@ -713,18 +712,21 @@ pub(crate) fn ring_memory(
 }
 
 /// Moves up to `count` mbufs from the front of `bufs` into a ring through
-/// `push`, one by one; one it gives back (the ring is full or broken)
-/// returns to the front of `bufs` and ends the run. How many went in.
+/// `push` (the mbuf, and its address and length from `desc`), one by
+/// one; one it gives back (the ring is full or broken) returns to the
+/// front of `bufs` and ends the run. How many went in.
 #[inline(always)]
 pub(crate) fn push_each<const N: usize>(
     bufs: &mut Burst<Mbuf, N>,
     count: usize,
-    mut push: impl FnMut(Mbuf) -> Result<(), Mbuf>,
+    desc: impl Fn(&Mbuf) -> (u64, u32),
+    mut push: impl FnMut(Mbuf, u64, u32) -> Result<(), Mbuf>,
 ) -> usize {
     let mut n = 0;
     while n < count {
         let Some(m) = bufs.pop() else { break };
-        if let Err(m) = push(m) {
+        let (addr, len) = desc(&m);
+        if let Err(m) = push(m, addr, len) {
             // The slot it left is free, so this cannot fail.
             let _ = bufs.push_front(m);
             break;
