@@ -403,7 +403,7 @@ impl PackedQueue {
             let Some(descs) = self.ring.run(slot, run) else {
                 break;
             };
-            let mbufs = &bufs[done..done + run];
+            let mbufs = &bufs[..run];
             // The slots are free (counted in `free_slots`): the device
             // reads none of them before its flags say so.
             // Indexed by the run's own length, so that the run's bound
@@ -419,11 +419,13 @@ impl PackedQueue {
             let chain = &mut self.chain[from..from + run];
             for (k, m) in mbufs.iter().enumerate() {
                 // SAFETY: a bitwise copy of an mbuf of `bufs`, which
-                // forgets the first `done` below: the token becomes its
-                // one owner. Nothing between here and there can panic.
+                // forgets the run's mbufs right after this loop: the token
+                // becomes its one owner. Nothing in between can panic.
                 tokens[k] = Some(unsafe { std::ptr::read(m) }.into_raw());
                 chain[k] = 1;
             }
+            // SAFETY: the first `run` mbufs were moved into tokens above.
+            unsafe { bufs.forget_front(run) };
             self.batch.put_run(&descs, slot, f);
             self.next_avail += run as u16;
             if self.next_avail == self.layout.size {
@@ -433,8 +435,6 @@ impl PackedQueue {
             self.free_slots -= run;
             done += run;
         }
-        // SAFETY: the first `done` mbufs were moved into tokens above.
-        unsafe { bufs.forget_front(done) };
         done
     }
 
