@@ -464,40 +464,29 @@ impl PackedView {
     /// on their own, atomically, before these).
     #[inline(always)]
     pub fn desc(&self, slot: u16) -> (u64, u32, u16) {
-        let d = self.d(slot);
-        // SAFETY: a descriptor of the ring; volatile field reads.
-        unsafe {
-            (
-                addr_of_mut!((*d).addr).read_volatile().get(),
-                addr_of_mut!((*d).len).read_volatile().get(),
-                addr_of_mut!((*d).id).read_volatile().get(),
-            )
-        }
+        self.one(slot).desc(0)
     }
 
     /// Writes address, length and id of descriptor `slot` (not its flags).
     #[inline(always)]
     pub fn set_desc(&self, slot: u16, addr: u64, len: u32, id: u16) {
-        let d = self.d(slot);
-        // SAFETY: as in `desc`.
-        unsafe {
-            addr_of_mut!((*d).addr).write_volatile(Le64::new(addr));
-            addr_of_mut!((*d).len).write_volatile(Le32::new(len));
-            addr_of_mut!((*d).id).write_volatile(Le16::new(id));
-        }
+        self.one(slot).set_desc(0, addr, len, id)
     }
 
     /// Id and length of descriptor `slot` (a used descriptor, as the
     /// driver reads it).
     #[inline(always)]
     pub fn used(&self, slot: u16) -> (u16, u32) {
-        let d = self.d(slot);
-        // SAFETY: as in `desc`.
-        unsafe {
-            (
-                addr_of_mut!((*d).id).read_volatile().get(),
-                addr_of_mut!((*d).len).read_volatile().get(),
-            )
+        self.one(slot).used(0)
+    }
+
+    /// Descriptor `slot` (taken modulo the size, as `d`) as a run of one,
+    /// whose accessors the whole-ring ones share.
+    #[inline(always)]
+    fn one(&self, slot: u16) -> DescRun {
+        DescRun {
+            first: self.d(slot),
+            len: 1,
         }
     }
 
@@ -505,7 +494,8 @@ impl PackedView {
     #[inline(always)]
     pub fn id(&self, slot: u16) -> u16 {
         let d = self.d(slot);
-        // SAFETY: as in `desc`.
+        // SAFETY: `d` is a descriptor of the ring (`d`'s modulo, `new`'s
+        // contract); a volatile field read.
         unsafe { addr_of_mut!((*d).id).read_volatile().get() }
     }
 
@@ -513,7 +503,7 @@ impl PackedView {
     #[inline(always)]
     pub fn set_used(&self, slot: u16, id: u16, len: u32) {
         let d = self.d(slot);
-        // SAFETY: as in `desc`.
+        // SAFETY: as in `id`; volatile field writes.
         unsafe {
             addr_of_mut!((*d).len).write_volatile(Le32::new(len));
             addr_of_mut!((*d).id).write_volatile(Le16::new(id));
