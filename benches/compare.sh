@@ -206,7 +206,7 @@ for s in $suite; do
             ;;
         seeds)
             inv=${SEEDS_INVOCATIONS:-5}
-            echo "== seeds: the run-loop experiments (signal costs; then $inv interleaved invocations of: yield across processes over shm and over vhost-user, yield, spin budgets, backlog drain in memory and on a vhost-user port)"
+            echo "== seeds: the run-loop experiments (signal costs; then $inv interleaved invocations of: yield across processes over shm, over vhost-user and through the vswitch app, yield, spin budgets, backlog drain in memory and on a vhost-user port)"
             target/release/yield_signal_cost
             : > "$OUT/seeds_invocations.log"
             for i in $(seq "$inv"); do
@@ -214,6 +214,7 @@ for s in $suite; do
                 {
                     RPMD_PLOT_CSV="$OUT/seeds_yield_proc.csv" target/release/yield_proc --runs "$runs" --seconds 2
                     target/release/yield_proc --link vhost --runs "$runs" --seconds 2
+                    target/release/yield_proc --link vswitch --sessions 2,1,16,64 --signals off,runqueue --runs "$runs" --seconds 2
                     RPMD_PLOT_CSV="$OUT/seeds_yield.csv" target/release/seeds yield --runs "$runs" --seconds 2
                     target/release/seeds spin --runs "$runs" --seconds 2
                     target/release/seeds backlog --runs "$runs" --seconds 2

@@ -81,6 +81,7 @@ if command -v dpdk-test >/dev/null && [ "$(id -u)" = 0 ]; then
     step "experiment smoke: yield_proc, backlog_port, txlock, yield_signal_cost, mlx4_fwd (short runs, figures not judged)"
     (. scripts/hugepages.sh && huge_setup 256 >/dev/null &&
         target/release/yield_proc --sessions 2 --runs 1 --seconds 0.3 --signals off,runqueue,state &&
+        target/release/yield_proc --link vswitch --sessions 2 --runs 1 --seconds 0.3 --signals off,runqueue &&
         target/release/backlog_port --runs 1 --seconds 0.3 &&
         target/release/txlock --runs 1 --seconds 0.3 --enqueuers 2 --cpus 0,1 &&
         target/release/yield_signal_cost | tail -2 &&
