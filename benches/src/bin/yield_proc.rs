@@ -94,10 +94,10 @@ fn responder(link: Link, name: &str) {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     let pool = pool("yp-responder", 512);
-    let (_port, q) = open(&reg, &dev(link, name, false), &pool);
+    let (port, q) = open(&reg, &dev(link, name, false), &pool);
     if link == Link::Vswitch {
         let t0 = std::time::Instant::now();
-        while !_port.link().up {
+        while !port.link().up {
             assert!(
                 t0.elapsed() < Duration::from_secs(20),
                 "{name}: the switch never answered"
