@@ -3,18 +3,18 @@
 //!
 //! The consumer is rpmd's vhost-user backend (`vhost-user:`, split rings,
 //! `busyloop_us=0`): one lcore on CPU 0 with spin budget 0 and NAPI's
-//! completion (`LcoreConfig::complete_short_rounds`): a round in which
-//! the task did less than its quota ends the polling, as a NIC driver's
-//! poll that completes re-enables its interrupt; the lcore arms the
-//! guest's kick and sleeps on the kick eventfd, unless requests already
-//! wait (what a NIC would signal at once). Both count as interrupts:
-//! wake-ups here are sleeps plus arms that found work. Its task takes
-//! requests from the guest's TX ring, spends 300 ns of work on each and sends it back into the guest's RX ring;
-//! either until the ring is empty or the quota is used (`until-empty`,
-//! Linux's `process_backlog` since 2023), or as many as waited when the
-//! round began (`snapshot`, the avail ring's count read once:
-//! [`RxQueue::rx_pending`]). The producer is rpmd's virtio-user port on
-//! CPU 1 in the same process (the guest): 1, 16 or 200 flows, each with
+//! completion (`LcoreConfig::complete_short_rounds`): a round in which the
+//! task did less than its quota ends the polling, as a NIC driver's poll
+//! that completes re-enables its interrupt; the lcore arms the guest's kick
+//! and sleeps on the kick eventfd, unless requests already wait (what a NIC
+//! would signal at once). Both count as interrupts: wake-ups here are
+//! sleeps plus arms that found work. Its task takes requests from the
+//! guest's TX ring, spends 300 ns of work on each and sends it back into
+//! the guest's RX ring; either until the ring is empty or the quota is used
+//! (`until-empty`, Linux's `process_backlog` since 2023), or as many as
+//! waited when the round began (`snapshot`, the avail ring's count read
+//! once: [`RxQueue::rx_pending`]). The producer is rpmd's virtio-user port
+//! on CPU 1 in the same process (the guest): 1, 16 or 200 flows, each with
 //! one request outstanding and its next sent half to one and a half times
 //! the think time after the reply; it kicks the backend only while the
 //! backend has notifications on.
@@ -42,7 +42,8 @@
 //! lower there (the seed: −11 % interrupts, +1.6 % transactions), and no
 //! loss (≥ 0.97, as the yield experiments' single session) at the other
 //! flow counts (`--flows`, default 1,16,200), where the flows' think time
-//! sets the rate and both drains read the same within the A/A.
+//! sets the rate and both drains read the same within the A/A (no RESULT
+//! line when `--flows` leaves out 200).
 use rpmd_benches::median;
 use rpmd_benches::tsc::pin;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
