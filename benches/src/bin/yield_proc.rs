@@ -451,12 +451,17 @@ mod switched {
                     exe.display()
                 )
             });
-            let sw = Switch(child);
+            let mut sw = Switch(child);
             let t0 = Instant::now();
             while !names
                 .clone()
                 .all(|n| Path::new(&format!("/tmp/{n}.sock")).exists())
             {
+                if let Ok(Some(status)) = sw.0.try_wait() {
+                    panic!(
+                        "vswitch exited before opening its ports ({status}); its message is above"
+                    );
+                }
                 assert!(
                     t0.elapsed() < Duration::from_secs(20),
                     "vswitch did not open its sockets"
@@ -469,9 +474,12 @@ mod switched {
 
     impl Drop for Switch {
         fn drop(&mut self) {
-            // As Ctrl-C: the switch stops its ports and exits.
-            let pid = self.0.id().to_string();
-            let _ = Command::new("kill").args(["-INT", &pid]).status();
+            // As Ctrl-C: the switch stops its ports and exits. Only while it
+            // runs: once reaped, its pid may name another process.
+            if let Ok(None) = self.0.try_wait() {
+                let pid = self.0.id().to_string();
+                let _ = Command::new("kill").args(["-INT", &pid]).status();
+            }
             let _ = self.0.wait();
         }
     }
