@@ -124,15 +124,35 @@ pub fn testpmd(
 /// Waits (at most 30 s, else panics) for a backend's socket at `sock`,
 /// then 200 ms more for it to listen.
 pub fn wait_sock(sock: &str) {
+    wait_socks(&[sock], None);
+}
+
+/// [`wait_sock`] for every socket of `socks`, the 200 ms once; with
+/// `process`, the one that makes them, panics as soon as it exits.
+pub fn wait_socks(socks: &[&str], mut process: Option<&mut Child>) {
     let t = Instant::now();
-    while !std::path::Path::new(sock).exists() {
+    while !socks.iter().all(|s| std::path::Path::new(s).exists()) {
+        if let Some(Ok(Some(status))) = process.as_deref_mut().map(Child::try_wait) {
+            panic!("the backend's process exited ({status}) before making {socks:?}; its message is above");
+        }
         assert!(
             t.elapsed() < Duration::from_secs(30),
-            "backend made no socket {sock}"
+            "backend made no socket among {socks:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
+}
+
+/// Waits (at most `within`, else panics naming `what`) until every port
+/// of `ports` reports its link up: a vhost-user backend once its driver
+/// has attached, a virtio-user port once its backend has answered.
+pub fn wait_link_up(ports: &[&dyn rpmd_pmd::Port], within: Duration, what: &str) {
+    let t = Instant::now();
+    while !ports.iter().all(|p| p.link().up) {
+        assert!(t.elapsed() < within, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// The responder of the request/response experiments: echoes every

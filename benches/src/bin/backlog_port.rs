@@ -198,14 +198,8 @@ fn open_pair(pool: &Mempool) -> (Started, Started) {
         .expect("virtio-user port");
     front.configure(&conf).expect("configure the guest");
     let fq = front.start().expect("start the guest");
-    let t = Instant::now();
-    while !back.link().up {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the backend's link stays down"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let what = "the backend's link stays down";
+    rpmd_benches::wait_link_up(&[&*back], Duration::from_secs(10), what);
     ((back, bq), (front, fq))
 }
 

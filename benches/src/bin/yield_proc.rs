@@ -32,7 +32,7 @@
 //! target ≥ 0.97); `yield_proc_vhost` and `yield_proc_vhost_single` with
 //! `--link vhost`; `yield_proc_vswitch`, `_single` and `_16` (16
 //! sessions, target ≥ 1.43, the seed's) with `--link vswitch`.
-use rpmd_benches::{median, Echo};
+use rpmd_benches::{median, wait_link_up, Echo};
 use rpmd_pmd::{Mempool, MempoolConfig, Port, PortConfig, Queues, Registry};
 use rpmd_sched::{SignalKind, TaskId};
 use std::io::{BufRead, BufReader, Write};
@@ -95,18 +95,10 @@ fn responder(link: Link, name: &str) {
     rpmd_virtio::register(&mut reg);
     let pool = pool("yp-responder", 512);
     let (port, q) = open(&reg, &dev(link, name, false), &pool);
-    if link == Link::Vswitch {
-        let t0 = std::time::Instant::now();
-        while !port.link().up {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "{name}: the switch never answered"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
     let l = rpmd_benches::responder_lcore(0);
     if link == Link::Vswitch {
+        let what = format!("{name}: the switch never answered");
+        wait_link_up(&[&*port], Duration::from_secs(20), &what);
         let index = name.rsplit('-').next().and_then(|i| i.parse().ok());
         let mac = switched::station(index.expect("a session's name ends in its index"));
         l.add(TaskId(0), switched::Reply::new(q, mac))
@@ -206,14 +198,8 @@ fn run(link: Link, sessions: usize, signal: &str, secs: f64, wire: Duration) -> 
     .into_iter()
     .unzip();
     let kids = spawn_responders(link, &names, signal);
-    let t0 = std::time::Instant::now();
-    while !ports.iter().all(|p| p.link().up) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "a responder never attached"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let all: Vec<&dyn Port> = ports.iter().map(|p| &**p).collect();
+    wait_link_up(&all, Duration::from_secs(20), "a responder never attached");
     std::thread::sleep(Duration::from_millis(50));
     let tps = std::thread::scope(|sc| {
         sc.spawn(|| match link {
@@ -405,7 +391,6 @@ fn main() {
 mod switched {
     use rpmd_pmd::port::Pkts;
     use rpmd_pmd::{Mempool, Queues};
-    use std::path::Path;
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
@@ -452,22 +437,9 @@ mod switched {
                 )
             });
             let mut sw = Switch(child);
-            let t0 = Instant::now();
-            while !names
-                .clone()
-                .all(|n| Path::new(&format!("/tmp/{n}.sock")).exists())
-            {
-                if let Ok(Some(status)) = sw.0.try_wait() {
-                    panic!(
-                        "vswitch exited before opening its ports ({status}); its message is above"
-                    );
-                }
-                assert!(
-                    t0.elapsed() < Duration::from_secs(20),
-                    "vswitch did not open its sockets"
-                );
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            let socks: Vec<String> = names.map(|n| format!("/tmp/{n}.sock")).collect();
+            let socks: Vec<&str> = socks.iter().map(String::as_str).collect();
+            rpmd_benches::wait_socks(&socks, Some(&mut sw.0));
             sw
         }
     }
