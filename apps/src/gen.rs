@@ -14,7 +14,7 @@ use rpmd_pmd::clock;
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{Pkts, RxQueue, TxQueue};
 use rpmd_pmd::{Mbuf, Mempool};
-use rpmd_sched::Task;
+use rpmd_sched::{backlog, Task};
 use std::sync::Arc;
 
 /// Frames and bytes moved, frames that found the port full (tx only).
@@ -258,17 +258,14 @@ impl RxOnly {
 }
 
 impl Task for RxOnly {
+    /// Drains the queue until empty or the quota is met.
     fn run(&mut self, quota: usize) -> usize {
-        let n = self
-            .rx
-            .rx_burst(&mut self.pkts, self.burst.min(quota.max(1)));
-        if n > 0 {
-            let bytes: usize = self.pkts.iter().map(|m| m.pkt_len()).sum();
-            self.counters.packets.add(n as u64);
-            self.counters.bytes.add(bytes as u64);
-            self.pkts.clear();
-        }
-        n
+        let c = &self.counters;
+        backlog::drain_rx(&mut *self.rx, &mut self.pkts, self.burst, quota, |b| {
+            let bytes: usize = b.iter().map(|m| m.pkt_len()).sum();
+            c.packets.add(b.len() as u64);
+            c.bytes.add(bytes as u64);
+        })
     }
 
     fn finish(&mut self) {
@@ -338,23 +335,19 @@ impl Task for Io {
             tx.send(tx.burst);
             self.tx_first -= 1;
         }
-        let n = self
-            .rx
-            .rx_burst(&mut self.pkts, self.burst.min(quota.max(1)));
-        if n > 0 {
-            let bytes: usize = self.pkts.iter().map(|m| m.pkt_len()).sum();
-            self.counters.packets.add(n as u64);
-            self.counters.bytes.add(bytes as u64);
-            if self.rewrite != Rewrite::None {
-                for m in self.pkts.iter_mut() {
-                    self.rewrite.apply(m, &self.counters.csum);
+        let (c, rewrite) = (&self.counters, self.rewrite);
+        backlog::drain_rx(&mut *self.rx, &mut self.pkts, self.burst, quota, |b| {
+            let bytes: usize = b.iter().map(|m| m.pkt_len()).sum();
+            c.packets.add(b.len() as u64);
+            c.bytes.add(bytes as u64);
+            if rewrite != Rewrite::None {
+                for m in b.iter_mut() {
+                    rewrite.apply(m, &c.csum);
                 }
             }
-            tx.tx.tx_burst(&mut self.pkts);
-            self.counters.dropped.add(self.pkts.len() as u64);
-            self.pkts.clear();
-        }
-        n
+            tx.tx.tx_burst(b);
+            c.dropped.add(b.len() as u64);
+        })
     }
 
     rpmd_sched::rx_queue_notify!(rx);

@@ -18,7 +18,7 @@ use crate::telemetry::{Server, Sources};
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{BusyPoll, MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{clock, Mempool, MempoolConfig, PortConfig, Registry};
-use rpmd_sched::{multi, LcoreConfig, Runtime, Task};
+use rpmd_sched::{backlog, multi, LcoreConfig, Runtime, Task};
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -117,34 +117,38 @@ impl Fwd {
 }
 
 impl Task for Fwd {
+    /// Each rx queue is drained until it is empty or the quota is met
+    /// (the run loop's backlog drain), a burst at a time.
     fn run(&mut self, quota: usize) -> usize {
         let mut done = 0;
         for (slot, txi, rxq) in self.rx.iter_mut() {
             let buf = &mut self.tx[*txi];
             let (dst, dst_slot) = (buf.port, buf.slot);
-            let n = rxq.rx_burst(&mut self.pkts, self.burst.min(quota));
-            if n == 0 {
-                continue;
-            }
-            done += n;
-            self.counters[*slot].rx.add(n as u64);
             // Destination 02:00:00:00:00:<dst>, source the output port's MAC.
             let mut macs = [0u8; 12];
             macs[..6].copy_from_slice(&MacAddr::local(dst as u16).0);
             macs[6..].copy_from_slice(&self.macs[dst].0);
-            while let Some(mut m) = self.pkts.pop() {
-                if self.mac_updating {
-                    if let Some(d) = m.data_mut().get_mut(..12) {
-                        d.copy_from_slice(&macs);
+            let (counters, mac_updating, burst) = (&self.counters, self.mac_updating, self.burst);
+            let taken = backlog::drain_rx(&mut **rxq, &mut self.pkts, burst, quota, |pkts| {
+                while let Some(mut m) = pkts.pop() {
+                    if mac_updating {
+                        if let Some(d) = m.data_mut().get_mut(..12) {
+                            d.copy_from_slice(&macs);
+                        }
+                    }
+                    if buf.pkts.push(m).is_err() {
+                        counters[dst_slot].dropped.add(1);
+                    }
+                    if buf.pkts.len() >= burst {
+                        Fwd::flush(buf, &counters[dst_slot]);
                     }
                 }
-                if buf.pkts.push(m).is_err() {
-                    self.counters[dst_slot].dropped.add(1);
-                }
-                if buf.pkts.len() >= self.burst {
-                    Fwd::flush(buf, &self.counters[dst_slot]);
-                }
+            });
+            if taken == 0 {
+                continue;
             }
+            done += taken;
+            self.counters[*slot].rx.add(taken as u64);
             if !buf.pkts.is_empty() {
                 buf.since.get_or_insert_with(clock::now);
             }
@@ -419,6 +423,7 @@ pub struct L2fwd {
     /// Dropped first: it reads the ports.
     telemetry: Option<Server>,
     runtime: Option<Runtime>,
+    usage: Option<crate::usage::Usage>,
     /// Shared with the telemetry thread (control calls only).
     ports: Arc<Mutex<Vec<Box<dyn Port>>>>,
     /// Counters per port and queue pair: slot `port * queues + q`.
@@ -492,6 +497,7 @@ impl L2fwd {
         let telemetry = crate::telemetry::serve("l2fwd", cfg.telemetry.as_deref(), src);
         Ok(L2fwd {
             telemetry,
+            usage: Some(crate::usage::Usage::start(&rt)),
             runtime: Some(rt),
             ports,
             counters,
@@ -523,40 +529,13 @@ impl L2fwd {
             .collect()
     }
 
-    /// One line per lcore of its telemetry: rounds, share of busy time,
-    /// packets, spins, yields, sleeps, and wake-ups with their latency
-    /// (mean and the 50th/99th percentile, within a factor of two).
-    pub fn lcore_report(&self) -> Vec<String> {
-        let Some(rt) = &self.runtime else {
-            return Vec::new();
-        };
-        let us = |ns: Option<u64>| match ns {
-            None => "-".to_string(),
-            Some(u64::MAX) => ">8ms".to_string(),
-            Some(n) => format!("<{:.1}us", n as f64 / 1e3),
-        };
-        rt.lcores()
-            .iter()
-            .map(|l| {
-                let t = l.stats();
-                let (busy, idle) = (t.busy_ns.get(), t.idle_ns.get());
-                let wakes = t.wakeups.get();
-                format!(
-                    "lcore on cpu {}: rounds {} busy {:.1}% packets {} spins {} yields {} sleeps {} wake-ups {} (mean {:.1} us, p50 {}, p99 {})",
-                    l.cpu(),
-                    t.rounds.get(),
-                    100.0 * busy as f64 / (busy + idle).max(1) as f64,
-                    t.work.get(),
-                    t.spins.get(),
-                    t.yields.get(),
-                    t.sleeps.get(),
-                    wakes,
-                    t.wake_ns.get() as f64 / wakes.max(1) as f64 / 1e3,
-                    us(t.wake_quantile(0.5)),
-                    us(t.wake_quantile(0.99)),
-                )
-            })
-            .collect()
+    /// Each lcore's CPU and busy share since the start (read before
+    /// [`L2fwd::stop`]: a stopped lcore's thread has no CPU time left to
+    /// read).
+    pub fn lcore_report(&self) -> Vec<crate::usage::LcoreUsage> {
+        self.usage
+            .as_ref()
+            .map_or_else(Vec::new, crate::usage::Usage::read)
     }
 
     /// Stops the lcores (flushing buffered output) and the ports; an

@@ -11,8 +11,10 @@
 //!   (MAC learning with ageing, flooding), with a demo of three stations.
 //! - `gen` ([`gen`]): testpmd's forwarding modes on one port: txonly,
 //!   rxonly, io, mac, macswap, csum ([`fwd`]) and flowgen.
-//! - [`opts`]: the run-loop options the apps share (spin budget, adaptive,
-//!   yield signal, sleep).
+//! - [`opts`]: the run-loop options the apps share (`--poll` presets, spin
+//!   budget, yield signal, sleep).
+//! - [`usage`]: each lcore's CPU % and busy % beside the rates, in every
+//!   app's summary and `--json`.
 //! - [`cli`]: exit codes and the value checks every app's options share.
 //! - [`capture`]: pcapng capture off the data path (`--pcap`), like
 //!   `dpdk-dumpcap`.
@@ -34,4 +36,5 @@ pub mod l2fwd;
 pub mod opts;
 pub mod rr;
 pub mod telemetry;
+pub mod usage;
 pub mod vswitch;

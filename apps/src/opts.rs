@@ -1,6 +1,6 @@
 //! Command-line options the apps share: how their lcores poll.
 use clap::{Args, ValueEnum};
-use rpmd_sched::{LcoreConfig, SignalKind, SpinPolicy};
+use rpmd_sched::{LcoreConfig, PollMode, SignalKind, SpinPolicy};
 use std::time::Duration;
 
 /// Which "another thread wants this CPU" signal stops a spin early.
@@ -20,19 +20,34 @@ pub enum YieldOn {
     Runqueue,
 }
 
-/// The run loop's polling modes.
+/// A `--poll` value: one of the run loop's presets.
+pub fn poll_mode(s: &str) -> Result<PollMode, String> {
+    s.parse()
+}
+
+/// How the lcores poll: a preset (`--poll`), then the fine-grained
+/// options, each replacing one setting of the preset.
 #[derive(Args, Clone, Debug)]
 pub struct PollOpts {
-    /// Spin budget in microseconds after an idle round, then sleep
-    /// (0 = sleep at once; like busy_read).
-    #[arg(long, default_value_t = 50)]
-    pub spin_us: u64,
-    /// Adapt the spin budget to the traffic (0..200 us) instead.
+    /// How the lcores poll: spin (always poll, never sleep: a CPU per
+    /// lcore), interrupt (sleep on the queues' interrupts as soon as a
+    /// round finds nothing), adaptive (the default: a spin budget that
+    /// follows the traffic, given up when another thread wants the CPU,
+    /// then sleep on interrupts).
+    #[arg(long, default_value = "adaptive", value_parser = poll_mode)]
+    pub poll: PollMode,
+    /// A fixed spin budget in microseconds after an idle round, then sleep
+    /// (0 = sleep at once; like busy_read), instead of the preset's.
+    #[arg(long)]
+    pub spin_us: Option<u64>,
+    /// Adapt the spin budget to the traffic (0..200 us), whatever the
+    /// preset.
     #[arg(long)]
     pub adaptive: bool,
-    /// Stop spinning when another thread wants the CPU.
-    #[arg(long = "yield", value_enum, default_value_t = YieldOn::Off)]
-    pub yield_on: YieldOn,
+    /// Stop spinning when another thread wants the CPU (default: runqueue
+    /// with --poll adaptive, off otherwise).
+    #[arg(long = "yield", value_enum)]
+    pub yield_on: Option<YieldOn>,
     /// Longest sleep in microseconds once the budget is spent (ports
     /// without rx interrupts wake this often).
     #[arg(long, default_value_t = 100)]
@@ -46,55 +61,43 @@ pub struct PollOpts {
 }
 
 impl PollOpts {
-    /// The lcore configuration these options describe.
+    /// The lcore configuration these options describe: the preset, with
+    /// each option given replacing its setting.
     pub fn lcore_config(&self) -> LcoreConfig {
-        LcoreConfig {
-            spin: self.spin(),
-            signal: match self.yield_on {
+        let mut c = LcoreConfig::preset(self.poll);
+        c.spin = self.spin();
+        if let Some(y) = self.yield_on {
+            c.signal = match y {
                 YieldOn::Off => SignalKind::Off,
                 YieldOn::Preempted => SignalKind::Preempted,
                 YieldOn::Pressure => SignalKind::Pressure,
                 YieldOn::Overcommitted => SignalKind::Overcommitted,
                 YieldOn::Runqueue => SignalKind::RunQueue,
-            },
-            sleep: Duration::from_micros(self.sleep_us.max(1)),
-            kernel_busy_poll: (self.kernel_busy_poll_us > 0).then_some(
-                rpmd_sched::KernelBusyPoll {
-                    usecs: self.kernel_busy_poll_us,
-                    budget: 64,
-                    prefer: true,
-                },
-            ),
-            ..LcoreConfig::default()
+            };
         }
+        c.sleep = Duration::from_micros(self.sleep_us.max(1));
+        c.kernel_busy_poll = (self.kernel_busy_poll_us > 0).then_some(rpmd_sched::KernelBusyPoll {
+            usecs: self.kernel_busy_poll_us,
+            budget: 64,
+            prefer: true,
+        });
+        c
     }
 
     /// The spin policy alone.
     pub fn spin(&self) -> SpinPolicy {
         if self.adaptive {
             SpinPolicy::adaptive()
+        } else if let Some(us) = self.spin_us {
+            SpinPolicy::Fixed(Duration::from_micros(us))
         } else {
-            SpinPolicy::Fixed(Duration::from_micros(self.spin_us))
+            LcoreConfig::preset(self.poll).spin
         }
     }
 
-    /// A one-line description.
+    /// A one-line description, as the apps print it at start.
     pub fn describe(&self) -> String {
-        let spin = if self.adaptive {
-            "adaptive spin".to_string()
-        } else {
-            format!("spin {} us", self.spin_us)
-        };
-        let kernel = if self.kernel_busy_poll_us > 0 {
-            format!(", kernel busy poll {} us", self.kernel_busy_poll_us)
-        } else {
-            String::new()
-        };
-        format!(
-            "{spin}, yield {:?}, sleep {} us{kernel}",
-            self.yield_on, self.sleep_us
-        )
-        .to_lowercase()
+        self.lcore_config().describe()
     }
 }
 

@@ -12,7 +12,9 @@
 //! "/ethdev/stats": {...} }`), `null` for an unknown command or a bad
 //! parameter. Commands: `/`, `/info`, `/help`, `/ethdev/list`,
 //! `/ethdev/info`, `/ethdev/stats`, `/ethdev/xstats`,
-//! `/ethdev/link_status`, and rpmd's `/rpmd/lcores` and `/rpmd/mempools`.
+//! `/ethdev/link_status`, `/eal/lcore/usage` (DPDK 23.03's busy and total
+//! cycles per lcore), and rpmd's `/rpmd/lcores` (each lcore's poll policy,
+//! CPU time and loop counters) and `/rpmd/mempools`.
 //!
 //! A server thread per client reads what the app already counts (ports'
 //! counters, lcores' telemetry, pools' free counts) and touches nothing on
@@ -263,7 +265,7 @@ fn info() -> Value {
 }
 
 /// Commands and their help texts.
-const COMMANDS: [(&str, &str); 10] = [
+const COMMANDS: [(&str, &str); 11] = [
     (
         "/",
         "Returns list of available commands, Takes no parameters",
@@ -295,6 +297,10 @@ const COMMANDS: [(&str, &str); 10] = [
     (
         "/ethdev/link_status",
         "Returns the link status for a port. Parameters: int port_id",
+    ),
+    (
+        "/eal/lcore/usage",
+        "Returns lcore cycles usage. Takes no parameters",
     ),
     (
         "/rpmd/lcores",
@@ -342,6 +348,7 @@ fn answer(src: &Sources, cmd: &str, param: Option<&str>) -> Option<Value> {
                 }
             })
         }
+        "/eal/lcore/usage" => Some(lcore_usage(src)),
         "/rpmd/lcores" => Some(lcores(src)),
         "/rpmd/mempools" => Some(json!(src
             .pools
@@ -406,6 +413,22 @@ fn port_stats(p: &dyn Port) -> Value {
     })
 }
 
+/// DPDK 23.03's `/eal/lcore/usage`: per lcore, the cycles its loop has
+/// run (busy, spinning and asleep) and those of rounds that found work,
+/// at the TSC's rate (lcore ids are the CPUs, as DPDK's are).
+fn lcore_usage(src: &Sources) -> Value {
+    let cycles = |ns: u64| (ns as u128 * rpmd_pmd::clock::hz() as u128 / 1_000_000_000) as u64;
+    let (mut ids, mut total, mut busy) = (Vec::new(), Vec::new(), Vec::new());
+    for (cpu, l) in &src.lcores {
+        let t = l.telemetry();
+        let b = t.busy_ns.get();
+        ids.push(*cpu);
+        busy.push(cycles(b));
+        total.push(cycles(b + t.idle_ns.get() + t.sleep_ns.get()));
+    }
+    json!({"lcore_ids": ids, "total_cycles": total, "busy_cycles": busy})
+}
+
 fn lcores(src: &Sources) -> Value {
     json!(src
         .lcores
@@ -421,6 +444,8 @@ fn lcores(src: &Sources) -> Value {
             let wakeups = t.wakeups.get();
             json!({
                 "cpu": cpu,
+                "policy": l.config().describe(),
+                "cpu_time_ns": l.cpu_time_ns(),
                 "rounds": t.rounds.get(),
                 "busy_polls": t.busy_polls.get(),
                 "empty_polls": t.empty_polls.get(),

@@ -150,22 +150,33 @@ impl Switch {
 }
 
 impl Task for Switch {
+    /// Each rx queue is drained until it is empty or the quota is met.
     fn run(&mut self, quota: usize) -> usize {
         // The clock is read once a round, and only in a round with frames.
         let mut now = None;
         let mut done = 0;
         for k in 0..self.rx.len() {
             let p = self.rx[k].0;
-            let n = self.rx[k].1.rx_burst(&mut self.pkts, self.burst.min(quota));
-            if n == 0 {
-                continue;
+            // The drain (rpmd_sched::backlog::drain_rx's loop, written out:
+            // switching a frame needs the whole task).
+            let mut taken = 0;
+            while taken < quota {
+                let want = self.burst.min(quota - taken);
+                let n = self.rx[k].1.rx_burst(&mut self.pkts, want);
+                if n == 0 {
+                    break;
+                }
+                let now = *now.get_or_insert_with(|| (clock::now() / self.hz) as u32);
+                while let Some(m) = self.pkts.pop() {
+                    self.switch(p, m, now);
+                }
+                taken += n;
+                if n < want {
+                    break;
+                }
             }
-            let now = *now.get_or_insert_with(|| (clock::now() / self.hz) as u32);
-            self.counters[p].rx.add(n as u64);
-            while let Some(m) = self.pkts.pop() {
-                self.switch(p, m, now);
-            }
-            done += n;
+            self.counters[p].rx.add(taken as u64);
+            done += taken;
         }
         for p in 0..self.out.len() {
             self.flush(p);
@@ -212,6 +223,7 @@ pub struct VSwitch {
     /// Dropped first: it reads the ports.
     telemetry: Option<Server>,
     runtime: Option<Runtime>,
+    usage: crate::usage::Usage,
     ports: Arc<Mutex<Vec<Box<dyn Port>>>>,
     /// Device strings of the switch's ports.
     pub names: Vec<String>,
@@ -355,6 +367,7 @@ impl VSwitch {
         let telemetry = crate::telemetry::serve("vswitch", cfg.telemetry.as_deref(), src);
         Ok(VSwitch {
             telemetry,
+            usage: crate::usage::Usage::start(&rt),
             runtime: Some(rt),
             ports,
             names: devices,
@@ -389,6 +402,12 @@ impl VSwitch {
     /// Addresses in the table now.
     pub fn learned(&self) -> usize {
         self.table.len((clock::now() / self.hz) as u32)
+    }
+
+    /// Each lcore's CPU and busy share since the start (read before
+    /// [`VSwitch::stop`]).
+    pub fn lcore_report(&self) -> Vec<crate::usage::LcoreUsage> {
+        self.usage.read()
     }
 
     /// Stops the lcores (flushing what waits to go out), the ports and

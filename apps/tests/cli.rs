@@ -31,6 +31,11 @@ fn bad_usage_exits_2_before_anything_starts() {
                 vec!["--dev", "nope:x", "--duration", "1"],
                 "no driver for device kind `nope`",
             ),
+            (vec!["--poll", "fast", "--duration", "1"], "--poll"),
+            (
+                vec!["--poll", "", "--duration", "1"],
+                "spin, interrupt or adaptive",
+            ),
         ] {
             let mut args = args.clone();
             if name == "gen" && args[0] == "--dev" {
@@ -58,4 +63,71 @@ fn a_failure_at_run_time_exits_1() {
     );
     assert_eq!(rc, 1, "{err}");
     assert!(err.contains("rpmd-no-such-if"), "{err}");
+}
+
+#[test]
+fn rr_open_loop_rates_are_checked() {
+    for (rate, want) in [
+        ("0", "positive"),
+        ("-5", "positive"),
+        ("1e12", "beyond what the client can pace"),
+        ("lots", "not a rate"),
+    ] {
+        let (rc, out, err) = run(
+            env!("CARGO_BIN_EXE_rr"),
+            &["--rate", rate, "--duration", "1"],
+        );
+        assert_eq!(rc, 2, "--rate {rate}: {out}{err}");
+        assert!(
+            err.contains("--rate") && err.contains(want),
+            "--rate {rate}: {err}"
+        );
+        assert!(out.is_empty(), "--rate {rate}: {out}");
+    }
+    // --arrivals only with --rate.
+    let (rc, _, err) = run(env!("CARGO_BIN_EXE_rr"), &["--arrivals", "poisson"]);
+    assert_eq!(rc, 2, "{err}");
+}
+
+/// Every app prints its poll policy at start and shows each lcore's CPU
+/// and busy share in its summary; the default is adaptive.
+#[test]
+fn every_app_shows_its_policy_and_what_its_lcores_cost() {
+    for (bin, extra) in [
+        (env!("CARGO_BIN_EXE_l2fwd"), vec![]),
+        (env!("CARGO_BIN_EXE_gen"), vec![]),
+        (env!("CARGO_BIN_EXE_vswitch"), vec![]),
+        (env!("CARGO_BIN_EXE_rr"), vec!["--no-bound"]),
+    ] {
+        for (poll, want) in [
+            ("adaptive", "poll adaptive: "),
+            ("interrupt", "poll interrupt: "),
+        ] {
+            let mut args = vec!["--duration", "1", "--no-telemetry", "--poll", poll];
+            args.extend(&extra);
+            let (rc, out, err) = run(bin, &args);
+            assert_eq!(rc, 0, "{bin} {args:?}: {out}{err}");
+            assert!(out.contains(want), "{bin} --poll {poll}: {out}");
+            assert!(out.contains("lcore on cpu 0: cpu "), "{bin}: {out}");
+            args.push("--json");
+            let (rc, out, err) = run(bin, &args);
+            assert_eq!(rc, 0, "{bin} {args:?}: {err}");
+            let summary: serde_json::Value = out
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .find(|v: &serde_json::Value| v["type"] == "summary")
+                .expect("a summary line");
+            assert!(
+                summary["poll"].as_str().unwrap().starts_with(want),
+                "{summary}"
+            );
+            let lcores = summary["lcores"].as_array().unwrap();
+            assert!(!lcores.is_empty(), "{summary}");
+            for l in lcores {
+                let cpu = l["cpu_percent"].as_f64().unwrap();
+                assert!((0.0..=100.0).contains(&cpu), "{l}");
+                assert!(l["busy_percent"].as_f64().unwrap() <= 100.0, "{l}");
+            }
+        }
+    }
 }

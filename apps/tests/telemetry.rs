@@ -84,6 +84,7 @@ fn dpdk_telemetry_py_reads_a_running_l2fwd() {
         "/no/such/command",
         "/rpmd/lcores",
         "/rpmd/mempools",
+        "/eal/lcore/usage",
     ];
     let r = ask(&prefix, &cmds);
     assert_eq!(r.len(), cmds.len(), "{r:?}");
@@ -111,8 +112,21 @@ fn dpdk_telemetry_py_reads_a_running_l2fwd() {
     let lcores = r[10]["/rpmd/lcores"].as_array().unwrap();
     assert_eq!(lcores.len(), 2, "{lcores:?}");
     assert!(lcores[0]["rounds"].as_u64().unwrap() > 0);
+    assert!(lcores[0]["policy"]
+        .as_str()
+        .unwrap()
+        .starts_with("poll adaptive: "));
+    assert!(lcores[0]["cpu_time_ns"].as_u64().unwrap() > 0);
     let pools = r[11]["/rpmd/mempools"].as_array().unwrap();
     assert_eq!(pools[0]["size"], 8192);
+    // DPDK 23.03's shape: ids, total and busy cycles, busy within total.
+    let u = &r[12]["/eal/lcore/usage"];
+    assert_eq!(u["lcore_ids"].as_array().unwrap().len(), 2, "{u}");
+    let (total, busy) = (&u["total_cycles"], &u["busy_cycles"]);
+    for k in 0..2 {
+        let (t, b) = (total[k].as_u64().unwrap(), busy[k].as_u64().unwrap());
+        assert!(t > 0 && b > 0 && b <= t, "{u}");
+    }
     let out = l2fwd.wait_with_output().unwrap();
     assert!(
         out.status.success(),

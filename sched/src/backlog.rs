@@ -8,7 +8,53 @@
 //! re-checks the queue after every batch and stops only when it is empty or
 //! the quota is used, so a busy queue costs fewer rounds and wake-ups, and
 //! the quota still bounds the round so other tasks get their turn.
+use rpmd_pmd::port::{Pkts, RxQueue};
 use rpmd_ring::{Burst, Consumer, SyncMode};
+
+/// The drain on a port's rx queue, as every app's task does it: bursts
+/// of up to `burst` into `pkts`, each handed to `f`, until the queue is
+/// empty or `quota` packets were taken; returns how many. A burst shorter
+/// than asked ends it (the queue ran dry within it), which spares the
+/// empty poll that would only confirm so. Whatever `f` leaves in `pkts`
+/// is freed.
+///
+/// ```
+/// # use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry, Pkts};
+/// # let pool = Mempool::new(&MempoolConfig::new("doc-drain", 256)).unwrap();
+/// # let mut p = Registry::new().open("null").unwrap();
+/// # p.configure(&PortConfig::with_pool(&pool)).unwrap();
+/// # let mut q = p.start().unwrap();
+/// # let mut rx = q.take_rx(0).unwrap();
+/// let mut pkts = Pkts::new();
+/// let mut seen = 0;
+/// // null's rx never runs dry: the quota ends the drain.
+/// let n = rpmd_sched::backlog::drain_rx(&mut *rx, &mut pkts, 32, 64, |b| seen += b.len());
+/// assert_eq!((n, seen), (64, 64));
+/// ```
+#[inline]
+pub fn drain_rx(
+    rx: &mut dyn RxQueue,
+    pkts: &mut Pkts,
+    burst: usize,
+    quota: usize,
+    mut f: impl FnMut(&mut Pkts),
+) -> usize {
+    let mut taken = 0;
+    while taken < quota {
+        let want = burst.min(quota - taken).max(1);
+        let n = rx.rx_burst(pkts, want);
+        if n == 0 {
+            break;
+        }
+        taken += n;
+        f(pkts);
+        pkts.clear();
+        if n < want {
+            break;
+        }
+    }
+    taken
+}
 
 /// Dequeues batches of up to `N` from `input` and hands each to `f` until
 /// the queue is empty or `quota` items were handled; returns the count.

@@ -238,16 +238,130 @@ pub struct LcoreConfig {
 }
 
 impl Default for LcoreConfig {
+    /// [`PollMode::Adaptive`]: what every app runs unless told otherwise.
     fn default() -> Self {
+        LcoreConfig::preset(PollMode::Adaptive)
+    }
+}
+
+/// The run loop's presets, as a DPDK user knows them (the apps'
+/// `--poll`): always poll, sleep on interrupts, or the adaptive mix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PollMode {
+    /// Poll every round and never sleep or yield: DPDK's plain poll
+    /// mode, the lowest latency at a whole CPU per lcore.
+    Spin,
+    /// Sleep on the queues' interrupts as soon as a round finds nothing
+    /// (DPDK's `l3fwd-power` interrupt mode): the least CPU.
+    Interrupt,
+    /// The default: spin within a budget that follows the traffic
+    /// ([`SpinPolicy::adaptive`]), stop spinning when another thread is
+    /// queued on this CPU ([`SignalKind::RunQueue`]), then sleep on the
+    /// queues' interrupts.
+    #[default]
+    Adaptive,
+}
+
+impl PollMode {
+    /// Every mode, in the order the apps list them.
+    pub const ALL: [PollMode; 3] = [PollMode::Spin, PollMode::Interrupt, PollMode::Adaptive];
+
+    /// The mode's name on a command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PollMode::Spin => "spin",
+            PollMode::Interrupt => "interrupt",
+            PollMode::Adaptive => "adaptive",
+        }
+    }
+}
+
+impl std::str::FromStr for PollMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PollMode, String> {
+        PollMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("{s:?} is not a poll mode (spin, interrupt or adaptive)"))
+    }
+}
+
+impl std::fmt::Display for PollMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl LcoreConfig {
+    /// The configuration of a preset; the fields can be changed after.
+    ///
+    /// ```
+    /// use rpmd_sched::{LcoreConfig, PollMode, SignalKind, SpinPolicy};
+    /// let c = LcoreConfig::default();
+    /// assert_eq!((c.spin, c.signal), (SpinPolicy::adaptive(), SignalKind::RunQueue));
+    /// assert_eq!(LcoreConfig::preset(PollMode::Spin).spin, SpinPolicy::Always);
+    /// ```
+    pub fn preset(mode: PollMode) -> LcoreConfig {
+        let (spin, signal) = match mode {
+            PollMode::Spin => (SpinPolicy::Always, SignalKind::Off),
+            PollMode::Interrupt => (SpinPolicy::Fixed(Duration::ZERO), SignalKind::Off),
+            PollMode::Adaptive => (SpinPolicy::adaptive(), SignalKind::RunQueue),
+        };
         LcoreConfig {
-            spin: SpinPolicy::default(),
+            spin,
             quota: 64,
-            signal: SignalKind::Off,
+            signal,
             signal_every: Duration::from_micros(2),
             sleep: Duration::from_micros(100),
             kernel_busy_poll: None,
             complete_short_rounds: false,
         }
+    }
+
+    /// The preset these settings are, if they are one (options may have
+    /// changed a field since).
+    pub fn mode(&self) -> Option<PollMode> {
+        PollMode::ALL.into_iter().find(|m| {
+            let p = LcoreConfig::preset(*m);
+            (p.spin, &p.signal, p.quota, p.signal_every, p.sleep)
+                == (
+                    self.spin,
+                    &self.signal,
+                    self.quota,
+                    self.signal_every,
+                    self.sleep,
+                )
+                && self.kernel_busy_poll.is_none()
+                && !self.complete_short_rounds
+        })
+    }
+
+    /// One line a person reads: the preset's name (or `custom`), then
+    /// every setting.
+    pub fn describe(&self) -> String {
+        let spin = match self.spin {
+            SpinPolicy::Always => "always (never sleeps)".to_string(),
+            SpinPolicy::Fixed(d) => format!("fixed {} us", d.as_micros()),
+            SpinPolicy::Adaptive { min, max } => {
+                format!("adaptive {}-{} us", min.as_micros(), max.as_micros())
+            }
+        };
+        let signal = match &self.signal {
+            SignalKind::Off => "off".to_string(),
+            SignalKind::RunQueue => format!("runqueue every {} us", self.signal_every.as_micros()),
+            k => format!("{k:?} every {} us", self.signal_every.as_micros()).to_lowercase(),
+        };
+        let kernel = match self.kernel_busy_poll {
+            Some(k) => format!(", kernel busy poll {} us", k.usecs),
+            None => String::new(),
+        };
+        format!(
+            "poll {}: spin {spin}, yield {signal}, drain quota {}, sleep on interrupts (timer {} us){kernel}",
+            self.mode().map_or("custom", PollMode::name),
+            self.quota,
+            self.sleep.as_micros(),
+        )
     }
 }
 
@@ -267,6 +381,8 @@ struct Shared {
     wake: EventFd,
     stats: Telemetry,
     tid: AtomicI32,
+    /// How it polls (as started).
+    config: LcoreConfig,
 }
 
 /// An lcore's counters, shared with the lcore (see
@@ -278,6 +394,18 @@ impl LcoreStats {
     /// The counters (one writer: the lcore; reads are relaxed).
     pub fn telemetry(&self) -> &Telemetry {
         &self.0.stats
+    }
+
+    /// How the lcore polls (its configuration as started).
+    pub fn config(&self) -> &LcoreConfig {
+        &self.0.config
+    }
+
+    /// The CPU time its thread has used, in nanoseconds, from the kernel's
+    /// own account (`/proc/self/task/TID/schedstat`); `None` when the
+    /// kernel keeps none. Read by control threads, never by the lcore.
+    pub fn cpu_time_ns(&self) -> Option<u64> {
+        crate::signal::thread_cpu_ns(self.0.tid.load(Ordering::Acquire))
     }
 }
 
@@ -310,6 +438,7 @@ impl Lcore {
             wake: EventFd::new().map_err(|e| Error::Setup(e.to_string()))?,
             stats: Telemetry::default(),
             tid: AtomicI32::new(0),
+            config: cfg.clone(),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -581,6 +710,7 @@ impl Poller {
             signal_every: clock::ticks(cfg.signal_every),
             fixed_spin: match cfg.spin {
                 SpinPolicy::Fixed(d) => Some(clock::ticks(d)),
+                SpinPolicy::Always => Some(u64::MAX),
                 SpinPolicy::Adaptive { .. } => None,
             },
             cfg,
@@ -757,7 +887,7 @@ impl Poller {
                 .declared_spin
                 .or(self.fixed_spin)
                 .unwrap_or_else(|| clock::ticks(self.budget.current()));
-            self.spin_end = now + spin;
+            self.spin_end = now.saturating_add(spin);
             self.signal.reset();
             self.next_check = now + self.signal_every;
             self.spun = self.declared_spin.is_some_and(|t| t > 0);

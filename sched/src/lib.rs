@@ -73,7 +73,7 @@ pub mod tasks;
 pub mod txlock;
 
 pub use kbusy::KernelBusyPoll;
-pub use lcore::{Lcore, LcoreConfig, LcoreStats, Stopped, Task, TaskId};
+pub use lcore::{Lcore, LcoreConfig, LcoreStats, PollMode, Stopped, Task, TaskId};
 pub use policy::SpinPolicy;
 pub use rpmd_pmd::port::BusyPoll;
 pub use signal::SignalKind;

@@ -24,15 +24,19 @@ use std::time::Duration;
 /// ```
 /// use rpmd_sched::SpinPolicy;
 /// use std::time::Duration;
-/// let busy_read = SpinPolicy::Fixed(Duration::from_micros(50)); // the default
-/// assert_eq!(busy_read, SpinPolicy::default());
+/// assert_eq!(SpinPolicy::default(), SpinPolicy::adaptive()); // the default
+/// let busy_read = SpinPolicy::Fixed(Duration::from_micros(50));
 /// let never = SpinPolicy::Fixed(Duration::ZERO); // sleep as soon as idle
-/// # let _ = (never, SpinPolicy::adaptive());
+/// let always = SpinPolicy::Always; // never sleep (DPDK's plain poll mode)
+/// # let _ = (busy_read, never, always);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpinPolicy {
     /// Spin this long after the last work, then sleep (0 = never spin).
     Fixed(Duration),
+    /// Never sleep: poll every round whatever the traffic (DPDK's plain
+    /// poll mode; `--poll spin`).
+    Always,
     /// Spin between `min` and `max`, adapted to the recent idle gaps.
     Adaptive {
         /// Shortest budget.
@@ -43,9 +47,9 @@ pub enum SpinPolicy {
 }
 
 impl Default for SpinPolicy {
-    /// A fixed 50 µs, like `busy_read = 50`.
+    /// [`SpinPolicy::adaptive`]: the budget follows the traffic.
     fn default() -> Self {
-        SpinPolicy::Fixed(Duration::from_micros(50))
+        SpinPolicy::adaptive()
     }
 }
 
@@ -85,6 +89,7 @@ impl Budget {
     pub fn current(&self) -> Duration {
         match self.policy {
             SpinPolicy::Fixed(d) => d,
+            SpinPolicy::Always => Duration::MAX,
             SpinPolicy::Adaptive { min, max } => {
                 let max_ns = max.as_nanos() as u64;
                 if self.avg_gap_ns > max_ns {
@@ -121,7 +126,7 @@ mod tests {
 
     #[test]
     fn fixed_is_fixed_and_adaptive_follows_the_gaps() {
-        let mut f = Budget::new(SpinPolicy::default());
+        let mut f = Budget::new(SpinPolicy::Fixed(Duration::from_micros(50)));
         f.observe_gap(Duration::from_millis(5));
         assert_eq!(f.current(), Duration::from_micros(50));
 

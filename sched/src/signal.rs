@@ -103,6 +103,17 @@ pub fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
+/// The CPU time thread `tid` of this process has used, in nanoseconds
+/// (the first field of its `schedstat`); `None` for an unknown thread or
+/// a kernel without schedstats.
+pub fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    if tid <= 0 {
+        return None;
+    }
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
 fn field(buf: &[u8], idx: usize) -> u64 {
     std::str::from_utf8(buf)
         .ok()

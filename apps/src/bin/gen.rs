@@ -248,11 +248,13 @@ fn run(a: &Args) -> Result<(), String> {
         ),
     );
     setup.cap.start()?;
+    let usage = rpmd_apps::usage::Usage::start(&rt);
     let secs = status_until_done(a, &stop, &tx_counts, &rx_counts);
+    let lcores = usage.read();
     let down = rt.shutdown();
     drop(telemetry);
     let ports = ports.lock().unwrap_or_else(|e| e.into_inner());
-    print_summary(a, secs, &tx_counts, &rx_counts, &ports);
+    print_summary(a, secs, &tx_counts, &rx_counts, &ports, &lcores);
     let mut captured = Vec::new();
     let capture = setup.cap.finish(&mut captured);
     if !a.json {
@@ -428,6 +430,7 @@ fn print_summary(
     tx_counts: &Counts,
     rx_counts: &Counts,
     ports: &[Box<dyn rpmd_pmd::Port>],
+    lcores: &[rpmd_apps::usage::LcoreUsage],
 ) {
     let (tx, rx) = (read(tx_counts), read(rx_counts));
     let per_queue =
@@ -449,7 +452,8 @@ fn print_summary(
                 "rx_packets": rx.0, "rx_bytes": rx.1, "tx_mpps": tx.0 as f64 / secs / 1e6, "rx_mpps": rx.0 as f64 / secs / 1e6,
                 "tx_gbps": tx.1 as f64 * 8e-9 / secs, "rx_gbps": rx.1 as f64 * 8e-9 / secs,
                 "tx_queue_packets": txq_packets, "rx_queue_packets": rxq_packets,
-                "bad_ip_csum": bad_ip, "bad_l4_csum": bad_l4, "ports": ports}),
+                "bad_ip_csum": bad_ip, "bad_l4_csum": bad_l4, "ports": ports,
+                "poll": a.poll.describe(), "lcores": rpmd_apps::usage::json(lcores)}),
         );
         return;
     }
@@ -470,5 +474,8 @@ fn print_summary(
     if a.mode == Some(Mode::Csum) {
         let (ip, l4) = bad_checksums(rx_counts);
         println!("  csum: bad IPv4 checksums {ip}, bad L4 checksums {l4} (recomputed)");
+    }
+    for u in lcores {
+        println!("  {}", u.line());
     }
 }

@@ -116,6 +116,7 @@ fn main() -> ExitCode {
         } else {
             println!("l2fwd: ports {:?}, lcores {}", a.devices, a.cores);
         }
+        println!("l2fwd: {}", cfg.lcore.describe());
     }
     // Caught from before the start: a Ctrl-C while ports come up ends the
     // run cleanly too (ports stopped and dropped: an XDP program detached).
@@ -191,7 +192,8 @@ fn main() -> ExitCode {
         let captured: Vec<_> = l.captured.iter().map(|c| c.json()).collect();
         cli::json_line(
             "summary",
-            serde_json::json!({"seconds": elapsed.as_secs_f64(), "forwarded": fwd, "dropped": dropped, "mpps": mpps, "generated": gen.map(|g| g.0), "sunk": gen.map(|g| g.1), "ports": ports, "captures": captured}),
+            serde_json::json!({"seconds": elapsed.as_secs_f64(), "forwarded": fwd, "dropped": dropped, "mpps": mpps, "generated": gen.map(|g| g.0), "sunk": gen.map(|g| g.1), "ports": ports, "captures": captured,
+                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&lcores)}),
         );
     } else {
         println!(
@@ -211,8 +213,8 @@ fn main() -> ExitCode {
         if let Some((g, s)) = gen {
             println!("  embedded generator sent {g}, sink received {s}");
         }
-        for line in &lcores {
-            println!("  {line}");
+        for u in &lcores {
+            println!("  {}", u.line());
         }
         for c in &l.captured {
             println!("  {}", c.line());

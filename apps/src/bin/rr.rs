@@ -10,7 +10,9 @@ use crossbeam_utils::CachePadded;
 use rpmd_apps::bound::Bound;
 use rpmd_apps::cli;
 use rpmd_apps::opts::PollOpts;
+use rpmd_apps::rr::open::{Arrivals, OpenClient};
 use rpmd_apps::rr::{self, frame, Client, ClientShared, Server, SessionResult};
+use rpmd_apps::usage::{LcoreUsage, Usage};
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::Runtime;
@@ -18,6 +20,14 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ArrivalsOpt {
+    /// One request every 1/rate.
+    Fixed,
+    /// Exponential gaps of mean 1/rate.
+    Poisson,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Role {
@@ -66,6 +76,16 @@ struct Args {
     /// A request unanswered this long (ms) is sent again and counted lost.
     #[arg(long, default_value_t = 100)]
     timeout_ms: u64,
+    /// Open loop: offer this many transactions a second on a schedule of
+    /// their own, whatever the answers, latency measured from each
+    /// request's scheduled send time (no coordinated omission). Default:
+    /// closed loop (one transaction in flight per session).
+    #[arg(long, value_parser = rr::open::rate, allow_hyphen_values = true)]
+    rate: Option<f64>,
+    /// The open loop's schedule: fixed gaps of 1/rate, or Poisson
+    /// arrivals (exponential gaps of mean 1/rate).
+    #[arg(long, value_enum, default_value_t = ArrivalsOpt::Fixed, requires = "rate")]
+    arrivals: ArrivalsOpt,
     #[command(flatten)]
     poll: PollOpts,
     #[command(flatten)]
@@ -196,8 +216,13 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     }
     if !a.json {
         println!(
-            "rr: {:?}, {} session(s), request {} B, response {} B ({}/{}-byte frames), {}",
+            "rr: {:?}, {}, {} session(s), request {} B, response {} B ({}/{}-byte frames), {}",
             a.role,
+            a.rate.map_or("closed loop".into(), |r| format!(
+                "open loop at {r} transactions/s ({:?} arrivals)",
+                a.arrivals
+            )
+            .to_lowercase()),
             a.sessions,
             a.req_size,
             a.resp_size,
@@ -210,17 +235,70 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     // port stops it.
     let ports = Arc::new(std::sync::Mutex::new(ports));
     let telemetry = serve_telemetry(a, &ports, &rt, &pool);
+    let usage = Usage::start(&rt);
     let secs = status_until_done(a, &stop, client_shared.as_deref(), server_counts.as_ref());
+    let lcores = usage.read();
     let down = rt.shutdown();
     drop(telemetry);
+    let counts = (
+        client_shared.as_ref().map(|c| c.transactions.get()),
+        server_counts.as_ref().map(|c| c.0.get()),
+    );
+    let sides = sides(a, &lcores, counts);
     let Some(shared) = client_shared else {
-        print_server_summary(a, secs, server_counts.as_ref());
+        print_server_summary(a, secs, server_counts.as_ref(), &sides);
         down.map_err(|e| e.to_string())?;
         return Ok(ExitCode::SUCCESS);
     };
     // A client task that panicked has no results: say why.
     down.map_err(|e| e.to_string())?;
-    report_client(a, &shared, secs, bound)
+    report_client(a, &shared, secs, bound, &sides)
+}
+
+/// Each side's lcore (server, client) with its CPU share and the CPU
+/// cycles it spent per transaction, from its thread's own CPU time.
+struct Side {
+    role: &'static str,
+    usage: LcoreUsage,
+    cycles_per_transaction: Option<f64>,
+}
+
+impl Side {
+    fn json(&self) -> serde_json::Value {
+        let mut v = self.usage.json();
+        v["role"] = self.role.into();
+        v["cycles_per_transaction"] = self.cycles_per_transaction.into();
+        v
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{} {}, {} cycles/transaction",
+            self.role,
+            self.usage.line(),
+            self.cycles_per_transaction
+                .map_or("-".into(), |c| format!("{c:.0}"))
+        )
+    }
+}
+
+/// The sides of this run: lcore 0 serves and the last one sends (the
+/// same lcore when only one runs); `counts` are the client's and the
+/// server's transactions.
+fn sides(a: &Args, lcores: &[LcoreUsage], counts: (Option<u64>, Option<u64>)) -> Vec<Side> {
+    let (client, server) = counts;
+    let side = |role, u: &LcoreUsage, n: Option<u64>| Side {
+        role,
+        cycles_per_transaction: n.and_then(|n| u.cycles_per(n)),
+        usage: u.clone(),
+    };
+    match (a.role, lcores) {
+        (Role::Server, [s, ..]) => vec![side("server", s, server)],
+        (Role::Client, [c, ..]) => vec![side("client", c, client)],
+        (Role::Both, [one]) => vec![side("server+client", one, client)],
+        (Role::Both, [s, .., c]) => vec![side("server", s, server), side("client", c, client)],
+        _ => Vec::new(),
+    }
 }
 
 /// DPDK telemetry on rr's ports (server's first), lcores and pool.
@@ -308,16 +386,40 @@ fn start_client(
             a.link_timeout
         ));
     }
-    let (c, shared) = Client::new(
-        q.rx.remove(0),
-        q.tx.remove(0),
-        pool.clone(),
-        a.sessions,
-        a.req_size as usize,
-        Duration::from_secs_f64(a.warmup),
-        Duration::from_millis(a.timeout_ms),
-    );
-    rt.add(at, c).map_err(|e| e.to_string())?;
+    let (rx, tx) = (q.rx.remove(0), q.tx.remove(0));
+    let warmup = Duration::from_secs_f64(a.warmup);
+    let shared = if let Some(rate) = a.rate {
+        let arrivals = match a.arrivals {
+            ArrivalsOpt::Fixed => Arrivals::Fixed,
+            ArrivalsOpt::Poisson => Arrivals::Poisson,
+        };
+        let req = a.req_size as usize;
+        let (c, shared) = OpenClient::new(
+            rx,
+            tx,
+            pool.clone(),
+            a.sessions,
+            req,
+            rate,
+            arrivals,
+            warmup,
+        );
+        rt.add(at, c).map_err(|e| e.to_string())?;
+        shared
+    } else {
+        let timeout = Duration::from_millis(a.timeout_ms);
+        let (c, shared) = Client::new(
+            rx,
+            tx,
+            pool.clone(),
+            a.sessions,
+            a.req_size as usize,
+            warmup,
+            timeout,
+        );
+        rt.add(at, c).map_err(|e| e.to_string())?;
+        shared
+    };
     Ok(Some(shared))
 }
 
@@ -371,16 +473,18 @@ fn status_until_done(
     t0.elapsed().as_secs_f64()
 }
 
-fn print_server_summary(a: &Args, secs: f64, server: Option<&ServerCounts>) {
+fn print_server_summary(a: &Args, secs: f64, server: Option<&ServerCounts>, sides: &[Side]) {
     let (n, dropped) = server.map(|c| (c.0.get(), c.1.get())).unwrap_or_default();
     if a.json {
         println!(
             "{}",
             serde_json::json!({"type": "summary", "role": "server", "seconds": secs, "answered": n,
-                "answered_per_s": n as f64 / secs.max(1e-9), "dropped": dropped})
+                "answered_per_s": n as f64 / secs.max(1e-9), "dropped": dropped,
+                "poll": a.poll.describe(), "lcores": sides.iter().map(Side::json).collect::<Vec<_>>()})
         );
     } else {
         println!("summary: answered {n} requests in {secs:.1} s, dropped {dropped}");
+        sides.iter().for_each(|s| println!("  {}", s.line()));
     }
 }
 
@@ -391,6 +495,7 @@ fn report_client(
     shared: &ClientShared,
     secs: f64,
     bound: Bounds,
+    sides: &[Side],
 ) -> Result<ExitCode, String> {
     let results: Vec<SessionResult> = shared
         .results
@@ -414,9 +519,10 @@ fn report_client(
         plot_cdf(&csv, png, a.sessions)?;
     }
     if a.json {
-        print_json_summary(a, shared, &results, &total, measured, bound);
+        print_json_summary(a, shared, &results, &total, (measured, bound), sides);
     } else {
         print_table(a, &results, &total, measured, bound);
+        sides.iter().for_each(|s| println!("{}", s.line()));
     }
     if total.is_empty() {
         eprintln!(
@@ -459,8 +565,8 @@ fn print_json_summary(
     shared: &ClientShared,
     results: &[SessionResult],
     total: &hdrhistogram::Histogram<u64>,
-    measured: f64,
-    bound: Bounds,
+    (measured, bound): (f64, Bounds),
+    sides: &[Side],
 ) {
     let (count, mean, pct) = rr::summarize(total);
     let lost: u64 = results.iter().map(|r| r.lost).sum();
@@ -483,7 +589,9 @@ fn print_json_summary(
             "mean_ns": mean, "p50_ns": pct[0], "p90_ns": pct[1], "p95_ns": pct[2], "p99_ns": pct[3], "p999_ns": pct[4],
             "bound_p50_ns": bound.map(|b| b.0.p50_ns), "bound_min_ns": bound.map(|b| b.0.min_ns),
             "p50_over_bound": ratio, "two_line_p50_ns": bound.map(|b| b.1.p50_ns),
-            "p50_over_two_line": ratio2, "poll": a.poll.describe()})
+            "p50_over_two_line": ratio2, "poll": a.poll.describe(),
+            "offered_tps": a.rate, "arrivals": a.rate.map(|_| format!("{:?}", a.arrivals).to_lowercase()),
+            "lcores": sides.iter().map(Side::json).collect::<Vec<_>>()})
     );
 }
 

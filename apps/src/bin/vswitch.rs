@@ -127,6 +127,7 @@ fn main() -> ExitCode {
                 ""
             }
         );
+        println!("vswitch: {}", cfg.lcore.describe());
     }
     let t0 = Instant::now();
     let period = Duration::from_secs_f64(a.period);
@@ -177,6 +178,7 @@ fn main() -> ExitCode {
     }
     let secs = t0.elapsed().as_secs_f64().max(1e-3);
     let learned = v.learned();
+    let lcores = v.lcore_report();
     let down = v.stop();
     let end = v.totals();
     let sent: u64 = end.iter().map(|e| e[1]).sum();
@@ -211,7 +213,8 @@ fn main() -> ExitCode {
         let demo = demo.map(|d| serde_json::json!({"sent": d.0, "delivered": d.1, "broadcasts": d.2, "misdelivered": d.3}));
         cli::json_line(
             "summary",
-            serde_json::json!({"seconds": secs, "mpps": sent as f64 / secs / 1e6, "sent": sent, "learned": learned, "ports": ports, "demo": demo, "captures": caps}),
+            serde_json::json!({"seconds": secs, "mpps": sent as f64 / secs / 1e6, "sent": sent, "learned": learned, "ports": ports, "demo": demo, "captures": caps,
+                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&lcores)}),
         );
     } else {
         println!(
@@ -230,6 +233,9 @@ fn main() -> ExitCode {
         }
         if let Some((s, d, b, m)) = demo {
             println!("  demo stations: sent {s}, delivered {d}, broadcasts {b}, misdelivered {m} (floods before learning)");
+        }
+        for u in &lcores {
+            println!("  {}", u.line());
         }
         for c in &v.captured {
             println!("  {}", c.line());

@@ -11,7 +11,10 @@
 //! stamp, and the difference is recorded in a per-session histogram
 //! (hdrhistogram, nanoseconds). A request unanswered for the session
 //! timeout is sent again with the same sequence number and counted lost.
+//! That is the closed loop (the default); [`open`] is the open loop
+//! (`--rate`): requests on a schedule, latency from the scheduled time.
 pub mod frame;
+pub mod open;
 
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
@@ -361,12 +364,23 @@ impl Server {
 }
 
 impl Task for Server {
+    /// Drains the queue until empty or the quota is met (the loop of
+    /// `rpmd_sched::backlog::drain_rx`, written out: answering needs the
+    /// whole task).
     fn run(&mut self, quota: usize) -> usize {
-        let n = self.rx.rx_burst(&mut self.pkts, quota.min(64));
-        if n == 0 {
-            return 0;
+        let mut done = 0;
+        while done < quota {
+            let want = (quota - done).min(64);
+            let n = self.rx.rx_burst(&mut self.pkts, want);
+            if n == 0 {
+                break;
+            }
+            done += self.answer(n);
+            if n < want {
+                break;
+            }
         }
-        self.answer(n)
+        done
     }
 
     // The lcore sleeps on the port's rx interrupt where it has one.
