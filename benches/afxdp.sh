@@ -5,7 +5,7 @@
 # receiver on vdl1 (CPU 1), both DPDK testpmd or both rpmd gen: txonly ->
 # rxonly (txrx; gen writes only the headers per frame, as testpmd does),
 # or io <-> io with one burst sent first, bouncing (io). gen's lcores
-# never sleep (--spin-us longer than a run), as testpmd's poll loop never
+# never sleep (--poll spin), as testpmd's poll loop never
 # does: with its default 50 us spin budget, the io rows lose a third of
 # their rate to the wake-ups between bursts, which measures the run loop,
 # not the port. The receiver's Mpps per second, the first
@@ -56,11 +56,11 @@ dpdk_run() { # KIND SIZE EXTRA ROLE -> Mpps at the receiver (ROLE: txrx or io)
 rpmd_run() { # KIND SIZE EXTRA ROLE
     local kind=$1 size=$2 extra=$3 role=$4 rxmode=rxonly txmode="txonly --headers-only"
     [ "$role" = io ] && { rxmode=io; txmode="io --tx-first 1"; }
-    ip netns exec $NS $GEN --mode $rxmode --spin-us 100000000 --dev "$kind:vdl1$extra" -l 1 --duration $((SECS + 3)) --json --no-telemetry \
+    ip netns exec $NS $GEN --mode $rxmode --poll spin --dev "$kind:vdl1$extra" -l 1 --duration $((SECS + 3)) --json --no-telemetry \
         >"$OUT/afxdp_rpmd_rx.log" 2>&1 &
     local rx=$!
     sleep 1
-    ip netns exec $NS $GEN --mode $txmode --spin-us 100000000 --dev "$kind:vdl0$extra" -l 0 --size $size --duration $SECS --no-telemetry \
+    ip netns exec $NS $GEN --mode $txmode --poll spin --dev "$kind:vdl0$extra" -l 0 --size $size --duration $SECS --no-telemetry \
         >/dev/null 2>&1
     wait $rx
     grep '"type":"progress"' "$OUT/afxdp_rpmd_rx.log" | grep -o '"rx_mpps":[0-9.e+-]*' | cut -d: -f2 | steady

@@ -14,7 +14,11 @@
 # ports fed by a testpmd flowgen, plus a burst-size sweep 1..256), rr
 # (request/response latency over shm in one process against the
 # cache-line round-trip bound, and through testpmd io between two
-# vhost-user ports), seeds (the run-loop experiments: yield to a runnable
+# vhost-user ports), poll (the run loop's modes, spin, interrupt, fixed
+# 50 us and adaptive, under rr's open loop at 10-80 % of the closed-loop
+# maximum and the closed loop, over virtio-user into rpmd's vhost-user
+# backend: latency beside the server's CPU; idle CPU, the first request
+# after silence, l2fwd under the default and spin; benches/poll.py), seeds (the run-loop experiments: yield to a runnable
 # sibling on the CPU, in one process and across processes, and what each
 # yield signal costs; spin budgets; backlog drain; SEEDS_INVOCATIONS
 # (default 5) interleaved invocations, with each RESULT's spread over
@@ -43,13 +47,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool virtio vhost l2fwd rr seeds seeds-vhost txlock afxdp capture mlx4"
+suites="ring mempool virtio vhost l2fwd rr poll seeds seeds-vhost txlock afxdp capture mlx4"
 suite=all
 runs=
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -194,6 +198,10 @@ for s in $suite; do
         mlx4)
             echo "== mlx4: the ConnectX-3 driver's rx+tx cost per frame, l2fwd io between the device model's two cabled ports (model time taken out), $((runs + 2)) runs, and callgrind"
             bash benches/mlx4.sh "$((runs + 2))" 2 "$OUT"
+            ;;
+        poll)
+            echo "== poll: run-loop modes, latency against the server's CPU (rr over vhost-user), $runs interleaved rounds"
+            python3 benches/poll.py --runs "$runs" --seconds 2 --out "$OUT"
             ;;
         seeds-vhost)
             echo "== seeds-vhost: vhost_net's TX and RX busy polling on rpmd's vhost-user backend, rr through a two-port switch, $runs rounds"

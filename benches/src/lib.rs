@@ -185,13 +185,14 @@ impl rpmd_sched::Task for Echo {
 
 /// An lcore on `cpu` that busy-polls as responders of the yield
 /// experiments do: a spin budget of 50 ms (it never sleeps while work
-/// comes), its yield signal read every 2 µs of spinning; yielding is
-/// what the experiments vary.
+/// comes), its yield signal read every 2 µs of spinning, off until the
+/// experiment sets one; yielding is what the experiments vary.
 pub fn responder_lcore(cpu: usize) -> rpmd_sched::Lcore {
     rpmd_sched::Lcore::spawn(
         cpu,
         rpmd_sched::LcoreConfig {
             spin: rpmd_sched::SpinPolicy::Fixed(Duration::from_millis(50)),
+            signal: rpmd_sched::SignalKind::Off,
             signal_every: Duration::from_micros(2),
             ..Default::default()
         },
@@ -221,6 +222,7 @@ pub fn napi_lcore(cpu: usize) -> rpmd_sched::Lcore {
 fn sleeping_config() -> rpmd_sched::LcoreConfig {
     rpmd_sched::LcoreConfig {
         spin: rpmd_sched::SpinPolicy::Fixed(Duration::ZERO),
+        signal: rpmd_sched::SignalKind::Off,
         sleep: Duration::from_millis(10),
         ..Default::default()
     }

@@ -223,9 +223,12 @@ pub struct LcoreConfig {
     pub signal: SignalKind,
     /// How often the signal is read while spinning.
     pub signal_every: Duration,
-    /// Longest sleep (also the sleep of lcores whose tasks have no
-    /// eventfd).
+    /// Longest sleep while a task has no eventfd (a port without rx
+    /// interrupts is polled this often when idle).
     pub sleep: Duration,
+    /// Longest sleep when every task has an eventfd to wake it (a safety
+    /// net only: an idle lcore on interrupts then costs next to nothing).
+    pub interrupt_sleep: Duration,
     /// Sleep in an epoll with kernel busy polling (None: `ppoll`).
     pub kernel_busy_poll: Option<KernelBusyPoll>,
     /// NAPI's completion: after a round in which every task did work but
@@ -314,6 +317,7 @@ impl LcoreConfig {
             signal,
             signal_every: Duration::from_micros(2),
             sleep: Duration::from_micros(100),
+            interrupt_sleep: Duration::from_millis(10),
             kernel_busy_poll: None,
             complete_short_rounds: false,
         }
@@ -357,9 +361,10 @@ impl LcoreConfig {
             None => String::new(),
         };
         format!(
-            "poll {}: spin {spin}, yield {signal}, drain quota {}, sleep on interrupts (timer {} us){kernel}",
+            "poll {}: spin {spin}, yield {signal}, drain quota {}, sleep on interrupts (at most {} ms; {} us for a queue without){kernel}",
             self.mode().map_or("custom", PollMode::name),
             self.quota,
+            self.interrupt_sleep.as_millis(),
             self.sleep.as_micros(),
         )
     }
@@ -591,6 +596,16 @@ fn pollin(fd: BorrowedFd<'_>) -> libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
+    }
+}
+
+/// How long an idle lcore sleeps at most: until an interrupt when every
+/// task has one, else the short timer that polls the others.
+fn sleep_timeout(cfg: &LcoreConfig, every_task_has_an_interrupt: bool) -> Duration {
+    if every_task_has_an_interrupt {
+        cfg.sleep.max(cfg.interrupt_sleep)
+    } else {
+        cfg.sleep
     }
 }
 
@@ -935,24 +950,32 @@ impl Poller {
         } else if s.commands.is_empty() {
             st.sleeps.add(1);
             let z = clock::now();
+            // Every task with an interrupt: sleep until one fires (the
+            // timer a safety net); else the short timer polls the rest.
+            let mut all = !self.tasks.is_empty();
             if let Some(b) = self.busy_sleep.as_mut() {
                 self.raw_fds.clear();
                 self.raw_fds.push(s.wake.as_fd().as_raw_fd());
                 for (_, t) in self.tasks.iter() {
+                    let before = self.raw_fds.len();
                     t.wake_fds(&mut |fd| self.raw_fds.push(fd.as_raw_fd()));
+                    all &= self.raw_fds.len() > before;
                 }
+                let timeout = sleep_timeout(&self.cfg, all);
                 b.sleep(
                     &self.raw_fds,
                     std::mem::take(&mut self.tasks_changed),
-                    self.cfg.sleep,
+                    timeout,
                 );
             } else {
                 self.pfds.clear();
                 self.pfds.push(pollin(s.wake.as_fd()));
                 for (_, t) in self.tasks.iter() {
+                    let before = self.pfds.len();
                     t.wake_fds(&mut |fd| self.pfds.push(pollin(fd)));
+                    all &= self.pfds.len() > before;
                 }
-                sleep_on(&mut self.pfds, self.cfg.sleep);
+                sleep_on(&mut self.pfds, sleep_timeout(&self.cfg, all));
             }
             let w = clock::now();
             st.sleep_ns.add(clock::to_ns(w - z));

@@ -241,11 +241,9 @@ fn an_lcore_on_an_interrupt_sleeps_for_good_and_wakes_on_it() {
     }
     let fd = Arc::new(rpmd_pmd::vfio::EventFd::new().unwrap());
     let done = Arc::new(AtomicU64::new(0));
-    let cfg = LcoreConfig {
-        sleep: Duration::from_secs(1),
-        ..LcoreConfig::default()
-    };
-    let lcore = Lcore::spawn(0, cfg).unwrap();
+    // The default: every task has an interrupt, so the timer behind it
+    // is a safety net (10 ms), not a 100 us poll.
+    let lcore = Lcore::spawn(0, LcoreConfig::default()).unwrap();
     let tid = lcore.tid();
     lcore
         .add(

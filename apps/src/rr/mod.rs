@@ -57,6 +57,14 @@ pub struct ClientShared {
     pub results: Mutex<Option<Vec<SessionResult>>>,
 }
 
+impl ClientShared {
+    /// Hands the sessions' results to the control thread (a client
+    /// task's `finish`).
+    pub fn publish(&self, results: Vec<SessionResult>) {
+        *self.results.lock().unwrap_or_else(|e| e.into_inner()) = Some(results);
+    }
+}
+
 /// Written every transaction by the client's lcore: on lines of their
 /// own, so no allocation the server's lcore writes can share one (the
 /// control thread allocates both sides' state one after the other).
@@ -300,11 +308,7 @@ impl Task for Client {
 
     fn finish(&mut self) {
         let results = self.sessions.iter().map(|s| s.result.clone()).collect();
-        *self
-            .shared
-            .results
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(results);
+        self.shared.publish(results);
         self.out.clear();
     }
 }

@@ -273,11 +273,7 @@ impl Task for OpenClient {
                 r
             })
             .collect();
-        *self
-            .shared
-            .results
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(results);
+        self.shared.publish(results);
         self.out.clear();
     }
 }

@@ -162,6 +162,7 @@ fn run_spin(spin: SpinPolicy, secs: f64, wire: Duration) -> (f64, f64, f64, f64)
         0,
         LcoreConfig {
             spin,
+            signal: SignalKind::Off,
             ..Default::default()
         },
     )

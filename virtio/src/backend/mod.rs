@@ -32,10 +32,12 @@
 //! GUEST_CSUM, else completed on its copy (`crate::offload`). Counted per
 //! queue: `_csum_partial` and `_csum_completed`.
 //!
-//! Busy polling (vhost_net's `busyloop_timeout`): each rx queue declares
-//! a [`BusyPoll`] policy to the run loop: once it finds the guest's TX
-//! ring empty, the lcore keeps polling for `busyloop_us` (default 50; 0:
-//! arm the kick and sleep at once), and with `rx_poll=1` (the default)
+//! Busy polling (vhost_net's `busyloop_timeout`): by default the queues
+//! leave polling to the lcore's mode (`--poll`: the adaptive spin, or
+//! spin, or interrupt). With `busyloop_us` each rx queue declares its own
+//! [`BusyPoll`] policy to the run loop instead: once it finds the guest's
+//! TX ring empty, the lcore keeps polling for `busyloop_us` (0: arm the
+//! kick and sleep at once), and with `rx_poll=1` (the default)
 //! its other queues are polled meanwhile (RX busy polling: the port
 //! feeding this guest); with `rx_poll=0` they wait for their own
 //! wake-ups. Hits and timeouts are in the xstats
@@ -150,16 +152,21 @@ impl VhostUserPort {
             features &=
                 !(crate::consts::VIRTIO_NET_F_CSUM | crate::consts::VIRTIO_NET_F_GUEST_CSUM);
         }
-        let busyloop_us = args.opt_u64("busyloop_us", 50)?;
-        if busyloop_us > 1_000_000 {
-            return Err(perr(
-                name,
-                format!("busyloop_us={busyloop_us}: at most 1000000 (1 s)"),
-            ));
-        }
-        let busy_poll = BusyPoll {
-            budget: Duration::from_micros(busyloop_us),
-            poll_others: args.opt_bool("rx_poll", true)?,
+        // No busyloop_us: no policy of the queue's own, the lcore's
+        // mode (--poll) decides. Given: vhost_net's busy loop.
+        let rx_poll = args.opt_bool("rx_poll", true)?;
+        let busy_poll = match args.opt_u64("busyloop_us", u64::MAX)? {
+            u64::MAX => None,
+            us if us > 1_000_000 => {
+                return Err(perr(
+                    name,
+                    format!("busyloop_us={us}: at most 1000000 (1 s)"),
+                ));
+            }
+            us => Some(BusyPoll {
+                budget: Duration::from_micros(us),
+                poll_others: rx_poll,
+            }),
         };
         let call_coalesce = args.opt_u64("call_coalesce", 0)?;
         if call_coalesce > 4096 {
@@ -257,7 +264,7 @@ pub struct VhostUserPort {
     live: Arc<AtomicBool>,
     stats: StatsBlock,
     /// The rx queues' busy-poll policy (`busyloop_us`, `rx_poll`).
-    busy_poll: BusyPoll,
+    busy_poll: Option<BusyPoll>,
     /// `call_coalesce` above 1: calls may be held, and idle rounds send
     /// them.
     coalescing: bool,
@@ -479,7 +486,7 @@ struct BackendRx {
     /// The guest's kick eventfd, for the run loop's sleep.
     kick: Option<Arc<File>>,
     kick_gen: u64,
-    busy_poll: BusyPoll,
+    busy_poll: Option<BusyPoll>,
     /// The RX checksum offload was asked for: partial checksums from the
     /// guest stay partial, flagged.
     keep_partial: bool,
@@ -545,7 +552,7 @@ impl RxQueue for BackendRx {
     }
 
     fn busy_poll(&self) -> Option<BusyPoll> {
-        Some(self.busy_poll)
+        self.busy_poll
     }
 
     fn busy_poll_done(&mut self, hit: bool) {
