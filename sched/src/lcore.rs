@@ -336,6 +336,7 @@ impl LcoreConfig {
                     self.signal_every,
                     self.sleep,
                 )
+                && p.interrupt_sleep == self.interrupt_sleep
                 && self.kernel_busy_poll.is_none()
                 && !self.complete_short_rounds
         })
