@@ -423,7 +423,7 @@ pub struct L2fwd {
     /// Dropped first: it reads the ports.
     telemetry: Option<Server>,
     runtime: Option<Runtime>,
-    usage: Option<crate::usage::Usage>,
+    usage: crate::usage::Usage,
     /// Shared with the telemetry thread (control calls only).
     ports: Arc<Mutex<Vec<Box<dyn Port>>>>,
     /// Counters per port and queue pair: slot `port * queues + q`.
@@ -497,7 +497,7 @@ impl L2fwd {
         let telemetry = crate::telemetry::serve("l2fwd", cfg.telemetry.as_deref(), src);
         Ok(L2fwd {
             telemetry,
-            usage: Some(crate::usage::Usage::start(&rt)),
+            usage: crate::usage::Usage::start(&rt),
             runtime: Some(rt),
             ports,
             counters,
@@ -533,9 +533,7 @@ impl L2fwd {
     /// [`L2fwd::stop`]: a stopped lcore's thread has no CPU time left to
     /// read).
     pub fn lcore_report(&self) -> Vec<crate::usage::LcoreUsage> {
-        self.usage
-            .as_ref()
-            .map_or_else(Vec::new, crate::usage::Usage::read)
+        self.usage.read()
     }
 
     /// Stops the lcores (flushing buffered output) and the ports; an

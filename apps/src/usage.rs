@@ -39,8 +39,6 @@ pub struct LcoreUsage {
     pub busy_percent: f64,
     /// Packets (work units) its tasks did.
     pub packets: u64,
-    /// Its thread's CPU time per packet, in nanoseconds.
-    pub cpu_ns_per_packet: Option<f64>,
     /// Idle rounds spun (this and the next three: since the lcore
     /// started).
     pub spins: u64,
@@ -102,9 +100,6 @@ impl Usage {
                     cpu_percent: cpu_ns.map(|c| (100.0 * c as f64 / wall).min(100.0)),
                     busy_percent: (100.0 * (t.busy_ns.get() - s.busy_ns) as f64 / wall).min(100.0),
                     packets,
-                    cpu_ns_per_packet: cpu_ns
-                        .filter(|_| packets > 0)
-                        .map(|c| c as f64 / packets as f64),
                     spins: t.spins.get(),
                     yields: t.yields.get(),
                     sleeps: t.sleeps.get(),
@@ -118,13 +113,16 @@ impl Usage {
 }
 
 impl LcoreUsage {
-    /// CPU cycles (at the TSC's rate) per transaction, for `n`
-    /// transactions.
+    /// Its thread's CPU time per unit, in nanoseconds, for `n` units
+    /// (packets, transactions).
+    pub fn cpu_ns_per(&self, n: u64) -> Option<f64> {
+        self.cpu_ns.filter(|_| n > 0).map(|c| c as f64 / n as f64)
+    }
+
+    /// CPU cycles (at the TSC's rate) per unit, for `n` units.
     pub fn cycles_per(&self, n: u64) -> Option<f64> {
         let hz = rpmd_pmd::clock::hz() as f64;
-        self.cpu_ns
-            .filter(|_| n > 0)
-            .map(|c| c as f64 * hz / 1e9 / n as f64)
+        self.cpu_ns_per(n).map(|ns| ns * hz / 1e9)
     }
 
     /// One line of an app's summary.
@@ -140,7 +138,8 @@ impl LcoreUsage {
             self.cpu_percent.map_or("-".into(), |c| format!("{c:.1}%")),
             self.busy_percent,
             self.packets,
-            self.cpu_ns_per_packet.map_or("-".into(), |c| format!("{c:.0} ns")),
+            self.cpu_ns_per(self.packets)
+                .map_or("-".into(), |c| format!("{c:.0} ns")),
             self.spins,
             self.yields,
             self.sleeps,
@@ -157,7 +156,7 @@ impl LcoreUsage {
             "cpu_percent": self.cpu_percent,
             "busy_percent": self.busy_percent,
             "packets": self.packets,
-            "cpu_ns_per_packet": self.cpu_ns_per_packet,
+            "cpu_ns_per_packet": self.cpu_ns_per(self.packets),
             "spins": self.spins,
             "yields": self.yields,
             "sleeps": self.sleeps,

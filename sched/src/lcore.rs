@@ -213,7 +213,7 @@ impl std::fmt::Debug for Stopped {
 }
 
 /// How an lcore polls.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LcoreConfig {
     /// Spin budget after a round without work.
     pub spin: SpinPolicy,
@@ -326,20 +326,9 @@ impl LcoreConfig {
     /// The preset these settings are, if they are one (options may have
     /// changed a field since).
     pub fn mode(&self) -> Option<PollMode> {
-        PollMode::ALL.into_iter().find(|m| {
-            let p = LcoreConfig::preset(*m);
-            (p.spin, &p.signal, p.quota, p.signal_every, p.sleep)
-                == (
-                    self.spin,
-                    &self.signal,
-                    self.quota,
-                    self.signal_every,
-                    self.sleep,
-                )
-                && p.interrupt_sleep == self.interrupt_sleep
-                && self.kernel_busy_poll.is_none()
-                && !self.complete_short_rounds
-        })
+        PollMode::ALL
+            .into_iter()
+            .find(|m| LcoreConfig::preset(*m) == *self)
     }
 
     /// One line a person reads: the preset's name (or `custom`), then
@@ -598,6 +587,21 @@ fn pollin(fd: BorrowedFd<'_>) -> libc::pollfd {
         events: libc::POLLIN,
         revents: 0,
     }
+}
+
+/// Hands every task's wake-up eventfds to `each`; whether every task had
+/// at least one.
+fn wake_fds_of(tasks: &[(TaskId, Box<dyn Held>)], each: &mut dyn FnMut(BorrowedFd<'_>)) -> bool {
+    let mut all = !tasks.is_empty();
+    for (_, t) in tasks {
+        let mut any = false;
+        t.wake_fds(&mut |fd| {
+            any = true;
+            each(fd);
+        });
+        all &= any;
+    }
+    all
 }
 
 /// How long an idle lcore sleeps at most: until an interrupt when every
@@ -953,15 +957,10 @@ impl Poller {
             let z = clock::now();
             // Every task with an interrupt: sleep until one fires (the
             // timer a safety net); else the short timer polls the rest.
-            let mut all = !self.tasks.is_empty();
             if let Some(b) = self.busy_sleep.as_mut() {
                 self.raw_fds.clear();
                 self.raw_fds.push(s.wake.as_fd().as_raw_fd());
-                for (_, t) in self.tasks.iter() {
-                    let before = self.raw_fds.len();
-                    t.wake_fds(&mut |fd| self.raw_fds.push(fd.as_raw_fd()));
-                    all &= self.raw_fds.len() > before;
-                }
+                let all = wake_fds_of(&self.tasks, &mut |fd| self.raw_fds.push(fd.as_raw_fd()));
                 let timeout = sleep_timeout(&self.cfg, all);
                 b.sleep(
                     &self.raw_fds,
@@ -971,11 +970,7 @@ impl Poller {
             } else {
                 self.pfds.clear();
                 self.pfds.push(pollin(s.wake.as_fd()));
-                for (_, t) in self.tasks.iter() {
-                    let before = self.pfds.len();
-                    t.wake_fds(&mut |fd| self.pfds.push(pollin(fd)));
-                    all &= self.pfds.len() > before;
-                }
+                let all = wake_fds_of(&self.tasks, &mut |fd| self.pfds.push(pollin(fd)));
                 sleep_on(&mut self.pfds, sleep_timeout(&self.cfg, all));
             }
             let w = clock::now();

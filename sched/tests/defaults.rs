@@ -18,6 +18,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The tests pin lcores to CPU 0 and measure what runs there: one at a
+/// time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -65,15 +73,17 @@ fn sibling_round_trips(cfg: LcoreConfig, secs: f64) -> (u64, u64) {
     let (a, b) = UnixDatagram::pair().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
-    // The sibling: answers each ping at once, then blocks for the next.
+    // The sibling: answers each ping at once, then blocks for the next
+    // (200 ms at most, so a partner that died cannot hang the test).
+    b.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let sibling = std::thread::spawn(move || {
         pin(0);
         let mut buf = [0u8; 1];
         while !s2.load(Relaxed) {
-            if b.recv(&mut buf).is_err() {
-                break;
+            if b.recv(&mut buf).is_ok() {
+                let _ = b.send(&buf);
             }
-            let _ = b.send(&buf);
         }
     });
     // The partner on CPU 1, in a thread of its own (a pinned test thread
@@ -104,6 +114,7 @@ fn sibling_round_trips(cfg: LcoreConfig, secs: f64) -> (u64, u64) {
 
 #[test]
 fn the_default_yields_its_spin_to_a_sibling_that_needs_the_cpu() {
+    let _serial = serial();
     if cpus() < 2 {
         eprintln!("needs two CPUs: the sibling's partner runs on the other");
         return;
@@ -193,6 +204,7 @@ fn a_queue_is_drained_to_the_quota_in_one_round_and_to_empty_across_rounds() {
 
 #[test]
 fn an_idle_lcore_sleeps_and_a_frame_wakes_it() {
+    let _serial = serial();
     let pool = Mempool::new(&MempoolConfig::new("idle-test", 1024)).unwrap();
     let (mut far, mut near) = ring_pair("idle-test", &pool);
     let lcore = Lcore::spawn(0, LcoreConfig::default()).unwrap();
@@ -222,6 +234,7 @@ fn an_idle_lcore_sleeps_and_a_frame_wakes_it() {
 
 #[test]
 fn an_lcore_on_an_interrupt_sleeps_for_good_and_wakes_on_it() {
+    let _serial = serial();
     // A task with an eventfd: the idle lcore sleeps on it (no timer
     // wake-ups to speak of) and one signal wakes it.
     struct OnFd {
@@ -271,6 +284,7 @@ fn an_lcore_on_an_interrupt_sleeps_for_good_and_wakes_on_it() {
 
 #[test]
 fn the_adaptive_budget_grows_with_dense_traffic_and_shrinks_when_sparse() {
+    let _serial = serial();
     let mut b = Budget::new(LcoreConfig::default().spin);
     for _ in 0..50 {
         b.observe_gap(Duration::from_micros(60));
@@ -305,6 +319,7 @@ fn the_adaptive_budget_grows_with_dense_traffic_and_shrinks_when_sparse() {
 
 #[test]
 fn presets_are_what_their_names_say() {
+    let _serial = serial();
     let spin = LcoreConfig::preset(PollMode::Spin);
     assert_eq!(
         (spin.spin, &spin.signal),

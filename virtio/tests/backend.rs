@@ -347,6 +347,11 @@ fn the_run_loop_busy_polls_the_guest_tx_ring() {
     use rpmd_sched::{LcoreConfig, Runtime, RxTask, SpinPolicy};
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use std::sync::Arc;
+    // Without busyloop_us a queue has no policy of its own: the lcore's
+    // --poll decides.
+    let mut plain = pair("busy-plain", "", "", 1);
+    assert_eq!(plain.bq.take_rx(0).unwrap().busy_poll(), None);
+    drop(plain);
     let mut p = pair("busy", ",busyloop_us=300,rx_poll=0", "", 1);
     let rx = p.bq.take_rx(0).unwrap();
     assert_eq!(

@@ -155,18 +155,21 @@ impl VhostUserPort {
         // No busyloop_us: no policy of the queue's own, the lcore's
         // mode (--poll) decides. Given: vhost_net's busy loop.
         let rx_poll = args.opt_bool("rx_poll", true)?;
-        let busy_poll = match args.opt_u64("busyloop_us", u64::MAX)? {
-            u64::MAX => None,
-            us if us > 1_000_000 => {
-                return Err(perr(
-                    name,
-                    format!("busyloop_us={us}: at most 1000000 (1 s)"),
-                ));
+        let busy_poll = match args.opt("busyloop_us") {
+            None => None,
+            Some(_) => {
+                let us = args.opt_u64("busyloop_us", 0)?;
+                if us > 1_000_000 {
+                    return Err(perr(
+                        name,
+                        format!("busyloop_us={us}: at most 1000000 (1 s)"),
+                    ));
+                }
+                Some(BusyPoll {
+                    budget: Duration::from_micros(us),
+                    poll_others: rx_poll,
+                })
             }
-            us => Some(BusyPoll {
-                budget: Duration::from_micros(us),
-                poll_others: rx_poll,
-            }),
         };
         let call_coalesce = args.opt_u64("call_coalesce", 0)?;
         if call_coalesce > 4096 {
