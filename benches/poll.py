@@ -19,7 +19,10 @@ transaction at the TSC's rate. Each row is the median of N runs, with the
 spread of the key figures. The idle row: a client attached that
 sends one request a second (the server's CPU over that time, and those
 requests' p99: the first request after a second of silence). Then
-l2fwd's embedded topology under the default and --poll spin.
+l2fwd's embedded topology under the default and --poll spin, and rr
+through the vswitch app with the client and the switch sharing a CPU,
+under the default, the old default (a fixed 50 us spin, no yield) and
+the yield off.
 Ends with RESULT lines (see the issue's definitions) and a PNG of p99
 against server CPU per mode.
 """
@@ -32,6 +35,7 @@ import sys
 import time
 
 RR = "target/release/rr"
+VSWITCH = "target/release/vswitch"
 L2FWD = "target/release/l2fwd"
 MODES = {
     "spin": ["--poll", "spin"],
@@ -160,6 +164,38 @@ def idle_and_wake(mode, n, samples):
     return 100.0 * ((c1 or 0) - (c0 or 0)) / 1e9 / (t1 - t0), s["p99_ns"] / 1e3
 
 
+def shared_cpu_tps(opts, secs, n):
+    """rr through the vswitch app, the client sharing CPU 1 with the
+    switch (the server on CPU 0): every process runs `opts`. What a user
+    meets when lcores of two programs share a CPU."""
+    a, b = (f"/tmp/rpmd-poll-{os.getpid()}-sw{n}-{x}.sock" for x in "ab")
+    sw = subprocess.Popen([VSWITCH, "-l", "1", "--no-telemetry", "--period", "3600",
+                           "--dev", f"vhost-user:{a}", "--dev", f"vhost-user:{b}"] + opts,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        if os.path.exists(a) and os.path.exists(b):
+            break
+        time.sleep(0.02)
+    srv = subprocess.Popen([RR, "--role", "server", "--dev", f"virtio-user:{b}", "-l", "0",
+                            "--no-telemetry", "--duration", "600"] + opts,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        out = subprocess.run([RR, "--role", "client", "--dev", f"virtio-user:{a}", "-l", "1",
+                              "--no-telemetry", "--no-bound", "--json", "--duration", str(secs)] + opts,
+                             capture_output=True, text=True, timeout=secs + 60)
+    finally:
+        stop(srv)
+        stop(sw)
+        for x in (a, b):
+            if os.path.exists(x):
+                os.unlink(x)
+    for line in out.stdout.splitlines():
+        v = json.loads(line)
+        if v.get("type") == "summary":
+            return v["tps"]
+    sys.exit(f"poll.py: the switched client gave no summary: {out.stderr}")
+
+
 def l2fwd_mpps(mode, secs):
     out = subprocess.run([L2FWD, "--duration", str(secs), "--json", "--no-telemetry", "--poll", mode],
                          capture_output=True, text=True, timeout=secs + 60)
@@ -212,6 +248,12 @@ def main():
             idle[m].append(cpu)
             wakes[m].append(p99)
     wake = {m: med(v) for m, v in wakes.items()}
+    shared = {"default": [], "old": [], "off": []}
+    shared_opts = {"default": [], "old": ["--spin-us", "50", "--yield", "off"], "off": ["--yield", "off"]}
+    for _ in range(a.runs):
+        for k, o in shared_opts.items():
+            n += 1
+            shared[k].append(shared_cpu_tps(o, a.seconds, n))
     l2 = {"adaptive": [], "spin": []}
     for _ in range(a.runs):
         for m in l2:
@@ -233,6 +275,9 @@ def main():
     print("\nfirst request after a second of silence, p99 of 4 (median over invocations): " +
           ", ".join(f"{m} {wake[m]:.1f} us" for m in MODES))
     print(f"l2fwd embedded Mpps: adaptive {spread(l2['adaptive'])}, spin {spread(l2['spin'])}")
+    print("rr through vswitch, client and switch sharing CPU 1, trans/s: " +
+          ", ".join(f"{k} {spread(v)}" for k, v in shared.items()) +
+          " (old: the defaults before --poll, a fixed 50 us spin with the yield off)")
 
     def m(mode, load, k):
         return med([x[k] for x in rows[(mode, load)]])
@@ -244,6 +289,8 @@ def main():
     print(f"RESULT poll cost20={cost20:.3f} p99_20={p99_20:.3f} peak={peak_ratio:.3f} "
           f"idle_cpu={med(idle['adaptive']):.2f} wake_us={wake_us:.1f}")
     print(f"RESULT poll_l2fwd ratio={l2_ratio:.3f}")
+    print(f"RESULT poll_shared gain={med(shared['default']) / med(shared['old']):.3f} "
+          f"(default / the old default's trans/s, two programs' lcores on one CPU)")
 
     plot = (f"set terminal png size 900,560; set output '{a.out}/poll.png'; set datafile separator ','; "
             "set xlabel 'server CPU %'; set ylabel 'p99 latency (us)'; set logscale y; set key outside right; "

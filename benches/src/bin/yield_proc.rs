@@ -25,7 +25,9 @@
 //! one `/proc` read per sibling per check). Sessions `--sessions` (default
 //! 1,2,16,32,64, the seed's table and 1 for "no loss"); `--runs` rounds
 //! (default 3) of `--seconds` (default 2), each round running every
-//! signal once in a rotated order; medians.
+//! signal once in a rotated order; medians of the rates, and each gain
+//! the median over rounds of the ratio within a round (the machine's slow
+//! phases span several rounds and hit every signal alike).
 //!
 //! Ends with `RESULT yield_proc gain=<x>` (2 sessions, runqueue ÷ off;
 //! target ≥ 1.4) and `RESULT yield_proc_single gain=<x>` (1 session;
@@ -116,6 +118,7 @@ fn responder(link: Link, name: &str) {
     let me = l.tid();
     let kind = match words.next() {
         Some("runqueue") => SignalKind::RunQueue,
+        Some("preempted") => SignalKind::Preempted,
         Some("state") => SignalKind::SiblingState(
             words
                 .filter_map(|w| w.parse().ok())
@@ -299,7 +302,7 @@ fn opts() -> Opts {
     }
     if o.signals
         .iter()
-        .any(|s| !["off", "runqueue", "state"].contains(&s.as_str()))
+        .any(|s| !["off", "runqueue", "preempted", "state"].contains(&s.as_str()))
     {
         usage();
     }
@@ -338,22 +341,44 @@ fn main() {
                 res[i].push(run(link, n, &signals[i], secs, wire));
             }
         }
+        // Every run, for the spread (SEEDS_DEBUG): a process's rate can
+        // sit in one of two clusters, and a median of few runs hides it.
+        if std::env::var_os("SEEDS_DEBUG").is_some() {
+            for (s, r) in signals.iter().zip(&res) {
+                let runs: Vec<String> = r.iter().map(|v| format!("{v:.0}")).collect();
+                eprintln!("  {n} sessions, {s}: {}", runs.join(" "));
+            }
+        }
+        // A gain is the median over rounds of the ratio within a round:
+        // the machine drifts between a fast and a slow phase (one session
+        // through the switch: 19-21 k/s against 32-34 k/s, runs of
+        // several rounds, whatever the signal), and runs next to each
+        // other share a phase where medians taken apart may not.
+        let off = signals.iter().position(|s| s == "off");
+        let paired = |i: usize| -> f64 {
+            off.map_or(f64::NAN, |o| {
+                median(
+                    res[i]
+                        .iter()
+                        .zip(&res[o])
+                        .map(|(v, b)| v / b.max(1.0))
+                        .collect(),
+                )
+            })
+        };
+        let gains: Vec<String> = (0..signals.len())
+            .filter(|&i| Some(i) != off)
+            .map(|i| {
+                let g = paired(i);
+                gain.insert((n, signals[i].clone()), g);
+                format!("{} {g:.3}", signals[i])
+            })
+            .collect();
         let med: Vec<f64> = res.into_iter().map(median).collect();
         print!("{n:<10}");
         for m in &med {
             print!(" {m:>14.0}");
         }
-        let off = signals.iter().position(|s| s == "off").map(|i| med[i]);
-        let gains: Vec<String> = signals
-            .iter()
-            .zip(&med)
-            .filter(|(s, _)| *s != "off")
-            .map(|(s, m)| {
-                let g = off.map_or(f64::NAN, |o| m / o.max(1.0));
-                gain.insert((n, s.clone()), g);
-                format!("{s} {g:.3}")
-            })
-            .collect();
         println!("   {}", gains.join(", "));
         plot.row(
             &format!("{n} sessions"),
