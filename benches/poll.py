@@ -9,7 +9,8 @@ wakes on the client's kicks when it sleeps).
 
     benches/poll.py [--runs N] [--seconds S] [--out DIR]
 
-Offered load: idle, 10 ... 80 % of the closed-loop maximum as an open loop
+Offered load: idle, 10 ... 80 % of the closed-loop maximum (the lowest of
+runs+2 processes: a process runs in one of two modes) as an open loop
 (Poisson arrivals, latency from each request's scheduled time), and 100 %
 as the closed loop itself. Modes, interleaved in every round: spin,
 interrupt, fixed 50 us (the old default: --spin-us 50 --yield off) and
@@ -224,12 +225,16 @@ def main():
     hz = tsc_hz()
     n = 0
     # The closed-loop maximum, under full spin.
+    # The loads are shares of the lowest closed-loop maximum of several
+    # processes: a process runs in one of two modes (0.9 M/s or 3.5 M/s
+    # on the AMD guest: the backend's slow mode, issue 52), and a load
+    # above the slow mode's capacity would measure a growing queue.
     peaks = []
-    for _ in range(a.runs):
+    for _ in range(a.runs + 2):
         n += 1
         peaks.append(one_run("spin", 100, None, a.seconds, hz, n)["tps"])
-    peak = med(peaks)
-    print(f"closed-loop maximum (spin, one session): {peak:.0f} transactions/s (runs {spread(peaks)})")
+    peak = min(peaks)
+    print(f"closed-loop maximum (spin, one session): {peak:.0f} transactions/s, the lowest of {spread(peaks)}")
     rows = {}
     for r in range(a.runs):
         for load in LOADS:

@@ -147,7 +147,11 @@ fn the_default_yields_its_spin_to_a_sibling_that_needs_the_cpu() {
     );
 }
 
-fn ring_pair(name: &str, pool: &Mempool) -> (rpmd_pmd::Queues, rpmd_pmd::Queues) {
+/// Both ends of `ring:NAME`, started: the ports (kept alive by the
+/// caller) and their queues.
+type RingPair = (Vec<Box<dyn rpmd_pmd::Port>>, rpmd_pmd::Queues, rpmd_pmd::Queues);
+
+fn ring_pair(name: &str, pool: &Mempool) -> RingPair {
     let reg = Registry::new();
     let (mut a, mut b) = (
         reg.open(&format!("ring:{name},size=1024")).unwrap(),
@@ -156,9 +160,7 @@ fn ring_pair(name: &str, pool: &Mempool) -> (rpmd_pmd::Queues, rpmd_pmd::Queues)
     a.configure(&PortConfig::with_pool(pool)).unwrap();
     b.configure(&PortConfig::with_pool(pool)).unwrap();
     let (qa, qb) = (a.start().unwrap(), b.start().unwrap());
-    // The ports stay alive as long as their queues do.
-    std::mem::forget((a, b));
-    (qa, qb)
+    (vec![a, b], qa, qb)
 }
 
 fn send(q: &mut rpmd_pmd::Queues, pool: &Mempool, n: usize) {
@@ -178,7 +180,7 @@ fn send(q: &mut rpmd_pmd::Queues, pool: &Mempool, n: usize) {
 #[test]
 fn a_queue_is_drained_to_the_quota_in_one_round_and_to_empty_across_rounds() {
     let pool = Mempool::new(&MempoolConfig::new("drain-test", 2048)).unwrap();
-    let (mut far, mut near) = ring_pair("drain-test", &pool);
+    let (_ports, mut far, mut near) = ring_pair("drain-test", &pool);
     // Three quotas and a bit waiting; bursts of 32 under a quota of 64.
     send(&mut far, &pool, 200);
     let mut fwd = Forward::new(near.take_rx(0).unwrap(), near.take_tx(0).unwrap(), 32);
@@ -206,7 +208,7 @@ fn a_queue_is_drained_to_the_quota_in_one_round_and_to_empty_across_rounds() {
 fn an_idle_lcore_sleeps_and_a_frame_wakes_it() {
     let _serial = serial();
     let pool = Mempool::new(&MempoolConfig::new("idle-test", 1024)).unwrap();
-    let (mut far, mut near) = ring_pair("idle-test", &pool);
+    let (_ports, mut far, mut near) = ring_pair("idle-test", &pool);
     let lcore = Lcore::spawn(0, LcoreConfig::default()).unwrap();
     let tid = lcore.tid();
     let fwd = Forward::new(near.take_rx(0).unwrap(), near.take_tx(0).unwrap(), 32);
