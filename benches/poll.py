@@ -30,6 +30,7 @@ against server CPU per mode.
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -216,6 +217,9 @@ def spread(xs):
 
 
 def main():
+    # A TERM (a timeout, pkill) unwinds like Ctrl-C, so every server and
+    # switch started is stopped in its `finally`.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2.0)
