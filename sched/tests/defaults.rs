@@ -149,7 +149,11 @@ fn the_default_yields_its_spin_to_a_sibling_that_needs_the_cpu() {
 
 /// Both ends of `ring:NAME`, started: the ports (kept alive by the
 /// caller) and their queues.
-type RingPair = (Vec<Box<dyn rpmd_pmd::Port>>, rpmd_pmd::Queues, rpmd_pmd::Queues);
+type RingPair = (
+    Vec<Box<dyn rpmd_pmd::Port>>,
+    rpmd_pmd::Queues,
+    rpmd_pmd::Queues,
+);
 
 fn ring_pair(name: &str, pool: &Mempool) -> RingPair {
     let reg = Registry::new();
