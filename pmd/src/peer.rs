@@ -12,6 +12,12 @@
 //! Nothing the peer sends can make a translation reach outside the
 //! mappings.
 //!
+//! A peer can also make its file shorter after the mapping (a mapping
+//! past the end of its file raises SIGBUS): memfds that allow seals are
+//! sealed against shrinking when mapped, and every mapping is watched
+//! ([`fault`]), so that such a fault costs the peer its memory (the
+//! owner sees [`PeerMemory::faulted`] and drops it), not the process.
+//!
 //! The peer can write the memory at any time, so no Rust reference into
 //! it is ever made: translations give a [`PeerSpan`] (a raw pointer and a
 //! length), and the copies [`PeerMemory::read`] and [`PeerMemory::write`]
@@ -22,7 +28,9 @@
 use crate::Error;
 use memmap2::{MmapOptions, MmapRaw};
 use std::fs::File;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
+
+mod fault;
 
 /// One region as the peer describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +48,9 @@ pub struct PeerRegionInfo {
 
 struct Region {
     info: PeerRegionInfo,
+    /// Leaves the fault table before `map` is unmapped (fields drop in
+    /// order).
+    watch: Option<fault::Watched>,
     map: MmapRaw,
 }
 
@@ -207,6 +218,8 @@ impl PeerMemory {
             fd.try_clone_to_owned()
                 .map_err(|e| Error::sys(format!("dup of a peer's fd: {e}")))?,
         );
+        // Sealed first, so that the size checked is the size that stays.
+        fault::seal_against_shrinking(file.as_fd());
         let file_len = file
             .metadata()
             .map_err(|e| Error::sys(format!("fstat of a peer's fd: {e}")))?
@@ -221,8 +234,23 @@ impl PeerMemory {
             .len(len)
             .map_raw(&file)
             .map_err(|e| bad(format!("{i:x?}: mmap: {e}")))?;
-        self.regions.push(Region { info: i, map });
+        let watch = fault::Watched::new(map.as_mut_ptr(), len);
+        self.regions.push(Region {
+            info: i,
+            watch,
+            map,
+        });
         Ok(())
+    }
+
+    /// The first region an access found shorter than its mapping (its
+    /// peer shrank the file: the mapping now holds private zeroes, and
+    /// the peer should be dropped).
+    pub fn faulted(&self) -> Option<PeerRegionInfo> {
+        self.regions
+            .iter()
+            .find(|r| r.watch.as_ref().is_some_and(|w| w.faulted()))
+            .map(|r| r.info)
     }
 
     /// Unmaps the region starting at guest address `guest_addr` with

@@ -11,12 +11,16 @@
 #   forwarded -> "N passed, M failed".
 #
 # The guests' RAM is a shared memfd (share=on), which the backend maps.
-# QEMU 7.2 under TCG crashes setting MSI-X vector notifiers for vhost, so
-# the NICs run without MSI-X (vectors=0) and QEMU relays the backend's
-# calls (see shared/reference/qemu-vhost/REPORT.md). The vswitch does not
+# QEMU 10 (bookworm-backports; the test command installs it) gives the
+# NICs MSI-X vectors, which QEMU 7.2 under TCG crashed setting up for
+# vhost (shared/reference/qemu-vhost/REPORT.md). The vswitch does not
 # spin (its ports' busyloop_us=0): it sleeps on the guests' kicks, with a
 # 20 ms timer behind them, and calls them, so the notification paths are
 # what carry the traffic, and the two TCG guests keep the CPUs.
+# NIC_OPTS adds virtio-net-pci options (packed=on: packed rings, whose
+# vring base is 32-bit); QUEUES=N gives each NIC and port N queue pairs
+# (mq=on: QEMU adds the memory regions once per pair). The one-vCPU
+# guests use the first pair.
 # Checksums: port A offers CSUM/GUEST_CSUM (the default), port B does not
 # (csum=0), and the vswitch asks for the checksum offloads. Guest A's TCP
 # checksums cross the switch partial and port B completes them on their
@@ -24,13 +28,22 @@
 # transfer); guest B computes its own. The xstats must show both.
 # Logs: $VM_DIR/vhost/{vswitch.log,serial-a.log,serial-b.log,qemu-*.log}.
 # Env: VM_DIR (/var/tmp/rpmd-vm), TIMEOUT (240 s), DATA_KB (2048),
-# VSWITCH_OPTS (extra vswitch options), PORT_OPTS (extra port options).
+# VSWITCH_OPTS (extra vswitch options), PORT_OPTS (extra port options),
+# NIC_OPTS (extra virtio-net-pci options), QUEUES (1).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 export VM_DIR=${VM_DIR:-/var/tmp/rpmd-vm}
 TIMEOUT=${TIMEOUT:-240}
 DATA_KB=${DATA_KB:-2048}
+QUEUES=${QUEUES:-1}
+NIC="${NIC_OPTS:+,$NIC_OPTS}"
+NETDEV=""
+if [ "$QUEUES" -gt 1 ]; then
+    NIC="$NIC,mq=on,vectors=$((2 * QUEUES + 2))"
+    NETDEV=",queues=$QUEUES"
+    PORT_OPTS="${PORT_OPTS:-},queues=$QUEUES"
+fi
 RUN="$VM_DIR/vhost"
 mkdir -p "$RUN"
 t0=$SECONDS
@@ -76,12 +89,12 @@ boot() {   # boot ROLE SOCKET MAC
         -accel tcg -cpu max -machine q35 \
         -object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem \
         -device isa-debug-exit,iobase=0xf4,iosize=0x04 -serial "file:$RUN/serial-$1.log" \
-        -chardev "socket,id=c0,path=$2" -netdev vhost-user,id=n0,chardev=c0 \
-        -device "virtio-net-pci,netdev=n0,mac=$3,vectors=0" \
+        -chardev "socket,id=c0,path=$2" -netdev "vhost-user,id=n0,chardev=c0$NETDEV" \
+        -device "virtio-net-pci,netdev=n0,mac=$3$NIC" \
         -kernel "$kernel" -initrd "$RUN/initrd.cpio.gz" \
         -append "console=ttyS0 quiet panic=-1 rpmd.role=$1" > "$RUN/qemu-$1.log" 2>&1
 }
-say "booting two guests (TCG)"
+say "booting two guests (TCG; NIC options: ${NIC#,})"
 set +e
 boot a "$SOCK_A" 52:54:00:00:00:1a &
 QA=$!

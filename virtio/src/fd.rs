@@ -104,7 +104,8 @@ pub(crate) fn peek(s: &std::os::unix::net::UnixStream, buf: &mut [u8]) -> usize 
 
 /// As [`peek`], and then, while fewer than `want` bytes are queued (a
 /// message whose body has not arrived with its header), peeks again
-/// every millisecond for at most `limit`. Returns how many were copied.
+/// every millisecond for at most `limit`, or until the peer hangs up.
+/// Returns how many were copied.
 pub(crate) fn peek_at_least(
     s: &std::os::unix::net::UnixStream,
     buf: &mut [u8],
@@ -114,8 +115,46 @@ pub(crate) fn peek_at_least(
     let start = std::time::Instant::now();
     let mut n = peek(s, buf);
     while n < want.min(buf.len()) && n > 0 && start.elapsed() < limit {
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        // The millisecond's wait, ended early by a hang-up.
+        if hung_up(s.as_fd(), 1) {
+            return peek(s, buf);
+        }
         n = peek(s, buf);
     }
     n
+}
+
+/// Checks that `f`, an fd a vhost-user frontend handed over for a kick or
+/// a call, is an eventfd (as Linux's vhost requires), and makes it
+/// non-blocking: the data path writes calls into it, and a write into an
+/// eventfd whose count the frontend pushed near its limit would otherwise
+/// block the lcore (and every port on it) until the frontend reads.
+/// QEMU's and DPDK's eventfds are non-blocking already.
+pub(crate) fn peer_eventfd(f: &std::fs::File) -> Result<(), String> {
+    let fd = f.as_raw_fd();
+    let kind = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|e| format!("unknown ({e})"));
+    if kind != "anon_inode:[eventfd]" {
+        return Err(format!("fd is {kind}, not an eventfd"));
+    }
+    // SAFETY: fcntl on an fd `f` owns, with no pointer arguments.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(format!(
+            "making the eventfd non-blocking: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Adds 1 to a peer's eventfd (checked by [`peer_eventfd`], so it never
+/// blocks); false if the write failed (the count at its limit).
+#[inline]
+pub(crate) fn signal_eventfd(f: &std::fs::File) -> bool {
+    use std::io::Write;
+    let mut w: &std::fs::File = f;
+    w.write(&1u64.to_ne_bytes()).is_ok()
 }

@@ -49,6 +49,9 @@ pub(crate) struct Shared {
     pub(crate) quit: AtomicBool,
     /// A clone of the connection, to unblock the thread at the end.
     pub(crate) closer: Mutex<Option<UnixStream>>,
+    /// The frontend's memory as mapped now, for the watchdog to see a
+    /// region its frontend shrank ([`PeerMemory::faulted`]).
+    pub(crate) memory: Mutex<Option<Arc<PeerMemory>>>,
 }
 
 impl Shared {
@@ -65,6 +68,7 @@ impl Shared {
             last_error: Mutex::new(None),
             quit: AtomicBool::new(false),
             closer: Mutex::new(None),
+            memory: Mutex::new(None),
         }
     }
 
@@ -149,27 +153,35 @@ pub(crate) fn serve_connection(sock: UnixStream, shared: &Arc<Shared>, offer: Of
     let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), offer)));
     let watch = Watchdog::new(sock.try_clone().ok());
     std::thread::scope(|s| {
-        let dog = s.spawn(|| watch.run());
+        let dog = s.spawn(|| watch.run(shared));
         let why = serve_requests(sock, &handler, shared, &watch);
         watch.done.store(true, Ordering::Release);
         dog.thread().unpark();
         // Joined here, not only at the scope's end: the scope waits for
         // the closure, this for the thread itself (its thread-locals).
         let _ = dog.join();
-        let why = match watch.fired.load(Ordering::Acquire) {
-            true => Some(format!(
-                "a request (or its reply, unread) took over {PEER_TIMEOUT:?}"
-            )),
-            false => why,
+        let why = match watch.fired.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(fired) => Some(fired),
+            None => why,
         };
-        if let Some(why) = why.filter(|_| !shared.quit.load(Ordering::Relaxed)) {
-            shared.rejected.add(1);
-            shared.note_error(format!(
-                "vhost-user frontend dropped: {why}; serving the next one"
-            ));
+        // The rings go before the reason is told, so that the port's
+        // `last_error` shows it from then on (not a stopped ring's).
+        let broken = handler.lock().unwrap_or_else(|e| e.into_inner()).teardown();
+        match why.filter(|_| !shared.quit.load(Ordering::Relaxed)) {
+            Some(why) => {
+                shared.note_error(format!(
+                    "vhost-user frontend dropped: {why}; serving the next one"
+                ));
+                // After the reason: whoever sees the count sees it.
+                shared.rejected.add(1);
+            }
+            None => {
+                if let Some(broken) = broken {
+                    shared.note_error(format!("{broken}; then the frontend left"));
+                }
+            }
         }
     });
-    handler.lock().unwrap_or_else(|e| e.into_inner()).teardown();
     shared.connected.store(false, Ordering::Release);
 }
 
@@ -183,20 +195,17 @@ fn serve_requests(
 ) -> Option<String> {
     let peeker = sock.try_clone().ok();
     let mut h = BackendReqHandler::from_stream(sock, handler.clone());
+    let mut head = vec![0u8; HEADER + MAX_BODY];
     loop {
-        // The next message's header and first 8 bytes of body, left in
-        // the socket for the crate to read: what the requests the crate
-        // refuses but we serve (`Peeked`) asked.
-        let mut head = [0u8; 20];
-        let peeked = peeker.as_ref().map_or(0, |p| {
-            let n = crate::fd::peek(p, &mut head);
-            match Peeked::of(&head[..n]) {
-                Peeked::Enable(..) | Peeked::SetStatus { .. } => {
-                    crate::fd::peek_at_least(p, &mut head, 20, Duration::from_secs(1))
-                }
-                _ => n,
-            }
-        });
+        // The next message, left in the socket for the crate to read once
+        // it is all there (a stream socket may deliver a body in pieces,
+        // and the crate reads it with one call): what the requests the
+        // crate refuses but we serve (`Peeked`) asked.
+        let peeked = match peeker.as_ref().map(|p| peek_message(p, &mut head)) {
+            Some(Err(why)) => return Some(why),
+            Some(Ok(n)) => n,
+            None => 0,
+        };
         watch.begin();
         let res = match h.handle_request() {
             Ok(()) => Ok(()),
@@ -219,24 +228,92 @@ fn serve_requests(
                     .unwrap_or_else(|e| e.into_inner())
                     .refusal
                     .take();
-                return Some(refusal.unwrap_or_else(|| e.to_string()));
+                return Some(refusal.unwrap_or_else(|| describe(&e, &head[..peeked])));
             }
         }
     }
+}
+
+/// A message header's bytes: request, flags, body size.
+const HEADER: usize = 12;
+/// The longest body the crate accepts (its `MAX_MSG_SIZE`).
+const MAX_BODY: usize = 0x1000;
+
+/// Waits until the next message is in `s` whole (header and body), and
+/// copies it into `buf` without consuming it: how many bytes (0 at the
+/// end of the stream), or why the message will not be whole (part of it
+/// still missing after [`PEER_TIMEOUT`], or the frontend gone with part
+/// sent). A body longer than the crate takes is not waited for (the
+/// crate refuses its header). Blocks without a limit for the first byte
+/// (an idle frontend is no fault).
+fn peek_message(s: &UnixStream, buf: &mut [u8]) -> std::result::Result<usize, String> {
+    use crate::fd::{peek, peek_at_least};
+    if peek(s, &mut buf[..HEADER]) == 0 {
+        return Ok(0);
+    }
+    let n = peek_at_least(s, &mut buf[..HEADER], HEADER, PEER_TIMEOUT);
+    if n < HEADER {
+        return Err(format!("{n} bytes of a message header, then nothing"));
+    }
+    let size = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
+    if size > buf.len() - HEADER {
+        return Ok(n);
+    }
+    let n = peek_at_least(s, &mut buf[..HEADER + size], HEADER + size, PEER_TIMEOUT);
+    match n == HEADER + size {
+        true => Ok(n),
+        false => Err(format!(
+            "{}: {} of its {size} body bytes, then nothing",
+            request_name(&buf[..n]),
+            n - HEADER
+        )),
+    }
+}
+
+/// The name of the request whose header begins `message`.
+fn request_name(message: &[u8]) -> String {
+    match message.get(..4) {
+        Some(b) => {
+            let code = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            match FrontendReq::try_from(code) {
+                Ok(r) => format!("{r:?}"),
+                Err(()) => format!("unknown request {code}"),
+            }
+        }
+        None => "a request".to_string(),
+    }
+}
+
+/// What a request the crate refused asked for, and why it was refused,
+/// by name: `message` is what was peeked of it.
+fn describe(e: &Error, message: &[u8]) -> String {
+    let request = request_name(message);
+    let why = match e {
+        Error::InactiveOperation(f) => {
+            format!("needs protocol feature {f:?}, which was not negotiated")
+        }
+        Error::InactiveFeature(f) => format!("needs feature {f:?}, which was not negotiated"),
+        Error::InvalidOperation(what) => format!("refused: {what}"),
+        e => e.to_string(),
+    };
+    format!("{request}: {why}")
 }
 
 /// Shuts a connection down when one request takes longer than
 /// [`PEER_TIMEOUT`] (the crate's socket I/O blocks without a limit, and
 /// retries a send that would block, so a socket timeout would not end
 /// it): the blocked read or write then fails, and the frontend is
-/// dropped.
+/// dropped. It also drops a frontend that shrank a file of its memory
+/// under our mapping (the access that found it faulted into private
+/// zeroes: see `rpmd_pmd::peer`).
 struct Watchdog {
     sock: Option<UnixStream>,
     base: std::time::Instant,
     /// When the current request began, in ns after `base`, plus 1 (0:
     /// between requests).
     started: std::sync::atomic::AtomicU64,
-    fired: std::sync::atomic::AtomicBool,
+    /// Why it shut the connection down, if it did.
+    fired: Mutex<Option<String>>,
     done: std::sync::atomic::AtomicBool,
 }
 
@@ -246,7 +323,7 @@ impl Watchdog {
             sock,
             base: std::time::Instant::now(),
             started: Default::default(),
-            fired: Default::default(),
+            fired: Mutex::new(None),
             done: Default::default(),
         }
     }
@@ -261,19 +338,34 @@ impl Watchdog {
     }
 
     /// Checks every 50 ms until the connection is done (and unparks it).
-    fn run(&self) {
+    fn run(&self, shared: &Shared) {
         while !self.done.load(Ordering::Acquire) {
             std::thread::park_timeout(Duration::from_millis(50));
-            let started = self.started.load(Ordering::Acquire);
-            let now = self.base.elapsed().as_nanos() as u64;
-            if started != 0 && now.saturating_sub(started - 1) > PEER_TIMEOUT.as_nanos() as u64 {
-                self.fired.store(true, Ordering::Release);
+            if let Some(why) = self.check(shared) {
+                *self.fired.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
                 if let Some(s) = &self.sock {
                     let _ = s.shutdown(std::net::Shutdown::Both);
                 }
                 return;
             }
         }
+    }
+
+    /// Why the connection should end now, if it should.
+    fn check(&self, shared: &Shared) -> Option<String> {
+        let started = self.started.load(Ordering::Acquire);
+        let now = self.base.elapsed().as_nanos() as u64;
+        if started != 0 && now.saturating_sub(started - 1) > PEER_TIMEOUT.as_nanos() as u64 {
+            return Some(format!(
+                "a request (or its reply, unread) took over {PEER_TIMEOUT:?}"
+            ));
+        }
+        let mem = shared.memory.lock().unwrap_or_else(|e| e.into_inner());
+        let shrunk = mem.as_ref()?.faulted()?;
+        Some(format!(
+            "memory region {shrunk:x?}: its file was made shorter under our mapping \
+             (the mapping now holds private zeroes)"
+        ))
     }
 }
 
@@ -282,9 +374,13 @@ impl Watchdog {
 /// flags, size; then the body) peeked before the crate read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Peeked {
-    /// SET_VRING_ENABLE (index, enable): refused before SET_FEATURES,
-    /// where QEMU sends it.
-    Enable(u32, bool),
+    /// SET_VRING_ENABLE: refused before SET_FEATURES, where QEMU sends
+    /// it (and QEMU 8 and later wait for its ack, with REPLY_ACK).
+    Enable {
+        index: u32,
+        on: bool,
+        need_reply: bool,
+    },
     /// SET_STATUS and GET_STATUS (protocol feature STATUS), which the
     /// crate does not implement.
     SetStatus {
@@ -304,16 +400,22 @@ impl Peeked {
         let body = m
             .get(12..20)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+        let need_reply = |flags: u32| flags & VhostUserHeaderFlag::NEED_REPLY.bits() != 0;
         match (word(0), word(4), word(8)) {
-            (Some(r), _, Some(8)) if r == FrontendReq::SET_VRING_ENABLE as u32 => match body {
-                Some(b) => Peeked::Enable(b as u32, b >> 32 == 1),
-                None => Peeked::Enable(u32::MAX, false),
-            },
+            (Some(r), Some(flags), Some(8)) if r == FrontendReq::SET_VRING_ENABLE as u32 => {
+                // No body peeked: an index no vring has, ignored.
+                let b = body.unwrap_or(u32::MAX as u64);
+                Peeked::Enable {
+                    index: b as u32,
+                    on: b >> 32 == 1,
+                    need_reply: need_reply(flags),
+                }
+            }
             (Some(r), Some(flags), Some(8)) if r == FrontendReq::SET_STATUS as u32 => {
                 Peeked::SetStatus {
                     // No body peeked: a value no status has, refused.
                     value: body.unwrap_or(u64::MAX),
-                    need_reply: flags & VhostUserHeaderFlag::NEED_REPLY.bits() != 0,
+                    need_reply: need_reply(flags),
                 }
             }
             (Some(r), _, Some(0)) if r == FrontendReq::GET_STATUS as u32 => Peeked::GetStatus,
@@ -338,13 +440,22 @@ fn serve_refused(
         // the device is created, long before it starts the rings, and
         // does not send it again (7.2); DPDK's vhost library keeps what
         // it asked. The crate has read the whole message and dropped
-        // it, so the connection goes on and we apply what it asked.
+        // it, so the connection goes on and we apply what it asked, and
+        // ack it if asked to (QEMU 8 and later wait for the ack).
         (Error::InactiveFeature(f), req) if f == VhostUserVirtioFeatures::PROTOCOL_FEATURES => {
             shared.early_enables.add(1);
             match req {
-                Peeked::Enable(index, on) if index != u32::MAX => {
-                    g.set_vring_enable(index, on).err()
-                }
+                Peeked::Enable {
+                    index,
+                    on,
+                    need_reply,
+                } if index != u32::MAX => match g.set_vring_enable(index, on) {
+                    Err(e) => Some(e),
+                    Ok(()) if need_reply && g.reply_ack() => {
+                        send_reply(sock, FrontendReq::SET_VRING_ENABLE, 0).err()
+                    }
+                    Ok(()) => None,
+                },
                 _ => None,
             }
         }
@@ -398,7 +509,9 @@ struct Handler {
     protocol: bool,
     /// Protocol features the frontend acknowledged.
     protocol_acked: VhostUserProtocolFeatures,
-    regions: Vec<(PeerRegionInfo, File)>,
+    /// The memory table: each region, its file, and how many times it
+    /// was added (QEMU adds the same regions once per queue pair).
+    regions: Vec<(PeerRegionInfo, File, u32)>,
     mem: Option<Arc<PeerMemory>>,
     /// Why the last request was refused, for the connection's end.
     refusal: Option<String>,
@@ -433,6 +546,15 @@ impl Handler {
         }
     }
 
+    /// Refuses a kick or call fd that is not an eventfd; makes one that
+    /// is non-blocking ([`crate::fd::peer_eventfd`]).
+    fn check_eventfd(&mut self, req: &str, index: u8, fd: Option<&File>) -> Result<()> {
+        match fd.map(crate::fd::peer_eventfd) {
+            Some(Err(why)) => self.refuse(format!("{req} {index}: {why}")),
+            _ => Ok(()),
+        }
+    }
+
     /// Starts vring `index` if everything is set up; an error (which
     /// ends the connection) if its addresses are not in the memory.
     fn try_start(&mut self, index: u32) -> Result<()> {
@@ -454,16 +576,35 @@ impl Handler {
         }
     }
 
+    /// Counts `info` once more if the table has it already, from the same
+    /// file (QEMU's vhost-user net device sends its regions once per
+    /// queue pair); whether it did.
+    fn add_again(&mut self, info: &PeerRegionInfo, f: &File) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let id = |f: &File| f.metadata().ok().map(|m| (m.dev(), m.ino()));
+        let Some(same) = self
+            .regions
+            .iter_mut()
+            .find(|(x, g, _)| x == info && id(g).is_some() && id(g) == id(f))
+        else {
+            return false;
+        };
+        same.2 += 1;
+        true
+    }
+
     /// Maps the regions again and restarts the running rings on them.
     fn remap(&mut self) -> Result<()> {
         let mut mem = PeerMemory::new();
-        for (info, f) in &self.regions {
+        for (info, f, _) in &self.regions {
             if let Err(e) = mem.add(f.as_fd(), *info) {
                 let why = format!("memory table: {e}");
                 return self.refuse(why);
             }
         }
-        self.mem = Some(Arc::new(mem));
+        let mem = Arc::new(mem);
+        *self.shared.memory.lock().unwrap_or_else(|e| e.into_inner()) = Some(mem.clone());
+        self.mem = Some(mem);
         for i in 0..self.shared.vrings.len() {
             let running = self.shared.vrings[i].lock().running();
             if running {
@@ -473,18 +614,26 @@ impl Handler {
         Ok(())
     }
 
-    /// Stops every ring and forgets the connection's set-up.
-    fn teardown(&mut self) {
-        for s in &self.shared.vrings {
+    /// Stops every ring and forgets the connection's set-up; why the
+    /// first ring that stopped for a fault of the driver's did, if one
+    /// did.
+    fn teardown(&mut self) -> Option<String> {
+        let mut broken = None;
+        for (i, s) in self.shared.vrings.iter().enumerate() {
             let mut v = s.lock();
+            if let Some(why) = v.broken.take() {
+                broken.get_or_insert(format!("vring {i} stopped: {why}"));
+            }
             v.stop(&s.counters);
             v.cfg = Default::default();
             s.running.store(false, Ordering::Release);
         }
         self.mem = None;
+        *self.shared.memory.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.regions.clear();
         self.shared.features.store(0, Ordering::Relaxed);
         self.shared.status.store(0, Ordering::Relaxed);
+        broken
     }
 
     /// SET_STATUS and GET_STATUS (virtio 1.2 §2.1's device status): the
@@ -510,10 +659,7 @@ impl Handler {
                 }
                 trace!("SET_STATUS {value:#x}");
                 self.shared.status.store(value, Ordering::Relaxed);
-                let ack = self
-                    .protocol_acked
-                    .contains(VhostUserProtocolFeatures::REPLY_ACK);
-                if !(need_reply && ack) {
+                if !(need_reply && self.reply_ack()) {
                     return Ok(());
                 }
                 (FrontendReq::SET_STATUS, 0)
@@ -525,15 +671,28 @@ impl Handler {
                 (FrontendReq::GET_STATUS, status)
             }
         };
-        let mut reply = [0u8; 20];
-        reply[..4].copy_from_slice(&(code as u32).to_le_bytes());
-        let flags = 1 | VhostUserHeaderFlag::REPLY.bits(); // version 1
-        reply[4..8].copy_from_slice(&flags.to_le_bytes());
-        reply[8..12].copy_from_slice(&8u32.to_le_bytes());
-        reply[12..].copy_from_slice(&value.to_le_bytes());
-        let mut sock = sock.ok_or(Error::InvalidOperation("no socket to reply on"))?;
-        std::io::Write::write_all(&mut sock, &reply).map_err(Error::SocketBroken)
+        send_reply(sock, code, value)
     }
+
+    /// Whether the frontend acknowledged REPLY_ACK (then it waits for an
+    /// ack of each request it flags NEED_REPLY).
+    fn reply_ack(&self) -> bool {
+        self.protocol_acked
+            .contains(VhostUserProtocolFeatures::REPLY_ACK)
+    }
+}
+
+/// Writes a reply to request `code` with a u64 body on `sock`, as the
+/// crate would (for requests it refuses and we serve).
+fn send_reply(sock: Option<&UnixStream>, code: FrontendReq, value: u64) -> Result<()> {
+    let mut reply = [0u8; 20];
+    reply[..4].copy_from_slice(&(code as u32).to_le_bytes());
+    let flags = 1 | VhostUserHeaderFlag::REPLY.bits(); // version 1
+    reply[4..8].copy_from_slice(&flags.to_le_bytes());
+    reply[8..12].copy_from_slice(&8u32.to_le_bytes());
+    reply[12..].copy_from_slice(&value.to_le_bytes());
+    let mut sock = sock.ok_or(Error::InvalidOperation("no socket to reply on"))?;
+    std::io::Write::write_all(&mut sock, &reply).map_err(Error::SocketBroken)
 }
 
 /// §2.1: DEVICE_NEEDS_RESET, the device status bit a device sets when it
@@ -623,7 +782,12 @@ impl VhostUserBackendReqHandlerMut for Handler {
                 files.len()
             ));
         }
-        self.regions = ctx.iter().map(region_info).zip(files).collect();
+        self.regions.clear();
+        for (info, f) in ctx.iter().map(region_info).zip(files) {
+            if !self.add_again(&info, &f) {
+                self.regions.push((info, f, 1));
+            }
+        }
         self.remap()?;
         Ok(None)
     }
@@ -661,11 +825,19 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(())
     }
     fn set_vring_base(&mut self, index: u32, base: u32) -> Result<()> {
-        trace!("SET_VRING_BASE {index} {base}");
+        trace!("SET_VRING_BASE {index} {base:#x}");
         let slot = self.slot(index)?;
-        if base > u16::MAX as u32 {
+        // A packed ring's base is 32 bits (QEMU's, as the spec's
+        // VHOST_USER_SET_VRING_BASE describes): the next available
+        // descriptor and the driver's wrap counter in bits 0-15, the used
+        // position and its wrap counter in 16-31. We resume where the
+        // driver's available descriptors begin, as DPDK's vhost does (a
+        // chain taken and not completed by an earlier backend is still
+        // available in a packed ring).
+        let packed = self.acked & crate::consts::VIRTIO_F_RING_PACKED != 0;
+        if base > u16::MAX as u32 && !packed {
             return self.refuse(format!(
-                "vring {index}: base {base} (a split ring's is 16-bit)"
+                "vring {index}: base {base:#x} (a split ring's is 16-bit)"
             ));
         }
         slot.lock().cfg.base = base as u16;
@@ -675,15 +847,22 @@ impl VhostUserBackendReqHandlerMut for Handler {
         trace!("GET_VRING_BASE {index}");
         let slot = self.slot(index)?;
         let mut v = slot.lock();
-        let base = v.stop(&slot.counters);
-        trace!("  -> base {base}");
+        let base = v.stop(&slot.counters) as u32;
         v.cfg.kicked = false;
         slot.running.store(false, Ordering::Release);
-        Ok(VhostUserVringState::new(index, base as u32))
+        // Packed: the used position is the available one (every chain
+        // taken was completed), in the high half.
+        let base = match v.neg.packed {
+            true => base | base << 16,
+            false => base,
+        };
+        trace!("  -> base {base:#x}");
+        Ok(VhostUserVringState::new(index, base))
     }
     fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> Result<()> {
         trace!("SET_VRING_KICK {index} fd {}", fd.is_some());
         let slot = self.slot(index as u32)?;
+        self.check_eventfd("SET_VRING_KICK", index, fd.as_ref())?;
         {
             let mut v = slot.lock();
             v.cfg.kick = fd.map(Arc::new);
@@ -698,6 +877,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
     fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> Result<()> {
         trace!("SET_VRING_CALL {index} fd {}", fd.is_some());
         let slot = self.slot(index as u32)?;
+        self.check_eventfd("SET_VRING_CALL", index, fd.as_ref())?;
         slot.lock().cfg.call = fd;
         Ok(())
     }
@@ -772,10 +952,15 @@ impl VhostUserBackendReqHandlerMut for Handler {
         fd: File,
         _: Option<bool>,
     ) -> Result<Option<VhostUserMemoryRegionBase>> {
+        let (info, fd) = (region_info(r), fd);
+        trace!("ADD_MEM_REG {info:x?}");
+        if self.add_again(&info, &fd) {
+            return Ok(None);
+        }
         if self.regions.len() == MAX_REGIONS {
             return self.refuse(format!("ADD_MEM_REG past {MAX_REGIONS} regions"));
         }
-        self.regions.push((region_info(r), fd));
+        self.regions.push((info, fd, 1));
         if let Err(e) = self.remap() {
             self.regions.pop();
             let _ = self.remap();
@@ -784,13 +969,20 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(None)
     }
     fn remove_mem_region(&mut self, r: &VhostUserSingleMemoryRegion) -> Result<()> {
-        let n = self.regions.len();
         let i = region_info(r);
-        self.regions
-            .retain(|(x, _)| !(x.guest_addr == i.guest_addr && x.size == i.size));
-        if self.regions.len() == n {
+        trace!("REM_MEM_REG {i:x?}");
+        let Some(k) = self
+            .regions
+            .iter()
+            .position(|(x, ..)| x.guest_addr == i.guest_addr && x.size == i.size)
+        else {
             return self.refuse(format!("REM_MEM_REG of a region we do not have: {i:x?}"));
+        };
+        self.regions[k].2 -= 1;
+        if self.regions[k].2 > 0 {
+            return Ok(());
         }
+        self.regions.remove(k);
         self.remap()
     }
     fn set_device_state_fd(

@@ -409,6 +409,7 @@ impl Port for VhostUserPort {
             };
             let c = &v.counters;
             add(format!("{dir}_q{q}_calls"), c.calls.get());
+            add(format!("{dir}_q{q}_calls_lost"), c.calls_lost.get());
             add(format!("{dir}_q{q}_kick_arms"), c.arms.get());
             add(format!("{dir}_q{q}_kicks"), c.kicks.get());
             add(format!("{dir}_q{q}_ring_starts"), c.starts.get());

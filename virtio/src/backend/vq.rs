@@ -26,7 +26,6 @@ use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::port::stats::{Counter, QueueStats};
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
 use std::fs::File;
-use std::io::Write;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -95,6 +94,9 @@ pub(crate) struct Negotiated {
 pub(crate) struct VringCounters {
     /// Call eventfd writes (interrupts to the guest).
     pub(crate) calls: Counter,
+    /// Calls that could not be written (the frontend let its eventfd's
+    /// count reach the limit).
+    pub(crate) calls_lost: Counter,
     /// Times the queue armed kicks before the lcore slept.
     pub(crate) arms: Counter,
     /// Kicks found when waking.
@@ -321,8 +323,10 @@ impl Vring {
             v.avail_flags() & VRING_AVAIL_F_NO_INTERRUPT == 0
         };
         if want {
-            let _ = (&*call).write(&1u64.to_ne_bytes());
-            c.calls.add(1);
+            match crate::fd::signal_eventfd(call) {
+                true => c.calls.add(1),
+                false => c.calls_lost.add(1),
+            }
         }
     }
 

@@ -20,7 +20,6 @@ use crate::vring::{DescFields, DescRun, FlagBatch, PackedView};
 use rpmd_pmd::peer::PeerSlice;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::{Mempool, Pkts};
-use std::io::Write;
 use std::sync::atomic::{fence, Ordering};
 
 /// §2.8.10: event suppression flags.
@@ -240,8 +239,10 @@ pub(super) fn signal(
         _ => true,
     };
     if want {
-        let _ = (&*call).write(&1u64.to_ne_bytes());
-        c.calls.add(1);
+        match crate::fd::signal_eventfd(call) {
+            true => c.calls.add(1),
+            false => c.calls_lost.add(1),
+        }
     }
 }
 
