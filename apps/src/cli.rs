@@ -104,6 +104,30 @@ pub fn json_line(kind: &str, mut fields: serde_json::Value) {
     println!("{fields}");
 }
 
+/// The driver's drop and error counters of a port, for a summary line:
+/// empty when all are zero.
+pub fn device_drops(s: &rpmd_pmd::port::PortStats) -> String {
+    let parts: Vec<String> = [
+        ("missed", s.imissed),
+        ("rx errors", s.ierrors),
+        ("tx errors", s.oerrors),
+        ("no mbuf", s.rx_nombuf),
+    ]
+    .iter()
+    .filter(|(_, n)| *n != 0)
+    .map(|(k, n)| format!("{k} {n}"))
+    .collect();
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" (device: {})", parts.join(", ")),
+    }
+}
+
+/// The same counters as JSON.
+pub fn device_drops_json(s: &rpmd_pmd::port::PortStats) -> serde_json::Value {
+    serde_json::json!({"imissed": s.imissed, "ierrors": s.ierrors, "oerrors": s.oerrors, "rx_nombuf": s.rx_nombuf})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

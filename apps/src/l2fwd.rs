@@ -529,6 +529,12 @@ impl L2fwd {
             .collect()
     }
 
+    /// Each port's own counters (the driver's: `imissed` for frames the
+    /// device or kernel dropped before rpmd saw them, errors, no-mbuf).
+    pub fn port_stats(&self) -> Vec<rpmd_pmd::port::PortStats> {
+        lock(&self.ports).iter().map(|p| p.stats()).collect()
+    }
+
     /// Each lcore's CPU and busy share since the start (read before
     /// [`L2fwd::stop`]: a stopped lcore's thread has no CPU time left to
     /// read).

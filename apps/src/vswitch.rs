@@ -432,6 +432,13 @@ impl VSwitch {
         down.and(capture)
     }
 
+    /// Each port's own counters (the driver's: `imissed` for frames the
+    /// device or kernel dropped before rpmd saw them, errors, no-mbuf).
+    pub fn port_stats(&self) -> Vec<rpmd_pmd::port::PortStats> {
+        let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        ports.iter().map(|p| p.stats()).collect()
+    }
+
     /// Each port's extended statistics (DPDK's xstats), by port.
     pub fn xstats(&self) -> Vec<Vec<rpmd_pmd::port::Xstat>> {
         let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());

@@ -39,6 +39,9 @@ const TP_STATUS_WRONG_FORMAT: u32 = 4;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const PACKET_IGNORE_OUTGOING: i32 = 23;
+/// PACKET_LOSS (linux/if_packet.h): the kernel skips a TX slot whose frame
+/// it refuses instead of stopping the ring at it.
+const PACKET_LOSS: i32 = 14;
 /// Where a version's frame header keeps its fields (struct tpacket2_hdr,
 /// struct tpacket3_hdr), and where TX data starts
 /// (TPACKET{2,3}_HDRLEN - sizeof(struct sockaddr_ll)).
@@ -175,6 +178,22 @@ struct Rings {
     block_size: usize,
     /// Where the TX ring starts in the mapping.
     tx_base: usize,
+    /// The interface's MTU at the start: longer frames are dropped and
+    /// counted before the kernel would drop them unseen (PACKET_LOSS).
+    tx_mtu: usize,
+}
+
+/// Whether frame `m` is longer than the kernel sends on an interface of
+/// MTU `mtu` (packet_snd's check: the MTU and the Ethernet header, and a
+/// VLAN tag's 4 bytes when the frame carries one).
+#[inline]
+fn too_long(m: &Mbuf, mtu: usize) -> bool {
+    let len = m.pkt_len();
+    if len <= mtu + 14 {
+        return false;
+    }
+    let tagged = matches!(m.data().get(12..14), Some([0x81, 0x00] | [0x88, 0xa8]));
+    len > mtu + 14 + if tagged { 4 } else { 0 }
 }
 
 impl Rings {
@@ -193,12 +212,17 @@ impl Rings {
             .map_err(e("asking for the TPACKET version"))?;
         sys::setsockopt(b, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32)
             .map_err(e("PACKET_IGNORE_OUTGOING"))?;
+        // Without it a frame the kernel refuses (longer than the MTU)
+        // leaves its slot marked wrong-format and the kernel's TX cursor
+        // on it: every later frame waits until ours wraps round.
+        sys::setsockopt(b, libc::SOL_PACKET, PACKET_LOSS, &1i32).map_err(e("PACKET_LOSS"))?;
         if o.qdisc_bypass {
             sys::setsockopt(b, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32)
                 .map_err(e("PACKET_QDISC_BYPASS"))?;
         }
         // A slot holds the header, the MAC offset's alignment and a frame.
-        let frame_size = (frame_len(dev.mtu()?) + 128).next_power_of_two().max(2048);
+        let mtu = dev.mtu()?;
+        let frame_size = (frame_len(mtu) + 128).next_power_of_two().max(2048);
         let geo = Geometry::new(o, frame_size);
         geo.request(port, b, o.v3)?;
         let map = Mapping::new(b, 2 * geo.ring_bytes, 0).map_err(e("mapping the rings"))?;
@@ -221,6 +245,7 @@ impl Rings {
             v3_blocks: if o.v3 { geo.block_nr } else { 0 },
             block_size: geo.block,
             tx_base: geo.ring_bytes,
+            tx_mtu: mtu as usize,
         })
     }
 }
@@ -363,10 +388,32 @@ impl Backend for AfPacket {
     }
 
     fn stop(&mut self, _: &Netdev) {
+        // The sockets' counts go into the sums before the sockets go.
+        self.kernel_counts();
         self.socks.clear();
     }
 
     fn xstats(&self, out: &mut Vec<Xstat>) {
+        let (received, drops) = self.kernel_counts();
+        out.push(Xstat {
+            name: "kernel_packet_received".into(),
+            value: received,
+        });
+        out.push(Xstat {
+            name: "kernel_packet_drops".into(),
+            value: drops,
+        });
+    }
+
+    fn missed(&self) -> u64 {
+        self.kernel_counts().1
+    }
+}
+
+impl AfPacket {
+    /// PACKET_STATISTICS summed over the sockets since they opened: frames
+    /// the kernel counted, and those it dropped (the ring full).
+    fn kernel_counts(&self) -> (u64, u64) {
         let mut d = self.drops.lock().unwrap_or_else(|p| p.into_inner());
         for s in &self.socks {
             if let Ok((st, _)) = sys::getsockopt::<libc::tpacket_stats>(
@@ -378,14 +425,7 @@ impl Backend for AfPacket {
                 d.1 += st.tp_drops as u64;
             }
         }
-        out.push(Xstat {
-            name: "kernel_packet_received".into(),
-            value: d.0,
-        });
-        out.push(Xstat {
-            name: "kernel_packet_drops".into(),
-            value: d.1,
-        });
+        *d
     }
 }
 
@@ -409,6 +449,13 @@ impl PacketRx {
         let mac = r.map.read::<u16>(hdr + h.mac) as usize;
         // The kernel's offsets, checked before use.
         if mac < 32 || snap < 14 || (hdr + mac).checked_add(snap).is_none_or(|e| e > end) {
+            return false;
+        }
+        // A frame longer than the slot (the MTU raised under a running
+        // port) arrives cut: dropped (and counted in `ierrors` by the
+        // caller), never passed on as good.
+        let wire = r.map.read::<u32>(hdr + h.len) as usize;
+        if wire > snap {
             return false;
         }
         let vlan = status & TP_STATUS_VLAN_VALID != 0;
@@ -596,7 +643,7 @@ impl TxQueue for PacketTx {
                 break;
             }
             let len = m.pkt_len();
-            if len <= r.frame_size - h.tx_data {
+            if len <= r.frame_size - h.tx_data && !too_long(m, r.tx_mtu) {
                 let mut off = at + h.tx_data;
                 for seg in m.segments() {
                     r.map.copy_in(off, seg);

@@ -27,6 +27,7 @@ fn rx(
         v3_blocks: if v3 { slots } else { 0 },
         block_size: slot,
         tx_base: slots as usize * slot,
+        tx_mtu: 1500,
     };
     let mut c = MempoolConfig::new(if v3 { "pkt-v3" } else { "pkt-v2" }, 64);
     c.cache_size = 0;

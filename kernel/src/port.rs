@@ -36,6 +36,12 @@ pub(crate) trait Backend: Send {
     fn stop(&mut self, _dev: &Netdev) {}
     /// The kernel's own counters for this port's sockets.
     fn xstats(&self, _out: &mut Vec<Xstat>) {}
+    /// Frames the kernel dropped on their way to this port's sockets
+    /// since they opened (their rings full, no buffers posted): the
+    /// port's `imissed`, as DPDK's net_af_packet and net_af_xdp report.
+    fn missed(&self) -> u64 {
+        0
+    }
 }
 
 /// A kernel-attached port.
@@ -48,6 +54,8 @@ pub(crate) struct KernelPort<B: Backend> {
     conf: Option<PortConfig>,
     stats: StatsBlock,
     live: Option<Live>,
+    /// The backend's `missed` at the last `reset_stats`.
+    missed_base: u64,
 }
 
 impl<B: Backend> KernelPort<B> {
@@ -60,6 +68,7 @@ impl<B: Backend> KernelPort<B> {
             conf: None,
             stats: StatsBlock::new(0, 0),
             live: None,
+            missed_base: 0,
         }
     }
 
@@ -177,7 +186,9 @@ impl<B: Backend> Port for KernelPort<B> {
     }
 
     fn stats(&self) -> PortStats {
-        self.stats.stats()
+        let mut s = self.stats.stats();
+        s.imissed += self.backend.missed().saturating_sub(self.missed_base);
+        s
     }
 
     fn xstats(&self) -> Vec<Xstat> {
@@ -189,6 +200,7 @@ impl<B: Backend> Port for KernelPort<B> {
 
     fn reset_stats(&mut self) {
         self.stats.reset();
+        self.missed_base = self.backend.missed();
     }
 }
 

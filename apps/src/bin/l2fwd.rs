@@ -173,6 +173,7 @@ fn main() -> ExitCode {
     let lcores = l.lcore_report();
     let down = l.stop();
     let end = totals(&l);
+    let device = l.port_stats();
     let fwd: u64 = end.iter().map(|e| e.1).sum();
     let dropped: u64 = end.iter().map(|e| e.2).sum();
     let mpps = fwd as f64 / elapsed.as_secs_f64() / 1e6;
@@ -186,7 +187,8 @@ fn main() -> ExitCode {
                     .iter()
                     .map(|c| serde_json::json!({"rx": c.rx.get(), "tx": c.tx.get(), "dropped": c.dropped.get()}))
                     .collect();
-                serde_json::json!({"port": l.port_ids[i], "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs})
+                let dev = device.get(i).map(cli::device_drops_json);
+                serde_json::json!({"port": l.port_ids[i], "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs, "port_stats": dev})
             })
             .collect();
         let captured: Vec<_> = l.captured.iter().map(|c| c.json()).collect();
@@ -202,12 +204,13 @@ fn main() -> ExitCode {
         );
         for (i, e) in end.iter().enumerate() {
             println!(
-                "  port {} ({}): rx {} tx {} dropped {}",
+                "  port {} ({}): rx {} tx {} dropped {}{}",
                 l.port_ids[i],
                 l.names.get(i).map(String::as_str).unwrap_or("?"),
                 e.0,
                 e.1,
-                e.2
+                e.2,
+                device.get(i).map(cli::device_drops).unwrap_or_default()
             );
         }
         if let Some((g, s)) = gen {

@@ -201,8 +201,12 @@ fn main() -> ExitCode {
             d.misdelivered.get(),
         )
     });
+    let device = v.port_stats();
     if a.json {
         let mut ports = port_json(&v, &end, None);
+        for (o, d) in ports.iter_mut().zip(&device) {
+            o["port_stats"] = cli::device_drops_json(d);
+        }
         for (o, x) in ports.iter_mut().zip(&xstats) {
             o["xstats"] = x
                 .iter()
@@ -223,8 +227,14 @@ fn main() -> ExitCode {
         );
         for (p, e) in end.iter().enumerate() {
             println!(
-                "  port {p} ({}): rx {} tx {} dropped {} flooded {} filtered {}",
-                v.names[p], e[0], e[1], e[2], e[3], e[4]
+                "  port {p} ({}): rx {} tx {} dropped {} flooded {} filtered {}{}",
+                v.names[p],
+                e[0],
+                e[1],
+                e[2],
+                e[3],
+                e[4],
+                device.get(p).map(cli::device_drops).unwrap_or_default()
             );
             if let Some(x) = xstats.get(p) {
                 let line: Vec<String> = x.iter().map(|(k, n)| format!("{k}={n}")).collect();
