@@ -78,6 +78,7 @@ struct Lib {
     mp_mode: ToInt,
     mp_detach: MpDetach,
     mp_close: Close,
+    detach: Attach,
     prog_name: Name,
     prog_id: Id,
     find_map: FindMap,
@@ -135,6 +136,7 @@ fn load() -> Result<Lib, String> {
         mp_mode: sym!(xdp, "xdp_multiprog__attach_mode"),
         mp_detach: sym!(xdp, "xdp_multiprog__detach"),
         mp_close: sym!(xdp, "xdp_multiprog__close"),
+        detach: sym!(xdp, "xdp_program__detach"),
         prog_name: sym!(xdp, "xdp_program__name"),
         prog_id: sym!(xdp, "xdp_program__id"),
         find_map: sym!(bpf, "bpf_object__find_map_by_name"),
@@ -226,7 +228,10 @@ fn detach_all(ifindex: u32) -> Result<(), String> {
 pub(crate) struct Attachment {
     prog: *mut c_void,
     map_fd: c_int,
+    ifname: String,
     ifindex: u32,
+    /// The network namespace the interface is in (its inode).
+    netns: u64,
     pub(crate) mode: Mode,
     state: PathBuf,
 }
@@ -238,16 +243,27 @@ unsafe impl Send for Attachment {}
 // thread-safe map update syscall wrapper.
 unsafe impl Sync for Attachment {}
 
-/// This process's attachments, by interface index.
-type Attachments = Mutex<Vec<(u32, Weak<Attachment>)>>;
+/// This process's attachments, by network namespace and interface index
+/// (an index is only unique within its namespace).
+type Attachments = Mutex<Vec<((u64, u32), Weak<Attachment>)>>;
 
 fn registry() -> &'static Attachments {
     static R: OnceLock<Attachments> = OnceLock::new();
     R.get_or_init(Mutex::default)
 }
 
-fn state_path(ifname: &str, ifindex: u32) -> PathBuf {
-    PathBuf::from(format!("/run/rpmd/xdp/{ifname}.{ifindex}"))
+/// Where the pid of the process serving an interface is kept: by name,
+/// index and namespace, so that the same name and index in two
+/// namespaces are two interfaces.
+fn state_path(ifname: &str, ifindex: u32, netns: u64) -> PathBuf {
+    PathBuf::from(format!("/run/rpmd/xdp/{ifname}.{ifindex}.{netns}"))
+}
+
+/// The calling thread's network namespace (the inode of its handle), 0
+/// if it cannot be read.
+fn current_netns() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net").map_or(0, |m| m.ino())
 }
 
 fn pid_alive(pid: i32) -> bool {
@@ -264,9 +280,10 @@ pub(crate) fn attach(
 ) -> Result<Arc<Attachment>, String> {
     let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
     reg.retain(|(_, w)| w.strong_count() > 0);
+    let netns = current_netns();
     if let Some(a) = reg
         .iter()
-        .find(|(i, _)| *i == ifindex)
+        .find(|(k, _)| *k == (netns, ifindex))
         .and_then(|(_, w)| w.upgrade())
     {
         if mode.is_some_and(|m| m != a.mode) {
@@ -277,7 +294,7 @@ pub(crate) fn attach(
         }
         return Ok(a);
     }
-    let state = state_path(ifname, ifindex);
+    let state = state_path(ifname, ifindex, netns);
     let found = attached(ifindex)?;
     if let Some(f) = found.first() {
         let owner = std::fs::read_to_string(&state)
@@ -316,11 +333,13 @@ pub(crate) fn attach(
                 let a = Arc::new(Attachment {
                     prog,
                     map_fd,
+                    ifname: ifname.to_string(),
                     ifindex,
+                    netns,
                     mode: m,
                     state,
                 });
-                reg.push((ifindex, Arc::downgrade(&a)));
+                reg.push(((netns, ifindex), Arc::downgrade(&a)));
                 return Ok(a);
             }
             Err(e) => tried.push(format!("{} mode: {e}", m.name())),
@@ -411,11 +430,57 @@ impl Attachment {
 
 impl Drop for Attachment {
     fn drop(&mut self) {
-        let _ = detach_all(self.ifindex);
         if let Ok(l) = lib() {
+            self.detach_ours(l);
             // SAFETY: our program object, closed once.
             unsafe { (l.close)(self.prog) };
         }
         let _ = std::fs::remove_file(&self.state);
+    }
+}
+
+impl Attachment {
+    /// Detaches our program, and only ours: one that replaced it while we
+    /// ran (or that shares the interface's dispatcher with it) stays.
+    /// Must run in the namespace the interface is in (the port's
+    /// owner's), as the attach did.
+    fn detach_ours(&self, l: &Lib) {
+        if current_netns() != self.netns {
+            eprintln!(
+                "rpmd: {}: not detaching rpmd's XDP program from another network namespace",
+                self.ifname
+            );
+            return;
+        }
+        // SAFETY: our live program object.
+        let ours = unsafe { (l.prog_id)(self.prog) };
+        match attached(self.ifindex) {
+            Ok(found) if found.iter().any(|f| f.id == ours) => {
+                // SAFETY: our program, attached to `ifindex` in `mode`.
+                let r =
+                    unsafe { (l.detach)(self.prog, self.ifindex as c_int, self.mode as c_int, 0) };
+                if r < 0 {
+                    eprintln!(
+                        "rpmd: {}: detaching rpmd's XDP program (id {ours}): {}",
+                        self.ifname,
+                        std::io::Error::from_raw_os_error(-r)
+                    );
+                }
+            }
+            Ok(found) => {
+                let names: Vec<String> = found
+                    .iter()
+                    .map(|f| format!("{} (id {})", f.name, f.id))
+                    .collect();
+                if !names.is_empty() {
+                    eprintln!(
+                        "rpmd: {}: rpmd's XDP program (id {ours}) was replaced while it ran by {}; left attached",
+                        self.ifname,
+                        names.join(", ")
+                    );
+                }
+            }
+            Err(_) => {}
+        }
     }
 }
