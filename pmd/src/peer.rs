@@ -15,7 +15,7 @@
 //! A peer can also make its file shorter after the mapping (a mapping
 //! past the end of its file raises SIGBUS): memfds that allow seals are
 //! sealed against shrinking when mapped, and every mapping is watched
-//! ([`fault`]), so that such a fault costs the peer its memory (the
+//! (the `fault` module), so that such a fault costs the peer its memory (the
 //! owner sees [`PeerMemory::faulted`] and drops it), not the process.
 //!
 //! The peer can write the memory at any time, so no Rust reference into
