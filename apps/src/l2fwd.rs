@@ -529,6 +529,16 @@ impl L2fwd {
             .collect()
     }
 
+    /// Each port's link and, when down, the driver's reason.
+    pub fn link_states(&self) -> Vec<crate::link::LinkState> {
+        crate::link::states(&lock(&self.ports))
+    }
+
+    /// The ports' ids and device strings, in port order.
+    pub fn port_labels(&self) -> (&[usize], &[String]) {
+        (&self.port_ids, &self.names)
+    }
+
     /// Each port's own counters (the driver's: `imissed` for frames the
     /// device or kernel dropped before rpmd saw them, errors, no-mbuf).
     pub fn port_stats(&self) -> Vec<rpmd_pmd::port::PortStats> {

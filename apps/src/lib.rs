@@ -15,6 +15,8 @@
 //!   budget, yield signal, sleep).
 //! - [`usage`]: each lcore's CPU % and busy % beside the rates, in every
 //!   app's summary and `--json`.
+//! - [`link`]: each port's link change told once, with the driver's
+//!   reason for a link that went down.
 //! - [`cli`]: exit codes and the value checks every app's options share.
 //! - [`capture`]: pcapng capture off the data path (`--pcap`), like
 //!   `dpdk-dumpcap`.
@@ -33,6 +35,7 @@ pub mod cli;
 pub mod fwd;
 pub mod gen;
 pub mod l2fwd;
+pub mod link;
 pub mod opts;
 pub mod rr;
 pub mod telemetry;

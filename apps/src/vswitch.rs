@@ -432,6 +432,12 @@ impl VSwitch {
         down.and(capture)
     }
 
+    /// Each port's link and, when down, the driver's reason.
+    pub fn link_states(&self) -> Vec<crate::link::LinkState> {
+        let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        crate::link::states(&ports)
+    }
+
     /// Each port's own counters (the driver's: `imissed` for frames the
     /// device or kernel dropped before rpmd saw them, errors, no-mbuf).
     pub fn port_stats(&self) -> Vec<rpmd_pmd::port::PortStats> {

@@ -115,10 +115,13 @@ impl Netdev {
 
     /// Link state: up when the interface is up and has carrier (IFF_RUNNING).
     pub(crate) fn link(&self) -> Link {
-        let up = self.flags().is_ok_and(|f| {
-            let f = f as i32;
-            f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0
-        });
+        // Under the same name, another interface may now be there.
+        let same = sys::ifindex(&self.name) == self.ifindex;
+        let up = same
+            && self.flags().is_ok_and(|f| {
+                let f = f as i32;
+                f & libc::IFF_UP != 0 && f & libc::IFF_RUNNING != 0
+            });
         let speed = self
             .sysfs("speed")
             .and_then(|s| s.parse::<i64>().ok())
@@ -127,6 +130,26 @@ impl Netdev {
             up,
             speed_mbps: speed.clamp(0, u32::MAX as i64) as u32,
             full_duplex: true,
+        }
+    }
+
+    /// Why the interface can no longer carry the port's frames, if it
+    /// cannot: deleted (or moved to another network namespace), made
+    /// again under the same name, or down.
+    pub(crate) fn gone(&self) -> Option<String> {
+        let name = &self.name;
+        match sys::ifindex(name) {
+            0 => Some(format!(
+                "interface {name} is gone (deleted, or moved to another network namespace); restart the port once it is back"
+            )),
+            i if i != self.ifindex => Some(format!(
+                "interface {name} was deleted and made again (index {} is now {i}); restart the port",
+                self.ifindex
+            )),
+            _ if !self.link().up => Some(format!(
+                "interface {name} is down or has no carrier (ip link set dev {name} up)"
+            )),
+            _ => None,
         }
     }
 

@@ -151,6 +151,10 @@ impl<B: Backend> Port for KernelPort<B> {
         l
     }
 
+    fn last_error(&self) -> Option<String> {
+        self.dev.gone()
+    }
+
     fn mac_addr(&self) -> MacAddr {
         self.dev.mac()
     }

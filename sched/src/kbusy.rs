@@ -80,8 +80,15 @@ impl BusySleep {
     /// kernel busy-polling their devices first. The set is registered
     /// again (a fresh instance) when it differs from the last one, or
     /// when `changed` says the tasks changed (an fd number may now name
-    /// another file).
-    pub(crate) fn sleep(&mut self, fds: &[RawFd], changed: bool, timeout: Duration) {
+    /// another file). An fd that reports an error or hang-up with nothing
+    /// to read is added to `failed`.
+    pub(crate) fn sleep(
+        &mut self,
+        fds: &[RawFd],
+        changed: bool,
+        timeout: Duration,
+        failed: &mut Vec<RawFd>,
+    ) {
         if changed || self.fds != fds {
             if let Ok(ep) = epoll(&self.params) {
                 self.ep = ep;
@@ -106,7 +113,7 @@ impl BusySleep {
         };
         // SAFETY: `events` has room for the count passed; `ts` is valid; no
         // signal mask.
-        unsafe {
+        let n = unsafe {
             libc::epoll_pwait2(
                 self.ep.as_raw_fd(),
                 self.events.as_mut_ptr(),
@@ -115,6 +122,13 @@ impl BusySleep {
                 std::ptr::null(),
             )
         };
+        let bad = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        for ev in self.events.iter().take(n.max(0) as usize) {
+            let (events, fd) = (ev.events, ev.u64 as RawFd);
+            if events & bad != 0 && events & libc::EPOLLIN as u32 == 0 {
+                failed.push(fd);
+            }
+        }
     }
 }
 
@@ -148,14 +162,14 @@ mod tests {
         let e = EventFd::new().unwrap();
         let fds = [e.as_fd().as_raw_fd()];
         let t = Instant::now();
-        b.sleep(&fds, false, Duration::from_millis(30));
+        b.sleep(&fds, false, Duration::from_millis(30), &mut Vec::new());
         assert!(
             t.elapsed() >= Duration::from_millis(25),
             "timed out, not woken"
         );
         e.signal().unwrap();
         let t = Instant::now();
-        b.sleep(&fds, false, Duration::from_secs(5));
+        b.sleep(&fds, false, Duration::from_secs(5), &mut Vec::new());
         assert!(
             t.elapsed() < Duration::from_secs(1),
             "woken by the readable fd"

@@ -690,6 +690,12 @@ struct Poller {
     busy_sleep: Option<BusySleep>,
     raw_fds: Vec<std::os::fd::RawFd>,
     tasks_changed: bool,
+    /// Wake-up fds that reported an error or hang-up with nothing to read
+    /// (a packet socket or TAP whose interface was deleted): left out of
+    /// later sleeps, which would otherwise return at once, for good (the
+    /// lcore would spin a CPU). Still counted as interrupts for the
+    /// sleep's length. Forgotten when the tasks change.
+    broken_fds: Vec<std::os::fd::RawFd>,
     /// The clock is read once per round that finds work, and once every
     /// CLOCK_EVERY rounds while spinning: each `rdtsc` costs about 20 ns
     /// here, and an empty round is the time a packet waits to be noticed.
@@ -743,6 +749,7 @@ impl Poller {
             busy_sleep,
             raw_fds: Vec::with_capacity(8),
             tasks_changed: true,
+            broken_fds: Vec::new(),
             last: clock::now(),
             empty_rounds: 0,
             spinning: false,
@@ -779,6 +786,7 @@ impl Poller {
         }
         if changed {
             self.tasks_changed = true;
+            self.broken_fds.clear();
             self.plan_spin();
         }
         stop
@@ -957,21 +965,37 @@ impl Poller {
             let z = clock::now();
             // Every task with an interrupt: sleep until one fires (the
             // timer a safety net); else the short timer polls the rest.
+            let broken = &mut self.broken_fds;
             if let Some(b) = self.busy_sleep.as_mut() {
                 self.raw_fds.clear();
                 self.raw_fds.push(s.wake.as_fd().as_raw_fd());
-                let all = wake_fds_of(&self.tasks, &mut |fd| self.raw_fds.push(fd.as_raw_fd()));
+                let all = wake_fds_of(&self.tasks, &mut |fd| {
+                    if !broken.contains(&fd.as_raw_fd()) {
+                        self.raw_fds.push(fd.as_raw_fd());
+                    }
+                });
                 let timeout = sleep_timeout(&self.cfg, all);
                 b.sleep(
                     &self.raw_fds,
                     std::mem::take(&mut self.tasks_changed),
                     timeout,
+                    broken,
                 );
             } else {
                 self.pfds.clear();
                 self.pfds.push(pollin(s.wake.as_fd()));
-                let all = wake_fds_of(&self.tasks, &mut |fd| self.pfds.push(pollin(fd)));
+                let all = wake_fds_of(&self.tasks, &mut |fd| {
+                    if !broken.contains(&fd.as_raw_fd()) {
+                        self.pfds.push(pollin(fd));
+                    }
+                });
                 sleep_on(&mut self.pfds, sleep_timeout(&self.cfg, all));
+                let failed = libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
+                for p in &self.pfds[1..] {
+                    if p.revents & failed != 0 && p.revents & libc::POLLIN == 0 {
+                        broken.push(p.fd);
+                    }
+                }
             }
             let w = clock::now();
             st.sleep_ns.add(clock::to_ns(w - z));

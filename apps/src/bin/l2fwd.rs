@@ -135,6 +135,7 @@ fn main() -> ExitCode {
     let mut last = totals(&l);
     let mut last_t = Duration::ZERO;
     let json = a.json;
+    let mut links = rpmd_apps::link::LinkWatch::default();
     let ran = l.run_for(
         a.duration.map(Duration::from_secs_f64),
         Duration::from_secs_f64(a.period),
@@ -162,6 +163,10 @@ fn main() -> ExitCode {
                     .map(|r| format!("port {}: rx {:.2} Mpps tx {:.2} Mpps drop {} ({:.2} Gbit/s)", r.0, r.1 / 1e6, r.2 / 1e6, r.3, r.4))
                     .collect();
                 println!("[{:6.1}s] {} | total {:.2} Mpps", t.as_secs_f64(), parts.join(" | "), total_tx / 1e6);
+            }
+            let (ids, names) = l.port_labels();
+            for line in links.changes(&l.link_states(), ids, names) {
+                eprintln!("l2fwd: {line}");
             }
             last = now;
             last_t = t;

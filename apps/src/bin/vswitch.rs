@@ -132,6 +132,7 @@ fn main() -> ExitCode {
     let t0 = Instant::now();
     let period = Duration::from_secs_f64(a.period);
     let (mut next, mut last, mut last_t) = (period, v.totals(), Duration::ZERO);
+    let mut links = rpmd_apps::link::LinkWatch::default();
     let end = a.duration.map(Duration::from_secs_f64);
     while !stop.load(Relaxed) && end.is_none_or(|d| t0.elapsed() < d) {
         std::thread::sleep(Duration::from_millis(10));
@@ -172,6 +173,10 @@ fn main() -> ExitCode {
                 parts.join(" | "),
                 v.learned()
             );
+        }
+        let ids: Vec<usize> = (0..v.names.len()).collect();
+        for line in links.changes(&v.link_states(), &ids, &v.names) {
+            eprintln!("vswitch: {line}");
         }
         (last, last_t) = (now, t);
         next += period;

@@ -596,6 +596,15 @@ pub trait Port: Send {
     /// Current link state.
     fn link(&self) -> Link;
 
+    /// Why the link is down or the port's peer was dropped, when the
+    /// driver knows (a vhost-user frontend refused, a ring stopped for a
+    /// fault of its driver's, an interface deleted under the port): what
+    /// an app shows when it sees the link go down. None when all is well
+    /// or the driver cannot tell.
+    fn last_error(&self) -> Option<String> {
+        None
+    }
+
     /// The port's MAC address.
     fn mac_addr(&self) -> MacAddr;
 

@@ -426,6 +426,9 @@ impl Port for VhostUserPort {
         }
         x
     }
+    fn last_error(&self) -> Option<String> {
+        VhostUserPort::last_error(self)
+    }
     fn reset_stats(&mut self) {
         self.stats.reset();
     }
