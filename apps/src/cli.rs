@@ -62,9 +62,26 @@ pub fn seconds_or_zero(s: &str) -> Result<f64, String> {
 
 /// A DPDK-style core list (`0-1`, `0,2`), checked.
 pub fn core_list(s: &str) -> Result<String, String> {
-    rpmd_sched::parse_cores(s)
-        .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
+    let cores = rpmd_sched::parse_cores(s).map_err(|e| e.to_string())?;
+    // The CPUs this process may run on (its affinity, as taskset and
+    // cgroups leave it); an lcore pinned elsewhere could not start.
+    let allowed = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|l| l.trim().to_string())
+        });
+    if let Some(list) = allowed {
+        if let Ok(ok) = rpmd_sched::parse_cores(&list) {
+            if let Some(c) = cores.iter().find(|c| !ok.contains(c)) {
+                return Err(format!(
+                    "core {c} is not one this process may run on (allowed: {list})"
+                ));
+            }
+        }
+    }
+    Ok(s.to_string())
 }
 
 /// A device string whose syntax is right (the kind is checked by

@@ -32,12 +32,32 @@ fn bad_usage_exits_2_before_anything_starts() {
                 "no driver for device kind `nope`",
             ),
             (vec!["--poll", "fast", "--duration", "1"], "--poll"),
+            // Each driver's options, checked before the start (an outside
+            // tester found them refused only when the port opened, with
+            // status 1, after the banner).
+            (vec!["--dev", "af_packet:v0,queues=0"], "queues=0"),
+            (vec!["--dev", "af_packet:v0,frames=x"], "frames"),
+            (vec!["--dev", "af_xdp:v0,mode=fast"], "mode=fast"),
+            (vec!["--dev", "af_xdp:v0,nope=1"], "unknown option `nope`"),
+            (vec!["--dev", "tap:t0,queues=99"], "queues=99"),
+            (vec!["--dev", "af_packet:v0 "], "white space"),
+            (vec!["--dev", "af_packet:a b"], "no '/', ':' or spaces"),
+            (vec!["--dev", "null,size=9"], "size=9"),
+            (vec!["--dev", "ring:r,size=3"], "size=3"),
+            (vec!["--dev", "shm:.x"], "not starting with a dot"),
+            (vec!["--dev", "virtio-user:/tmp/x,queues=0"], "queues=0"),
+            (vec!["--dev", "vhost-user:/tmp/x,mtu=20"], "mtu=20"),
+            (vec!["--dev", "mlx4-model:m,port=3"], "port=3"),
+            (vec!["-l", "1000"], "not one this process may run on"),
             (
                 vec!["--poll", "", "--duration", "1"],
                 "spin, interrupt or adaptive",
             ),
         ] {
             let mut args = args.clone();
+            if args.len() == 2 {
+                args.extend(["--duration", "1"]);
+            }
             if name == "gen" && args[0] == "--dev" {
                 // gen takes one --dev; the others take several.
                 args.truncate(2);

@@ -160,8 +160,18 @@ fn kernel_port_errors_name_their_cause_and_leave_nothing_attached() {
     let ifindex = sh(&format!("cat /sys/class/net/{v}/ifindex"))
         .trim()
         .to_string();
+    // Its owner file names the interface by name, index and network
+    // namespace (the namespace's inode).
+    let netns = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self/ns/net").unwrap().ino()
+    };
     std::fs::create_dir_all("/run/rpmd/xdp").unwrap();
-    std::fs::write(format!("/run/rpmd/xdp/{v}.{ifindex}"), "999999999\n").unwrap();
+    std::fs::write(
+        format!("/run/rpmd/xdp/{v}.{ifindex}.{netns}"),
+        "999999999\n",
+    )
+    .unwrap();
     let (code, msg) = l2fwd_error(&[format!("af_xdp:{v}"), format!("af_xdp:{w}")]);
     assert_eq!(code, 0, "{msg}");
     assert!(!attached(), "replaced, then detached at exit");

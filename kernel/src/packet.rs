@@ -17,7 +17,7 @@
 //! mbufs (a copy the kernel makes anyway for packet sockets). Several
 //! queues share the interface's traffic through a PACKET_FANOUT hash
 //! group. The kernel's drop counter (PACKET_STATISTICS) is an xstat.
-use crate::netdev::{driver, Netdev};
+use crate::netdev::{check_ifname, driver, Netdev};
 use crate::port::{copy_rx_pool, copying_port_caps, frame_len, Backend, KernelPort, Live};
 use crate::sys::{self, Mapping};
 use crossbeam_utils::CachePadded;
@@ -112,41 +112,13 @@ impl Driver for AfPacketDriver {
         "af_packet:IFNAME[,qdisc_bypass=0|1][,frames=N][,queues=N][,version=2|3]  packet socket with TPACKET_V2 (or V3) rings on a kernel interface"
     }
 
+    fn check(&self, args: &DevArgs) -> Result<(), Error> {
+        options(args).map(drop)
+    }
+
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, Error> {
-        args.only_options(&["qdisc_bypass", "frames", "queues", "version"])?;
-        let ifname = args.require_target("an interface name")?;
-        let bad = |detail: String| Error::Config {
-            port: args.raw().into(),
-            what: "device options",
-            detail,
-        };
-        let frames = args.opt_u64("frames", 512)?;
-        if !frames.is_power_of_two() || !(16..=65536).contains(&frames) {
-            return Err(bad(format!(
-                "frames={frames}; a power of two in 16..=65536"
-            )));
-        }
-        let queues = args.opt_u64("queues", 16)?;
-        if !(1..=16).contains(&queues) {
-            return Err(bad(format!("queues={queues}; 1..=16 allowed")));
-        }
-        let qdisc_bypass = args.opt_bool("qdisc_bypass", false)?;
-        let v3 = match args.opt_u64("version", 2)? {
-            2 => false,
-            3 => true,
-            v => {
-                return Err(bad(format!(
-                    "version={v}; 2 (TPACKET_V2, the default) or 3"
-                )))
-            }
-        };
+        let (ifname, opts) = options(args)?;
         let dev = Netdev::open(args.raw(), ifname)?;
-        let opts = Options {
-            qdisc_bypass,
-            v3,
-            frames: frames as u32,
-            queues: queues as u16,
-        };
         Ok(Box::new(KernelPort::new(
             args,
             dev,
@@ -157,6 +129,45 @@ impl Driver for AfPacketDriver {
             },
         )))
     }
+}
+
+/// The interface name and options `args` asks for.
+fn options(args: &DevArgs) -> Result<(&str, Options), Error> {
+    args.only_options(&["qdisc_bypass", "frames", "queues", "version"])?;
+    let ifname = args.require_target("an interface name")?;
+    check_ifname(args.raw(), ifname)?;
+    let bad = |detail: String| Error::Config {
+        port: args.raw().into(),
+        what: "device options",
+        detail,
+    };
+    let frames = args.opt_u64("frames", 512)?;
+    if !frames.is_power_of_two() || !(16..=65536).contains(&frames) {
+        return Err(bad(format!(
+            "frames={frames}; a power of two in 16..=65536"
+        )));
+    }
+    let queues = args.opt_u64("queues", 16)?;
+    if !(1..=16).contains(&queues) {
+        return Err(bad(format!("queues={queues}; 1..=16 allowed")));
+    }
+    let qdisc_bypass = args.opt_bool("qdisc_bypass", false)?;
+    let v3 = match args.opt_u64("version", 2)? {
+        2 => false,
+        3 => true,
+        v => {
+            return Err(bad(format!(
+                "version={v}; 2 (TPACKET_V2, the default) or 3"
+            )))
+        }
+    };
+    let opts = Options {
+        qdisc_bypass,
+        v3,
+        frames: frames as u32,
+        queues: queues as u16,
+    };
+    Ok((ifname, opts))
 }
 
 struct AfPacket {

@@ -27,6 +27,22 @@ const MAX_QUEUES: u16 = 16;
 /// The `tap` driver.
 pub struct TapDriver;
 
+/// The interface name and queue count `args` asks for.
+fn options(args: &DevArgs) -> Result<(String, u64), Error> {
+    args.only_options(&["queues"])?;
+    let name = args.require_target("an interface name")?.to_string();
+    check_ifname(args.raw(), &name)?;
+    let queues = args.opt_u64("queues", MAX_QUEUES as u64)?;
+    if !(1..=MAX_QUEUES as u64).contains(&queues) {
+        return Err(Error::Config {
+            port: args.raw().into(),
+            what: "device options",
+            detail: format!("queues={queues}; 1..={MAX_QUEUES} allowed"),
+        });
+    }
+    Ok((name, queues))
+}
+
 impl Driver for TapDriver {
     fn kind(&self) -> &'static str {
         "tap"
@@ -36,18 +52,12 @@ impl Driver for TapDriver {
         "tap:NAME[,queues=N]  creates TAP interface NAME for the host's network stack"
     }
 
+    fn check(&self, args: &DevArgs) -> Result<(), Error> {
+        options(args).map(drop)
+    }
+
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, Error> {
-        args.only_options(&["queues"])?;
-        let name = args.require_target("an interface name")?.to_string();
-        check_ifname(args.raw(), &name)?;
-        let queues = args.opt_u64("queues", MAX_QUEUES as u64)?;
-        if !(1..=MAX_QUEUES as u64).contains(&queues) {
-            return Err(Error::Config {
-                port: args.raw().into(),
-                what: "device options",
-                detail: format!("queues={queues}; 1..={MAX_QUEUES} allowed"),
-            });
-        }
+        let (name, queues) = options(args)?;
         let first = attach(args.raw(), &name)?;
         let dev = Netdev::open(args.raw(), &name)?;
         Ok(Box::new(KernelPort::new(

@@ -105,8 +105,22 @@ impl Driver for Mlx4ModelDriver {
         "mlx4-model:NAME[,port=1|2][,wire=0|1]  a ConnectX-3 device model (wire: its two ports cabled together)"
     }
 
-    fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, rpmd_pmd::Error> {
+    fn check(&self, args: &DevArgs) -> Result<(), rpmd_pmd::Error> {
         args.only_options(&["port", "wire"])?;
+        args.require_target("a model name")?;
+        args.opt_bool("wire", false)?;
+        match args.opt_u64("port", 1)? {
+            1 | 2 => Ok(()),
+            p => Err(rpmd_pmd::Error::Config {
+                port: args.raw().into(),
+                what: "device options",
+                detail: format!("port={p}; a ConnectX-3 has ports 1 and 2"),
+            }),
+        }
+    }
+
+    fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, rpmd_pmd::Error> {
+        self.check(args)?;
         let name = args.require_target("a model name")?.to_string();
         let wire = args.opt_bool("wire", false)?;
         let model = {

@@ -31,9 +31,15 @@ impl Driver for LoopbackDriver {
         "loopback[,queues=N][,size=N]  (tests) tx queue q comes back on rx queue q"
     }
 
-    fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
+    fn check(&self, args: &DevArgs) -> Result<(), Error> {
         args.no_target()?;
         args.only_options(&["queues", "size"])?;
+        args.opt_u64("queues", 1)?;
+        args.opt_u64("size", 1024).map(drop)
+    }
+
+    fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
+        self.check(args)?;
         let queues = args.opt_u64("queues", 1)?.clamp(1, 16) as usize;
         let size = args.opt_u64("size", 1024)?;
         Ok(Box::new(RingPort::looped(

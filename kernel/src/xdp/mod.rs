@@ -24,7 +24,7 @@ mod prog;
 mod ring;
 mod socket;
 
-use crate::netdev::Netdev;
+use crate::netdev::{check_ifname, Netdev};
 use crate::port::{frame_len, rx_pool, Backend, KernelPort, Live};
 use crate::sys;
 use crossbeam_utils::CachePadded;
@@ -67,55 +67,24 @@ impl Driver for AfXdpDriver {
         "af_xdp:IFNAME[,queue=Q][,queues=N][,mode=native|skb][,zerocopy=0|1][,need_wakeup=0|1][,busy_poll_us=U][,busy_budget=B]  AF_XDP sockets on a kernel interface"
     }
 
+    fn check(&self, args: &DevArgs) -> Result<(), Error> {
+        options(args).map(drop)
+    }
+
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, Error> {
-        args.only_options(&[
-            "queue",
-            "queues",
-            "mode",
-            "zerocopy",
-            "need_wakeup",
-            "busy_poll_us",
-            "busy_budget",
-        ])?;
-        let ifname = args.require_target("an interface name")?.to_string();
-        let bad = |detail: String| Error::Config {
-            port: args.raw().into(),
-            what: "device options",
-            detail,
-        };
-        let mode = match args.opt("mode") {
-            None => None,
-            Some("native" | "drv") => Some(Mode::Native),
-            Some("skb" | "generic") => Some(Mode::Skb),
-            Some(m) => return Err(bad(format!("mode={m}; native or skb"))),
-        };
-        let zerocopy = args
-            .opt("zerocopy")
-            .map(|_| args.opt_bool("zerocopy", false))
-            .transpose()?;
-        let busy_poll_us = args.opt_u64("busy_poll_us", 0)?;
-        let busy_budget = args.opt_u64("busy_budget", 64)?;
-        if busy_poll_us > 1_000_000 || !(1..=1024).contains(&busy_budget) {
-            return Err(bad(format!("busy_poll_us={busy_poll_us} (at most 1000000), busy_budget={busy_budget} (1..=1024)")));
-        }
+        let (ifname, opts) = options(args)?;
         let dev = Netdev::open(args.raw(), &ifname)?;
-        let have = dev.queue_count(true).max(dev.queue_count(false));
-        let queue = args.opt_u64("queue", 0)?;
-        let queues = args.opt_u64("queues", 1)?;
-        if !(1..=16).contains(&queues) || queue + queues > have as u64 {
-            return Err(bad(format!(
-                "queue={queue},queues={queues}: {ifname} has {have} queue(s) (0..{have}); set them with ethtool -L, or numrxqueues/numtxqueues for veth"
-            )));
+        let have = dev.queue_count(true).max(dev.queue_count(false)) as u64;
+        let (queue, queues) = (opts.queue as u64, opts.queues as u64);
+        if queue + queues > have {
+            return Err(Error::Config {
+                port: args.raw().into(),
+                what: "device options",
+                detail: format!(
+                    "queue={queue},queues={queues}: {ifname} has {have} queue(s) (0..{have}); set them with ethtool -L, or numrxqueues/numtxqueues for veth"
+                ),
+            });
         }
-        let opts = Options {
-            queue: queue as u32,
-            queues: queues as u16,
-            mode,
-            zerocopy,
-            need_wakeup: args.opt_bool("need_wakeup", true)?,
-            busy_poll_us: busy_poll_us as u32,
-            busy_budget: busy_budget as u32,
-        };
         Ok(Box::new(KernelPort::new(
             args,
             dev,
@@ -303,6 +272,61 @@ impl Backend for AfXdp {
             });
         }
     }
+}
+
+/// The interface name and options `args` asks for (the queues are
+/// checked against the interface's when it is opened).
+fn options(args: &DevArgs) -> Result<(String, Options), Error> {
+    args.only_options(&[
+        "queue",
+        "queues",
+        "mode",
+        "zerocopy",
+        "need_wakeup",
+        "busy_poll_us",
+        "busy_budget",
+    ])?;
+    let ifname = args.require_target("an interface name")?.to_string();
+    check_ifname(args.raw(), &ifname)?;
+    let bad = |detail: String| Error::Config {
+        port: args.raw().into(),
+        what: "device options",
+        detail,
+    };
+    let mode = match args.opt("mode") {
+        None => None,
+        Some("native" | "drv") => Some(Mode::Native),
+        Some("skb" | "generic") => Some(Mode::Skb),
+        Some(m) => return Err(bad(format!("mode={m}; native or skb"))),
+    };
+    let zerocopy = args
+        .opt("zerocopy")
+        .map(|_| args.opt_bool("zerocopy", false))
+        .transpose()?;
+    let busy_poll_us = args.opt_u64("busy_poll_us", 0)?;
+    let busy_budget = args.opt_u64("busy_budget", 64)?;
+    if busy_poll_us > 1_000_000 || !(1..=1024).contains(&busy_budget) {
+        return Err(bad(format!(
+            "busy_poll_us={busy_poll_us} (at most 1000000), busy_budget={busy_budget} (1..=1024)"
+        )));
+    }
+    let queue = args.opt_u64("queue", 0)?;
+    let queues = args.opt_u64("queues", 1)?;
+    if !(1..=16).contains(&queues) || queue > u16::MAX as u64 {
+        return Err(bad(format!(
+            "queue={queue},queues={queues}: queues 1..=16, from a queue the interface has"
+        )));
+    }
+    let opts = Options {
+        queue: queue as u32,
+        queues: queues as u16,
+        mode,
+        zerocopy,
+        need_wakeup: args.opt_bool("need_wakeup", true)?,
+        busy_poll_us: busy_poll_us as u32,
+        busy_budget: busy_budget as u32,
+    };
+    Ok((ifname, opts))
 }
 
 /// Mbufs the kernel holds, by pool index.

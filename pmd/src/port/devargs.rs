@@ -37,9 +37,18 @@ fn malformed(raw: &str, reason: String) -> Error {
 impl DevArgs {
     /// Parses `s`; errors say what is wrong with it.
     pub fn parse(s: &str) -> Result<Self, Error> {
-        let raw = s.trim();
-        if raw.is_empty() {
+        let raw = s;
+        if raw.trim().is_empty() {
             return Err(malformed(s, "empty device string".into()));
+        }
+        // A space at either end is a typo (a quoted argument), never part
+        // of a name: refused rather than trimmed, so that what the port
+        // is called is what the user wrote.
+        if raw.trim() != raw {
+            return Err(malformed(
+                raw,
+                "white space at the start or end of the device string".into(),
+            ));
         }
         let (head, opts) = match raw.find(',') {
             Some(i) if i + 1 == raw.len() => {
@@ -216,8 +225,13 @@ mod tests {
         assert_eq!(a.target(), Some("/run/v.sock"));
         assert_eq!(a.opt_u64("queues", 1).unwrap(), 2);
         assert!(a.opt_bool("server", false).unwrap());
-        let n = DevArgs::parse(" null ").unwrap();
+        let n = DevArgs::parse("null").unwrap();
         assert_eq!((n.kind(), n.target(), n.options().len()), ("null", None, 0));
+        // A space at an end is a typo, not trimmed away.
+        for s in [" null", "af_packet:veth0 ", "ring:a,queues=2\t"] {
+            let e = DevArgs::parse(s).unwrap_err().to_string();
+            assert!(e.contains("white space at the start or end"), "{s:?}: {e}");
+        }
         let n = DevArgs::parse("null,size=128").unwrap();
         assert_eq!(n.opt_u64("size", 64).unwrap(), 128);
     }

@@ -29,29 +29,39 @@ impl Driver for NullDriver {
         "null[,size=N][,queues=N]  receives endless N-byte frames, frees what it sends"
     }
 
+    fn check(&self, args: &DevArgs) -> Result<(), Error> {
+        options(args).map(drop)
+    }
+
     fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
-        args.no_target()?;
-        args.only_options(&["size", "queues"])?;
-        let size = args.opt_u64("size", 64)?;
-        let queues = args.opt_u64("queues", 16)?;
-        let bad = |detail: String| Error::Config {
-            port: args.raw().to_string(),
-            what: "device options",
-            detail,
-        };
-        if !(14..=2048).contains(&size) {
-            return Err(bad(format!("size={size}; 14..=2048 allowed")));
-        }
-        if !(1..=16).contains(&queues) {
-            return Err(bad(format!("queues={queues}; 1..=16 allowed")));
-        }
+        let (size, queues) = options(args)?;
         Ok(Box::new(NullPort {
             soft: SoftState::new(args.raw()).with_port_id(args.port_id()),
-            size: size as usize,
-            max_queues: queues as u16,
+            size,
+            max_queues: queues,
             conf: None,
         }))
     }
+}
+
+/// The frame size and queue count `args` asks for.
+fn options(args: &DevArgs) -> Result<(usize, u16), Error> {
+    args.no_target()?;
+    args.only_options(&["size", "queues"])?;
+    let size = args.opt_u64("size", 64)?;
+    let queues = args.opt_u64("queues", 16)?;
+    let bad = |detail: String| Error::Config {
+        port: args.raw().to_string(),
+        what: "device options",
+        detail,
+    };
+    if !(14..=2048).contains(&size) {
+        return Err(bad(format!("size={size}; 14..=2048 allowed")));
+    }
+    if !(1..=16).contains(&queues) {
+        return Err(bad(format!("queues={queues}; 1..=16 allowed")));
+    }
+    Ok((size as usize, queues as u16))
 }
 
 /// A null port.

@@ -30,6 +30,13 @@ pub trait Driver: Send + Sync {
     /// `ring:NAME[,queues=N][,size=N]  in-process ring pair`.
     fn usage(&self) -> &'static str;
 
+    /// Checks `args` as [`open`](Self::open) would, without opening or
+    /// touching anything (no socket, file, interface or device): the
+    /// target's form and every option's name and value. Apps run it on
+    /// their command line before they start, so that a bad option is a
+    /// usage error (exit status 2) before anything runs.
+    fn check(&self, args: &DevArgs) -> Result<(), Error>;
+
     /// Opens a port whose DMA memory comes from `domain`.
     fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, Error>;
 }
@@ -181,14 +188,18 @@ impl Registry {
     }
 
     /// Checks `s` as [`open`](Self::open) would before opening: its
-    /// syntax, and that a driver takes its kind (the error names the
-    /// accepted forms, as `open`'s does).
+    /// syntax, that a driver takes its kind (the error names the accepted
+    /// forms, as `open`'s does), and the driver's own check of its target
+    /// and options ([`Driver::check`]).
     pub fn check(&self, s: &str) -> Result<(), Error> {
         let args = self.parse(s)?;
-        if args.kind() == "pci" || self.vdevs.iter().any(|d| d.kind() == args.kind()) {
+        if args.kind() == "pci" {
             return Ok(());
         }
-        Err(self.unknown_kind(&args))
+        match self.vdevs.iter().find(|d| d.kind() == args.kind()) {
+            Some(d) => d.check(&args),
+            None => Err(self.unknown_kind(&args)),
+        }
     }
 
     /// Parses `s`; a malformed string's error lists the accepted forms.

@@ -62,22 +62,17 @@ impl Driver for RingDriver {
         "ring:NAME[,queues=N][,size=N]  in-process port; two ports of one NAME are joined back to back"
     }
 
+    fn check(&self, args: &DevArgs) -> Result<(), Error> {
+        options(args).map(drop)
+    }
+
     fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
-        args.only_options(&["queues", "size"])?;
-        let name = args.require_target("a ring name")?.to_string();
+        let (name, queues, size) = options(args)?;
         let bad = |detail: String| Error::Config {
             port: args.raw().to_string(),
             what: "device options",
             detail,
         };
-        let queues = args.opt_u64("queues", 1)?;
-        let size = args.opt_u64("size", 1024)?;
-        if !(1..=16).contains(&queues) {
-            return Err(bad(format!("queues={queues}; 1..=16 allowed")));
-        }
-        if !size.is_power_of_two() || !(2..=1 << 20).contains(&size) {
-            return Err(bad(format!("size={size}; a power of two in 2..=1048576")));
-        }
         let mut links = lock(&self.links);
         links.retain(|_, w| w.strong_count() > 0);
         let link = match links.get(&name).and_then(Weak::upgrade) {
@@ -115,6 +110,26 @@ impl Driver for RingDriver {
             conf: None,
         }))
     }
+}
+
+/// The ring name, queue count and ring size `args` asks for.
+fn options(args: &DevArgs) -> Result<(String, u64, u64), Error> {
+    args.only_options(&["queues", "size"])?;
+    let name = args.require_target("a ring name")?.to_string();
+    let bad = |detail: String| Error::Config {
+        port: args.raw().to_string(),
+        what: "device options",
+        detail,
+    };
+    let queues = args.opt_u64("queues", 1)?;
+    let size = args.opt_u64("size", 1024)?;
+    if !(1..=16).contains(&queues) {
+        return Err(bad(format!("queues={queues}; 1..=16 allowed")));
+    }
+    if !size.is_power_of_two() || !(2..=1 << 20).contains(&size) {
+        return Err(bad(format!("size={size}; a power of two in 2..=1048576")));
+    }
+    Ok((name, queues, size))
 }
 
 fn new_ring(size: usize) -> Result<(Prod, Cons), Error> {

@@ -97,24 +97,20 @@ pub const MAX_PAIRS: u16 = 8;
 /// The `vhost-user` driver.
 pub struct VhostUserDriver;
 
-impl Driver for VhostUserDriver {
-    fn kind(&self) -> &'static str {
-        "vhost-user"
-    }
-
-    fn usage(&self) -> &'static str {
-        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1][,call_coalesce=N][,csum=0|1]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
-    }
-
-    fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
-        Ok(Box::new(VhostUserPort::open(args)?))
-    }
+/// What a `vhost-user:` string asks for.
+struct BackendOptions {
+    path: String,
+    pairs: u16,
+    mtu: u64,
+    features: u64,
+    busy_poll: Option<BusyPoll>,
+    call_coalesce: u64,
+    fault_every: u32,
+    client: bool,
 }
 
-impl VhostUserPort {
-    /// Opens the port `args` describes (what the registry does for a
-    /// `vhost-user:` string), as its own type, for [`last_error`](Self::last_error).
-    pub fn open(args: &DevArgs) -> Result<VhostUserPort, PmdError> {
+impl BackendOptions {
+    fn parse(args: &DevArgs) -> Result<BackendOptions, PmdError> {
         args.only_options(&[
             "client",
             "queues",
@@ -178,9 +174,56 @@ impl VhostUserPort {
                 format!("call_coalesce={call_coalesce}: at most 4096 chains"),
             ));
         }
-        #[cfg_attr(not(feature = "fault-injection"), allow(unused_variables))]
         let fault_every = crate::fault_every(args, "fault_used_every")?;
         let client = args.opt_bool("client", false)?;
+        Ok(BackendOptions {
+            path,
+            pairs,
+            mtu,
+            features,
+            busy_poll,
+            call_coalesce,
+            fault_every,
+            client,
+        })
+    }
+}
+
+impl Driver for VhostUserDriver {
+    fn check(&self, args: &DevArgs) -> Result<(), PmdError> {
+        BackendOptions::parse(args).map(drop)
+    }
+
+    fn kind(&self) -> &'static str {
+        "vhost-user"
+    }
+
+    fn usage(&self) -> &'static str {
+        "vhost-user:PATH[,client=0|1][,queues=Q][,mrg_rxbuf=0|1][,event_idx=0|1][,mtu=M][,busyloop_us=U][,rx_poll=0|1][,call_coalesce=N][,csum=0|1]  a virtio-net device for a vhost-user frontend (a VM, virtio-user)"
+    }
+
+    fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
+        Ok(Box::new(VhostUserPort::open(args)?))
+    }
+}
+
+impl VhostUserPort {
+    /// Opens the port `args` describes (what the registry does for a
+    /// `vhost-user:` string), as its own type, for [`last_error`](Self::last_error).
+    pub fn open(args: &DevArgs) -> Result<VhostUserPort, PmdError> {
+        let name = args.raw();
+        let BackendOptions {
+            path,
+            pairs,
+            mtu,
+            features,
+            busy_poll,
+            call_coalesce,
+            fault_every,
+            client,
+        } = BackendOptions::parse(args)?;
+        #[cfg(not(feature = "fault-injection"))]
+        let _ = fault_every;
         let ep = if client {
             Endpoint::Client(path.clone())
         } else {

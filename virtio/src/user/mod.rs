@@ -107,16 +107,22 @@ use crate::{perr, psrc};
 /// The `virtio-user` driver.
 pub struct VirtioUserDriver;
 
-impl Driver for VirtioUserDriver {
-    fn kind(&self) -> &'static str {
-        "virtio-user"
-    }
+/// What a `virtio-user:` string asks for.
+struct UserOptions {
+    fault_desc_every: u32,
+    want_event_idx: bool,
+    want_packed: bool,
+    want_in_order: bool,
+    pairs: u16,
+    timeout: Duration,
+    mrg: bool,
+    path: String,
+    layout: Layout,
+    server: bool,
+}
 
-    fn usage(&self) -> &'static str {
-        "virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,in_order=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
-    }
-
-    fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
+impl UserOptions {
+    fn parse(args: &DevArgs) -> Result<UserOptions, PmdError> {
         args.only_options(&[
             "queues",
             "queue_size",
@@ -150,6 +156,47 @@ impl Driver for VirtioUserDriver {
             .and_then(Layout::new)
             .map_err(|e| psrc(args.raw(), "queue_size", e))?;
         let server = args.opt_bool("server", false)?;
+        Ok(UserOptions {
+            fault_desc_every,
+            want_event_idx,
+            want_packed,
+            want_in_order,
+            pairs,
+            timeout,
+            mrg,
+            path,
+            layout,
+            server,
+        })
+    }
+}
+
+impl Driver for VirtioUserDriver {
+    fn kind(&self) -> &'static str {
+        "virtio-user"
+    }
+
+    fn usage(&self) -> &'static str {
+        "virtio-user:PATH[,server=0|1][,queues=Q][,queue_size=N][,mrg_rxbuf=0|1][,event_idx=0|1][,packed_vq=0|1][,in_order=0|1][,timeout_ms=T]  virtio-net driven over a vhost-user socket"
+    }
+
+    fn check(&self, args: &DevArgs) -> Result<(), PmdError> {
+        UserOptions::parse(args).map(drop)
+    }
+
+    fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
+        let UserOptions {
+            fault_desc_every,
+            want_event_idx,
+            want_packed,
+            want_in_order,
+            pairs,
+            timeout,
+            mrg,
+            path,
+            layout,
+            server,
+        } = UserOptions::parse(args)?;
         let ep = if server {
             listen(&path, args.raw())?
         } else {

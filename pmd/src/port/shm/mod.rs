@@ -54,41 +54,12 @@ impl Driver for ShmDriver {
         "shm:NAME[,queues=N][,slots=N][,slot_size=N]  shared-memory port; two ports of one NAME (any processes) are joined back to back"
     }
 
+    fn check(&self, args: &DevArgs) -> Result<(), Error> {
+        options(args).map(drop)
+    }
+
     fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
-        args.only_options(&["queues", "slots", "slot_size"])?;
-        let name = args.require_target("a link name")?;
-        let bad = |detail: String| Error::Config {
-            port: args.raw().to_string(),
-            what: "device options",
-            detail,
-        };
-        if name.len() > 64
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
-            || name.starts_with('.')
-        {
-            return Err(bad(format!(
-                "name {name:?}; 1 to 64 of A-Z a-z 0-9 _ - . (not starting with a dot)"
-            )));
-        }
-        let queues = args.opt_u64("queues", 1)?;
-        let slots = args.opt_u64("slots", 1024)?;
-        let slot_size = args.opt_u64("slot_size", 2048)?;
-        if !(1..=16).contains(&queues) {
-            return Err(bad(format!("queues={queues}; 1..=16 allowed")));
-        }
-        if !slots.is_power_of_two() || !(2..=32768).contains(&slots) {
-            return Err(bad(format!("slots={slots}; a power of two in 2..=32768")));
-        }
-        if !(64..=16384).contains(&slot_size) {
-            return Err(bad(format!("slot_size={slot_size}; 64..=16384 allowed")));
-        }
-        let want = Geometry {
-            queues: queues as u32,
-            slots: slots as u32,
-            slot_size: slot_size as u32,
-        };
+        let (name, want) = options(args)?;
         let explicit = ["queues", "slots", "slot_size"].map(|k| args.opt(k).is_some());
         let link = Shared::attach(name, args.raw(), want, explicit)?;
         let side = link.side;
@@ -99,6 +70,45 @@ impl Driver for ShmDriver {
             conf: None,
         }))
     }
+}
+
+/// The link name and geometry `args` asks for.
+fn options(args: &DevArgs) -> Result<(&str, Geometry), Error> {
+    args.only_options(&["queues", "slots", "slot_size"])?;
+    let name = args.require_target("a link name")?;
+    let bad = |detail: String| Error::Config {
+        port: args.raw().to_string(),
+        what: "device options",
+        detail,
+    };
+    if name.len() > 64
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        || name.starts_with('.')
+    {
+        return Err(bad(format!(
+            "name {name:?}; 1 to 64 of A-Z a-z 0-9 _ - . (not starting with a dot)"
+        )));
+    }
+    let queues = args.opt_u64("queues", 1)?;
+    let slots = args.opt_u64("slots", 1024)?;
+    let slot_size = args.opt_u64("slot_size", 2048)?;
+    if !(1..=16).contains(&queues) {
+        return Err(bad(format!("queues={queues}; 1..=16 allowed")));
+    }
+    if !slots.is_power_of_two() || !(2..=32768).contains(&slots) {
+        return Err(bad(format!("slots={slots}; a power of two in 2..=32768")));
+    }
+    if !(64..=16384).contains(&slot_size) {
+        return Err(bad(format!("slot_size={slot_size}; 64..=16384 allowed")));
+    }
+    let want = Geometry {
+        queues: queues as u32,
+        slots: slots as u32,
+        slot_size: slot_size as u32,
+    };
+    Ok((name, want))
 }
 
 /// One side's attachment to a link file.
