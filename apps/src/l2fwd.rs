@@ -381,10 +381,12 @@ fn embedded_peers(
         peers.push(p.start().map_err(|e| e.to_string())?);
         ports.push(p);
     }
+    // A well-formed UDP/IPv4 frame (what a capture shows), between the
+    // generator's and the sink's addresses.
     let mut template = [0u8; 60];
+    template.copy_from_slice(&crate::gen::template(60));
     template[..6].copy_from_slice(&MacAddr::local(0).0);
     template[6..12].copy_from_slice(&MacAddr::local(0x99).0);
-    template[12..14].copy_from_slice(&[0x08, 0x00]);
     let counts = Arc::new((Counter::default(), Counter::default()));
     let gs = GenSink {
         peers,

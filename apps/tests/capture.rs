@@ -273,3 +273,50 @@ fn l2fwd_pcap_files_read_back_by_tshark_frame_for_frame() {
     }
     let _ = std::fs::remove_file(&file);
 }
+
+/// The embedded topology's generator sends well-formed UDP/IPv4 frames
+/// (an outside tester's tshark said "Bogus IPv4 version (0, must be 4)").
+#[test]
+fn the_embedded_generators_frames_are_udp_over_ipv4() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        rpmd_pmd::testing::missing_peer(
+            "apps capture the_embedded_generators_frames_are_udp_over_ipv4",
+            "tshark (Debian package tshark) decodes the capture",
+        );
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("l2fwd");
+    let file = std::env::temp_dir().join(format!("rpmd-embedded-{}.pcapng", std::process::id()));
+    let pcap = format!("0:rx={}", file.display());
+    let out = Command::new(&bin)
+        .args(["--duration", "0.5", "--no-telemetry", "--pcap", &pcap])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fields = Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-c", "20", "-T", "fields"])
+        .args([
+            "-e",
+            "ip.version",
+            "-e",
+            "ip.checksum.status",
+            "-e",
+            "udp.dstport",
+        ])
+        .args(["-o", "ip.check_checksum:TRUE"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let text = String::from_utf8_lossy(&fields.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 20, "{text}");
+    for l in lines {
+        // Version 4, a good header checksum (status 1), a UDP port.
+        assert_eq!(l.split('\t').collect::<Vec<_>>(), ["4", "1", "9"], "{text}");
+    }
+}

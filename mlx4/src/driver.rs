@@ -114,7 +114,7 @@ impl Driver for Mlx4ModelDriver {
             p => Err(rpmd_pmd::Error::Config {
                 port: args.raw().into(),
                 what: "device options",
-                detail: format!("port={p}; a ConnectX-3 has ports 1 and 2"),
+                detail: format!("port={p}; a ConnectX-3 has ports 1..=2"),
             }),
         }
     }

@@ -378,6 +378,9 @@ struct Shared {
     tid: AtomicI32,
     /// How it polls (as started).
     config: LcoreConfig,
+    /// Whether its sleeps busy-poll in the kernel: 0 before the lcore
+    /// starts, 1 yes, 2 no (not asked for, or refused by the kernel).
+    kernel_busy: std::sync::atomic::AtomicU8,
 }
 
 /// An lcore's counters, shared with the lcore (see
@@ -394,6 +397,16 @@ impl LcoreStats {
     /// How the lcore polls (its configuration as started).
     pub fn config(&self) -> &LcoreConfig {
         &self.0.config
+    }
+
+    /// Whether the lcore's sleeps busy-poll in the kernel (its
+    /// `kernel_busy_poll`, where the kernel has per-epoll busy polling:
+    /// Linux 6.9); `None` until the lcore has started.
+    pub fn kernel_busy_polling(&self) -> Option<bool> {
+        match self.0.kernel_busy.load(Ordering::Acquire) {
+            0 => None,
+            k => Some(k == 1),
+        }
     }
 
     /// The CPU time its thread has used, in nanoseconds, from the kernel's
@@ -434,6 +447,7 @@ impl Lcore {
             stats: Telemetry::default(),
             tid: AtomicI32::new(0),
             config: cfg.clone(),
+            kernel_busy: std::sync::atomic::AtomicU8::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -623,6 +637,8 @@ const CLOCK_EVERY: u32 = 8;
 /// signal fires), then arm the tasks' notifications and sleep.
 fn run(s: &Shared, cfg: LcoreConfig) -> Stopped {
     let mut p = Poller::new(cfg);
+    let busy = if p.busy_sleep.is_some() { 1 } else { 2 };
+    s.kernel_busy.store(busy, Ordering::Release);
     loop {
         // `is_empty` is two plain loads, where `pop` on an empty queue
         // issues a full fence, which would wait for the stores of a frame

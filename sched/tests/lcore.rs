@@ -114,6 +114,14 @@ fn sleep_wake_and_finish(kernel_busy_poll: Option<rpmd_sched::KernelBusyPoll>) {
     l.add(TaskId(1), t).expect("the lcore runs");
     // Idle: it spins briefly, then sleeps.
     wait_for("a sleep", || l.stats().sleeps.get() > 0);
+    // Asked for and not there (a kernel before 6.9): the run below tests
+    // plain sleeps only, which must not pass as the busy-polling case.
+    if kernel_busy_poll.is_some() && l.stats_handle().kernel_busy_polling() != Some(true) {
+        rpmd_pmd::testing::missing_peer(
+            "tasks_run_sleep_wake_and_finish_with_kernel_busy_polling",
+            "the kernel's per-epoll busy polling (EPIOCSPARAMS, Linux 6.9)",
+        );
+    }
     // Work sent with an interrupt-style wake-up while it sleeps: each item
     // waits until the lcore has armed its notifications. (An item that lands
     // between arming and the lcore's last look is taken without sleeping, so

@@ -80,6 +80,14 @@ if command -v dpdk-testpmd >/dev/null; then
     args+=(-chardev "socket,id=vhu,path=$VHU"
            -netdev "vhost-user,id=n5,chardev=vhu,queues=2"
            -device "virtio-net-pci,netdev=n5,mq=on,vectors=0,disable-legacy=on,iommu_platform=on,ats=on,addr=0x10,mac=52:54:00:00:00:06")
+elif [ "${CI:-}" = true ] || [ "${RPMD_REQUIRE_PEERS:-}" = 1 ]; then
+    say "dpdk-testpmd not found: the two-queue-pair NIC (00:10.0) needs it as its vhost-user backend (CI=true: a missing peer is a failure)"
+    exit 1
+else
+    say "SKIPPED: the two-queue-pair NIC (00:10.0): dpdk-testpmd not found"
+    if [ -n "${RPMD_SKIP_LOG:-}" ]; then
+        echo "VFIO guest's two-queue-pair NIC: dpdk-testpmd not found" >>"$RPMD_SKIP_LOG"
+    fi
 fi
 # NIC 6 (00:11.0): no control queue (ctrl_vq=off; QEMU still offers
 # CTRL_RX): the port must not negotiate CTRL_RX nor accept receive
