@@ -138,6 +138,7 @@ fn a_card_with_too_little_icm_is_refused_by_name() {
 /// A driver by hand up to INIT_HCA, so that the model can be shown a
 /// wrong mailbox.
 struct ByHand {
+    func: Arc<dyn rpmd_pmd::function::PciFunction>,
     hcr: Hcr,
     mb: DevBuf,
     fw: RunningFw,
@@ -145,10 +146,19 @@ struct ByHand {
     init: InitHca,
 }
 
+impl ByHand {
+    fn fw_function(&self) -> Arc<dyn rpmd_pmd::function::PciFunction> {
+        self.func.clone()
+    }
+}
+
 fn by_hand(m: &Arc<Mlx4Model>) -> ByHand {
     let f = m.open(&DmaDomain::new()).unwrap();
+    // Ownership first, as the driver takes it (one read; 0 = ours).
+    let bar0 = f.bar(0).unwrap();
+    assert_eq!(bar0.read32(rpmd_mlx4::prm::bar0::OWNERSHIP).unwrap(), 0);
     f.enable_bus_master().unwrap();
-    let mut hcr = Hcr::new(f.bar(0).unwrap(), quick());
+    let mut hcr = Hcr::new(bar0, quick());
     let mb = DevBuf::new(&*f, "mailbox", 4096).unwrap();
     let fw = RunningFw::start(&*f, &mut hcr, &mb).unwrap();
     let cap = DevCap::query(&mut hcr, &mb).unwrap();
@@ -156,6 +166,7 @@ fn by_hand(m: &Arc<Mlx4Model>) -> ByHand {
     let init = layout.init_hca(&cap);
     let icm = Icm::map(&*f, &mut hcr, &mb, layout).unwrap();
     ByHand {
+        func: f,
         hcr,
         mb,
         fw,
@@ -388,4 +399,154 @@ fn init_hca_over_a_table_with_no_memory_is_an_icm_error() {
     m.clear_violations();
     h.icm.unmap(&mut h.hcr);
     h.fw.stop(&mut h.hcr);
+}
+
+/// A command on a card whose ownership the driver never took, or with
+/// bus mastering off, is refused before the firmware acts on it.
+#[test]
+fn no_command_without_ownership_or_bus_mastering() {
+    let m = model(ModelOptions::default());
+    let f = m.open(&DmaDomain::new()).unwrap();
+    f.enable_bus_master().unwrap();
+    let mut hcr = Hcr::new(f.bar(0).unwrap(), quick());
+    let nop = Cmd {
+        opcode: op::NOP,
+        ..Cmd::default()
+    };
+    assert_eq!(status_of(hcr.exec(nop)), status::BAD_SYS_STATE);
+    assert!(
+        m.violations()[0].contains("ownership"),
+        "{:?}",
+        m.violations()
+    );
+    let m = model(ModelOptions::default());
+    let f = m.open(&DmaDomain::new()).unwrap();
+    let bar0 = f.bar(0).unwrap();
+    assert_eq!(bar0.read32(rpmd_mlx4::prm::bar0::OWNERSHIP).unwrap(), 0);
+    let mut hcr = Hcr::new(bar0, quick());
+    assert_eq!(status_of(hcr.exec(nop)), status::BAD_SYS_STATE);
+    assert!(m.violations()[0].contains("bus mastering off"));
+}
+
+/// What the firmware refuses once running: RUN_FW again, QUERY_QP past
+/// the QP table (as every other QP command), HW2SW with an op_mod it has
+/// no meaning for, a MAP_ICM list one of whose blocks is bad (none of it
+/// is mapped), a CQ-arm doorbell before INIT_HCA.
+#[test]
+fn the_running_firmware_refuses_what_its_state_forbids() {
+    let m = model(ModelOptions::default());
+    let mut h = by_hand(&m);
+    let exec = |h: &mut ByHand, opcode, op_mod, in_mod, in_param| {
+        status_of(h.hcr.exec(Cmd {
+            opcode,
+            op_mod,
+            in_mod,
+            in_param,
+            out_param: h.mb.iova(),
+        }))
+    };
+    let refused = |m: &Mlx4Model, want: &str| {
+        let v = m.violations();
+        assert!(v.len() == 1 && v[0].contains(want), "{want}: {v:?}");
+        m.clear_violations();
+    };
+    assert_eq!(exec(&mut h, op::RUN_FW, 0, 0, 0), status::BAD_SYS_STATE);
+    refused(&m, "RUN_FW with the firmware running");
+    // A CQ-arm doorbell before INIT_HCA.
+    let bar2 = h.fw_function().bar(2).unwrap();
+    bar2.write32(rpmd_mlx4::prm::uar::CQ_ARM, 0x8000_0000)
+        .unwrap();
+    refused(&m, "CQ arm doorbell");
+    // MAP_ICM of two blocks, the second over the first: neither mapped.
+    let eqc = h.icm.layout.get(Table::Eqc);
+    exec(
+        &mut h,
+        op::UNMAP_ICM,
+        0,
+        (eqc.bytes() / 4096) as u32,
+        eqc.base,
+    );
+    let block = DevBuf::new(&*h.fw_function(), "icm block", 4096).unwrap();
+    let entry = |va: u64| [va.to_be_bytes(), block.iova().to_be_bytes()].concat();
+    h.mb.clear();
+    h.mb.write(0, &[entry(eqc.base), entry(eqc.base)].concat());
+    let list = h.mb.iova();
+    assert_eq!(exec(&mut h, op::MAP_ICM, 0, 2, list), status::BAD_PARAM);
+    refused(&m, "MAP_ICM");
+    assert_eq!(
+        exec(&mut h, op::MAP_ICM, 0, 1, list),
+        0,
+        "the first was left mapped"
+    );
+    assert_eq!(exec(&mut h, op::UNMAP_ICM, 0, 1, eqc.base), 0);
+    m.clear_violations();
+    h.icm.unmap(&mut h.hcr);
+    h.fw.stop(&mut h.hcr);
+    // Initialised: QUERY_QP and HW2SW.
+    let m = model(ModelOptions::default());
+    let mut h = by_hand(&m);
+    let good = h.init;
+    assert_eq!(status_of(init_hca(&mut h, &good)), 0);
+    assert_eq!(
+        exec(&mut h, op::QUERY_QP, 0, 0xff_ffff, 0),
+        status::BAD_INDEX
+    );
+    refused(&m, "QUERY_QP: QP 0xffffff outside");
+    for opcode in [op::HW2SW_MPT, op::HW2SW_EQ, op::HW2SW_CQ] {
+        assert_eq!(exec(&mut h, opcode, 2, 5, 0), status::BAD_PARAM);
+        refused(&m, "op_mod 2");
+    }
+    close_by_hand(h, &m, "refusals, at the end");
+}
+
+/// With a port up and objects live, CLOSE_HCA is refused and changes
+/// nothing; UNMAP_ICM of a table holding a live context is refused;
+/// HW2SW_EQ of an EQ still mapped to events is refused and the EQ stays
+/// the device's: the driver's own teardown afterwards is clean.
+#[test]
+fn refused_teardown_commands_leave_the_objects_in_place() {
+    let m = model(ModelOptions::default());
+    let mut hca = open(&m).unwrap();
+    hca.init_port(1, 1500).unwrap();
+    // A second HCR handle on the same BAR, in step with the driver's T
+    // bit (it posts an even number of commands, so the driver's stays
+    // in step too).
+    let bar0 = hca.function().bar(0).unwrap();
+    let t = bar0.read32(rpmd_mlx4::prm::bar0::HCR + 24).unwrap();
+    if rpmd_mlx4::prm::unwire32(t) & rpmd_mlx4::prm::hcr::TOGGLE != 0 {
+        hca.query_port(1).unwrap();
+    }
+    let mut hcr = Hcr::new(bar0, quick());
+    let mut exec = |opcode, op_mod, in_mod, in_param| {
+        status_of(hcr.exec(Cmd {
+            opcode,
+            op_mod,
+            in_mod,
+            in_param,
+            out_param: 0,
+        }))
+    };
+    assert_eq!(exec(op::CLOSE_HCA, 0, 0, 0), status::BAD_RES_STATE);
+    assert!(m.hca_initialised(), "a refused CLOSE_HCA closes nothing");
+    let eqc = hca.icm().unwrap().get(Table::Eqc);
+    let pages = (eqc.bytes() / 4096) as u32;
+    assert_eq!(
+        exec(op::UNMAP_ICM, 0, pages, eqc.base),
+        status::BAD_RES_STATE
+    );
+    let cap = hca.dev_cap();
+    let eqn = (1u32 << cap.log_rsvd_eqs).max(4 * cap.rsvd_uars as u32);
+    assert_eq!(exec(op::HW2SW_EQ, 1, eqn, 0), status::BAD_RES_STATE);
+    assert_eq!(exec(op::NOP, 0, 0, 0), 0);
+    let v = m.violations();
+    for want in [
+        "CLOSE_HCA with a port still up",
+        "live context of EQ",
+        "still mapped",
+    ] {
+        assert!(v.iter().any(|x| x.contains(want)), "{want}: {v:?}");
+    }
+    m.clear_violations();
+    drop(hca);
+    clean(&m, "the driver's teardown after the refusals");
 }

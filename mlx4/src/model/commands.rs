@@ -121,6 +121,9 @@ impl Mlx4Model {
             op::SET_PORT => self.set_port(s, op_mod),
             op::INIT_PORT => self.init_port(s),
             op::CLOSE_PORT => self.close_port(s),
+            op::HW2SW_MPT | op::HW2SW_EQ | op::HW2SW_CQ if op_mod != 1 => {
+                self.hw2sw_with_output(s, opcode, op_mod)
+            }
             op::SW2HW_MPT => self.sw2hw_mpt(s),
             op::HW2SW_MPT => self.hw2sw_mpt(s),
             op::WRITE_MTT => self.write_mtt(s),
@@ -140,6 +143,26 @@ impl Mlx4Model {
             op::SET_MCAST_FLTR => self.set_mcast_fltr(s, op_mod),
             op::CONF_SPECIAL_QP | op::NOP => status::OK,
             _ => status::BAD_OP,
+        }
+    }
+
+    /// HW2SW_{MPT,EQ,CQ} with an op_mod other than 1 (no output, as
+    /// Linux's mlx4 and rpmd send them): 0 asks for the context in an
+    /// output mailbox, which must then be one (the model writes it
+    /// zeroed; it keeps no context bytes); any other op_mod is refused.
+    fn hw2sw_with_output(&self, s: &mut State, opcode: u16, op_mod: u8) -> u8 {
+        if op_mod != 0 {
+            Self::violation(s, format!("{}: op_mod {op_mod}", op::name(opcode)));
+            return status::BAD_PARAM;
+        }
+        let st = self.mailbox_out(s, &[0; 64]);
+        if st != status::OK {
+            return st;
+        }
+        match opcode {
+            op::HW2SW_MPT => self.hw2sw_mpt(s),
+            op::HW2SW_EQ => self.hw2sw_eq(s),
+            _ => self.hw2sw_cq(s),
         }
     }
 
@@ -259,6 +282,10 @@ impl Mlx4Model {
     }
 
     fn run_fw(&self, s: &mut State) -> u8 {
+        if s.running {
+            Self::violation(s, "RUN_FW with the firmware running".into());
+            return status::BAD_SYS_STATE;
+        }
         let bytes: u64 = s.fa.iter().map(|&(_, log)| 1u64 << log).sum();
         if bytes < FW_PAGES as u64 * 4096 {
             Self::violation(s, format!("RUN_FW with a firmware area of {bytes} bytes"));

@@ -75,8 +75,21 @@ impl Bar2 {
         let (page, at) = (off / uar::PAGE, off % uar::PAGE);
         match (at, width) {
             (uar::SEND, 4) => self.0.send_doorbell(&mut s, page, unwire32(v as u32)),
-            // CQ arming: a polling driver never arms; accepted (§4 MAY).
-            (uar::CQ_ARM, 4 | 8) | (0x24, 4) => {}
+            // CQ arming (a polling driver never arms; §4 MAY): only of a
+            // CQ that exists, on an initialised HCA.
+            (uar::CQ_ARM, 4 | 8) => {
+                let cqn = unwire32(v as u32) & 0xff_ffff;
+                if s.icm.hca.is_none() || !s.obj.cqs.contains_key(&cqn) {
+                    Mlx4Model::violation(
+                        &mut s,
+                        format!("CQ arm doorbell of CQ {cqn:#x}, which does not exist"),
+                    );
+                }
+            }
+            (0x24, 4) if s.icm.hca.is_none() => {
+                Mlx4Model::violation(&mut s, "CQ arm doorbell before INIT_HCA".into())
+            }
+            (0x24, 4) => {}
             (0x800..0x820, 4) if at % 8 == 0 => {
                 let eqn = (page * 4 + (at - uar::EQ) / 8) as u32;
                 match s.obj.eqs.get_mut(&eqn) {

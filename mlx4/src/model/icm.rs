@@ -139,15 +139,22 @@ impl Mlx4Model {
         let Some(list) = self.page_list_at(s, "MAP_ICM", true) else {
             return status::BAD_PARAM;
         };
-        for (va, pa, log) in list {
+        // All of the list or none of it: each block is checked against
+        // the map and the blocks before it in the list.
+        for (i, &(va, _, log)) in list.iter().enumerate() {
             let len = 1u64 << log;
-            if va.checked_add(len).is_none_or(|e| e > size) || s.icm.overlaps(va, len) {
+            let earlier = list[..i]
+                .iter()
+                .any(|&(v, _, l)| va < v + (1 << l) && v < va + len);
+            if va.checked_add(len).is_none_or(|e| e > size) || s.icm.overlaps(va, len) || earlier {
                 Self::violation(
                     s,
                     format!("MAP_ICM {va:#x}+{len:#x}: outside the ICM ({size:#x}) or mapped"),
                 );
                 return status::BAD_PARAM;
             }
+        }
+        for (va, pa, log) in list {
             s.icm.map.insert(va, (pa, log));
         }
         status::OK
@@ -173,6 +180,14 @@ impl Mlx4Model {
                 format!("UNMAP_ICM {va:#x}..{end:#x}: not whole mapped blocks"),
             );
             return status::BAD_PARAM;
+        }
+        let live = Self::live_contexts(s);
+        if let Some((_, _, what)) = live.iter().find(|(a, l, _)| *a < end && va < a + l) {
+            Self::violation(
+                s,
+                format!("UNMAP_ICM {va:#x}..{end:#x}: holds the live context of {what}"),
+            );
+            return status::BAD_RES_STATE;
         }
         for k in inside {
             s.icm.map.remove(&k);
@@ -203,13 +218,16 @@ impl Mlx4Model {
         status::OK
     }
 
+    /// CLOSE_HCA: refused (and nothing changed) while a port is up or
+    /// an object lives; the driver must take them down first.
     pub(super) fn close_hca(&self, s: &mut State) -> u8 {
-        if s.icm.hca.take().is_none() {
+        if s.icm.hca.is_none() {
             Self::violation(s, "CLOSE_HCA without INIT_HCA".into());
             return status::BAD_SYS_STATE;
         }
         if s.ports.iter().any(|p| p.up) {
             Self::violation(s, "CLOSE_HCA with a port still up".into());
+            return status::BAD_RES_STATE;
         }
         let o = &s.obj;
         let live = (o.mrs.len(), o.eqs.len(), o.cqs.len(), s.qps.len());
@@ -218,11 +236,38 @@ impl Mlx4Model {
                 s,
                 format!("CLOSE_HCA with MRs, EQs, CQs, QPs still live: {live:?}"),
             );
+            return status::BAD_RES_STATE;
         }
+        s.icm.hca = None;
         s.ports = Default::default();
-        s.obj = Default::default();
-        s.qps = Default::default();
         status::OK
+    }
+
+    /// The ICM ranges holding a live object's context: (first byte,
+    /// bytes, what).
+    fn live_contexts(s: &State) -> Vec<(u64, u64, String)> {
+        let Some(h) = s.icm.hca else {
+            return Vec::new();
+        };
+        let at = |t: Tbl, n: u32| (t.base + n as u64 * t.entry, t.entry);
+        let mut out = Vec::new();
+        for &n in s.obj.mrs.keys() {
+            let (a, l) = at(h.dmpt, n);
+            out.push((a, l, format!("MPT {n:#x}")));
+        }
+        for &n in s.obj.eqs.keys() {
+            let (a, l) = at(h.eqc, n);
+            out.push((a, l, format!("EQ {n}")));
+        }
+        for &n in s.obj.cqs.keys() {
+            let (a, l) = at(h.cqc, n);
+            out.push((a, l, format!("CQ {n:#x}")));
+        }
+        for &n in s.qps.keys() {
+            let (a, l) = at(h.qpc, n);
+            out.push((a, l, format!("QP {n:#x}")));
+        }
+        out
     }
 
     pub(super) fn init_hca(&self, s: &mut State) -> u8 {

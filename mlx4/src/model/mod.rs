@@ -73,6 +73,9 @@ pub struct ModelOptions {
 struct State {
     config: Vec<u32>,
     owned: bool,
+    /// The driver took the ownership semaphore (its read found it free)
+    /// and has not released it: firmware takes commands only then.
+    ours: bool,
     semaphore: bool,
     hcr: [u32; 6],
     /// Dword 6 as the driver reads it: status, GO, T.
@@ -311,6 +314,7 @@ impl Mlx4Model {
             o if o == bar0::HCR + 24 => s.hcr6,
             bar0::OWNERSHIP => {
                 let was = s.owned as u32;
+                s.ours |= !s.owned;
                 s.owned = true;
                 was
             }
@@ -341,6 +345,7 @@ impl Mlx4Model {
                     Self::violation(s, format!("ownership semaphore written {v:#x}"));
                 }
                 s.owned = false;
+                s.ours = false;
             }
             bar0::RESET => {
                 if v != 1 {
@@ -370,8 +375,20 @@ impl Mlx4Model {
         if t == s.hcr6 & hcr::TOGGLE {
             Self::violation(s, "command posted with T unchanged".into());
         }
-        if s.config[1] & cfg::CMD_BUS_MASTER as u32 == 0 {
-            Self::violation(s, "command with bus mastering off".into());
+        // Refused before the firmware looks at it: a card the driver never
+        // took (firmware answers its owner only), or one that cannot
+        // reach memory (every mailbox and the data path are DMA).
+        let refused = if !s.ours {
+            Some("command on a card whose ownership the driver never took")
+        } else if s.config[1] & cfg::CMD_BUS_MASTER as u32 == 0 {
+            Some("command with bus mastering off")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            Self::violation(s, why.into());
+            s.hcr6 = (crate::prm::status::BAD_SYS_STATE as u32) << hcr::STATUS_SHIFT | t;
+            return;
         }
         if self.opts.hcr_stuck {
             s.hcr6 = hcr::GO | t;

@@ -294,14 +294,16 @@ impl Mlx4Model {
             let eq = s
                 .obj
                 .eqs
-                .remove(&eqn)
+                .get(&eqn)
                 .ok_or((status::BAD_RES_STATE, format!("EQ {eqn} not in use")))?;
+            // Refused, the EQ stays the device's.
             if eq.mask != 0 {
                 return Err((
                     status::BAD_RES_STATE,
                     format!("EQ {eqn} still mapped to events"),
                 ));
             }
+            s.obj.eqs.remove(&eqn);
             Ok(())
         })
     }

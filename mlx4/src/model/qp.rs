@@ -192,6 +192,14 @@ impl Mlx4Model {
     /// QUERY_QP: the context with the state the QP is in.
     pub(super) fn query_qp(&self, s: &mut State) -> u8 {
         let qpn = s.hcr[2] & 0xff_ffff;
+        // A number the other QP commands refuse is refused here too.
+        let checked = Self::checked(s, "QUERY_QP", |s| {
+            let hca = s.icm.hca.ok_or((status::BAD_SYS_STATE, "no HCA".into()))?;
+            Self::check_number(s, "QP", qpn, super::commands::CAPS.rsvd_qps, hca.qpc)
+        });
+        if checked != status::OK {
+            return checked;
+        }
         let mut m = QpModify::zeroed();
         match s.qps.get(&qpn) {
             Some(q) => {
