@@ -174,6 +174,12 @@ impl Netdev {
 
     /// The kernel's interface counters that say where frames were lost, as
     /// `kernel_*` xstats.
+    /// One of the kernel's counters of the interface
+    /// (`/sys/class/net/NAME/statistics/`).
+    pub(crate) fn counter(&self, name: &str) -> Option<u64> {
+        self.sysfs(&format!("statistics/{name}"))?.parse().ok()
+    }
+
     pub(crate) fn kernel_xstats(&self) -> Vec<Xstat> {
         [
             "rx_packets",

@@ -416,7 +416,7 @@ impl Backend for AfPacket {
         });
     }
 
-    fn missed(&self) -> u64 {
+    fn missed(&self, _: &Netdev) -> u64 {
         self.kernel_counts().1
     }
 }

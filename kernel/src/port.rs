@@ -39,7 +39,7 @@ pub(crate) trait Backend: Send {
     /// Frames the kernel dropped on their way to this port's sockets
     /// since they opened (their rings full, no buffers posted): the
     /// port's `imissed`, as DPDK's net_af_packet and net_af_xdp report.
-    fn missed(&self) -> u64 {
+    fn missed(&self, _dev: &Netdev) -> u64 {
         0
     }
 }
@@ -60,6 +60,8 @@ pub(crate) struct KernelPort<B: Backend> {
 
 impl<B: Backend> KernelPort<B> {
     pub(crate) fn new(args: &DevArgs, dev: Netdev, backend: B) -> Self {
+        // Counted from here: a TAP that existed before has its own past.
+        let missed_base = backend.missed(&dev);
         KernelPort {
             name: args.raw().into(),
             port_id: args.port_id(),
@@ -68,7 +70,7 @@ impl<B: Backend> KernelPort<B> {
             conf: None,
             stats: StatsBlock::new(0, 0),
             live: None,
-            missed_base: 0,
+            missed_base,
         }
     }
 
@@ -191,7 +193,10 @@ impl<B: Backend> Port for KernelPort<B> {
 
     fn stats(&self) -> PortStats {
         let mut s = self.stats.stats();
-        s.imissed += self.backend.missed().saturating_sub(self.missed_base);
+        s.imissed += self
+            .backend
+            .missed(&self.dev)
+            .saturating_sub(self.missed_base);
         s
     }
 
@@ -204,7 +209,7 @@ impl<B: Backend> Port for KernelPort<B> {
 
     fn reset_stats(&mut self) {
         self.stats.reset();
-        self.missed_base = self.backend.missed();
+        self.missed_base = self.backend.missed(&self.dev);
     }
 }
 

@@ -162,6 +162,13 @@ impl Backend for Tap {
             let _ = dev.set_flag(libc::IFF_UP, false);
         }
     }
+
+    /// Frames the kernel dropped on their way into the TAP's queues (full
+    /// while rpmd did not read): the interface's `tx_dropped`, the kernel
+    /// sending into the TAP.
+    fn missed(&self, dev: &Netdev) -> u64 {
+        dev.counter("tx_dropped").unwrap_or(0)
+    }
 }
 
 #[repr(align(128))]

@@ -3,7 +3,7 @@
 //! counted without holding back the frames after it (the kernel used to
 //! stop its TX ring at it); a frame longer than the RX slot (the MTU
 //! raised under a running port) is dropped and counted, never passed on
-//! cut; and the kernel's own drops reach `imissed`.
+//! cut; and the kernel's own drops reach `imissed` (af_packet, TAP).
 mod common;
 use common::*;
 use rpmd_pmd::port::Pkts;
@@ -141,6 +141,32 @@ fn the_kernels_ring_drops_are_imissed() {
     ));
     let s = port.stats();
     assert!(s.imissed >= 200, "{s:?}");
+    drop(q);
+    drop(port);
+}
+
+/// Frames the kernel drops on their way into a TAP nobody reads are
+/// `imissed` (the interface's tx_dropped).
+#[test]
+fn the_kernels_drops_into_a_tap_are_imissed() {
+    if !lab_available("the_kernels_drops_into_a_tap_are_imissed") {
+        return;
+    }
+    let lab = Lab::new();
+    let name = format!("rm{}", lab.tag);
+    let pool = pool("fl-tap", 1024);
+    let (port, q) = start(&format!("tap:{name},queues=1"), &pool, 1);
+    let net = (lab.tag.parse::<u64>().unwrap_or(0) % 200 + 20) as u8;
+    sh(&format!(
+        "ip addr add 10.97.{net}.1/24 dev {name} && ip link set {name} up && \
+         ip neigh add 10.97.{net}.2 lladdr 02:00:00:00:00:09 dev {name}"
+    ));
+    let s = std::net::UdpSocket::bind(format!("10.97.{net}.1:0")).unwrap();
+    for i in 0..3000u32 {
+        let _ = s.send_to(&i.to_be_bytes(), format!("10.97.{net}.2:9"));
+    }
+    let st = port.stats();
+    assert!(st.imissed >= 1000, "{st:?}");
     drop(q);
     drop(port);
 }

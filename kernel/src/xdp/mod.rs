@@ -230,12 +230,12 @@ impl Backend for AfXdp {
 
     fn stop(&mut self, _: &Netdev) {
         // The sockets' drops are kept before the sockets go.
-        self.missed_closed = self.missed();
+        self.missed_closed += self.missed_live();
         self.socks.clear();
         self.prog = None;
     }
 
-    fn missed(&self) -> u64 {
+    fn missed(&self, _: &Netdev) -> u64 {
         self.missed_closed + self.missed_live()
     }
 
