@@ -443,3 +443,47 @@ fn the_pool_may_be_dropped_before_the_ports_and_queues_using_it() {
     drop((qa, qb, a, b));
     assert_eq!(watch.available(), 128, "every mbuf back, nothing leaked");
 }
+
+/// The same for a `ring:` pair, whose rings hold the mbufs themselves: the
+/// app drops its pool (every handle of its own) and its registry while
+/// frames sit in the ring; the ports keep the pool alive (no leak, no
+/// warning), the frames arrive intact, and the pool goes with the last
+/// ring end.
+#[test]
+fn a_ring_pair_keeps_the_pool_of_the_frames_in_its_rings() {
+    let leaked = rpmd_pmd::mbuf::pool::leaked_pools();
+    let reg = Registry::new();
+    let name = format!("t-ring-order-{}", std::process::id());
+    let pool = pool("t-ring-order", 128);
+    let mut a = reg.open(&format!("ring:{name}")).unwrap();
+    let mut b = reg.open(&format!("ring:{name}")).unwrap();
+    a.configure(&PortConfig::with_pool(&pool)).unwrap();
+    b.configure(&PortConfig::with_pool(&pool)).unwrap();
+    let (mut qa, mut qb) = (a.start().unwrap(), b.start().unwrap());
+    let mut out = Pkts::new();
+    for i in 0..10 {
+        out.push(frame(&pool, i, 60)).unwrap();
+    }
+    assert_eq!(qa.tx_burst(0, &mut out), 10);
+    drop(pool);
+    drop(reg);
+    assert_eq!(
+        rpmd_pmd::mbuf::pool::leaked_pools(),
+        leaked,
+        "warned while in use"
+    );
+    // Half taken; the other half stays in the ring to the end.
+    let mut got = Pkts::new();
+    assert_eq!(qb.rx_burst(0, &mut got, 5), 5);
+    for (i, m) in got.iter().enumerate() {
+        check(m, i as u32, 60);
+    }
+    drop(got);
+    drop((qa, a));
+    drop((qb, b));
+    assert_eq!(
+        rpmd_pmd::mbuf::pool::leaked_pools(),
+        leaked,
+        "nothing leaked"
+    );
+}

@@ -90,6 +90,14 @@ pub struct Mempool {
 }
 
 impl Mempool {
+    /// Whether `self` and `other` are handles of one pool.
+    pub fn same(&self, other: &Mempool) -> bool {
+        match (&self.inner, &other.inner) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// Creates the pool: its DMA region (hugepages when free), the mbuf
     /// headers, and the ring holding all of them.
     pub fn new(cfg: &MempoolConfig) -> Result<Self, Error> {
@@ -357,6 +365,16 @@ fn new_mbuf(o: Obj) -> Mbuf {
     unsafe { Mbuf::from_obj(o.0.cast()) }
 }
 
+/// Pools whose last handle was dropped with mbufs still in use, and whose
+/// memory was leaked so that those stay valid (see [`Mempool`]'s drop).
+static LEAKED_POOLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many pools this process has leaked so far: each was dropped (its
+/// last handle) with mbufs still out, and warned about on stderr.
+pub fn leaked_pools() -> u64 {
+    LEAKED_POOLS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Drop for Mempool {
     fn drop(&mut self) {
         let Some(inner) = self.inner.take() else {
@@ -373,6 +391,7 @@ impl Drop for Mempool {
                     inner.size as usize - free,
                     inner.size
                 );
+                LEAKED_POOLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 std::mem::forget(inner);
             }
         }

@@ -12,6 +12,12 @@
 //! two, default 1024). The second side inherits them and may only repeat
 //! the same values. Descriptor counts in [`PortConfig`] are accepted and
 //! ignored, as net_ring does; the ring size fixes the depth.
+//!
+//! The rings hold mbufs between the two sides, so they keep alive what
+//! those mbufs need ([`Keep`]): the pools the ports were configured with
+//! and the registry's domain (whose registered pools any port may send
+//! from), until the last ring end is gone, whatever the order the user
+//! drops pools, ports and queues in.
 use super::stats::QueueStats;
 use super::{
     soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
@@ -26,8 +32,34 @@ use std::sync::{Arc, Mutex, Weak};
 
 type Prod = Producer<Mbuf, Single, Single>;
 type Cons = Consumer<Mbuf, Single, Single>;
-/// A ring end parked in the port while no queue handle holds it.
-type Slot<E> = Arc<Mutex<Option<E>>>;
+
+/// A ring end parked in the port while no queue handle holds it, and what
+/// keeps valid the mbufs its ring may hold (dropped after the end: fields
+/// drop in order).
+struct SlotInner<E> {
+    end: Mutex<Option<E>>,
+    /// Held for its drop only.
+    _keep: Arc<Keep>,
+}
+type Slot<E> = Arc<SlotInner<E>>;
+
+/// What the mbufs in one link's rings need alive: the pools its ports
+/// were configured with and the domain of registered pools.
+#[derive(Default)]
+struct Keep {
+    pools: Mutex<Vec<crate::Mempool>>,
+    /// Held for its drop only (its registered pools).
+    _domain: Option<crate::DmaDomain>,
+}
+
+impl Keep {
+    fn add(&self, pool: &crate::Mempool) {
+        let mut pools = lock(&self.pools);
+        if !pools.iter().any(|p| p.same(pool)) {
+            pools.push(pool.clone());
+        }
+    }
+}
 
 /// One side's ring ends.
 struct Side {
@@ -41,6 +73,7 @@ struct Link2 {
     size: usize,
     /// Sides not yet taken by a port.
     free: Mutex<Vec<(u8, Side)>>,
+    keep: Arc<Keep>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -66,7 +99,7 @@ impl Driver for RingDriver {
         options(args).map(drop)
     }
 
-    fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
+    fn open(&self, args: &DevArgs, domain: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
         let (name, queues, size) = options(args)?;
         let bad = |detail: String| Error::Config {
             port: args.raw().to_string(),
@@ -89,7 +122,7 @@ impl Driver for RingDriver {
                 l
             }
             None => {
-                let l = Arc::new(Link2::new(queues as usize, size as usize)?);
+                let l = Arc::new(Link2::new(queues as usize, size as usize, domain)?);
                 links.insert(name.clone(), Arc::downgrade(&l));
                 l
             }
@@ -139,12 +172,19 @@ fn new_ring(size: usize) -> Result<(Prod, Cons), Error> {
     })
 }
 
-fn slot<E>(end: E) -> Slot<E> {
-    Arc::new(Mutex::new(Some(end)))
+fn slot<E>(end: E, keep: &Arc<Keep>) -> Slot<E> {
+    Arc::new(SlotInner {
+        end: Mutex::new(Some(end)),
+        _keep: keep.clone(),
+    })
 }
 
 impl Link2 {
-    fn new(queues: usize, size: usize) -> Result<Self, Error> {
+    fn new(queues: usize, size: usize, domain: &crate::DmaDomain) -> Result<Self, Error> {
+        let keep = Arc::new(Keep {
+            pools: Mutex::default(),
+            _domain: Some(domain.clone()),
+        });
         let mut a = Side {
             tx: Vec::new(),
             rx: Vec::new(),
@@ -156,16 +196,17 @@ impl Link2 {
         for _ in 0..queues {
             let (ab_p, ab_c) = new_ring(size)?;
             let (ba_p, ba_c) = new_ring(size)?;
-            a.tx.push(slot(ab_p));
-            b.rx.push(slot(ab_c));
-            b.tx.push(slot(ba_p));
-            a.rx.push(slot(ba_c));
+            a.tx.push(slot(ab_p, &keep));
+            b.rx.push(slot(ab_c, &keep));
+            b.tx.push(slot(ba_p, &keep));
+            a.rx.push(slot(ba_c, &keep));
         }
         Ok(Link2 {
             queues,
             size,
             // Popped from the back: the first opener gets side A (id 0).
             free: Mutex::new(vec![(1, b), (0, a)]),
+            keep,
         })
     }
 }
@@ -197,10 +238,11 @@ impl RingPort {
             tx: Vec::new(),
             rx: Vec::new(),
         };
+        let keep = Arc::new(Keep::default());
         for _ in 0..queues {
             let (p, c) = new_ring(size)?;
-            side.tx.push(slot(p));
-            side.rx.push(slot(c));
+            side.tx.push(slot(p, &keep));
+            side.rx.push(slot(c, &keep));
         }
         Ok(RingPort {
             driver: "loopback",
@@ -210,6 +252,7 @@ impl RingPort {
                 queues,
                 size,
                 free: Mutex::new(Vec::new()),
+                keep,
             }),
             side: Some((0, side)),
             conf: None,
@@ -235,12 +278,12 @@ struct Held<E> {
 
 impl<E> Drop for Held<E> {
     fn drop(&mut self) {
-        *lock(&self.slot) = self.end.take();
+        *lock(&self.slot.end) = self.end.take();
     }
 }
 
 fn take<E>(slot: &Slot<E>, port: &str) -> Result<Held<E>, Error> {
-    match lock(slot).take() {
+    match lock(&slot.end).take() {
         Some(end) => Ok(Held {
             end: Some(end),
             slot: slot.clone(),
@@ -333,6 +376,9 @@ impl Port for RingPort {
     fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
         let caps = self.capabilities();
         self.soft.configure(conf, &caps)?;
+        if let Some(pool) = &conf.rx_pool {
+            self.link.keep.add(pool);
+        }
         self.conf = Some((conf.rx_queues, conf.tx_queues));
         Ok(())
     }
