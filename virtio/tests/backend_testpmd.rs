@@ -43,6 +43,13 @@ fn virtio_testpmd_with(
         .args(["--no-pci", "--no-huge", "-m", "1024", "--lcores", "0@0,1@1"])
         .arg(format!("--file-prefix=rpmdbt{tag}{}", std::process::id()))
         .args(["--log-level=lib.eal:error"])
+        // The vectorized packed path needs AVX-512 allowed (EAL's default
+        // limit is 256 bits); without it testpmd quietly takes another.
+        .args(
+            vopts
+                .contains("vectorized=1")
+                .then_some("--force-max-simd-bitwidth=512"),
+        )
         .arg("--vdev")
         .arg(format!(
             "net_virtio_user0,path={sock},queues={queues}{vopts}"
@@ -176,6 +183,11 @@ fn testpmd_txonly_into_us_frame_for_frame() {
 }
 
 #[test]
+fn testpmd_txonly_into_us_over_packed_vectorized_rings() {
+    txonly_into_us("txpv", ",packed_vq=1,in_order=1,vectorized=1,mrg_rxbuf=0");
+}
+
+#[test]
 fn testpmd_txonly_into_us_over_packed_rings() {
     txonly_into_us("txp", ",packed_vq=1");
 }
@@ -227,6 +239,14 @@ fn us_into_testpmd_rxonly_frame_for_frame() {
 #[test]
 fn us_into_testpmd_rxonly_over_packed_rings() {
     us_into_rxonly("rxp", ",packed_vq=1");
+}
+
+/// DPDK's vectorized packed path (AVX-512, in order, no mergeable
+/// buffers; testpmd must be allowed 512-bit SIMD), which takes used
+/// descriptors four at a time.
+#[test]
+fn us_into_testpmd_rxonly_over_packed_vectorized_rings() {
+    us_into_rxonly("rxv", ",packed_vq=1,in_order=1,vectorized=1,mrg_rxbuf=0");
 }
 
 fn us_into_rxonly(tag: &str, vopts: &str) {
@@ -360,6 +380,16 @@ fn io_loop_packed() {
 #[test]
 fn io_loop_packed_without_mergeable_buffers_or_in_order() {
     io_case("iopn", "", ",packed_vq=1,mrg_rxbuf=0,in_order=0", 1);
+}
+
+#[test]
+fn io_loop_packed_vectorized() {
+    io_case(
+        "iopv",
+        "",
+        ",packed_vq=1,in_order=1,vectorized=1,mrg_rxbuf=0",
+        1,
+    );
 }
 
 #[test]
