@@ -21,6 +21,9 @@
 //! mappings) and `xdp::prog` (the libxdp calls).
 //!
 //! [`register`] adds the three kinds to a registry.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
 pub mod netdev;
 pub mod packet;
 pub(crate) mod port;

@@ -1,69 +1,48 @@
-//! rpmd's virtio-net poll-mode driver.
+//! virtio-net for rpmd: both sides of the device, around one set of ring
+//! layouts.
 //!
-//! Built so far:
-//! - [`split`]: the driver side of a split virtqueue (virtio 1.2 §2.7) in
-//!   DMA memory, carrying mbufs, with the ordering between descriptor
-//!   writes, index publication and notification decisions documented.
-//! - [`packed`]: the driver side of a packed virtqueue (§2.8): one ring
-//!   both sides write, AVAIL/USED bits against wrap counters, a batch made
-//!   available by one Release store of its first descriptor's flags. The
-//!   data path runs on either ring (`net::Ring`); virtio-user offers it
-//!   with `packed_vq=1`.
-//! - [`user`]: virtio-user: this process drives a vhost-user backend (such
-//!   as DPDK's `net_vhost`) over a Unix socket, sharing its mempool and
-//!   ring memory by fd. Up to 8 queue pairs (MQ, rings enabled with
-//!   SET_VRING_ENABLE), split rings with event-index notification
-//!   suppression, rx interrupts (the backend's call eventfd, for the run
-//!   loop's sleep), mergeable RX buffers (frames larger than an mbuf
-//!   arrive as chains; MTU up to 9600) and descriptor chains for
-//!   multi-segment TX. The control protocol goes through rust-vmm's
-//!   `vhost` crate; the data path is ours. Tested against DPDK testpmd's
-//!   `net_vhost` (io, rxonly, txonly; 60 to 9000 bytes; mergeable buffers
-//!   on and off; two queue pairs; rx interrupts; testpmd killed and
-//!   restarted under a running port, which reconnects by itself, as a
-//!   client or as a server that testpmd's `client=1` connects to; split
-//!   rings resume, packed rings start over).
+//! **The model.** A virtio-net device and its driver share virtqueues in
+//! the driver's memory: descriptor tables the driver fills with buffers,
+//! and (split rings, virtio 1.2 §2.7) an available and a used ring, or
+//! (packed rings, §2.8) one ring both write, whose AVAIL/USED flags are
+//! read against wrap counters. [`vring`] holds those layouts as typed
+//! volatile views, shared by the two sides. The split driver names its
+//! ordering points (V1-V4 in [`split`]), where its writes must become
+//! visible before the device's reads; every fence on either side names
+//! its partner on the other.
 //!
-//! - [`pci`]: virtio-net over PCI through VFIO, for `pci:` device
-//!   strings: the modern transport (§4.1.4; ACCESS_PLATFORM required, DMA
-//!   through the IOMMU at IOVA = VA) and the legacy one of transitional
-//!   devices (§4.1.4.8; physical addresses), the same data path as
-//!   virtio-user; split or packed rings (modern), several queue pairs (MQ,
-//!   set through the control queue), the control queue for the receive
-//!   filter, the device's MTU, rx interrupts through MSI-X.
-//!   Tested in a QEMU guest with a virtual IOMMU against a host peer, 1000
-//!   frames each way checked byte for byte on both transports and both
-//!   ring types, QEMU's filter obeying what we program, an MSI-X
-//!   interrupt, a device refusing features, and two queue pairs with DPDK
-//!   testpmd as the device's vhost-user backend (`tests/vm/run.sh`).
-//!
-//! Both transports offer the checksum offloads (VIRTIO_NET_F_CSUM on TX:
-//! mbufs flagged `TX_TCP_CKSUM`/`TX_UDP_CKSUM` go out with NEEDS_CSUM;
-//! GUEST_CSUM on RX: partial and validated checksums become
-//! `RX_L4_CKSUM_NONE`/`RX_L4_CKSUM_GOOD`), tested against testpmd.
-//!
-//! The split ring also does in-order use (VIRTIO_F_IN_ORDER): descriptors
-//! in table order, completions checked against the buffer due.
+//! **The driver side** runs the queues from DMA memory carrying mbufs:
+//! [`split`] and [`packed`] rings (event-index suppression, in-order use,
+//! batches published by one Release store), the net data path (mergeable
+//! RX buffers, multi-segment TX, checksum offloads), reached through two
+//! transports:
+//! - [`user`] (`virtio-user:PATH`): this process drives a vhost-user
+//!   backend (DPDK's `net_vhost`, QEMU's, or ours) over a Unix socket,
+//!   sharing its memory by fd; several queue pairs, rx interrupts (the
+//!   call eventfd), client or server, reconnection that resumes split rings
+//!   and restarts packed ones.
+//! - [`pci`] (`pci:BDF`): a virtio-net PCI function through VFIO, the
+//!   modern transport (IOVA = VA, ACCESS_PLATFORM) and the legacy one
+//!   (physical addresses), the control queue for receive filters, MTU and
+//!   queue pairs, rx interrupts through MSI-X (modern only).
 //!
 //! Nothing the device writes is trusted for driver-private state: chain
-//! links and lengths and the buffers in flight are kept in the driver's
-//! own memory and only compared with the device's entries; a used index
-//! that moves past the buffers in flight, or (packed and in-order rings)
-//! an entry naming no buffer in flight, stops the queue until it starts
-//! over, holding the buffers the device may still own. Tested against a
-//! hostile vhost-user backend of the project's own
-//! (`tests/hostile_backend.rs`).
+//! links, lengths and the buffers in flight live in the driver's memory and
+//! are only compared with the device's entries; an entry naming no buffer
+//! in flight stops the queue until it starts over.
 //!
-//! Not done: MSI-X on the legacy interface (its rx queue has no interrupt
-//! eventfd), several queue pairs on the legacy interface.
+//! **The device side**, [`backend`] (`vhost-user:PATH`): this process is
+//! the virtio-net device that a VM's Linux driver (through QEMU), DPDK's
+//! `net_virtio_user` or our own virtio-user port attaches to. Every address
+//! and length the frontend hands over is checked against its memory table
+//! before use, its memory is watched against shrinking, its eventfds must
+//! be eventfds and never block the data path, and a frontend that breaks
+//! the protocol loses its connection, naming why.
 //!
-//! - [`backend`]: the other half, a vhost-user backend: this process is
-//!   the virtio-net device that a VM's driver (through QEMU), DPDK's
-//!   `net_virtio_user` or our own virtio-user port attaches to, as the
-//!   `vhost-user:` port. Every address and length the frontend hands over
-//!   is checked against its memory table before use.
-//!
-//! [`register`] adds the driver to a port [`Registry`](rpmd_pmd::Registry).
+//! Both sides are tested against peers written by others (DPDK testpmd,
+//! QEMU guests' Linux virtio-net) and against hostile peers of the
+//! project's own. [`register`] adds `virtio-user:`, `vhost-user:` and
+//! virtio-net `pci:` to a port [`Registry`](rpmd_pmd::Registry).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
