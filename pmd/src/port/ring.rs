@@ -14,7 +14,7 @@
 //! ignored, as net_ring does; the ring size fixes the depth.
 //!
 //! The rings hold mbufs between the two sides, so they keep alive what
-//! those mbufs need ([`Keep`]): the pools the ports were configured with
+//! those mbufs need (`Keep`): the pools the ports were configured with
 //! and the registry's domain (whose registered pools any port may send
 //! from), until the last ring end is gone, whatever the order the user
 //! drops pools, ports and queues in.
