@@ -13,8 +13,8 @@ use crate::prm::op;
 use crate::prm::{self, hcr::MAILBOX, wire32};
 use crate::res::{Ids, MttAlloc};
 use crate::Error;
+use rpmd_pmd::function::Regs;
 use rpmd_pmd::function::{cfg, PciFunction};
-use rpmd_pmd::vfio::Regs;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -354,7 +354,7 @@ fn reset(func: &dyn PciFunction, hcr: &mut Hcr) -> Result<(), Error> {
 
 /// The PCIe capability's offset in config space, if the function lists
 /// one (capability ID 0x10).
-fn pcie_cap(config: &rpmd_pmd::vfio::Regs) -> Option<u64> {
+fn pcie_cap(config: &rpmd_pmd::function::Regs) -> Option<u64> {
     let status = config.read16(cfg::STATUS).ok()?;
     if status & cfg::STATUS_CAP_LIST == 0 {
         return None;

@@ -10,7 +10,7 @@
 use crate::prm::mem::DevBuf;
 use crate::prm::{self, hcr, op, status, unwire32, wire32};
 use crate::Error;
-use rpmd_pmd::vfio::Regs;
+use rpmd_pmd::function::Regs;
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 

@@ -17,8 +17,9 @@
 //! in `virtio/`.
 #![allow(unsafe_code)]
 
+use rpmd_pmd::function::{wait_until, Regs};
 use rpmd_pmd::pci::{PciAddr, Sysfs};
-use rpmd_pmd::vfio::{wait_until, Container, Device, DmaMapping, Regs};
+use rpmd_pmd::vfio::{Container, Device, DmaMapping};
 use rpmd_pmd::{DmaRegion, Error, Iova, IovaMode, PageSize, Registry};
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;

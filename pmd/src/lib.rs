@@ -22,12 +22,16 @@
 //!   registered once and mapped into every IOMMU attached, so any port
 //!   can transmit any registered pool's mbufs.
 //! - [`function`]: the PCI function a driver probes ([`function::PciFunction`]),
-//!   behind VFIO or a device model, and the buses that supply them.
+//!   behind VFIO or a device model, the buses that supply them, and the
+//!   vocabulary drivers and models share without VFIO: bounds-checked
+//!   register windows ([`function::Regs`], answered by MMIO, a device fd
+//!   or a model's [`function::RegisterSpace`]), interrupt eventfds,
+//!   capabilities, bounded waits.
 //! - [`pci`]: PCI addresses, sysfs discovery, binding via `driver_override`.
 //! - [`peer`]: memory another process hands over (a vhost-user memory
 //!   table): mapped, checked, and translated from the peer's addresses.
-//! - [`vfio`]: containers, groups and devices; DMA mapping; bounds-checked
-//!   register windows; MSI-X to eventfds; reset. Tested in a QEMU guest
+//! - [`vfio`]: containers, groups and devices; DMA mapping; register
+//!   windows and MSI-X eventfds of a bound device; reset. Tested in a QEMU guest
 //!   with a virtual IOMMU (`tests/vm/run.sh`).
 //! - [`preflight`]: what a machine lacks before a NIC can be driven, with
 //!   the fix for each.
@@ -35,8 +39,10 @@
 //! `unsafe` is confined to `clock` (`rdtsc`), `dma` (mapping, pagemap), `mbuf` and `mempool`
 //! (objects addressed by raw pointers inside DMA memory), `port::shm`'s
 //! region (rings in a file shared with another process), `peer` (mapping
-//! and copying memory a peer shares), `vfio::sys` (the
-//! system calls) and `vfio::regs` (MMIO); every block says why it is sound.
+//! and copying memory a peer shares, and its SIGBUS guard), `vfio::sys`
+//! (the VFIO ioctls), `function::sys` (region reads and writes, BAR
+//! mappings, eventfds) and `function::regs` (MMIO); every block says why
+//! it is sound.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

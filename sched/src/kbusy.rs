@@ -135,7 +135,7 @@ impl BusySleep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpmd_pmd::vfio::EventFd;
+    use rpmd_pmd::function::EventFd;
     use std::os::fd::AsFd;
     use std::time::Instant;
 

@@ -5,8 +5,8 @@
 mod common;
 
 use common::wait_for;
+use rpmd_pmd::function::EventFd;
 use rpmd_pmd::port::BusyPoll;
-use rpmd_pmd::vfio::EventFd;
 use rpmd_ring::{Consumer, Producer, Single};
 use rpmd_sched::{Lcore, LcoreConfig, SpinPolicy, Task, TaskId};
 use std::os::fd::{AsFd, BorrowedFd};

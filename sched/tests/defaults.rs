@@ -244,7 +244,7 @@ fn an_lcore_on_an_interrupt_sleeps_for_good_and_wakes_on_it() {
     // A task with an eventfd: the idle lcore sleeps on it (no timer
     // wake-ups to speak of) and one signal wakes it.
     struct OnFd {
-        fd: Arc<rpmd_pmd::vfio::EventFd>,
+        fd: Arc<rpmd_pmd::function::EventFd>,
         done: Arc<AtomicU64>,
     }
     impl Task for OnFd {
@@ -258,7 +258,7 @@ fn an_lcore_on_an_interrupt_sleeps_for_good_and_wakes_on_it() {
             Some(self.fd.as_fd())
         }
     }
-    let fd = Arc::new(rpmd_pmd::vfio::EventFd::new().unwrap());
+    let fd = Arc::new(rpmd_pmd::function::EventFd::new().unwrap());
     let done = Arc::new(AtomicU64::new(0));
     // The default: every task has an interrupt, so the timer behind it
     // is a safety net (10 ms), not a 100 us poll.

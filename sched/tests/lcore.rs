@@ -3,7 +3,7 @@
 mod common;
 
 use common::wait_for;
-use rpmd_pmd::vfio::EventFd;
+use rpmd_pmd::function::EventFd;
 use rpmd_ring::{Consumer, Producer, Single};
 use rpmd_sched::{Lcore, LcoreConfig, Runtime, SpinPolicy, Task, TaskId};
 use std::os::fd::{AsFd, BorrowedFd};

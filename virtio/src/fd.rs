@@ -13,7 +13,7 @@ use vmm_sys_util::eventfd::EventFd;
 /// MSI-X vector VFIO routes to an eventfd (PCI).
 pub(crate) enum CallFd {
     Vhost(EventFd),
-    Msix(rpmd_pmd::vfio::EventFd),
+    Msix(rpmd_pmd::function::EventFd),
 }
 
 impl CallFd {

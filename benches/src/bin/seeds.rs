@@ -227,7 +227,7 @@ struct Backlog {
     done: rpmd_ring::Producer<u32, rpmd_ring::Single, rpmd_ring::Single>,
     until_empty: bool,
     work: Duration,
-    wake: Arc<rpmd_pmd::vfio::EventFd>,
+    wake: Arc<rpmd_pmd::function::EventFd>,
     armed: Arc<AtomicBool>,
 }
 
@@ -273,7 +273,7 @@ fn run_backlog(flows: usize, until_empty: bool, secs: f64) -> (f64, f64, f64) {
         rpmd_ring::new::<u32, rpmd_ring::Single, rpmd_ring::Single>(1024).expect("ring");
     let (done_tx, done_rx) =
         rpmd_ring::new::<u32, rpmd_ring::Single, rpmd_ring::Single>(1024).expect("ring");
-    let wake = Arc::new(rpmd_pmd::vfio::EventFd::new().expect("eventfd"));
+    let wake = Arc::new(rpmd_pmd::function::EventFd::new().expect("eventfd"));
     let armed = Arc::new(AtomicBool::new(false));
     let l = rpmd_benches::sleeping_lcore(0);
     l.add(

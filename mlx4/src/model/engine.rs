@@ -11,7 +11,7 @@ use crate::prm::layout::{Cqe, CtrlSeg, DataSeg};
 use crate::prm::mem::Wire;
 use crate::prm::{cq as c, mpt, qp as p, uar, unwire32, wqe};
 use rpmd_pmd::endian::{Be16, Be32};
-use rpmd_pmd::vfio::RegisterSpace;
+use rpmd_pmd::function::RegisterSpace;
 use std::sync::Arc;
 
 /// Frames the host-side sink keeps per port before dropping the oldest.

@@ -34,8 +34,8 @@ pub use engine::{ModelStats, RxOutcome};
 use crate::prm::{self, bar0, hcr, unwire32, wire32};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
 use rpmd_pmd::function::{cfg, ModelIommu, PciFunction};
+use rpmd_pmd::function::{RegisterSpace, Regs};
 use rpmd_pmd::pci::{PciAddr, PciDevice, PciId};
-use rpmd_pmd::vfio::{RegisterSpace, Regs};
 use rpmd_pmd::{DmaDomain, DmaRegion, Error};
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -5,7 +5,7 @@
 //!
 //! Everything the device sees is big-endian. Register values go through
 //! [`wire32`] / [`unwire32`], which give the integer whose little-endian
-//! store (what [`Regs`](rpmd_pmd::vfio::Regs) does) puts the big-endian
+//! store (what [`Regs`](rpmd_pmd::function::Regs) does) puts the big-endian
 //! bytes on the bus. [`mem`] holds the one volatile accessor for memory the
 //! device reads and writes (mailboxes, the firmware area).
 #![allow(missing_docs)]

@@ -18,19 +18,18 @@
 //! the group, attach it, set the type1v2 IOMMU on first use, and open the
 //! device. Each failure names what is wrong and how to fix it.
 //!
-//! `unsafe` lives in `sys` (the system calls) and [`regs`] (MMIO).
+//! `unsafe` lives in `sys` (the system calls); register windows and
+//! eventfds are the PCI function's vocabulary ([`crate::function`]).
 use crate::pci::{PciAddr, Sysfs};
 use crate::{DmaRegion, Error, Iova};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use vfio_bindings::bindings::vfio as b;
 
-pub mod regs;
 mod sys;
 
-pub use regs::{Mmio32, RegisterSpace, Regs};
+use crate::function::{EventFd, PciCap, Regs};
 
 /// What the container's IOMMU offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -373,82 +372,10 @@ pub struct RegionInfo {
     pub write: bool,
 }
 
-/// A PCI capability found in config space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PciCap {
-    /// Capability ID (0x09 vendor-specific, 0x11 MSI-X, ...).
-    pub id: u8,
-    /// Offset in config space.
-    pub offset: u8,
-}
-
-/// An eventfd signalled by an interrupt.
-#[derive(Debug)]
-pub struct EventFd(OwnedFd);
-
-impl EventFd {
-    /// A new, non-blocking eventfd.
-    pub fn new() -> Result<Self, Error> {
-        sys::eventfd()
-            .map(EventFd)
-            .map_err(|e| Error::sys(format!("eventfd: {e}")))
-    }
-
-    /// Waits up to `timeout` for a signal; returns the count consumed, or
-    /// `Ok(0)` on timeout.
-    pub fn wait(&self, timeout: Duration) -> Result<u64, Error> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        let ready = sys::poll_readable(self.0.as_fd(), ms)
-            .map_err(|e| Error::sys(format!("poll eventfd: {e}")))?;
-        if !ready {
-            return Ok(0);
-        }
-        self.take()
-    }
-
-    /// Consumes pending signals without waiting; `Ok(0)` if none.
-    pub fn take(&self) -> Result<u64, Error> {
-        sys::eventfd_read(self.0.as_fd()).map_err(|e| Error::sys(format!("read eventfd: {e}")))
-    }
-
-    /// Signals it (as a device interrupt would), for tests and wake-ups.
-    pub fn signal(&self) -> Result<(), Error> {
-        sys::eventfd_write(self.0.as_fd(), 1).map_err(|e| Error::sys(format!("write eventfd: {e}")))
-    }
-}
-
-impl AsFd for EventFd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.as_fd()
-    }
-}
-
 mod device;
 mod function;
 pub use device::Device;
 pub use function::{VfioBus, VfioFunction};
-
-/// Polls `done` until it returns `true` or `timeout` passes; every wait on
-/// a device uses this, so none can hang.
-pub fn wait_until(
-    what: &str,
-    timeout: Duration,
-    mut done: impl FnMut() -> Result<bool, Error>,
-) -> Result<(), Error> {
-    let start = std::time::Instant::now();
-    loop {
-        if done()? {
-            return Ok(());
-        }
-        if start.elapsed() >= timeout {
-            return Err(Error::Timeout {
-                what: what.to_string(),
-                ms: timeout.as_millis() as u64,
-            });
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -494,23 +421,5 @@ mod tests {
             "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn eventfd_waits_with_a_timeout_and_wait_until_gives_up() {
-        let ev = EventFd::new().unwrap();
-        assert_eq!(ev.wait(Duration::from_millis(5)).unwrap(), 0);
-        ev.signal().unwrap();
-        ev.signal().unwrap();
-        assert_eq!(ev.wait(Duration::from_secs(1)).unwrap(), 2);
-        assert_eq!(ev.take().unwrap(), 0);
-        let e = wait_until("device ready", Duration::from_millis(3), || Ok(false)).unwrap_err();
-        assert!(matches!(e, Error::Timeout { ms: 3, .. }), "{e}");
-        let mut n = 0;
-        wait_until("third poll", Duration::from_secs(1), || {
-            n += 1;
-            Ok(n == 3)
-        })
-        .unwrap();
     }
 }

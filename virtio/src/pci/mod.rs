@@ -55,12 +55,12 @@ use legacy::Legacy;
 use modern::Modern;
 use rpmd_pmd::domain::DmaGuard;
 use rpmd_pmd::function::PciFunction;
+use rpmd_pmd::function::Regs;
 use rpmd_pmd::pci::{PciDevice, PciId};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Link, MacAddr, PciDriver, Port, PortConfig, PortStats, Queues, Xstat,
 };
-use rpmd_pmd::vfio::Regs;
 use rpmd_pmd::DmaRegion;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;

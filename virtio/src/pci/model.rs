@@ -21,8 +21,8 @@ use crate::consts::{
 use crate::vring::{split_sizes, SplitView};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
 use rpmd_pmd::function::{cfg, ModelIommu, PciFunction};
+use rpmd_pmd::function::{RegisterSpace, Regs};
 use rpmd_pmd::pci::{PciAddr, PciDevice, PciId};
-use rpmd_pmd::vfio::{RegisterSpace, Regs};
 use rpmd_pmd::{DmaDomain, DmaRegion, Error};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;

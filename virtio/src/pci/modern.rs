@@ -3,7 +3,7 @@
 use super::{perr, PmdError};
 use crate::net::Kick;
 use rpmd_pmd::function::PciFunction;
-use rpmd_pmd::vfio::{wait_until, Regs};
+use rpmd_pmd::function::{wait_until, Regs};
 use std::sync::Arc;
 use std::time::Duration;
 

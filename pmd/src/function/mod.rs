@@ -5,7 +5,7 @@
 //! eventfds, reset and DMA mapping through the registry's [`DmaDomain`].
 //! VFIO is one implementation ([`VfioBus`](crate::vfio::VfioBus)); a
 //! device model is another ([`ModelBus`] holds them), with [`Regs`]
-//! windows answered by a [`RegisterSpace`](crate::vfio::RegisterSpace)
+//! windows answered by a [`RegisterSpace`]
 //! so that it sees every register access, doorbells included. Drivers
 //! never open VFIO themselves, and cannot tell the two apart.
 //!
@@ -14,10 +14,17 @@
 //! IOMMU to the domain so that every registered region is mapped.
 use crate::domain::{DmaDomain, DmaGuard};
 use crate::pci::{PciAddr, PciDevice};
-use crate::vfio::{EventFd, PciCap, Regs};
 use crate::{DmaRegion, Error};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+mod eventfd;
+pub mod regs;
+mod sys;
+
+pub use eventfd::EventFd;
+pub use regs::{Mmio32, RegisterSpace, Regs};
 
 /// PCI config-space offsets (PCI Local Bus spec 3.0, §6.2).
 pub mod cfg {
@@ -37,6 +44,37 @@ pub mod cfg {
     pub const CMD_BUS_MASTER: u16 = 1 << 2;
     /// Status: the capability list exists.
     pub const STATUS_CAP_LIST: u16 = 1 << 4;
+}
+
+/// A PCI capability found in config space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PciCap {
+    /// Capability ID (0x09 vendor-specific, 0x11 MSI-X, ...).
+    pub id: u8,
+    /// Offset in config space.
+    pub offset: u8,
+}
+
+/// Polls `done` until it returns `true` or `timeout` passes; every wait on
+/// a device uses this, so none can hang.
+pub fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut done: impl FnMut() -> Result<bool, Error>,
+) -> Result<(), Error> {
+    let start = std::time::Instant::now();
+    loop {
+        if done()? {
+            return Ok(());
+        }
+        if start.elapsed() >= timeout {
+            return Err(Error::Timeout {
+                what: what.to_string(),
+                ms: timeout.as_millis() as u64,
+            });
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
 }
 
 /// One PCI function, as a driver sees it.
@@ -59,9 +97,9 @@ pub trait PciFunction: Send + Sync {
     /// Routes MSI-X vectors `0..n` to new eventfds, in vector order (by
     /// default an error: the function has no MSI-X).
     fn enable_msix(&self, n: u32) -> Result<Vec<EventFd>, Error> {
-        Err(Error::Vfio {
-            what: format!("MSI-X ({n} vectors) on {}", self.addr()),
-            detail: "the function has no MSI-X".into(),
+        Err(Error::Pci {
+            addr: self.addr().to_string(),
+            detail: format!("MSI-X ({n} vectors) asked of a function that has none"),
             hint: None,
         })
     }
@@ -242,5 +280,28 @@ impl crate::domain::DmaTarget for ModelIommu {
         let id = m.next;
         m.spans.push((start, start + r.len() as u64, id));
         Ok(DmaGuard::new(ModelUnmap(self.maps.clone(), id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventfd_waits_with_a_timeout_and_wait_until_gives_up() {
+        let ev = EventFd::new().unwrap();
+        assert_eq!(ev.wait(Duration::from_millis(5)).unwrap(), 0);
+        ev.signal().unwrap();
+        ev.signal().unwrap();
+        assert_eq!(ev.wait(Duration::from_secs(1)).unwrap(), 2);
+        assert_eq!(ev.take().unwrap(), 0);
+        let e = wait_until("device ready", Duration::from_millis(3), || Ok(false)).unwrap_err();
+        assert!(matches!(e, Error::Timeout { ms: 3, .. }), "{e}");
+        let mut n = 0;
+        wait_until("third poll", Duration::from_secs(1), || {
+            n += 1;
+            Ok(n == 3)
+        })
+        .unwrap();
     }
 }
