@@ -3,14 +3,14 @@
 //! fuzzer chooses (region tables, ring sizes and addresses, vring indices,
 //! features, config ranges), some with a shared-memory fd or an eventfd
 //! attached, sent down a socket the backend serves
-//! (`backend::testing::serve_frontend`, the port's own handler). It must
+//! (`device::testing::serve_frontend`, the port's own handler). It must
 //! refuse what is wrong with a reason, never panic and never hang: the
 //! frontend's end is shut after the last message, so the backend must
 //! come back once it has read them.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rpmd_pmd::{DmaRegion, IovaMode, PageSize};
-use rpmd_virtio::backend::testing::serve_frontend;
+use rpmd_virtio::device::testing::serve_frontend;
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;

@@ -16,7 +16,7 @@ use rpmd_pmd::mbuf::{RX_L4_CKSUM_GOOD, TX_IP_CKSUM, TX_TCP_CKSUM, TX_UDP_CKSUM};
 use rpmd_pmd::peer::PeerRegionInfo;
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
-use rpmd_virtio::backend::testing::{DeviceRing, RingOptions};
+use rpmd_virtio::device::testing::{DeviceRing, RingOptions};
 use std::sync::OnceLock;
 
 /// The driver's region: the ring's parts in the first 32 KiB, buffers

@@ -5,7 +5,7 @@
 //! buffers that were posted, and all are home once the queue is dropped.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use rpmd_virtio::packed::{PackedLayout, PackedQueue};
+use rpmd_virtio::driver::packed::{PackedLayout, PackedQueue};
 
 #[path = "common.rs"]
 mod common;

@@ -5,7 +5,7 @@
 //! with every buffer it holds back in the pool once it is dropped.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use rpmd_virtio::split::{Layout, SplitQueue};
+use rpmd_virtio::driver::split::{Layout, SplitQueue};
 
 #[path = "common.rs"]
 mod common;

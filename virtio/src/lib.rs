@@ -7,21 +7,21 @@
 //! (packed rings, §2.8) one ring both write, whose AVAIL/USED flags are
 //! read against wrap counters. [`vring`] holds those layouts as typed
 //! volatile views, shared by the two sides. The split driver names its
-//! ordering points (V1-V4 in [`split`]), where its writes must become
+//! ordering points (V1-V4 in [`driver::split`]), where its writes must become
 //! visible before the device's reads; every fence on either side names
 //! its partner on the other.
 //!
-//! **The driver side** runs the queues from DMA memory carrying mbufs:
-//! [`split`] and [`packed`] rings (event-index suppression, in-order use,
+//! **The driver side** ([`driver`]) runs the queues from DMA memory carrying mbufs:
+//! [`split`](driver::split) and [`packed`](driver::packed) rings (event-index suppression, in-order use,
 //! batches published by one Release store), the net data path (mergeable
 //! RX buffers, multi-segment TX, checksum offloads), reached through two
 //! transports:
-//! - [`user`] (`virtio-user:PATH`): this process drives a vhost-user
+//! - [`user`](driver::user) (`virtio-user:PATH`): this process drives a vhost-user
 //!   backend (DPDK's `net_vhost`, QEMU's, or ours) over a Unix socket,
 //!   sharing its memory by fd; several queue pairs, rx interrupts (the
 //!   call eventfd), client or server, reconnection that resumes split rings
 //!   and restarts packed ones.
-//! - [`pci`] (`pci:BDF`): a virtio-net PCI function through VFIO, the
+//! - [`pci`](driver::pci) (`pci:BDF`): a virtio-net PCI function through VFIO, the
 //!   modern transport (IOVA = VA, ACCESS_PLATFORM) and the legacy one
 //!   (physical addresses), the control queue for receive filters, MTU and
 //!   queue pairs, rx interrupts through MSI-X (modern only).
@@ -31,7 +31,7 @@
 //! are only compared with the device's entries; an entry naming no buffer
 //! in flight stops the queue until it starts over.
 //!
-//! **The device side**, [`backend`] (`vhost-user:PATH`): this process is
+//! **The device side**, [`device`] (`vhost-user:PATH`): this process is
 //! the virtio-net device that a VM's Linux driver (through QEMU), DPDK's
 //! `net_virtio_user` or our own virtio-user port attaches to. Every address
 //! and length the frontend hands over is checked against its memory table
@@ -46,18 +46,11 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-pub mod backend;
 pub mod consts;
-mod ctrl;
+pub mod device;
+pub mod driver;
 mod fd;
-mod net;
 mod offload;
-pub mod packed;
-pub mod pci;
-pub mod split;
-#[cfg(test)]
-mod testdev;
-pub mod user;
 pub mod vring;
 
 /// Errors of the virtio driver's own layers (ports report them as
@@ -115,7 +108,7 @@ pub(crate) fn fault_every(
 /// Registers `virtio-user:`, the `vhost-user:` backend and the PCI driver
 /// (for `pci:` strings naming a virtio-net function) in `reg`.
 pub fn register(reg: &mut rpmd_pmd::Registry) {
-    reg.register(Box::new(user::VirtioUserDriver));
-    reg.register(Box::new(backend::VhostUserDriver));
-    reg.register_pci(Box::new(pci::VirtioPciDriver));
+    reg.register(Box::new(driver::user::VirtioUserDriver));
+    reg.register(Box::new(device::VhostUserDriver));
+    reg.register_pci(Box::new(driver::pci::VirtioPciDriver));
 }

@@ -2,7 +2,7 @@
 //! typed little-endian `#[repr(C)]` structures, and views that read and
 //! write them in memory the other side can write at any time.
 //!
-//! The driver side ([`crate::split`], [`crate::packed`]) and every device
+//! The driver side ([`crate::driver::split`], [`crate::driver::packed`]) and every device
 //! side (the test devices, the PCI device model, the vhost-user backend
 //! to come) go through these views, so the offsets live here once. A
 //! view holds raw pointers, never references: each access is one volatile

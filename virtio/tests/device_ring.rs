@@ -1,12 +1,12 @@
 //! The backend's device side through its test-support ring
-//! (`backend::testing::DeviceRing`, what the `backend_ring` fuzz target
+//! (`device::testing::DeviceRing`, what the `backend_ring` fuzz target
 //! drives): a driver's well-formed split and packed descriptors give the
 //! frames back byte for byte, and crashes the fuzzer finds become cases
 //! here.
 use rpmd_pmd::peer::PeerRegionInfo;
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
-use rpmd_virtio::backend::testing::{DeviceRing, RingOptions};
+use rpmd_virtio::device::testing::{DeviceRing, RingOptions};
 
 const REGION: usize = 256 << 10;
 const BUFS: usize = 0x8000;

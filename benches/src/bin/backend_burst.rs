@@ -13,7 +13,7 @@
 use rpmd_pmd::peer::PeerRegionInfo;
 use rpmd_pmd::port::Pkts;
 use rpmd_pmd::{DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize};
-use rpmd_virtio::backend::testing::{DeviceRing, RingOptions};
+use rpmd_virtio::device::testing::{DeviceRing, RingOptions};
 use std::time::Instant;
 
 const NUM: u16 = 256;

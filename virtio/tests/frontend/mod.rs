@@ -8,7 +8,7 @@ pub use rpmd_pmd::port::{DevArgs, Pkts};
 pub use rpmd_pmd::{
     DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize, Port, PortConfig, Queues,
 };
-pub use rpmd_virtio::backend::VhostUserPort;
+pub use rpmd_virtio::device::VhostUserPort;
 pub use rpmd_virtio::vring::{split_sizes, DescFields, SplitView};
 pub use std::io::Write;
 pub use std::os::fd::AsRawFd;

@@ -1,7 +1,7 @@
 //! The modern virtio PCI transport (virtio 1.2 §4.1.4): common, notify
 //! and device configuration windows found through vendor capabilities.
 use super::{perr, PmdError};
-use crate::net::Kick;
+use crate::driver::net::Kick;
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::function::{wait_until, Regs};
 use std::sync::Arc;

@@ -48,9 +48,9 @@ mod start;
 mod tests;
 
 use crate::consts::{VIRTIO_F_VERSION_1, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MTU};
-use crate::ctrl::Control;
-use crate::net::{feature_xstats, max_mtu, net_port_common, offloads, Kick};
-use crate::split::Layout;
+use crate::driver::ctrl::Control;
+use crate::driver::net::{feature_xstats, max_mtu, net_port_common, offloads, Kick};
+use crate::driver::split::Layout;
 use legacy::Legacy;
 use modern::Modern;
 use rpmd_pmd::domain::DmaGuard;
@@ -302,7 +302,7 @@ pub struct VirtioPciPort {
     stats: StatsBlock,
     /// The homes of the queue handles handed out by the last start: what
     /// dropped handles left there is released after the device reset.
-    homes: Vec<Arc<crate::net::QueueHome>>,
+    homes: Vec<Arc<crate::driver::net::QueueHome>>,
     /// The rings' region and its IOMMU mapping (modern transport).
     ring_map: Option<(Arc<DmaRegion>, DmaGuard)>,
     promisc: bool,

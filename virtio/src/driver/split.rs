@@ -759,7 +759,7 @@ impl Drop for SplitQueue {
 }
 
 /// The mbufs a ring had in flight, taken out of it ([`SplitQueue::take_tokens`],
-/// [`PackedQueue::take_tokens`](crate::packed::PackedQueue::take_tokens))
+/// [`PackedQueue::take_tokens`](crate::driver::packed::PackedQueue::take_tokens))
 /// when its queue handle is dropped while a device may still use them:
 /// kept until the device has stopped, then returned to their pools on
 /// drop.
@@ -1043,7 +1043,7 @@ mod tests {
         DmaRegion,
         rpmd_pmd::Mempool,
         SplitQueue,
-        crate::testdev::SplitDevice,
+        crate::driver::testdev::SplitDevice,
     ) {
         let (region, pool) = test_memory(name, objs);
         let l = Layout::new(size).unwrap();
@@ -1056,7 +1056,7 @@ mod tests {
             q.push(m, a, 100, true).unwrap();
         }
         q.publish();
-        let dev = crate::testdev::SplitDevice::new(region.as_ptr(), l);
+        let dev = crate::driver::testdev::SplitDevice::new(region.as_ptr(), l);
         (region, pool, q, dev)
     }
 

@@ -4,8 +4,8 @@
 //! [`crate::vring`], volatile or atomic as a real device's would.
 #![allow(unsafe_code)]
 
-use crate::packed::PackedLayout;
-use crate::split::Layout;
+use crate::driver::packed::PackedLayout;
+use crate::driver::split::Layout;
 use crate::vring::{PackedView, SplitView};
 use std::sync::atomic::Ordering;
 

@@ -3,9 +3,9 @@
 //! the watch that reconnects to a backend that restarted.
 use super::{PmdError, MAX_PAIRS};
 use crate::consts::{VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ};
+use crate::driver::net::QueueHome;
+use crate::driver::split::{used_idx, zero_ring, Layout};
 use crate::fd::hung_up;
-use crate::net::QueueHome;
-use crate::split::{used_idx, zero_ring, Layout};
 use crate::{perr, psrc};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::domain::{Span, SpanSource};

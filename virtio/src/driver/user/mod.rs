@@ -56,7 +56,7 @@
 //!
 //! A backend that breaks the ring protocol (a used index past what is in
 //! flight, a used entry naming no buffer in flight on a packed or
-//! in-order ring; see [`crate::split`]) stops the queue: the error is
+//! in-order ring; see [`crate::driver::split`]) stops the queue: the error is
 //! counted (`*_device_errors`), the link goes down, the port closes the
 //! connection, gives the backend 100 ms to stop, and reconnects with
 //! every ring started over. A dropped queue handle's posted buffers wait
@@ -75,13 +75,13 @@ use crate::consts::{
     VHOST_USER_F_PROTOCOL_FEATURES, VIRTIO_F_IN_ORDER, VIRTIO_F_VERSION_1, VIRTIO_NET_F_MQ,
     VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
-use crate::fd::CallFd;
-use crate::net::{
+use crate::driver::net::{
     build_handles, feature_xstats, max_mtu, net_port_common, offload_features, offloads,
     packed_feature, start_config, Handles, Kick, QueueHome, Ring,
 };
-use crate::packed::{PackedLayout, PackedQueue};
-use crate::split::{Layout, SplitQueue};
+use crate::driver::packed::{PackedLayout, PackedQueue};
+use crate::driver::split::{Layout, SplitQueue};
+use crate::fd::CallFd;
 use crate::Error;
 use control::{
     handshake, listen, mem_region, program, watch, Endpoint, Session, SharedSpans, Vring, Watched,

@@ -11,14 +11,14 @@ use crate::consts::{
     VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MRG_RXBUF, VIRTIO_NET_F_MTU,
     VIRTIO_RING_F_EVENT_IDX,
 };
-use crate::ctrl::{mac_table, rx_mode, CtrlQueue};
-use crate::fd::CallFd;
-use crate::net::{
+use crate::driver::ctrl::{mac_table, rx_mode, CtrlQueue};
+use crate::driver::net::{
     build_handles, offload_features, packed_feature, start_config, Handles, QueueHome, Ring,
 };
-use crate::packed::{PackedLayout, PackedQueue};
+use crate::driver::packed::{PackedLayout, PackedQueue};
+use crate::driver::split::{Layout, SplitQueue};
+use crate::fd::CallFd;
 use crate::psrc;
-use crate::split::{Layout, SplitQueue};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{MacAddr, PortConfig, Queues, RxStamp};
 use rpmd_pmd::{DmaRegion, IovaMode};

@@ -4,7 +4,7 @@
 //! they are given are physical: rings and buffers come from IOVA = PA
 //! memory (hugepages, root).
 use super::{perr, PmdError};
-use crate::net::Kick;
+use crate::driver::net::Kick;
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::function::{wait_until, Regs};
 use std::sync::Arc;

@@ -12,6 +12,9 @@
 //! buffer the device could not use) and counted in `device_errors`; an
 //! avail index more than a ring ahead of ours stops the ring until the
 //! frontend sets it up again.
+//!
+//! Each fence and ordered access names its partner on the driver's side
+//! by the labels the split driver uses (`V1`-`V4`, `driver::split`).
 use crate::consts::{
     VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY,
 };
@@ -313,8 +316,8 @@ impl Vring {
     fn signal(&self, v: &SplitView, old: u16, new: u16, c: &VringCounters) {
         let Some(call) = &self.cfg.call else { return };
 
-        // Partner: the driver's full barrier between writing used_event
-        // (or avail.flags) and reading used.idx again (Linux's
+        // Partner: the driver's V4, its full barrier between writing
+        // used_event (or avail.flags) and reading used.idx again (Linux's
         // virtqueue_enable_cb_prepare and virtqueue_poll).
         fence(Ordering::SeqCst);
         let want = if self.neg.event_idx {
@@ -343,9 +346,10 @@ impl Vring {
             } else {
                 v.set_used_flags(0);
             }
-            // Partner: the driver's full barrier between publishing
-            // avail.idx and reading avail_event or used.flags (Linux's
-            // virtqueue_kick_prepare); then `has_work` looks again.
+            // Partner: the driver's V3, its full barrier between
+            // publishing avail.idx and reading avail_event or used.flags
+            // (Linux's virtqueue_kick_prepare); then `has_work` looks
+            // again.
             fence(Ordering::SeqCst);
         } else if !self.neg.event_idx {
             v.set_used_flags(VRING_USED_F_NO_NOTIFY);
@@ -417,8 +421,8 @@ impl Vring {
             }
             None => return 0,
         };
-        // Partner: the driver's Release store of avail.idx after writing
-        // the entries and descriptors.
+        // Partner: the driver's V1, its Release store of avail.idx after
+        // writing the entries and descriptors.
         let avail = v.avail_idx(Ordering::Acquire);
         let pending = avail.wrapping_sub(self.last_avail);
         if pending == 0 {
@@ -491,8 +495,8 @@ impl Vring {
             v.set_used_elem(self.used_idx, head as u32, 0);
             self.used_idx = self.used_idx.wrapping_add(1);
         }
-        // Partner: the driver's Acquire load of used.idx before it reuses
-        // the buffers.
+        // Partner: the driver's V2, its Acquire load of used.idx before it
+        // reuses the buffers.
         v.set_used_idx(self.used_idx, Ordering::Release);
         let done = self.used_idx.wrapping_sub(old_used) as u32;
         if let Some((from, _)) = self.hold_call((old_used, false), done) {
@@ -514,7 +518,7 @@ impl Vring {
             Some(Ring::Packed(_)) => return packed::enqueue(self, pkts, st, c),
             None => return 0,
         };
-        // Partner: the driver's Release store of avail.idx.
+        // Partner: the driver's V1 (its Release store of avail.idx).
         let avail = v.avail_idx(Ordering::Acquire);
         let free = avail.wrapping_sub(self.last_avail);
         if free > v.size() {
@@ -604,8 +608,8 @@ impl Vring {
             taken += 1;
         }
         if used_heads != 0 {
-            // Partner: the driver's Acquire load of used.idx before it
-            // reads the buffers.
+            // Partner: the driver's V2, its Acquire load of used.idx
+            // before it reads the buffers.
             v.set_used_idx(self.used_idx, Ordering::Release);
             if let Some((from, _)) = self.hold_call((old_used, false), used_heads as u32) {
                 self.signal(&v, from, self.used_idx, c);

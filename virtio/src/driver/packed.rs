@@ -10,7 +10,7 @@
 //! equal the device's wrap. After the ring come the driver and device
 //! event-suppression areas (§2.8.10), 4 bytes each.
 //!
-//! Buffers are mbufs, as in [`crate::split`]: buffer ids come from a free
+//! Buffers are mbufs, as in [`crate::driver::split`]: buffer ids come from a free
 //! stack, `tokens[id]` holds the mbuf, `chain[id]` how many descriptors it
 //! took, so a used descriptor (one per buffer) frees the right number of
 //! ring slots. With IN_ORDER (§2.8.9) a buffer's id is its first slot,
@@ -132,7 +132,7 @@ impl PackedQueue {
         offset: usize,
         layout: PackedLayout,
     ) -> Result<PackedQueue, Error> {
-        let (base, iova_base) = crate::split::ring_memory(region, offset, layout.len)?;
+        let (base, iova_base) = crate::driver::split::ring_memory(region, offset, layout.len)?;
         let n = layout.size as usize;
         // SAFETY: `ring_memory` checked the layout's `len` bytes at `base`
         // are inside the region, which outlives the queue; the ring and
@@ -171,7 +171,7 @@ impl PackedQueue {
     /// and their number is returned. Only while no device uses the ring.
     /// Notifications end up enabled; the caller sets them as it wants.
     pub fn restart(&mut self) -> usize {
-        let dropped = crate::split::release_tokens(&mut self.tokens);
+        let dropped = crate::driver::split::release_tokens(&mut self.tokens);
         // SAFETY: the queue's own memory (checked in `new`), which no
         // device accesses now.
         unsafe { self.base.write_bytes(0, self.layout.len) };
@@ -253,7 +253,7 @@ impl PackedQueue {
         // with the device's fence between writing a used descriptor and
         // reading our event flags), so a buffer used just before the
         // arming is either seen or interrupts.
-        crate::split::full_fence();
+        crate::driver::split::full_fence();
     }
 
     /// Whether a used buffer waits.
@@ -276,9 +276,9 @@ impl PackedQueue {
     }
 
     /// Takes the mbufs in flight out of the queue, which must not be used
-    /// afterwards (see [`Tokens`](crate::split::Tokens)).
-    pub(crate) fn take_tokens(&mut self) -> crate::split::Tokens {
-        crate::split::Tokens::take(&mut self.tokens)
+    /// afterwards (see [`Tokens`](crate::driver::split::Tokens)).
+    pub(crate) fn take_tokens(&mut self) -> crate::driver::split::Tokens {
+        crate::driver::split::Tokens::take(&mut self.tokens)
     }
 
     /// Whether the device broke the protocol (see the `broken` field).
@@ -350,7 +350,7 @@ impl PackedQueue {
         writable_from: usize,
     ) -> Result<(), Mbuf> {
         let n = segs.len();
-        if n == 0 || n > self.free() || n > crate::split::MAX_CHAIN {
+        if n == 0 || n > self.free() || n > crate::driver::split::MAX_CHAIN {
             return Err(m);
         }
         let Some(id) = self.alloc_id() else {
@@ -391,7 +391,7 @@ impl PackedQueue {
     ) -> usize {
         if !self.in_order {
             let push = |m, a, l| self.push(m, a, l, device_writes);
-            return crate::split::push_each(bufs, count, desc, push);
+            return crate::driver::split::push_each(bufs, count, desc, push);
         }
         let want = count.min(bufs.len()).min(self.free());
         let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
@@ -447,7 +447,7 @@ impl PackedQueue {
             return false;
         }
         // P3: publication before reading what the device asks for.
-        crate::split::full_fence();
+        crate::driver::split::full_fence();
         // The device event area's flags, which the device writes.
         self.ring.device_flags() != EVENT_DISABLE
     }
@@ -730,14 +730,14 @@ impl PackedQueue {
 
 impl Drop for PackedQueue {
     fn drop(&mut self) {
-        crate::split::release_tokens(&mut self.tokens);
+        crate::driver::split::release_tokens(&mut self.tokens);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::split::test_memory;
+    use crate::driver::split::test_memory;
 
     /// A restart mid-lap: the buffers in flight go back to the pool and
     /// the ring begins again at slot 0 with wrap counter 1.
@@ -1037,7 +1037,7 @@ mod tests {
         DmaRegion,
         rpmd_pmd::Mempool,
         PackedQueue,
-        crate::testdev::PackedDevice,
+        crate::driver::testdev::PackedDevice,
     ) {
         let (region, pool) = test_memory(name, 16);
         let l = PackedLayout::new(size).unwrap();
@@ -1050,7 +1050,7 @@ mod tests {
             q.push(m, a, 100, true).unwrap();
         }
         q.publish();
-        let dev = crate::testdev::PackedDevice::new(region.as_ptr(), l);
+        let dev = crate::driver::testdev::PackedDevice::new(region.as_ptr(), l);
         (region, pool, q, dev)
     }
 

@@ -9,7 +9,7 @@
 //! `[class, command]`, then the data, then the ack byte, as two or three
 //! descriptors of which only the last is device-writable.
 use crate::consts::ctrl;
-use crate::net::{Kick, Ring};
+use crate::driver::net::{Kick, Ring};
 use rpmd_pmd::port::MacAddr;
 use rpmd_pmd::{Error as PmdError, Mempool};
 use std::time::{Duration, Instant};

@@ -4,9 +4,9 @@
 //! vhost-user, an MMIO write for PCI.
 type PmdError = rpmd_pmd::Error;
 use crate::consts::{CSUM_OFFSET_TCP, CSUM_OFFSET_UDP, NET_HDR_F_NEEDS_CSUM, NET_HDR_LEN};
+use crate::driver::packed::PackedQueue;
+use crate::driver::split::{SplitQueue, Tokens, MAX_CHAIN};
 use crate::fd::CallFd;
-use crate::packed::PackedQueue;
-use crate::split::{SplitQueue, Tokens, MAX_CHAIN};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::domain::Reach;
 use rpmd_pmd::function::Regs;
@@ -1048,11 +1048,11 @@ mod tests {
 
     /// A TX queue on a split ring of `size` in test memory; the pool's
     /// region is the shared one.
-    fn tx_queue(name: &str, size: u16) -> (VirtioTx, Mempool, crate::testdev::SplitDevice) {
-        let (region, pool) = crate::split::test_memory(name, 64);
-        let l = crate::split::Layout::new(size).unwrap();
+    fn tx_queue(name: &str, size: u16) -> (VirtioTx, Mempool, crate::driver::testdev::SplitDevice) {
+        let (region, pool) = crate::driver::split::test_memory(name, 64);
+        let l = crate::driver::split::Layout::new(size).unwrap();
         let q = SplitQueue::new(&region, 0, l).unwrap();
-        let dev = crate::testdev::SplitDevice::new(region.as_ptr(), l);
+        let dev = crate::driver::testdev::SplitDevice::new(region.as_ptr(), l);
         (tx_handle(q, region, &pool), pool, dev)
     }
 
@@ -1082,10 +1082,14 @@ mod tests {
     /// one-by-one path, and the frames behind it still go.
     #[test]
     fn a_run_of_plain_frames_stops_at_one_the_device_cannot_reach() {
-        let (region, pool) = crate::split::test_memory("ntr", 64);
-        let (_other_region, foreign) = crate::split::test_memory("ntr2", 4);
-        let mut q =
-            PackedQueue::new(&region, 0, crate::packed::PackedLayout::new(8).unwrap()).unwrap();
+        let (region, pool) = crate::driver::split::test_memory("ntr", 64);
+        let (_other_region, foreign) = crate::driver::split::test_memory("ntr2", 4);
+        let mut q = PackedQueue::new(
+            &region,
+            0,
+            crate::driver::packed::PackedLayout::new(8).unwrap(),
+        )
+        .unwrap();
         q.set_in_order(true);
         let v = q.view();
         let mut tx = tx_handle(q, region, &pool);
