@@ -18,6 +18,18 @@ fn frame(len: usize, tag: u8) -> Vec<u8> {
     f
 }
 
+/// `n` UDP datagrams from namespace `ns` to `ip` (routed to rpmd's side),
+/// as fast as the socket takes them.
+fn flood(ns: &str, ip: &str, n: u32) {
+    let ip = ip.to_string();
+    in_netns(ns, move || {
+        let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        for i in 0..n {
+            let _ = s.send_to(&i.to_be_bytes(), format!("{ip}:9"));
+        }
+    });
+}
+
 fn lab(test: &str) -> Option<(Lab, String, String)> {
     if !lab_available(test) {
         return None;
@@ -136,9 +148,7 @@ fn the_kernels_ring_drops_are_imissed() {
         mac.trim()
     ));
     // Nobody reads the ring: past its 64 slots, the kernel drops.
-    let _ = sh_ok(&format!(
-        "ip netns exec {ns} ping -f -c 300 -W 0.01 {peer_ip} >/dev/null 2>&1"
-    ));
+    flood(&ns, peer_ip, 300);
     let s = port.stats();
     assert!(s.imissed >= 200, "{s:?}");
     drop(q);
@@ -167,6 +177,29 @@ fn the_kernels_drops_into_a_tap_are_imissed() {
     }
     let st = port.stats();
     assert!(st.imissed >= 1000, "{st:?}");
+    drop(q);
+    drop(port);
+}
+
+/// AF_XDP: frames the kernel cannot deliver because the port's rings are
+/// full (nobody reads) are `imissed` (rx_dropped and rx_ring_full).
+#[test]
+fn af_xdps_drops_are_imissed() {
+    let Some((_lab, ns, root)) = lab("af_xdps_drops_are_imissed") else {
+        return;
+    };
+    let pool = pool("fl-xdp", 1024);
+    let (port, q) = start(&format!("af_xdp:{root},mode=skb"), &pool, 1);
+    let mac = sh(&format!("cat /sys/class/net/{root}/address"));
+    let peer_ip = "10.78.252.2";
+    sh_ok(&format!(
+        "ip netns exec {ns} ip route add {peer_ip}/32 dev eth0 && \
+         ip netns exec {ns} ip neigh add {peer_ip} lladdr {} dev eth0",
+        mac.trim()
+    ));
+    flood(&ns, peer_ip, 3000);
+    let s = port.stats();
+    assert!(s.imissed >= 1000, "{s:?}");
     drop(q);
     drop(port);
 }

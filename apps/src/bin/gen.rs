@@ -443,7 +443,7 @@ fn print_summary(
     if a.json {
         let ports: Vec<_> = stats
             .iter()
-            .map(|(n, s)| serde_json::json!({"device": n, "ipackets": s.ipackets, "opackets": s.opackets, "ibytes": s.ibytes, "obytes": s.obytes, "ierrors": s.ierrors, "oerrors": s.oerrors, "rx_nombuf": s.rx_nombuf}))
+            .map(|(n, s)| serde_json::json!({"device": n, "ipackets": s.ipackets, "opackets": s.opackets, "ibytes": s.ibytes, "obytes": s.obytes, "imissed": s.imissed, "ierrors": s.ierrors, "oerrors": s.oerrors, "rx_nombuf": s.rx_nombuf}))
             .collect();
         let (bad_ip, bad_l4) = bad_checksums(rx_counts);
         cli::json_line(
@@ -467,8 +467,8 @@ fn print_summary(
     );
     for (n, s) in &stats {
         println!(
-            "  {n}: ipackets {} opackets {} ierrors {} oerrors {} rx_nombuf {}",
-            s.ipackets, s.opackets, s.ierrors, s.oerrors, s.rx_nombuf
+            "  {n}: ipackets {} opackets {} imissed {} ierrors {} oerrors {} rx_nombuf {}",
+            s.ipackets, s.opackets, s.imissed, s.ierrors, s.oerrors, s.rx_nombuf
         );
     }
     if a.mode == Some(Mode::Csum) {
