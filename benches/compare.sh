@@ -200,7 +200,7 @@ for s in $suite; do
             bash benches/mlx4.sh "$((runs + 2))" 2 "$OUT"
             ;;
         poll)
-            echo "== poll: run-loop modes, latency against the server's CPU (rr over vhost-user), $runs interleaved rounds"
+            echo "== poll: run-loop modes, latency against the server's CPU (rr over vhost-user, and AF_XDP on a veth pair), $runs interleaved rounds"
             python3 benches/poll.py --runs "$runs" --seconds 2 --out "$OUT"
             ;;
         seeds-vhost)

@@ -24,6 +24,9 @@ l2fwd's embedded topology under the default and --poll spin, and rr
 through the vswitch app with the client and the switch sharing a CPU,
 under the default, the old default (a fixed 50 us spin, no yield) and
 the yield off.
+The same at 20 % and 100 % over AF_XDP on a veth pair (the kernel's
+path: each end's XDP socket, the server sleeping on its socket's poll),
+for the default and full spin.
 Ends with RESULT lines (see the issue's definitions) and a PNG of p99
 against server CPU per mode.
 """
@@ -46,6 +49,18 @@ MODES = {
     "adaptive": ["--poll", "adaptive"],
 }
 LOADS = [10, 20, 40, 60, 80, 100]
+# The AF_XDP link: a veth pair made for the run, the server on its first
+# end, the client on its second.
+VETH = ("rpmdpv0", "rpmdpv1")
+
+
+def vhost_link(sock):
+    """(server device, client device, a path that exists once the server
+    listens) for the vhost-user link on `sock`."""
+    return f"vhost-user:{sock}", f"virtio-user:{sock}", sock
+
+
+AFXDP_LINK = (f"af_xdp:{VETH[0]}", f"af_xdp:{VETH[1]}", None)
 
 
 def tsc_hz():
@@ -80,12 +95,13 @@ def lcore_cpu_ns(pid):
     return None
 
 
-def start_server(sock, mode):
-    args = [RR, "--role", "server", "--dev", f"vhost-user:{sock}", "-l", "0",
+def start_server(link, mode):
+    dev, _, ready = link
+    args = [RR, "--role", "server", "--dev", dev, "-l", "0",
             "--no-telemetry", "--duration", "600"] + MODES[mode]
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for _ in range(200):
-        if os.path.exists(sock):
+        if ready is None or os.path.exists(ready):
             break
         if p.poll() is not None:
             sys.exit(f"poll.py: the server exited: {p.stderr.read().decode()}")
@@ -107,8 +123,8 @@ def stop(p):
         p.wait()
 
 
-def client(sock, secs, rate=None, arrivals="poisson", warmup=0.3):
-    args = [RR, "--role", "client", "--dev", f"virtio-user:{sock}", "-l", "1", "--poll", "spin",
+def client(link, secs, rate=None, arrivals="poisson", warmup=0.3):
+    args = [RR, "--role", "client", "--dev", link[1], "-l", "1", "--poll", "spin",
             "--no-bound", "--no-telemetry", "--json", "--duration", str(secs), "--warmup", str(warmup)]
     if rate is not None:
         args += ["--rate", str(rate), "--arrivals", arrivals]
@@ -123,15 +139,17 @@ def client(sock, secs, rate=None, arrivals="poisson", warmup=0.3):
     sys.exit(f"poll.py: the client gave no summary: {out.stderr}")
 
 
-def one_run(mode, load, rate, secs, hz, n):
+def one_run(mode, load, rate, secs, hz, n, afxdp=False):
     """One row's run: server in `mode`, the client at `rate` (None: the
-    closed loop). Returns the row's figures."""
+    closed loop), over vhost-user or (`afxdp`) AF_XDP on the veth pair.
+    Returns the row's figures."""
     sock = f"/tmp/rpmd-poll-{os.getpid()}-{n}.sock"
-    srv = start_server(sock, mode)
+    link = AFXDP_LINK if afxdp else vhost_link(sock)
+    srv = start_server(link, mode)
     try:
         c0 = lcore_cpu_ns(srv.pid)
         t0 = time.monotonic()
-        s = client(sock, secs, rate)
+        s = client(link, secs, rate)
         wall = time.monotonic() - t0
         c1 = lcore_cpu_ns(srv.pid)
     finally:
@@ -156,10 +174,11 @@ def idle_and_wake(mode, n, samples):
     waits on the client's kicks), and the p99 (with few samples, the
     worst) of those requests, each after a second of silence."""
     sock = f"/tmp/rpmd-poll-{os.getpid()}-idle{n}.sock"
-    srv = start_server(sock, mode)
+    link = vhost_link(sock)
+    srv = start_server(link, mode)
     try:
         c0, t0 = lcore_cpu_ns(srv.pid), time.monotonic()
-        s = client(sock, samples + 0.5, rate=1.0, arrivals="fixed", warmup=0.5)
+        s = client(link, samples + 0.5, rate=1.0, arrivals="fixed", warmup=0.5)
         c1, t1 = lcore_cpu_ns(srv.pid), time.monotonic()
     finally:
         stop(srv)
@@ -206,6 +225,35 @@ def l2fwd_mpps(mode, secs):
         if v.get("type") == "summary":
             return v["mpps"]
     sys.exit(f"poll.py: l2fwd gave no summary: {out.stderr}")
+
+
+def afxdp_rows(runs, secs, hz, n):
+    """The default and full spin at 20 % and 100 % over AF_XDP on a veth
+    pair made for it (and removed): {(mode, load): [row, ...]}, or None
+    where the machine cannot make one."""
+    made = subprocess.run(["ip", "link", "add", VETH[0], "type", "veth", "peer", "name", VETH[1]],
+                          capture_output=True).returncode == 0
+    if not made:
+        print("AF_XDP link: no veth pair here (needs root and iproute2); skipped")
+        return None
+    try:
+        for v in VETH:
+            subprocess.run(["ip", "link", "set", v, "up"], check=True)
+        peaks = [one_run("spin", 100, None, secs, hz, n + i, afxdp=True)["tps"] for i in range(runs)]
+        peak = min(peaks)
+        print(f"AF_XDP closed-loop maximum (spin): {peak:.0f} transactions/s, the lowest of {spread(peaks)}")
+        rows = {}
+        for r in range(runs):
+            for load in (20, 100):
+                rate = None if load == 100 else peak * load / 100
+                order = ["spin", "adaptive"] if r % 2 == 0 else ["adaptive", "spin"]
+                for mode in order:
+                    n += 1
+                    rows.setdefault((mode, load), []).append(
+                        one_run(mode, load, rate, secs, hz, n, afxdp=True))
+        return rows
+    finally:
+        subprocess.run(["ip", "link", "del", VETH[0]], capture_output=True)
 
 
 def med(xs):
@@ -267,6 +315,7 @@ def main():
     for _ in range(a.runs):
         for m in l2:
             l2[m].append(l2fwd_mpps(m, 3))
+    xdp = afxdp_rows(a.runs, a.seconds, hz, n + 1000)
 
     csv = open(f"{a.out}/poll.csv", "w")
     csv.write("mode,load,tps,p50_us,p99_us,p999_us,server_cpu_pct,cycles_per_txn\n")
@@ -298,6 +347,17 @@ def main():
     print(f"RESULT poll cost20={cost20:.3f} p99_20={p99_20:.3f} peak={peak_ratio:.3f} "
           f"idle_cpu={med(idle['adaptive']):.2f} wake_us={wake_us:.1f}")
     print(f"RESULT poll_l2fwd ratio={l2_ratio:.3f}")
+    if xdp is not None:
+        def x(mode, load, k):
+            return med([r[k] for r in xdp[(mode, load)]])
+        print("\nAF_XDP on a veth pair:")
+        for (mode, load) in sorted(xdp):
+            print(f"  {mode:<10} {load:>4}% {x(mode, load, 'tps'):>9.0f} trans/s, p50 {x(mode, load, 'p50'):.1f} us, "
+                  f"p99 {x(mode, load, 'p99'):.1f} us, server CPU {x(mode, load, 'cpu'):.1f} %, "
+                  f"{x(mode, load, 'cycles'):.0f} cycles a transaction; p99 {spread([r['p99'] for r in xdp[(mode, load)]])}")
+        print(f"RESULT poll_afxdp cost20={x('adaptive', 20, 'cycles') / x('adaptive', 100, 'cycles'):.3f} "
+              f"p99_20={x('adaptive', 20, 'p99') / x('spin', 20, 'p99'):.3f} "
+              f"peak={x('adaptive', 100, 'tps') / x('spin', 100, 'tps'):.3f}")
     print(f"RESULT poll_shared gain={med(shared['default']) / med(shared['old']):.3f} "
           f"(default / the old default's trans/s, two programs' lcores on one CPU)")
 
