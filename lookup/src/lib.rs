@@ -1,0 +1,57 @@
+//! Lookup tables for forwarding apps, as DPDK's `rte_lpm` and `rte_hash`
+//! serve its l3fwd.
+//!
+//! [`Lpm4`] is IPv4 longest-prefix match in DIR-24-8 form: a first table
+//! indexed by an address's top 24 bits answers every prefix of up to 24
+//! bits in one load; a prefix longer than 24 bits turns its first-table
+//! entry into a pointer to a group of 256 second-table entries, indexed by
+//! the last 8 bits. A lookup is one load, or two. Every entry carries the
+//! prefix length it came from, so adding a route overwrites only entries
+//! of shorter prefixes, and deleting one restores the next-longest route
+//! that covers it (found in the rule list the table keeps beside the
+//! lookup tables). Unlike `rte_lpm`, a default route (`/0`) is allowed.
+//!
+//! Writers take `&mut self`; readers share `&self`. The tables are plain
+//! memory, no `unsafe`.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod lpm;
+
+pub use lpm::{Lpm4, Lpm4Config};
+
+/// What a table refuses.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// A prefix length past the address's bits.
+    #[error("prefix length {depth}: at most {max}")]
+    Depth {
+        /// The length asked for.
+        depth: u8,
+        /// The longest prefix the table takes.
+        max: u8,
+    },
+    /// A next hop the entries cannot hold.
+    #[error("next hop {next_hop}: at most {max}")]
+    NextHop {
+        /// The next hop asked for.
+        next_hop: u32,
+        /// The largest the table stores.
+        max: u32,
+    },
+    /// The table has no room for the route: the rule limit, or no free
+    /// group of second-table entries for a prefix longer than 24 bits.
+    #[error("table full: {what} (a route is never dropped silently; size the table for it)")]
+    Full {
+        /// Which limit was reached.
+        what: &'static str,
+    },
+    /// A route the table does not have.
+    #[error("no route {prefix}/{depth}")]
+    NoRoute {
+        /// The prefix, dotted.
+        prefix: String,
+        /// Its length.
+        depth: u8,
+    },
+}
