@@ -36,14 +36,84 @@ mod tests;
 pub use ip::{IpProto, Ipv4, Ipv6, Tcp, Udp};
 pub use l2::{Arp, EtherType, Ethernet, MacAddr, Vlan};
 
-/// What makes bytes not a header of the kind asked for.
+/// The header a view is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Header {
+    /// Ethernet II.
+    Ethernet,
+    /// An 802.1Q tag.
+    Vlan,
+    /// ARP for IPv4 over Ethernet.
+    Arp,
+    /// IPv4, with options.
+    Ipv4,
+    /// IPv6's fixed header.
+    Ipv6,
+    /// UDP.
+    Udp,
+    /// TCP, with options.
+    Tcp,
+}
+
+impl std::fmt::Display for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Header::Ethernet => "Ethernet",
+            Header::Vlan => "VLAN",
+            Header::Arp => "ARP",
+            Header::Ipv4 => "IPv4",
+            Header::Ipv6 => "IPv6",
+            Header::Udp => "UDP",
+            Header::Tcp => "TCP",
+        })
+    }
+}
+
+/// A header field whose value no valid header has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// IPv4's or IPv6's version.
+    Version,
+    /// IPv4's header length (IHL).
+    HeaderLength,
+    /// IPv4's total length.
+    TotalLength,
+    /// UDP's length.
+    Length,
+    /// TCP's data offset.
+    DataOffset,
+    /// ARP's hardware type (1, Ethernet, is what is taken).
+    HardwareType,
+    /// ARP's protocol type (IPv4 is what is taken).
+    ProtocolType,
+    /// ARP's hardware and protocol address lengths (6 and 4).
+    AddressLengths,
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Field::Version => "version",
+            Field::HeaderLength => "header length",
+            Field::TotalLength => "total length",
+            Field::Length => "length",
+            Field::DataOffset => "data offset",
+            Field::HardwareType => "hardware type",
+            Field::ProtocolType => "protocol type",
+            Field::AddressLengths => "address lengths",
+        })
+    }
+}
+
+/// What makes bytes not a header of the kind asked for; both parts are
+/// enums a caller can match.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HdrError {
     /// Fewer bytes than the header needs.
     #[error("{what} header truncated: {need} bytes needed, {have} present")]
     Truncated {
         /// The header.
-        what: &'static str,
+        what: Header,
         /// Bytes it needs (with its options).
         need: usize,
         /// Bytes there are.
@@ -53,16 +123,16 @@ pub enum HdrError {
     #[error("{what}: {field} is {value}, which no valid header has")]
     Malformed {
         /// The header.
-        what: &'static str,
+        what: Header,
         /// The field.
-        field: &'static str,
+        field: Field,
         /// Its value.
         value: u32,
     },
 }
 
 /// Fails unless `b` has at least `need` bytes.
-fn need(what: &'static str, b: &[u8], need: usize) -> Result<(), HdrError> {
+fn need(what: Header, b: &[u8], need: usize) -> Result<(), HdrError> {
     if b.len() < need {
         return Err(HdrError::Truncated {
             what,

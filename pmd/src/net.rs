@@ -22,6 +22,20 @@ pub fn ones_sum(bytes: &[u8], init: u32) -> u32 {
     sum as u32
 }
 
+/// A checksum `csum` updated for bytes `old` becoming `new` without
+/// summing the rest again (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')):
+/// `old` and `new` are the same even number of bytes, at an even offset
+/// of what the checksum covers.
+pub fn checksum_update(csum: u16, old: &[u8], new: &[u8]) -> u16 {
+    debug_assert!(old.len() == new.len() && old.len() % 2 == 0);
+    let mut sum = !csum as u32;
+    for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
+        sum += !u16::from_be_bytes([o[0], o[1]]) as u32;
+        sum += u16::from_be_bytes([n[0], n[1]]) as u32;
+    }
+    !fold(sum)
+}
+
 /// Folds a 32-bit one's-complement sum to 16 bits.
 pub fn fold(mut sum: u32) -> u16 {
     while sum > 0xffff {

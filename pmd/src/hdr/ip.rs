@@ -1,6 +1,6 @@
 //! Network- and transport-layer views: IPv4, IPv6, UDP, TCP.
-use super::{be16, be32, l4_checksum, need, put16, put32, HdrError};
-use crate::net::{ipv4_header_checksum, ones_sum};
+use super::{be16, be32, l4_checksum, need, put16, put32, Field, HdrError, Header};
+use crate::net::{checksum_update, ipv4_header_checksum, ones_sum};
 
 /// An IP protocol number (IPv4 protocol, IPv6 next header).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -17,7 +17,7 @@ impl IpProto {
     pub const ICMPV6: IpProto = IpProto(58);
 }
 
-fn malformed(what: &'static str, field: &'static str, value: u32) -> HdrError {
+fn malformed(what: Header, field: Field, value: u32) -> HdrError {
     HdrError::Malformed { what, field, value }
 }
 
@@ -35,19 +35,19 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
     /// total length, total length within `b`.
     pub fn new_checked(b: T) -> Result<Self, HdrError> {
         let s = b.as_ref();
-        need("IPv4", s, 20)?;
+        need(Header::Ipv4, s, 20)?;
         if s[0] >> 4 != 4 {
-            return Err(malformed("IPv4", "version", (s[0] >> 4) as u32));
+            return Err(malformed(Header::Ipv4, Field::Version, (s[0] >> 4) as u32));
         }
         let hlen = (s[0] & 0xf) as usize * 4;
         if hlen < 20 {
-            return Err(malformed("IPv4", "header length", hlen as u32));
+            return Err(malformed(Header::Ipv4, Field::HeaderLength, hlen as u32));
         }
         let total = be16(s, 2) as usize;
         if total < hlen {
-            return Err(malformed("IPv4", "total length", total as u32));
+            return Err(malformed(Header::Ipv4, Field::TotalLength, total as u32));
         }
-        need("IPv4", s, total)?;
+        need(Header::Ipv4, s, total)?;
         Ok(Ipv4 { b, hlen, total })
     }
 
@@ -136,6 +136,41 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4<T> {
         put16(self.b.as_mut(), 10, c);
     }
 
+    /// A router's hop: the time to live one less, the header checksum
+    /// updated to match (RFC 1624), the new TTL returned; `None`, with
+    /// nothing changed, when the datagram has no hop left (TTL 0 or 1:
+    /// drop it and count it expired).
+    pub fn decrement_ttl(&mut self) -> Option<u8> {
+        let b = self.b.as_mut();
+        let (ttl, proto) = (b[8], b[9]);
+        if ttl <= 1 {
+            return None;
+        }
+        let c = checksum_update(be16(b, 10), &[ttl, proto], &[ttl - 1, proto]);
+        b[8] = ttl - 1;
+        put16(b, 10, c);
+        Some(ttl - 1)
+    }
+
+    /// Sets the source address with the header checksum updated to match
+    /// (the L4 checksum covers it too: see `Udp::rewrite_address`).
+    pub fn rewrite_src(&mut self, a: [u8; 4]) {
+        self.rewrite_address(12, a);
+    }
+
+    /// Sets the destination address with the header checksum updated.
+    pub fn rewrite_dst(&mut self, a: [u8; 4]) {
+        self.rewrite_address(16, a);
+    }
+
+    fn rewrite_address(&mut self, at: usize, a: [u8; 4]) {
+        let b = self.b.as_mut();
+        let old = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        let c = checksum_update(be16(b, 10), &old, &a);
+        b[at..at + 4].copy_from_slice(&a);
+        put16(b, 10, c);
+    }
+
     /// The payload, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let (h, t) = (self.hlen, self.total);
@@ -158,12 +193,12 @@ impl<T: AsRef<[u8]>> Ipv6<T> {
     /// A view of `b`: version 6, the payload length within `b`.
     pub fn new_checked(b: T) -> Result<Self, HdrError> {
         let s = b.as_ref();
-        need("IPv6", s, Self::LEN)?;
+        need(Header::Ipv6, s, Self::LEN)?;
         if s[0] >> 4 != 6 {
-            return Err(malformed("IPv6", "version", (s[0] >> 4) as u32));
+            return Err(malformed(Header::Ipv6, Field::Version, (s[0] >> 4) as u32));
         }
         let end = Self::LEN + be16(s, 4) as usize;
-        need("IPv6", s, end)?;
+        need(Header::Ipv6, s, end)?;
         Ok(Ipv6 { b, end })
     }
 
@@ -236,12 +271,12 @@ impl<T: AsRef<[u8]>> Udp<T> {
     /// A view of `b`: the length field at least 8 and within `b`.
     pub fn new_checked(b: T) -> Result<Self, HdrError> {
         let s = b.as_ref();
-        need("UDP", s, Self::LEN)?;
+        need(Header::Udp, s, Self::LEN)?;
         let len = be16(s, 4) as usize;
         if len < Self::LEN {
-            return Err(malformed("UDP", "length", len as u32));
+            return Err(malformed(Header::Udp, Field::Length, len as u32));
         }
-        need("UDP", s, len)?;
+        need(Header::Udp, s, len)?;
         Ok(Udp { b, len })
     }
 
@@ -302,6 +337,44 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Udp<T> {
         let c = self.compute_checksum(pseudo);
         put16(self.b.as_mut(), 6, c);
     }
+
+    /// Sets the source port with the checksum updated to match.
+    pub fn rewrite_src_port(&mut self, p: u16) {
+        self.rewrite(0, &p.to_be_bytes());
+    }
+
+    /// Sets the destination port with the checksum updated to match.
+    pub fn rewrite_dst_port(&mut self, p: u16) {
+        self.rewrite(2, &p.to_be_bytes());
+    }
+
+    /// Updates the checksum for an address of the pseudo-header changing
+    /// from `old` to `new` (after `Ipv4::rewrite_src` or `rewrite_dst`).
+    pub fn rewrite_address(&mut self, old: [u8; 4], new: [u8; 4]) {
+        self.update_checksum(&old, &new);
+    }
+
+    fn rewrite(&mut self, at: usize, new: &[u8; 2]) {
+        let b = self.b.as_mut();
+        let old = [b[at], b[at + 1]];
+        b[at..at + 2].copy_from_slice(new);
+        self.update_checksum(&old, new);
+    }
+
+    /// RFC 1624 on the checksum field; a zero checksum (none sent, which
+    /// IPv4 allows) stays zero, and a computed zero is sent as 0xffff.
+    fn update_checksum(&mut self, old: &[u8], new: &[u8]) {
+        let b = self.b.as_mut();
+        let c = be16(b, 6);
+        if c == 0 {
+            return;
+        }
+        let c = match checksum_update(c, old, new) {
+            0 => 0xffff,
+            c => c,
+        };
+        put16(b, 6, c);
+    }
 }
 
 /// A TCP header with its options; the payload is the rest of the slice.
@@ -315,12 +388,12 @@ impl<T: AsRef<[u8]>> Tcp<T> {
     /// A view of `b`: data offset at least 5 words and within `b`.
     pub fn new_checked(b: T) -> Result<Self, HdrError> {
         let s = b.as_ref();
-        need("TCP", s, 20)?;
+        need(Header::Tcp, s, 20)?;
         let hlen = (s[12] >> 4) as usize * 4;
         if hlen < 20 {
-            return Err(malformed("TCP", "data offset", hlen as u32));
+            return Err(malformed(Header::Tcp, Field::DataOffset, hlen as u32));
         }
-        need("TCP", s, hlen)?;
+        need(Header::Tcp, s, hlen)?;
         Ok(Tcp { b, hlen })
     }
 
@@ -387,5 +460,31 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Tcp<T> {
     pub fn fill_checksum(&mut self, pseudo: u32) {
         let c = self.compute_checksum(pseudo);
         put16(self.b.as_mut(), 16, c);
+    }
+
+    /// Sets the source port with the checksum updated to match.
+    pub fn rewrite_src_port(&mut self, p: u16) {
+        self.rewrite(0, &p.to_be_bytes());
+    }
+
+    /// Sets the destination port with the checksum updated to match.
+    pub fn rewrite_dst_port(&mut self, p: u16) {
+        self.rewrite(2, &p.to_be_bytes());
+    }
+
+    /// Updates the checksum for an address of the pseudo-header changing
+    /// from `old` to `new` (after `Ipv4::rewrite_src` or `rewrite_dst`).
+    pub fn rewrite_address(&mut self, old: [u8; 4], new: [u8; 4]) {
+        let b = self.b.as_mut();
+        let c = checksum_update(be16(b, 16), &old, &new);
+        put16(b, 16, c);
+    }
+
+    fn rewrite(&mut self, at: usize, new: &[u8; 2]) {
+        let b = self.b.as_mut();
+        let old = [b[at], b[at + 1]];
+        b[at..at + 2].copy_from_slice(new);
+        let c = checksum_update(be16(b, 16), &old, new);
+        put16(b, 16, c);
     }
 }

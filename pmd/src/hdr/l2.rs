@@ -1,5 +1,5 @@
 //! Link-layer views: Ethernet, VLAN tags, ARP.
-use super::{be16, need, put16, HdrError};
+use super::{be16, need, put16, Field, HdrError, Header};
 
 pub use crate::port::MacAddr;
 
@@ -37,7 +37,7 @@ impl<T: AsRef<[u8]>> Ethernet<T> {
 
     /// A view of `b`, which must hold at least the 14-byte header.
     pub fn new_checked(b: T) -> Result<Self, HdrError> {
-        need("Ethernet", b.as_ref(), Self::LEN)?;
+        need(Header::Ethernet, b.as_ref(), Self::LEN)?;
         Ok(Ethernet { b })
     }
 
@@ -127,7 +127,7 @@ impl<T: AsRef<[u8]>> Vlan<T> {
     /// A view of `b` (the bytes after an Ethernet header whose EtherType
     /// is a VLAN TPID).
     pub fn new_checked(b: T) -> Result<Self, HdrError> {
-        need("VLAN", b.as_ref(), Self::LEN)?;
+        need(Header::Vlan, b.as_ref(), Self::LEN)?;
         Ok(Vlan { b })
     }
 
@@ -182,21 +182,21 @@ impl<T: AsRef<[u8]>> Arp<T> {
     /// lengths 6 and 4; other ARP variants are refused.
     pub fn new_checked(b: T) -> Result<Self, HdrError> {
         let s = b.as_ref();
-        need("ARP", s, Self::LEN)?;
+        need(Header::Arp, s, Self::LEN)?;
         let bad = |field, value| HdrError::Malformed {
-            what: "ARP",
+            what: Header::Arp,
             field,
             value,
         };
         if be16(s, 0) != 1 {
-            return Err(bad("hardware type", be16(s, 0) as u32));
+            return Err(bad(Field::HardwareType, be16(s, 0) as u32));
         }
         if be16(s, 2) != 0x0800 {
-            return Err(bad("protocol type", be16(s, 2) as u32));
+            return Err(bad(Field::ProtocolType, be16(s, 2) as u32));
         }
         if s[4] != 6 || s[5] != 4 {
             return Err(bad(
-                "address lengths",
+                Field::AddressLengths,
                 u16::from_be_bytes([s[4], s[5]]) as u32,
             ));
         }

@@ -121,7 +121,7 @@ fn bytes_that_are_not_the_header_are_refused_with_the_reason() {
     assert_eq!(
         Ethernet::new_checked(&f[..10]).unwrap_err(),
         HdrError::Truncated {
-            what: "Ethernet",
+            what: Header::Ethernet,
             need: 14,
             have: 10
         }
@@ -137,7 +137,7 @@ fn bytes_that_are_not_the_header_are_refused_with_the_reason() {
     assert!(matches!(
         Ipv4::new_checked(&ip[..]),
         Err(HdrError::Malformed {
-            field: "header length",
+            field: Field::HeaderLength,
             ..
         })
     ));
@@ -171,5 +171,116 @@ fn every_cut_of_every_frame_parses_or_errs_without_panicking() {
         }
         let _ = Tcp::new_checked(&f[..cut]).map(|t| t.payload().len());
         let _ = Ipv6::new_checked(&f[..cut]).map(|i| i.pseudo_sum());
+    }
+}
+
+/// xorshift64*, for the property tests below.
+fn rng(seed: &mut u64) -> u64 {
+    *seed ^= *seed >> 12;
+    *seed ^= *seed << 25;
+    *seed ^= *seed >> 27;
+    seed.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// A UDP or TCP frame of random addresses, ports, TTL and payload, with
+/// every checksum right (etherparse).
+fn random_frame(seed: &mut u64, tcp: bool) -> Vec<u8> {
+    let r = rng(seed);
+    let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]).ipv4(
+        (r as u32).to_be_bytes(),
+        ((r >> 32) as u32).to_be_bytes(),
+        (rng(seed) % 255) as u8 + 1,
+    );
+    let payload: Vec<u8> = (0..rng(seed) % 64).map(|_| rng(seed) as u8).collect();
+    let (sp, dp) = (rng(seed) as u16, rng(seed) as u16);
+    let mut f = Vec::new();
+    if tcp {
+        b.tcp(sp, dp, rng(seed) as u32, 1024)
+            .write(&mut f, &payload)
+            .unwrap();
+    } else {
+        b.udp(sp, dp).write(&mut f, &payload).unwrap();
+    }
+    f
+}
+
+#[test]
+fn incremental_checksum_updates_equal_a_full_recompute() {
+    let mut seed = 0x1234_5678_9abc_def1u64;
+    for i in 0..2000 {
+        let tcp = i % 2 == 1;
+        let mut f = random_frame(&mut seed, tcp);
+        let (a, b) = (
+            (rng(&mut seed) as u32).to_be_bytes(),
+            (rng(&mut seed) as u32).to_be_bytes(),
+        );
+        let (sp, dp) = (rng(&mut seed) as u16, rng(&mut seed) as u16);
+        let (old_src, old_dst, ttl) = {
+            let ip = Ipv4::new_checked(&f[14..]).unwrap();
+            (ip.src(), ip.dst(), ip.ttl())
+        };
+        let mut ip = Ipv4::new_checked(&mut f[14..]).unwrap();
+        match ip.decrement_ttl() {
+            Some(t) => assert_eq!(t, ttl - 1),
+            None => assert_eq!(ttl, 1),
+        }
+        ip.rewrite_src(a);
+        ip.rewrite_dst(b);
+        assert!(ip.checksum_ok(), "frame {i}: IPv4 header checksum");
+        let pseudo = ip.pseudo_sum();
+        let l4 = ip.payload_mut();
+        if tcp {
+            let mut t = Tcp::new_checked(l4).unwrap();
+            t.rewrite_address(old_src, a);
+            t.rewrite_address(old_dst, b);
+            t.rewrite_src_port(sp);
+            t.rewrite_dst_port(dp);
+            assert_eq!(t.checksum(), t.compute_checksum(pseudo), "frame {i}: TCP");
+        } else {
+            let mut u = Udp::new_checked(l4).unwrap();
+            u.rewrite_address(old_src, a);
+            u.rewrite_address(old_dst, b);
+            u.rewrite_src_port(sp);
+            u.rewrite_dst_port(dp);
+            assert_eq!(u.checksum(), u.compute_checksum(pseudo), "frame {i}: UDP");
+        }
+    }
+}
+
+#[test]
+fn no_hop_left_changes_nothing_and_a_zero_udp_checksum_stays_zero() {
+    let mut f = udp_frame(9);
+    f[14 + 8] = 1;
+    let mut ip = Ipv4::new_checked(&mut f[14..]).unwrap();
+    ip.fill_checksum();
+    let before = f.clone();
+    assert_eq!(
+        Ipv4::new_checked(&mut f[14..]).unwrap().decrement_ttl(),
+        None
+    );
+    assert_eq!(f, before);
+    f[40..42].copy_from_slice(&[0, 0]); // no UDP checksum
+    let mut u = Udp::new_checked(&mut f[34..]).unwrap();
+    u.rewrite_dst_port(53);
+    assert_eq!((u.dst_port(), u.checksum()), (53, 0));
+}
+
+#[test]
+fn mac_addresses_parse_as_they_print() {
+    let m: MacAddr = "02:aB:cd:EF:00:9f".parse().unwrap();
+    assert_eq!(m, MacAddr([0x02, 0xab, 0xcd, 0xef, 0x00, 0x9f]));
+    assert_eq!(m.to_string().parse::<MacAddr>().unwrap(), m);
+    assert_eq!("02-ab-cd-ef-00-9f".parse::<MacAddr>().unwrap(), m);
+    for bad in [
+        "",
+        "02:ab:cd:ef:00",
+        "02:ab:cd:ef:00:9f:01",
+        "02:ab:cd:ef:00:+f",
+        "02:ab:cd:ef:00:zz",
+        "2:ab:cd:ef:00:9f",
+        "02:ab-cd:ef:00:9f",
+    ] {
+        let e = bad.parse::<MacAddr>().unwrap_err().to_string();
+        assert!(e.contains("is not a MAC address"), "{bad}: {e}");
     }
 }

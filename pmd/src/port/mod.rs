@@ -94,6 +94,34 @@ impl fmt::Display for MacAddr {
     }
 }
 
+/// A MAC address that is not six hex bytes between `:` or `-`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a MAC address (six hex bytes: aa:bb:cc:dd:ee:ff)")]
+pub struct BadMacAddr(pub String);
+
+impl std::str::FromStr for MacAddr {
+    type Err = BadMacAddr;
+
+    /// `aa:bb:cc:dd:ee:ff` or `aa-bb-cc-dd-ee-ff`, either case.
+    fn from_str(s: &str) -> Result<MacAddr, BadMacAddr> {
+        let bad = || BadMacAddr(s.to_string());
+        let sep = if s.contains('-') { '-' } else { ':' };
+        let mut m = [0u8; 6];
+        let mut parts = s.split(sep);
+        for b in &mut m {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.len() != 2 || !p.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad());
+            }
+            *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        match parts.next() {
+            Some(_) => Err(bad()),
+            None => Ok(MacAddr(m)),
+        }
+    }
+}
+
 impl fmt::Debug for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
