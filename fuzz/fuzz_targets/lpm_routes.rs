@@ -63,7 +63,12 @@ fuzz_target!(|data: &[u8]| {
         }
         assert_eq!(t.len(), routes.len());
         for &(d, p) in routes.keys() {
-            for a in [p, p | !mask(d), p.wrapping_sub(1), (p | !mask(d)).wrapping_add(1)] {
+            for a in [
+                p,
+                p | !mask(d),
+                p.wrapping_sub(1),
+                (p | !mask(d)).wrapping_add(1),
+            ] {
                 assert_eq!(t.lookup(a), naive(&routes, a));
             }
         }
