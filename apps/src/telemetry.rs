@@ -380,6 +380,7 @@ fn port_info(p: &dyn Port, id: usize) -> Value {
         "min_mtu": c.min_mtu,
         "max_mtu": c.max_mtu,
         "link_up": p.link().up as u8,
+        "fw_version": p.fw_version(),
     })
 }
 

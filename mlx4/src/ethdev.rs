@@ -394,6 +394,12 @@ impl Mlx4Port {
 }
 
 impl Port for Mlx4Port {
+    /// What QUERY_FW reported at bring-up: major.minor.subminor.
+    fn fw_version(&self) -> Option<String> {
+        let (a, b, c) = lock(&self.card).fw().version;
+        Some(format!("{a}.{b}.{c}"))
+    }
+
     fn driver(&self) -> &'static str {
         "mlx4"
     }

@@ -111,6 +111,8 @@ fn the_registry_opens_both_ports_of_one_model_card() {
     let a = reg.open("mlx4-model:reg,port=1,wire=1").unwrap();
     let b = reg.open("mlx4-model:reg,port=2").unwrap();
     assert_eq!((a.driver(), a.mac_addr()), ("mlx4", MacAddr(PORT_MAC)));
+    // The firmware's version, as QUERY_FW gave it (the model: 2.42.5000).
+    assert_eq!(a.fw_version().as_deref(), Some("2.42.5000"));
     assert_eq!(b.mac_addr(), MacAddr(mac2()));
     for (bad, why) in [
         ("mlx4-model:reg,port=3", "ports 1..=2"),

@@ -633,6 +633,12 @@ pub trait Port: Send {
         None
     }
 
+    /// The device's firmware version, where it has firmware (DPDK's
+    /// `rte_eth_dev_fw_version_get`); None otherwise.
+    fn fw_version(&self) -> Option<String> {
+        None
+    }
+
     /// The port's MAC address.
     fn mac_addr(&self) -> MacAddr;
 
