@@ -18,6 +18,49 @@ fn udp(dport: u16) -> Vec<u8> {
     f
 }
 
+/// The example binary `name`, which `cargo test` builds.
+fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{}: cargo test builds it unless a single --test is asked for (cargo build -p rpmd-apps --example {name})",
+        bin.display()
+    );
+    bin
+}
+
+/// The far ends of the app's ports `devs`, started on `pool`.
+fn far_ends(devs: &[String], pool: &Mempool) -> Vec<(Box<dyn rpmd_pmd::Port>, Queues)> {
+    let reg = Registry::new();
+    devs.iter()
+        .map(|d| {
+            let mut p = reg.open(d).unwrap();
+            p.configure(&PortConfig::with_pool(pool)).unwrap();
+            let q = p.start().unwrap();
+            (p, q)
+        })
+        .collect()
+}
+
+/// Waits (5 s at most) for the app to join every far end.
+fn wait_joined(ends: &[(Box<dyn rpmd_pmd::Port>, Queues)]) {
+    let t0 = Instant::now();
+    while !ends.iter().all(|(p, _)| p.link().up) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the app did not join"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn send(q: &mut Queues, pool: &Mempool, frames: &[Vec<u8>]) {
     let mut out = Pkts::new();
     for f in frames {
@@ -37,49 +80,20 @@ fn send(q: &mut Queues, pool: &Mempool, frames: &[Vec<u8>]) {
 
 #[test]
 fn the_example_app_forwards_and_counts_udp_ports() {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/udp_count");
-    assert!(
-        bin.exists(),
-        "{}: cargo test builds it unless a single --test is asked for (cargo build -p rpmd-apps --example udp_count)",
-        bin.display()
-    );
+    let bin = example("udp_count");
     let (a, b) = (
         format!("shm:udpc-a-{}", std::process::id()),
         format!("shm:udpc-b-{}", std::process::id()),
     );
-    let reg = Registry::new();
     let pool = Mempool::new(&MempoolConfig::new("udpc-test", 1024)).unwrap();
-    let mut ends = Vec::new();
-    for d in [&a, &b] {
-        let mut p = reg.open(d).unwrap();
-        p.configure(&PortConfig {
-            rx_pool: Some(pool.clone()),
-            ..PortConfig::default()
-        })
-        .unwrap();
-        let q = p.start().unwrap();
-        ends.push((p, q));
-    }
+    let mut ends = far_ends(&[a.clone(), b.clone()], &pool);
     let app = Command::new(&bin)
         .args([&a, &b, "3"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while !ends.iter().all(|(p, _)| p.link().up) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "the app did not join"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_joined(&ends);
     let mut to_b: Vec<Vec<u8>> = (0..100).map(|_| udp(53)).collect();
     to_b.extend((0..50).map(|_| udp(5353)));
     let mut other = udp(9);
@@ -131,14 +145,7 @@ fn ip_frame(dst: [u8; 4], ttl: u8, spoil: bool) -> Vec<u8> {
 /// next hop's MAC; the rest are dropped and counted by reason.
 #[test]
 fn the_router_example_routes_by_longest_prefix_and_counts_drops() {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/router");
-    assert!(bin.exists(), "{}: build the example first", bin.display());
+    let bin = example("router");
     let id = std::process::id();
     let devs: Vec<String> = (0..3).map(|k| format!("shm:rt{k}-{id}")).collect();
     let routes = std::env::temp_dir().join(format!("rpmd-routes-{id}.txt"));
@@ -150,15 +157,8 @@ fn the_router_example_routes_by_longest_prefix_and_counts_drops() {
          0.0.0.0/0 0 02:00:00:00:00:09\n",
     )
     .unwrap();
-    let reg = Registry::new();
     let pool = Mempool::new(&MempoolConfig::new("router-test", 1024)).unwrap();
-    let mut ends = Vec::new();
-    for d in &devs {
-        let mut p = reg.open(d).unwrap();
-        p.configure(&PortConfig::with_pool(&pool)).unwrap();
-        let q = p.start().unwrap();
-        ends.push((p, q));
-    }
+    let mut ends = far_ends(&devs, &pool);
     let app = Command::new(&bin)
         .arg(&routes)
         .arg("3")
@@ -167,14 +167,7 @@ fn the_router_example_routes_by_longest_prefix_and_counts_drops() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while !ends.iter().all(|(p, _)| p.link().up) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "the router did not join"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_joined(&ends);
     let mut not_ip = udp(9);
     not_ip[12..14].copy_from_slice(&[0x86, 0xdd]);
     let frames = [
