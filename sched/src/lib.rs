@@ -23,6 +23,10 @@
 //!   versus processing a snapshot of its length.
 //! - [`txlock`]: the **dequeue-prioritised lock** in front of a TX queue
 //!   shared by several lcores (the qdisc busylock problem).
+//! - [`egress`]: an **egress scheduler** shared by lcores (port rate,
+//!   strict-priority classes by VLAN PCP or DSCP with HTB-style
+//!   borrowing, tail drop counted per class) in front of one TX queue,
+//!   behind the `TxLock` with the draining lcore first.
 //! - [`tasks`]: ready-made tasks ([`Forward`]: rx queue to tx queue,
 //!   sleeping on the rx interrupt; [`Timer`]) and the [`Runtime`] that
 //!   starts lcores from a core list.
@@ -64,6 +68,7 @@
 #![deny(unsafe_code)]
 
 pub mod backlog;
+pub mod egress;
 pub mod kbusy;
 pub mod lcore;
 pub mod multi;
@@ -72,6 +77,7 @@ pub mod signal;
 pub mod tasks;
 pub mod txlock;
 
+pub use egress::{Egress, EgressConfig, EgressTx};
 pub use kbusy::KernelBusyPoll;
 pub use lcore::{Lcore, LcoreConfig, LcoreStats, PollMode, Stopped, Task, TaskId};
 pub use policy::SpinPolicy;
@@ -100,6 +106,14 @@ pub enum Error {
     /// both crates' calls with this one error type).
     #[error(transparent)]
     Port(#[from] rpmd_pmd::Error),
+    /// An egress specification could not be used.
+    #[error("egress {spec:?}: {reason}")]
+    Egress {
+        /// The specification given.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// An lcore's thread has ended: one of its tasks panicked.
     #[error("lcore on CPU {cpu} died: a task panicked: {message}")]
     LcoreDied {

@@ -61,6 +61,12 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
         self.total
     }
 
+    /// The Differentiated Services code point: the type-of-service
+    /// byte's upper six bits (RFC 2474).
+    pub fn dscp(&self) -> u8 {
+        self.b.as_ref()[1] >> 2
+    }
+
     /// Time to live.
     pub fn ttl(&self) -> u8 {
         self.b.as_ref()[8]
@@ -210,6 +216,13 @@ impl<T: AsRef<[u8]>> Ipv6<T> {
     /// The next header's protocol.
     pub fn next_header(&self) -> IpProto {
         IpProto(self.b.as_ref()[6])
+    }
+
+    /// The Differentiated Services code point: the traffic class's
+    /// upper six bits (RFC 2474), which straddle the first two bytes.
+    pub fn dscp(&self) -> u8 {
+        let s = self.b.as_ref();
+        ((s[0] & 0x0f) << 2) | (s[1] >> 6)
     }
 
     /// Hop limit.
