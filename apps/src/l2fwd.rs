@@ -14,11 +14,12 @@
 //! the last lcore. Frames go generator → port 0 → l2fwd → port 1 → sink,
 //! and the other way round.
 use crate::capture::{CaptureSummary, Captures, PcapSpec};
+use crate::egress::PortEgress;
 use crate::telemetry::{Server, Sources};
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{BusyPoll, MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{clock, Mempool, MempoolConfig, PortConfig, Registry};
-use rpmd_sched::{backlog, multi, LcoreConfig, Runtime, Task};
+use rpmd_sched::{backlog, multi, Egress, EgressConfig, LcoreConfig, Runtime, Task};
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,16 @@ pub struct Config {
     /// Queue pairs per port (`--queues`): rx queue q of a port forwards to
     /// tx queue q of its pair.
     pub queues: u16,
+    /// Rx and tx queues per port when they differ (`--rxq`, `--txq`;
+    /// `None`: `queues`). Rx queue q forwards to tx queue q mod txq; a tx
+    /// queue fed by more than one rx queue is shared through an
+    /// [`Egress`] (its lock), the lock-free path staying for the others.
+    pub rxq: Option<u16>,
+    /// See `rxq`.
+    pub txq: Option<u16>,
+    /// Shape every output port (`--tx-rate`): one [`Egress`] per port,
+    /// shared by every lcore sending to it, in front of its tx queue 0.
+    pub tx_rate: Option<EgressConfig>,
     /// Rewrite MAC addresses.
     pub mac_updating: bool,
     /// Burst size.
@@ -54,6 +65,18 @@ pub struct Config {
     pub telemetry: Option<String>,
     /// Packet capture (`--pcap`): ports are numbered as the devices.
     pub pcap: Vec<PcapSpec>,
+}
+
+impl Config {
+    /// Rx queues per port.
+    pub fn rx_queues(&self) -> usize {
+        self.rxq.unwrap_or(self.queues).max(1) as usize
+    }
+
+    /// Tx queues per port.
+    pub fn tx_queues(&self) -> usize {
+        self.txq.unwrap_or(self.queues).max(1) as usize
+    }
 }
 
 /// Counters of one queue pair of a port, kept by the application. One
@@ -96,6 +119,9 @@ struct Fwd {
     pkts: Pkts,
     /// [`DRAIN`] in clock ticks.
     drain: u64,
+    /// The shared egresses its tx buffers feed: frames waiting in them
+    /// keep the lcore awake.
+    egress: Vec<Arc<Egress>>,
 }
 
 const DRAIN: Duration = Duration::from_micros(100);
@@ -196,7 +222,7 @@ impl Task for Fwd {
     }
 
     fn has_work(&self) -> bool {
-        multi::has_work(self.rx.iter().map(|r| &r.2))
+        multi::has_work(self.rx.iter().map(|r| &r.2)) || self.egress.iter().any(|e| e.backlog() > 0)
     }
 
     fn busy_poll(&self) -> Option<BusyPoll> {
@@ -223,12 +249,14 @@ impl Task for GenSink {
     fn run(&mut self, _quota: usize) -> usize {
         let mut work = 0;
         for q in self.peers.iter_mut() {
-            for qi in 0..q.rx.len().min(q.tx.len()) as u16 {
+            for qi in 0..q.rx.len() as u16 {
                 // Sink what l2fwd forwarded to us.
                 let n = q.rx_burst(qi, &mut self.inp, 64);
                 self.counts.1.add(n as u64);
                 self.inp.clear();
                 work += n;
+            }
+            for qi in 0..q.tx.len() as u16 {
                 // Generate a burst.
                 if self.pool.get_bulk(&mut self.out, 32).is_ok() {
                     for m in self.out.iter_mut() {
@@ -297,8 +325,8 @@ fn open_ports(
         o.port_ids.push(i);
         let pc = PortConfig {
             rx_pool: Some(pools[i % pools.len()].clone()),
-            rx_queues: cfg.queues.max(1),
-            tx_queues: cfg.queues.max(1),
+            rx_queues: cfg.rx_queues() as u16,
+            tx_queues: cfg.tx_queues() as u16,
             ..PortConfig::default()
         };
         p.configure(&pc).map_err(|e| e.to_string())?;
@@ -310,17 +338,28 @@ fn open_ports(
     Ok(o)
 }
 
-/// Rx queue k of all (port i, queue q, k = i * queues + q) goes to
+/// The forwarding lcores' tasks and the shared egresses they feed.
+struct Forwarding {
+    tasks: Vec<Fwd>,
+    /// Each egress, with the index of its port.
+    egress: Vec<(usize, Arc<Egress>)>,
+    /// Per counter slot: whether its output goes through an egress.
+    via_egress: Vec<bool>,
+}
+
+/// Rx queue k of all (port i, queue q, k = i * rxq + q) goes to
 /// forwarding lcore (k / rx_per_lcore) mod `fwd_lcores`, together with tx
-/// queue q of port i's pair.
+/// queue q mod txq of port i's pair: its own when no other rx queue
+/// sends there and the port is not shaped, else a handle on the shared
+/// egress in front of it. Returns the tasks and the egresses.
 fn forwarding_tasks(
     cfg: &Config,
     o: &mut Opened,
     counters: &Arc<Vec<PortCounters>>,
     fwd_lcores: usize,
     cap: &mut Captures,
-) -> Result<Vec<Fwd>, String> {
-    let (n, nq) = (o.ports.len(), cfg.queues.max(1) as usize);
+) -> Result<Forwarding, String> {
+    let (n, rxq, txq) = (o.ports.len(), cfg.rx_queues(), cfg.tx_queues());
     let mut tasks: Vec<Fwd> = (0..fwd_lcores)
         .map(|_| Fwd {
             rx: Vec::new(),
@@ -331,27 +370,69 @@ fn forwarding_tasks(
             drain: clock::ticks(DRAIN),
             burst: cfg.burst,
             pkts: Pkts::new(),
+            egress: Vec::new(),
         })
         .collect();
-    for k in 0..n * nq {
-        let (i, qi) = (k / nq, k % nq);
+    // The tx queue each rx queue feeds, and how many feed each.
+    let target = |k: usize| {
+        let (i, qi) = (k / rxq, k % rxq);
+        let tq = if cfg.tx_rate.is_some() { 0 } else { qi % txq };
+        (i ^ 1, tq)
+    };
+    let mut feeders = vec![0usize; n * txq];
+    for k in 0..n * rxq {
+        let (dst, tq) = target(k);
+        feeders[dst * txq + tq] += 1;
+    }
+    let mut shared: Vec<Option<Arc<Egress>>> = vec![None; n * txq];
+    let mut egresses = Vec::new();
+    let mut via_egress = vec![false; n * rxq];
+    for k in 0..n * rxq {
+        let (i, qi) = (k / rxq, k % rxq);
+        let (dst, tq) = target(k);
         let l = (k / cfg.rx_per_lcore.max(1)) % fwd_lcores;
-        let dst = i ^ 1;
-        let rxq = queues_of(o, i)?.take_rx(qi).map_err(|e| e.to_string())?;
-        let txq = queues_of(o, dst)?.take_tx(qi).map_err(|e| e.to_string())?;
-        let rxq = cap.rx(o.port_ids[i], &o.names[i], rxq);
-        let txq = cap.tx(o.port_ids[dst], &o.names[dst], txq);
+        let rxq_h = queues_of(o, i)?.take_rx(qi).map_err(|e| e.to_string())?;
+        let rxq_h = cap.rx(o.port_ids[i], &o.names[i], rxq_h);
+        let q: Box<dyn TxQueue> = match (&cfg.tx_rate, feeders[dst * txq + tq]) {
+            (None, 1) => {
+                let t = queues_of(o, dst)?.take_tx(tq).map_err(|e| e.to_string())?;
+                cap.tx(o.port_ids[dst], &o.names[dst], t)
+            }
+            (shape, _) => {
+                let slot = &mut shared[dst * txq + tq];
+                if slot.is_none() {
+                    let t = queues_of(o, dst)?.take_tx(tq).map_err(|e| e.to_string())?;
+                    let t = cap.tx(o.port_ids[dst], &o.names[dst], t);
+                    let c = shape.clone().unwrap_or_else(|| {
+                        EgressConfig::fifo(rpmd_sched::egress::spec::DEFAULT_LIMIT)
+                    });
+                    let e = Egress::new(&c, t);
+                    egresses.push((dst, e.clone()));
+                    *slot = Some(e);
+                }
+                let e = slot.as_ref().expect("set above");
+                via_egress[dst * rxq + qi] = true;
+                if !tasks[l].egress.iter().any(|x| Arc::ptr_eq(x, e)) {
+                    tasks[l].egress.push(e.clone());
+                }
+                Box::new(e.handle())
+            }
+        };
         let txi = tasks[l].tx.len();
-        tasks[l].rx.push((k, txi, rxq));
+        tasks[l].rx.push((k, txi, rxq_h));
         tasks[l].tx.push(TxBuffer {
             port: dst,
-            slot: dst * nq + qi,
-            q: txq,
+            slot: dst * rxq + qi,
+            q,
             pkts: Pkts::new(),
             since: None,
         });
     }
-    Ok(tasks)
+    Ok(Forwarding {
+        tasks,
+        egress: egresses,
+        via_egress,
+    })
 }
 
 fn queues_of(o: &mut Opened, p: usize) -> Result<&mut Queues, String> {
@@ -365,7 +446,7 @@ fn queues_of(o: &mut Opened, p: usize) -> Result<&mut Queues, String> {
 fn embedded_peers(
     reg: &Registry,
     devices: &[String],
-    nq: usize,
+    (rxq, txq): (usize, usize),
     pool: &Mempool,
 ) -> Result<(Vec<Box<dyn Port>>, GenSink), String> {
     let mut ports = Vec::new();
@@ -373,8 +454,10 @@ fn embedded_peers(
     for d in devices {
         let mut p = reg.open(d).map_err(|e| e.to_string())?;
         p.configure(&PortConfig {
-            rx_queues: nq as u16,
-            tx_queues: nq as u16,
+            // The far end sends into l2fwd's rx queues and takes what its
+            // tx queues send.
+            rx_queues: txq as u16,
+            tx_queues: rxq as u16,
             ..PortConfig::default()
         })
         .map_err(|e| e.to_string())?;
@@ -430,8 +513,14 @@ pub struct L2fwd {
     ports: Arc<Mutex<Vec<Box<dyn Port>>>>,
     /// Counters per port and queue pair: slot `port * queues + q`.
     pub counters: Arc<Vec<PortCounters>>,
-    /// Queue pairs per port.
+    /// Counter slots per port (its rx queues).
     pub queues: usize,
+    /// Shared egresses, by internal port index.
+    egress: Vec<(usize, Arc<Egress>)>,
+    /// The same, labelled with the ports' ids.
+    egress_report: Vec<PortEgress>,
+    /// Per counter slot: whether its output goes through an egress.
+    via_egress: Vec<bool>,
     /// Embedded generator: frames generated, frames sunk.
     pub gen: Option<Arc<(Counter, Counter)>>,
     /// Device strings of the ports l2fwd uses (those the mask selects).
@@ -451,8 +540,15 @@ impl L2fwd {
     /// Opens and starts the ports and the lcores.
     pub fn start(cfg: &Config) -> Result<L2fwd, String> {
         let embedded = cfg.devices.is_empty();
+        let (rxq, txq) = (cfg.rx_queues(), cfg.tx_queues());
         let devices: Vec<String> = if embedded {
-            vec!["ring:l2fwd-a".into(), "ring:l2fwd-b".into()]
+            let q = rxq.max(txq);
+            let opt = if q > 1 {
+                format!(",queues={q}")
+            } else {
+                String::new()
+            };
+            vec![format!("ring:l2fwd-a{opt}"), format!("ring:l2fwd-b{opt}")]
         } else {
             cfg.devices.clone()
         };
@@ -466,7 +562,9 @@ impl L2fwd {
         if n < 2 || n % 2 != 0 {
             return Err(format!("l2fwd needs an even number of ports (pairs 0-1, 2-3, ...); the port mask selects {n}"));
         }
-        let nq = cfg.queues.max(1) as usize;
+        // A counter slot per rx queue: its frames in, and what they became
+        // on the way out of the pair (one writer: that queue's lcore).
+        let nq = rxq;
         let counters: Arc<Vec<PortCounters>> =
             Arc::new((0..n * nq).map(|_| PortCounters::default()).collect());
         let mut rt = Runtime::start(&cfg.cores, cfg.lcore.clone()).map_err(|e| e.to_string())?;
@@ -481,21 +579,34 @@ impl L2fwd {
         if let Some(s) = cfg.pcap.iter().find(|s| !opened.port_ids.contains(&s.port)) {
             return Err(format!("--pcap: port {} is not in the port mask", s.port));
         }
-        let tasks = forwarding_tasks(cfg, &mut opened, &counters, fwd_lcores, &mut cap)?;
+        let Forwarding {
+            tasks,
+            egress,
+            via_egress,
+        } = forwarding_tasks(cfg, &mut opened, &counters, fwd_lcores, &mut cap)?;
         cap.start()?;
         for (l, t) in tasks.into_iter().enumerate() {
             rt.add(l, t).map_err(|e| e.to_string())?;
         }
         let mut gen = None;
         if embedded {
-            let (peer_ports, gs) = embedded_peers(&reg, &devices, nq, &pools[0])?;
+            let (peer_ports, gs) = embedded_peers(&reg, &devices, (rxq, txq), &pools[0])?;
             gen = Some(gs.counts.clone());
             opened.ports.extend(peer_ports);
             rt.add(lcores - 1, gs).map_err(|e| e.to_string())?;
         }
         let ports = Arc::new(Mutex::new(opened.ports));
         let pool_handles = pools.to_vec();
-        let src = Sources::new(&ports, opened.port_ids.clone(), &rt, pool_handles);
+        let mut src = Sources::new(&ports, opened.port_ids.clone(), &rt, pool_handles);
+        src.egress = egress
+            .iter()
+            .map(|(k, e)| PortEgress {
+                port: opened.port_ids[*k],
+                egress: e.clone(),
+            })
+            .collect();
+        src.egress.sort_by_key(|e| e.port);
+        let egress_report = src.egress.clone();
         let telemetry = crate::telemetry::serve("l2fwd", cfg.telemetry.as_deref(), src);
         Ok(L2fwd {
             telemetry,
@@ -504,6 +615,9 @@ impl L2fwd {
             ports,
             counters,
             queues: nq,
+            egress,
+            egress_report,
+            via_egress,
             gen,
             names: opened.names,
             port_ids: opened.port_ids,
@@ -515,20 +629,45 @@ impl L2fwd {
 
     /// Per port: frames received, sent, dropped and bytes sent, summed
     /// over its queue pairs.
+    ///
+    /// A port behind a shared egress counts what the egress handed to the
+    /// device as sent and what it dropped as dropped (the lcores' own
+    /// counters say what they handed to the egress).
     pub fn port_totals(&self) -> Vec<(u64, u64, u64, u64)> {
-        self.counters
+        let mut t: Vec<(u64, u64, u64, u64)> = self
+            .counters
             .chunks(self.queues)
-            .map(|qs| {
-                qs.iter().fold((0, 0, 0, 0), |t, c| {
+            .zip(self.via_egress.chunks(self.queues))
+            .map(|(qs, via)| {
+                qs.iter().zip(via).fold((0, 0, 0, 0), |t, (c, &via)| {
+                    // What went to an egress is counted there instead.
+                    let (tx, bytes) = if via {
+                        (0, 0)
+                    } else {
+                        (c.tx.get(), c.tx_bytes.get())
+                    };
                     (
                         t.0 + c.rx.get(),
-                        t.1 + c.tx.get(),
+                        t.1 + tx,
                         t.2 + c.dropped.get(),
-                        t.3 + c.tx_bytes.get(),
+                        t.3 + bytes,
                     )
                 })
             })
-            .collect()
+            .collect();
+        for (k, e) in &self.egress {
+            let (sent, bytes, dropped) = crate::egress::totals(e);
+            t[*k].1 += sent;
+            t[*k].2 += dropped;
+            t[*k].3 += bytes;
+        }
+        t
+    }
+
+    /// The shared egresses (shaped ports, shared tx queues), labelled by
+    /// port id.
+    pub fn egress(&self) -> &[PortEgress] {
+        &self.egress_report
     }
 
     /// Each port's link and, when down, the driver's reason.
@@ -561,6 +700,10 @@ impl L2fwd {
             Some(rt) => rt.shutdown().map(drop).map_err(|e| e.to_string()),
             None => Ok(()),
         };
+        // Frames still queued for a shaped port are dropped and counted.
+        for (_, e) in &self.egress {
+            e.close();
+        }
         for p in lock(&self.ports).iter_mut() {
             let _ = p.stop();
         }

@@ -15,6 +15,8 @@
 //!   budget, yield signal, sleep).
 //! - [`usage`]: each lcore's CPU % and busy % beside the rates, in every
 //!   app's summary and `--json`.
+//! - [`egress`]: shaped egress in the apps (`vswitch --egress`, `l2fwd
+//!   --tx-rate`) and its per-class counters.
 //! - [`link`]: each port's link change told once, with the driver's
 //!   reason for a link that went down.
 //! - [`cli`]: exit codes and the value checks every app's options share.
@@ -32,6 +34,7 @@
 pub mod bound;
 pub mod capture;
 pub mod cli;
+pub mod egress;
 pub mod fwd;
 pub mod gen;
 pub mod l2fwd;

@@ -56,6 +56,8 @@ pub struct Sources {
     pub lcores: Vec<(usize, LcoreStats)>,
     /// The app's mempools.
     pub pools: Vec<Mempool>,
+    /// Its shaped or shared egresses.
+    pub egress: Vec<crate::egress::PortEgress>,
 }
 
 impl Sources {
@@ -76,6 +78,7 @@ impl Sources {
                 .map(|l| (l.cpu(), l.stats_handle()))
                 .collect(),
             pools,
+            egress: Vec::new(),
         }
     }
 }
@@ -265,7 +268,7 @@ fn info() -> Value {
 }
 
 /// Commands and their help texts.
-const COMMANDS: [(&str, &str); 11] = [
+const COMMANDS: [(&str, &str); 12] = [
     (
         "/",
         "Returns list of available commands, Takes no parameters",
@@ -310,6 +313,10 @@ const COMMANDS: [(&str, &str); 11] = [
         "/rpmd/mempools",
         "Returns each mempool's size, use and cache. Takes no parameters",
     ),
+    (
+        "/rpmd/egress",
+        "Returns each shared egress's rate and per-class counters. Takes no parameters",
+    ),
 ];
 
 fn answer(src: &Sources, cmd: &str, param: Option<&str>) -> Option<Value> {
@@ -350,6 +357,7 @@ fn answer(src: &Sources, cmd: &str, param: Option<&str>) -> Option<Value> {
         }
         "/eal/lcore/usage" => Some(lcore_usage(src)),
         "/rpmd/lcores" => Some(lcores(src)),
+        "/rpmd/egress" => Some(crate::egress::json(&src.egress)),
         "/rpmd/mempools" => Some(json!(src
             .pools
             .iter()

@@ -12,16 +12,21 @@
 //! Lcores: rx queue q of port p goes to forwarding lcore (p * queues + q)
 //! mod lcores; every forwarding lcore has a tx queue of its own on every
 //! port, so no tx queue is shared and there are no locks on the path.
+//! Two kinds of port are the exception, and every lcore sends to them
+//! through one shared [`Egress`] in front of their tx queue 0, behind the
+//! TX lock: a port shaped with `--egress PORT=SPEC` (rate, classes), and
+//! a port with fewer tx queues than the switch has lcores (a FIFO).
 //!
 //! With no devices, vswitch builds a demo like l2fwd's: three in-process
 //! ports whose far ends are three stations (on the last lcore), each
 //! sending to the next; the first frames flood, the rest go straight.
 use crate::capture::{CaptureSummary, Captures, PcapSpec};
+use crate::egress::PortEgress;
 use crate::telemetry::{Server, Sources};
 use rpmd_pmd::port::stats::Counter;
 use rpmd_pmd::port::{BusyPoll, Offloads, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{clock, Mbuf, Mempool, MempoolConfig, PortConfig, Registry};
-use rpmd_sched::{multi, LcoreConfig, Runtime, Task};
+use rpmd_sched::{multi, Egress, EgressConfig, LcoreConfig, Runtime, Task};
 use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
@@ -51,6 +56,8 @@ pub struct Config {
     pub telemetry: Option<String>,
     /// Packet capture.
     pub pcap: Vec<PcapSpec>,
+    /// Shaped ports (`--egress PORT=SPEC`).
+    pub egress: Vec<(usize, EgressConfig)>,
 }
 
 /// One port's counters as one lcore keeps them (single writer).
@@ -83,6 +90,9 @@ struct Switch {
     pool: Mempool,
     burst: usize,
     hz: u64,
+    /// The shared egresses it sends to: frames waiting in them keep the
+    /// lcore awake.
+    egress: Vec<Arc<Egress>>,
 }
 
 impl Switch {
@@ -206,7 +216,7 @@ impl Task for Switch {
     }
 
     fn has_work(&self) -> bool {
-        multi::has_work(self.rx.iter().map(|r| &r.1))
+        self.egress.iter().any(|e| e.backlog() > 0) || multi::has_work(self.rx.iter().map(|r| &r.1))
     }
 
     fn busy_poll(&self) -> Option<BusyPoll> {
@@ -237,6 +247,8 @@ pub struct VSwitch {
     /// What went into each capture file, once stopped.
     pub captured: Vec<CaptureSummary>,
     hz: u64,
+    /// The shared egresses (shaped ports, shared tx queues).
+    pub egress: Vec<PortEgress>,
     _pool: Mempool,
 }
 
@@ -247,7 +259,8 @@ pub type Totals = Vec<[u64; 5]>;
 type Opened = (Vec<Box<dyn Port>>, Vec<Queues>);
 
 /// Opens, configures and starts every device: `rx` queues each and one tx
-/// queue per forwarding lcore. When every port has the RX and TX checksum
+/// queue per forwarding lcore, or one for a port in `shared` (shaped) or
+/// with fewer (then added to `shared`). When every port has the RX and TX checksum
 /// offloads (virtio and vhost-user ports), all of them are asked for, so
 /// a partial checksum from a guest crosses the switch partial and the
 /// port it leaves by finishes it (or hands it on partial to a guest that
@@ -259,16 +272,18 @@ fn open_ports(
     pool: &Mempool,
     rx: u16,
     tx: usize,
+    shared: &mut [bool],
 ) -> Result<Opened, String> {
     let mut ports = Vec::new();
-    for d in devices {
+    for (k, d) in devices.iter().enumerate() {
         let p = reg.open(d).map_err(|e| e.to_string())?;
         let caps = p.capabilities();
-        if (caps.max_tx_queues as usize) < tx {
-            return Err(format!(
-                "{d}: {} tx queue(s), and each of the {tx} forwarding lcores needs one of its own: give the port more queues (e.g. queues={tx}) or vswitch fewer lcores (-l)",
+        if (caps.max_tx_queues as usize) < tx && !shared[k] {
+            tracing::info!(
+                "{d}: {} tx queue(s) for {tx} forwarding lcores: they share one behind the TX lock",
                 caps.max_tx_queues
-            ));
+            );
+            shared[k] = true;
         }
         ports.push(p);
     }
@@ -282,10 +297,10 @@ fn open_ports(
         Offloads::NONE
     };
     let mut queues = Vec::new();
-    for (p, d) in ports.iter_mut().zip(devices) {
+    for (k, (p, d)) in ports.iter_mut().zip(devices).enumerate() {
         p.configure(&PortConfig {
             rx_queues: rx,
-            tx_queues: tx as u16,
+            tx_queues: if shared[k] { 1 } else { tx as u16 },
             offloads,
             ..PortConfig::with_pool(pool)
         })
@@ -319,7 +334,12 @@ impl VSwitch {
             lcores
         };
         let nq = cfg.queues.max(1);
-        let (mut ports, mut queues) = open_ports(&reg, &devices, &pool, nq, fwd)?;
+        crate::egress::check_ports(&cfg.egress, devices.len())?;
+        let mut shared = vec![false; devices.len()];
+        for (p, _) in &cfg.egress {
+            shared[*p] = true;
+        }
+        let (mut ports, mut queues) = open_ports(&reg, &devices, &pool, nq, fwd, &mut shared)?;
         let mut cap = Captures::new(&cfg.pcap, &devices)?;
         let table = Arc::new(MacTable::new(16384, cfg.ageing));
         let np = devices.len();
@@ -338,9 +358,24 @@ impl VSwitch {
                 pool: pool.clone(),
                 burst: cfg.burst,
                 hz,
+                egress: Vec::new(),
             })
             .collect();
+        let mut egress = Vec::new();
         for (p, q) in queues.iter_mut().enumerate() {
+            if shared[p] {
+                let txq = cap.tx(p, &devices[p], q.take_tx(0).map_err(|e| e.to_string())?);
+                let spec = cfg.egress.iter().find(|e| e.0 == p).map(|e| e.1.clone());
+                let spec = spec
+                    .unwrap_or_else(|| EgressConfig::fifo(rpmd_sched::egress::spec::DEFAULT_LIMIT));
+                let e = Egress::new(&spec, txq);
+                for t in tasks.iter_mut() {
+                    t.tx.push(Box::new(e.handle()));
+                    t.egress.push(e.clone());
+                }
+                egress.push(PortEgress { port: p, egress: e });
+                continue;
+            }
             for (l, t) in tasks.iter_mut().enumerate() {
                 let txq = q.take_tx(l).map_err(|e| e.to_string())?;
                 t.tx.push(cap.tx(p, &devices[p], txq));
@@ -363,7 +398,8 @@ impl VSwitch {
             rt.add(lcores - 1, task).map_err(|e| e.to_string())?;
         }
         let ports = Arc::new(Mutex::new(ports));
-        let src = Sources::new(&ports, (0..np).collect(), &rt, vec![pool.clone()]);
+        let mut src = Sources::new(&ports, (0..np).collect(), &rt, vec![pool.clone()]);
+        src.egress = egress.clone();
         let telemetry = crate::telemetry::serve("vswitch", cfg.telemetry.as_deref(), src);
         Ok(VSwitch {
             telemetry,
@@ -377,11 +413,14 @@ impl VSwitch {
             captures: Some(cap),
             captured: Vec::new(),
             hz,
+            egress,
             _pool: pool,
         })
     }
 
-    /// The counters summed over the lcores, per port.
+    /// The counters summed over the lcores, per port. A port behind a
+    /// shared egress counts what the egress handed to the device as sent
+    /// and what it dropped as dropped.
     pub fn totals(&self) -> Totals {
         let mut t = vec![[0u64; 5]; self.names.len()];
         for row in &self.counters {
@@ -395,6 +434,11 @@ impl VSwitch {
                 ];
                 t[p].iter_mut().zip(v).for_each(|(a, b)| *a += b);
             }
+        }
+        for e in &self.egress {
+            let (sent, _, dropped) = crate::egress::totals(&e.egress);
+            t[e.port][1] = sent;
+            t[e.port][2] += dropped;
         }
         t
     }
@@ -417,6 +461,10 @@ impl VSwitch {
             Some(rt) => rt.shutdown().map(drop).map_err(|e| e.to_string()),
             None => Ok(()),
         };
+        // Frames still queued for a shaped port are dropped and counted.
+        for e in &self.egress {
+            e.egress.close();
+        }
         for p in self
             .ports
             .lock()

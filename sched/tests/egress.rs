@@ -28,7 +28,10 @@ fn delivered(spec: &str, len: usize, secs: u64) -> f64 {
     pc.cache_size = 0;
     let pool = Mempool::new(&pc).unwrap();
     let wire = Arc::new(AtomicU64::new(0));
-    let eg = Egress::new(&EgressConfig::parse(spec).unwrap(), Box::new(Wire(wire.clone())));
+    let eg = Egress::new(
+        &EgressConfig::parse(spec).unwrap(),
+        Box::new(Wire(wire.clone())),
+    );
     let mut tx = eg.handle();
     let mut pkts = Pkts::new();
     let start = Instant::now();
@@ -68,7 +71,8 @@ fn a_shaped_port_delivers_its_rate_within_one_percent_for_small_and_large_frames
         .collect();
     for r in runs {
         let (len, spec, got) = r.join().unwrap();
-        let want = rpmd_sched::egress::spec::parse_rate(spec.split(',').next().unwrap()).unwrap() as f64;
+        let want =
+            rpmd_sched::egress::spec::parse_rate(spec.split(',').next().unwrap()).unwrap() as f64;
         let err = (got - want).abs() / want;
         assert!(
             err < 0.01,

@@ -32,6 +32,20 @@ struct Args {
     /// queue q of its pair (like testpmd's --rxq/--txq).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=8))]
     queues: u16,
+    /// Rx queues per port, when not --queues (1..=8): rx queue q forwards
+    /// to tx queue q mod --txq; a tx queue that several rx queues feed is
+    /// shared behind rpmd's TX lock.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
+    rxq: Option<u16>,
+    /// Tx queues per port, when not --queues (1..=8).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
+    txq: Option<u16>,
+    /// Shape every output port: RATE[,burst=SIZE][,limit=FRAMES]
+    /// [,by=pcp|dscp,classes=NAME:KEYS[:RATE[:CEIL]]/...], rates in tc's
+    /// units (100mbit, 1gbit, 10mbps); one shaper per port, shared by
+    /// every lcore sending to it.
+    #[arg(long, value_name = "SPEC", value_parser = rpmd_apps::egress::tx_rate)]
+    tx_rate: Option<rpmd_sched::EgressConfig>,
     /// A port, as a device string (pci:ADDR, virtio-user:PATH, ring:NAME, null); repeat for each.
     #[arg(long = "dev", value_parser = cli::device)]
     devices: Vec<String>,
@@ -102,6 +116,9 @@ fn main() -> ExitCode {
         portmask,
         rx_per_lcore: a.rx_per_lcore,
         queues: a.queues,
+        rxq: a.rxq,
+        txq: a.txq,
+        tx_rate: a.tx_rate.clone(),
         mac_updating: !a.no_mac_updating,
         burst: a.burst as usize,
         lcore: a.poll.lcore_config(),
@@ -117,6 +134,12 @@ fn main() -> ExitCode {
             println!("l2fwd: ports {:?}, lcores {}", a.devices, a.cores);
         }
         println!("l2fwd: {}", cfg.lcore.describe());
+        if let Some(e) = &cfg.tx_rate {
+            println!(
+                "l2fwd: every output port shaped: {}",
+                rpmd_apps::egress::describe(e)
+            );
+        }
     }
     // Caught from before the start: a Ctrl-C while ports come up ends the
     // run cleanly too (ports stopped and dropped: an XDP program detached).
@@ -200,7 +223,8 @@ fn main() -> ExitCode {
         cli::json_line(
             "summary",
             serde_json::json!({"seconds": elapsed.as_secs_f64(), "forwarded": fwd, "dropped": dropped, "mpps": mpps, "generated": gen.map(|g| g.0), "sunk": gen.map(|g| g.1), "ports": ports, "captures": captured,
-                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&lcores)}),
+                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&lcores),
+                "egress": rpmd_apps::egress::json(l.egress())}),
         );
     } else {
         println!(
@@ -226,6 +250,9 @@ fn main() -> ExitCode {
         }
         for c in &l.captured {
             println!("  {}", c.line());
+        }
+        for line in rpmd_apps::egress::summary_lines(l.egress(), elapsed.as_secs_f64()) {
+            println!("  {line}");
         }
     }
     if let Err(e) = down {

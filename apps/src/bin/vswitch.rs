@@ -61,6 +61,13 @@ struct Args {
     /// Add each port's non-zero extended statistics to the summary.
     #[arg(long)]
     xstats: bool,
+    /// Shape a port's egress: PORT=RATE[,burst=SIZE][,limit=FRAMES]
+    /// [,by=pcp|dscp,classes=NAME:KEYS[:RATE[:CEIL]]/...], rates in tc's
+    /// units (100mbit, 1gbit); classes highest priority first, KEYS like
+    /// 5-7+default. Every lcore sends to the port through one shaper.
+    /// Repeat for more ports.
+    #[arg(long = "egress", value_name = "PORT=SPEC", value_parser = rpmd_apps::egress::port_egress)]
+    egress: Vec<(usize, rpmd_sched::EgressConfig)>,
 }
 
 const COLS: [&str; 5] = ["rx", "tx", "dropped", "flooded", "filtered"];
@@ -92,6 +99,14 @@ fn main() -> ExitCode {
             .report("vswitch");
     }
     let embedded = a.devices.is_empty();
+    let nports = if embedded {
+        rpmd_apps::vswitch::demo::devices().len()
+    } else {
+        a.devices.len()
+    };
+    if let Err(e) = rpmd_apps::egress::check_ports(&a.egress, nports) {
+        return cli::Exit::Usage(e).report("vswitch");
+    }
     let cfg = Config {
         cores: a
             .cores
@@ -105,6 +120,7 @@ fn main() -> ExitCode {
         mbufs: a.mbufs,
         telemetry: a.telemetry.prefix(),
         pcap: a.pcap.clone(),
+        egress: a.egress.clone(),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
@@ -128,6 +144,13 @@ fn main() -> ExitCode {
             }
         );
         println!("vswitch: {}", cfg.lcore.describe());
+        for e in &v.egress {
+            println!(
+                "vswitch: port {} egress: {}",
+                e.port,
+                rpmd_apps::egress::describe(e.egress.config())
+            );
+        }
     }
     let t0 = Instant::now();
     let period = Duration::from_secs_f64(a.period);
@@ -223,7 +246,8 @@ fn main() -> ExitCode {
         cli::json_line(
             "summary",
             serde_json::json!({"seconds": secs, "mpps": sent as f64 / secs / 1e6, "sent": sent, "learned": learned, "ports": ports, "demo": demo, "captures": caps,
-                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&lcores)}),
+                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&lcores),
+                "egress": rpmd_apps::egress::json(&v.egress)}),
         );
     } else {
         println!(
@@ -254,6 +278,9 @@ fn main() -> ExitCode {
         }
         for c in &v.captured {
             println!("  {}", c.line());
+        }
+        for line in rpmd_apps::egress::summary_lines(&v.egress, secs) {
+            println!("  {line}");
         }
     }
     match down {

@@ -57,11 +57,14 @@ pub struct Egress {
     state: TxLock<State>,
     /// A drainer is at work.
     running: CachePadded<AtomicBool>,
-    /// Frames queued in the scheduler or held for the device, and the
-    /// device's own in-flight count, as of the last drain.
+    /// Frames queued in the scheduler or held for the device, as of the
+    /// last drain.
     backlog: CachePadded<AtomicUsize>,
+    /// The device queue's unfinished frames, as of the last drain.
+    device_in_flight: AtomicUsize,
     stats: Vec<ClassStats>,
     epoch: Instant,
+    cfg: EgressConfig,
 }
 
 impl Egress {
@@ -78,8 +81,10 @@ impl Egress {
             }),
             running: CachePadded::new(AtomicBool::new(false)),
             backlog: CachePadded::new(AtomicUsize::new(0)),
+            device_in_flight: AtomicUsize::new(0),
             stats,
             epoch: Instant::now(),
+            cfg: cfg.clone(),
         })
     }
 
@@ -95,8 +100,8 @@ impl Egress {
         &self.stats
     }
 
-    /// Frames waiting (in the scheduler, for the device, or in the device
-    /// unfinished) as of the last drain.
+    /// Frames waiting in the scheduler or for room in the device queue,
+    /// as of the last drain: work for some lcore to do.
     pub fn backlog(&self) -> usize {
         self.backlog.load(Relaxed)
     }
@@ -143,8 +148,8 @@ impl Egress {
                     break; // the device is full: the rest waits in `out`
                 }
             }
-            let waiting = shaper.backlog() + out.len() + txq.in_flight();
-            self.backlog.store(waiting, Relaxed);
+            self.backlog.store(shaper.backlog() + out.len(), Relaxed);
+            self.device_in_flight.store(txq.in_flight(), Relaxed);
         }
         self.running.store(false, Release);
         sent
@@ -166,13 +171,19 @@ impl Egress {
         }
         out.clear();
         let left = txq.in_flight();
-        self.backlog.store(left, Relaxed);
+        self.backlog.store(0, Relaxed);
+        self.device_in_flight.store(left, Relaxed);
         left
     }
 
     /// The configuration.
-    pub fn config(&self) -> EgressConfig {
-        self.state.lock_enqueue().shaper.config().clone()
+    pub fn config(&self) -> &EgressConfig {
+        &self.cfg
+    }
+
+    /// The port rate in bytes per second (`None`: unshaped).
+    pub fn rate(&self) -> Option<u64> {
+        self.cfg.rate
     }
 }
 
@@ -204,7 +215,7 @@ impl TxQueue for EgressTx {
     /// out.
     fn in_flight(&mut self) -> usize {
         self.egress.drain();
-        self.egress.backlog()
+        self.egress.backlog() + self.egress.device_in_flight.load(Relaxed)
     }
 }
 

@@ -173,7 +173,10 @@ impl Shaper {
     /// or longer than the bucket could ever hold) and counts it; `pkts`
     /// ends empty.
     pub fn enqueue(&mut self, pkts: &mut Pkts, stats: &[ClassStats]) {
-        let too_long = self.cfg.rate.map_or(usize::MAX, |_| self.cfg.burst as usize);
+        let too_long = self
+            .cfg
+            .rate
+            .map_or(usize::MAX, |_| self.cfg.burst as usize);
         while let Some(m) = pkts.pop() {
             let c = self.classify(m.data());
             let class = &mut self.classes[c];
@@ -236,9 +239,10 @@ impl Shaper {
     /// The next class to send from and whether within its guarantee.
     fn pick(&self) -> Option<(usize, bool)> {
         let head = |c: &Class| c.queue.front().map(Mbuf::pkt_len);
-        let within = self.classes.iter().position(|c| {
-            head(c).is_some_and(|len| holds(&c.own, len) && holds(&c.ceil, len))
-        });
+        let within = self
+            .classes
+            .iter()
+            .position(|c| head(c).is_some_and(|len| holds(&c.own, len) && holds(&c.ceil, len)));
         if let Some(c) = within {
             return Some((c, true));
         }

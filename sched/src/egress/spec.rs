@@ -225,7 +225,9 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("rate {s:?} is not a number with a unit, like 100mbit"))?;
     let bytes = n * bits_per_unit / 8.0;
     if bytes < 1.0 {
-        return Err(format!("rate {s:?}: must be at least 8 bit (1 byte) per second"));
+        return Err(format!(
+            "rate {s:?}: must be at least 8 bit (1 byte) per second"
+        ));
     }
     if bytes > MAX_RATE as f64 {
         return Err(format!(
@@ -259,17 +261,25 @@ fn parse_classes(s: &str, by: Classify, port: u64) -> Result<Vec<ClassConfig>, S
     for c in s.split('/') {
         let mut f = c.split(':');
         let name = f.next().unwrap_or("");
-        if name.is_empty() || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_') {
-            return Err(format!("class {c:?}: a name of letters, digits, - and _ first"));
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
+        {
+            return Err(format!(
+                "class {c:?}: a name of letters, digits, - and _ first"
+            ));
         }
         if out.iter().any(|o| o.name == name) {
             return Err(format!("class {name:?} given twice"));
         }
-        let (keys, default) = parse_keys(f.next().unwrap_or(""), by)
-            .map_err(|e| format!("class {name:?}: {e}"))?;
+        let (keys, default) =
+            parse_keys(f.next().unwrap_or(""), by).map_err(|e| format!("class {name:?}: {e}"))?;
         if keys & taken != 0 {
             let k = (keys & taken).trailing_zeros();
-            return Err(format!("class {name:?}: key {k} is already another class's"));
+            return Err(format!(
+                "class {name:?}: key {k} is already another class's"
+            ));
         }
         if default && out.iter().any(|o| o.default) {
             return Err(format!("class {name:?}: only one class can be the default"));
@@ -278,7 +288,9 @@ fn parse_classes(s: &str, by: Classify, port: u64) -> Result<Vec<ClassConfig>, S
         let rate = f.next().map(parse_rate).transpose()?;
         let ceil = f.next().map(parse_rate).transpose()?;
         if let Some(extra) = f.next() {
-            return Err(format!("class {name:?}: {extra:?} after NAME:KEYS:RATE:CEIL"));
+            return Err(format!(
+                "class {name:?}: {extra:?} after NAME:KEYS:RATE:CEIL"
+            ));
         }
         for (what, r) in [("rate", rate), ("ceil", ceil)] {
             if r.is_some_and(|r| r > port) {
@@ -341,10 +353,21 @@ mod tests {
         assert_eq!(parse_rate("8000"), Ok(1000));
         assert_eq!(parse_rate("10kbps"), Ok(10_000));
         assert_eq!(parse_rate("1.5gbit"), Ok(187_500_000));
-        for bad in ["0", "0mbit", "4bit", "-1mbit", "mbit", "10furlongs", "600gbit", ""] {
+        for bad in [
+            "0",
+            "0mbit",
+            "4bit",
+            "-1mbit",
+            "mbit",
+            "10furlongs",
+            "600gbit",
+            "",
+        ] {
             assert!(parse_rate(bad).is_err(), "{bad}");
         }
-        assert!(parse_rate("600gbit").unwrap_err().contains("clock can pace"));
+        assert!(parse_rate("600gbit")
+            .unwrap_err()
+            .contains("clock can pace"));
         assert_eq!(parse_size("64k"), Ok(65536));
         assert_eq!(parse_size("2mb"), Ok(2 << 20));
         assert!(parse_size("1x").is_err());
@@ -353,7 +376,10 @@ mod tests {
     #[test]
     fn specs_parse_and_refuse_by_name() {
         let c = EgressConfig::parse("100mbit").unwrap();
-        assert_eq!((c.rate, c.classes.len(), c.classify), (Some(12_500_000), 1, Classify::None));
+        assert_eq!(
+            (c.rate, c.classes.len(), c.classify),
+            (Some(12_500_000), 1, Classify::None)
+        );
         assert_eq!(c.burst, 16 << 10);
         let c = EgressConfig::parse(
             "1gbit,burst=64k,limit=256,by=dscp,classes=voice:46:100mbit/bulk:0-7+default:200mbit:500mbit/rest:8-45",

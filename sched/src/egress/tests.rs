@@ -34,7 +34,10 @@ fn frame(p: &Mempool, len: usize, pcp: Option<u8>, dscp: u8, flow: u8, seq: u32)
 fn flow_seq(m: &Mbuf) -> (u8, u32) {
     let d = m.data();
     let ip = if d[12] == 0x81 { 18 } else { 14 };
-    (d[ip + 20], u32::from_be_bytes(d[ip + 21..ip + 25].try_into().unwrap()))
+    (
+        d[ip + 20],
+        u32::from_be_bytes(d[ip + 21..ip + 25].try_into().unwrap()),
+    )
 }
 
 /// Runs `s` for `secs` virtual seconds in 10 µs steps, keeping every
@@ -84,7 +87,12 @@ fn a_shaped_port_delivers_its_rate_within_one_percent_over_ten_seconds() {
         let (bytes, _) = saturate(&mut s, &p, 10, |_| frame(&p, len, None, 0, 0, 0), &[0]);
         let want = 12_500_000.0 * 10.0;
         let err = (bytes[0] as f64 - want).abs() / want;
-        assert!(err < 0.01, "{len}-byte frames: {} bytes, {:.4} % off", bytes[0], err * 100.0);
+        assert!(
+            err < 0.01,
+            "{len}-byte frames: {} bytes, {:.4} % off",
+            bytes[0],
+            err * 100.0
+        );
     }
     assert_eq!(p.available(), 4096, "every mbuf back in the pool");
 }
@@ -98,7 +106,8 @@ fn strict_priority_is_never_delayed_by_a_lower_class() {
     let mut pkts = Pkts::new();
     // Low first, then high: the high ones must still leave first.
     for (i, pcp) in [0u8, 0, 4, 0, 7, 4, 7, 7].into_iter().enumerate() {
-        pkts.push(frame(&p, 200, Some(pcp), 0, pcp, i as u32)).unwrap();
+        pkts.push(frame(&p, 200, Some(pcp), 0, pcp, i as u32))
+            .unwrap();
     }
     s.enqueue(&mut pkts, &stats);
     let mut order = Vec::new();
@@ -111,8 +120,17 @@ fn strict_priority_is_never_delayed_by_a_lower_class() {
     assert_eq!(order, [0, 0, 0, 1, 1, 2, 2, 2]);
     // Under saturation, a class above takes what it wants first: with
     // no rates, the top class takes the whole port.
-    let (bytes, _) = saturate(&mut s, &p, 1, |c| frame(&p, 500, Some([7, 4, 0][c]), 0, 0, 0), &[0, 1, 2]);
-    assert!(bytes[1] + bytes[2] <= 2 * 16 << 10, "lower classes got {bytes:?}");
+    let (bytes, _) = saturate(
+        &mut s,
+        &p,
+        1,
+        |c| frame(&p, 500, Some([7, 4, 0][c]), 0, 0, 0),
+        &[0, 1, 2],
+    );
+    assert!(
+        bytes[1] + bytes[2] <= 2 * (16 << 10),
+        "lower classes got {bytes:?}"
+    );
 }
 
 #[test]
@@ -134,7 +152,10 @@ fn a_class_over_its_rate_borrows_only_what_the_port_leaves() {
     let mbit = |x: u64| x as f64 * 8.0 / 10.0 / 1e6;
     let got: Vec<f64> = b.iter().map(|&x| mbit(x)).collect();
     let near = |a: f64, w: f64| (a - w).abs() / w < 0.01;
-    assert!(near(got[0], 70.0) && near(got[1], 20.0) && near(got[2], 10.0), "{got:?}");
+    assert!(
+        near(got[0], 70.0) && near(got[1], 20.0) && near(got[2], 10.0),
+        "{got:?}"
+    );
     // Gold idle: silver borrows up to its ceiling (40), bronze the rest.
     let mut s = Shaper::new(&cfg);
     let (b, _) = saturate(&mut s, &p, 10, mk, &[1, 2]);
@@ -157,7 +178,8 @@ fn every_frame_is_sent_or_counted_dropped() {
     let stats = s.new_stats();
     let mut pkts = Pkts::new();
     for i in 0..40u32 {
-        pkts.push(frame(&p, 100, Some((i % 2) as u8), 0, 0, i)).unwrap();
+        pkts.push(frame(&p, 100, Some((i % 2) as u8), 0, 0, i))
+            .unwrap();
     }
     // One frame longer than the bucket can ever hold.
     pkts.push(frame(&p, 2000, Some(1), 0, 0, 99)).unwrap();
@@ -193,7 +215,11 @@ impl TxQueue for Sink {
         let mut next = self.next.lock().unwrap();
         for m in pkts.iter().take(n) {
             let (flow, seq) = flow_seq(m);
-            assert!(seq >= next[flow as usize], "flow {flow}: {seq} after {}", next[flow as usize]);
+            assert!(
+                seq >= next[flow as usize],
+                "flow {flow}: {seq} after {}",
+                next[flow as usize]
+            );
             next[flow as usize] = seq + 1;
         }
         pkts.drop_front(n);
@@ -239,7 +265,11 @@ fn lcores_enqueuing_at_once_lose_nothing_and_keep_each_flows_order() {
     }
     let st = &eg.stats()[0];
     let (sent, dropped) = (st.sent.get(), st.dropped.get());
-    assert_eq!(sent + dropped, 4 * per as u64, "sent {sent} + dropped {dropped}");
+    assert_eq!(
+        sent + dropped,
+        4 * per as u64,
+        "sent {sent} + dropped {dropped}"
+    );
     assert_eq!(sent as usize, taken.load(Relaxed));
     drop(tx);
     drop(eg);
