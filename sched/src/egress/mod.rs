@@ -24,7 +24,7 @@ use crate::txlock::TxLock;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::{Pkts, TxQueue};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -57,11 +57,16 @@ pub struct Egress {
     state: TxLock<State>,
     /// A drainer is at work.
     running: CachePadded<AtomicBool>,
-    /// Frames queued in the scheduler or held for the device, as of the
-    /// last drain.
-    backlog: CachePadded<AtomicUsize>,
+    /// Frames queued in the scheduler, and frames taken from it that the
+    /// device has not taken yet, as of the last drain.
+    queued: CachePadded<AtomicUsize>,
+    held: AtomicUsize,
     /// The device queue's unfinished frames, as of the last drain.
     device_in_flight: AtomicUsize,
+    /// The scheduler's [`Shaper::ready_at`], published under the lock:
+    /// a drainer that finds the clock below it does not take the lock
+    /// (HTB's watchdog, without a timer).
+    ready_at: CachePadded<AtomicU64>,
     stats: Vec<ClassStats>,
     epoch: Instant,
     cfg: EgressConfig,
@@ -80,8 +85,10 @@ impl Egress {
                 out_tags: VecDeque::with_capacity(BURST),
             }),
             running: CachePadded::new(AtomicBool::new(false)),
-            backlog: CachePadded::new(AtomicUsize::new(0)),
+            queued: CachePadded::new(AtomicUsize::new(0)),
+            held: AtomicUsize::new(0),
             device_in_flight: AtomicUsize::new(0),
+            ready_at: CachePadded::new(AtomicU64::new(u64::MAX)),
             stats,
             epoch: Instant::now(),
             cfg: cfg.clone(),
@@ -103,13 +110,16 @@ impl Egress {
     /// Frames waiting in the scheduler or for room in the device queue,
     /// as of the last drain: work for some lcore to do.
     pub fn backlog(&self) -> usize {
-        self.backlog.load(Relaxed)
+        self.queued.load(Relaxed) + self.held.load(Relaxed)
     }
 
     /// Queues `pkts` (all of them: what does not fit is dropped and
     /// counted per class).
     fn enqueue(&self, pkts: &mut Pkts) {
-        self.state.lock_enqueue().shaper.enqueue(pkts, &self.stats);
+        let mut g = self.state.lock_enqueue();
+        g.shaper.enqueue(pkts, &self.stats);
+        self.ready_at.store(g.shaper.ready_at(), Relaxed);
+        self.queued.store(g.shaper.backlog(), Relaxed);
     }
 
     /// Drains if no other lcore is draining: sends what the classes and
@@ -117,6 +127,12 @@ impl Egress {
     pub fn drain(&self) -> usize {
         // Acquire/Release: pair with the previous drainer's release below,
         // so at most one drainer holds the drain side of the lock.
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        // Relaxed: a stale value costs one early or late drain, never a
+        // frame (the next drain or enqueue publishes it again).
+        if now < self.ready_at.load(Relaxed) && self.held.load(Relaxed) == 0 {
+            return 0;
+        }
         if self.running.swap(true, Acquire) {
             return 0;
         }
@@ -129,7 +145,6 @@ impl Egress {
                 out,
                 out_tags,
             } = &mut *g;
-            let now = self.epoch.elapsed().as_nanos() as u64;
             for _ in 0..BURSTS_PER_DRAIN {
                 let room = BURST.saturating_sub(out.len());
                 shaper.dequeue(now, out, room, &self.stats, |c, len| {
@@ -148,7 +163,9 @@ impl Egress {
                     break; // the device is full: the rest waits in `out`
                 }
             }
-            self.backlog.store(shaper.backlog() + out.len(), Relaxed);
+            self.held.store(out.len(), Relaxed);
+            self.queued.store(shaper.backlog(), Relaxed);
+            self.ready_at.store(shaper.ready_at(), Relaxed);
             self.device_in_flight.store(txq.in_flight(), Relaxed);
         }
         self.running.store(false, Release);
@@ -171,7 +188,9 @@ impl Egress {
         }
         out.clear();
         let left = txq.in_flight();
-        self.backlog.store(0, Relaxed);
+        self.queued.store(0, Relaxed);
+        self.held.store(0, Relaxed);
+        self.ready_at.store(u64::MAX, Relaxed);
         self.device_in_flight.store(left, Relaxed);
         left
     }

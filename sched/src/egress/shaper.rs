@@ -63,6 +63,21 @@ impl Bucket {
     fn take(&mut self, bytes: usize) {
         self.tokens -= bytes as i128 * NANO;
     }
+
+    /// The time (ns, on the refill clock) from which it holds `bytes`.
+    fn ready_at(&self, bytes: usize) -> u64 {
+        let short = bytes as i128 * NANO - self.tokens;
+        if short <= 0 {
+            return self.last;
+        }
+        let rate = self.rate.max(1) as i128;
+        self.last.saturating_add(((short + rate - 1) / rate) as u64)
+    }
+}
+
+/// `ready_at` for a bucket that may be absent (absent: at once).
+fn ready_at(b: &Option<Bucket>, bytes: usize) -> u64 {
+    b.as_ref().map_or(0, |b| b.ready_at(bytes))
 }
 
 /// `holds` for a bucket that may be absent (absent: unlimited).
@@ -107,6 +122,8 @@ pub struct Shaper {
     /// The class each key value goes to.
     by_key: [u8; 64],
     default_class: u8,
+    /// When the next frame may leave (ns): see [`Shaper::ready_at`].
+    ready_at: u64,
 }
 
 impl Shaper {
@@ -134,6 +151,7 @@ impl Shaper {
             by_key,
             default_class: cfg.default_class() as u8,
             cfg: cfg.clone(),
+            ready_at: u64::MAX,
         }
     }
 
@@ -184,6 +202,9 @@ impl Shaper {
                 stats[c].dropped.add(1);
                 continue; // `m` goes back to its pool here
             }
+            if class.queue.is_empty() {
+                self.ready_at = 0; // a new head: it may go at once
+            }
             class.queue.push_back(m);
             stats[c].enqueued.add(1);
             stats[c].depth.store(class.queue.len(), Relaxed);
@@ -233,7 +254,34 @@ impl Shaper {
             }
             n += 1;
         }
+        self.ready_at = if n == max || out.is_full() {
+            now_ns // stopped by the caller's room: more may go now
+        } else {
+            self.next_ready()
+        };
         n
+    }
+
+    /// The earliest time (ns) at which a frame may leave, as of the last
+    /// dequeue or enqueue: 0 after a frame arrived at an empty class,
+    /// `u64::MAX` when nothing is queued. A drainer that reads the clock
+    /// below it can skip the lock: nothing would leave.
+    pub fn ready_at(&self) -> u64 {
+        self.ready_at
+    }
+
+    /// When the earliest head frame can leave, by the port's and its
+    /// ceiling's tokens (a class's own bucket only decides whether it
+    /// borrows).
+    fn next_ready(&self) -> u64 {
+        self.classes
+            .iter()
+            .filter_map(|c| {
+                let len = c.queue.front()?.pkt_len();
+                Some(ready_at(&self.port, len).max(ready_at(&c.ceil, len)))
+            })
+            .min()
+            .unwrap_or(u64::MAX)
     }
 
     /// The next class to send from and whether within its guarantee.
@@ -270,6 +318,7 @@ impl Shaper {
 
     /// Drops every queued frame, counting each as dropped (closing).
     pub fn clear(&mut self, stats: &[ClassStats]) {
+        self.ready_at = u64::MAX;
         for (c, class) in self.classes.iter_mut().enumerate() {
             stats[c].dropped.add(class.queue.len() as u64);
             class.queue.clear();
