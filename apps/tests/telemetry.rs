@@ -64,6 +64,7 @@ fn dpdk_telemetry_py_reads_a_running_l2fwd() {
     let prefix = format!("rpmd-tel-{}", std::process::id());
     let l2fwd = Command::new(env!("CARGO_BIN_EXE_l2fwd"))
         .args(["--duration", "6", "--json", "--file-prefix", &prefix])
+        .args(["--tx-rate", "1gbit,by=pcp,classes=hi:7/lo:default"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,6 +86,7 @@ fn dpdk_telemetry_py_reads_a_running_l2fwd() {
         "/rpmd/lcores",
         "/rpmd/mempools",
         "/eal/lcore/usage",
+        "/rpmd/egress",
     ];
     let r = ask(&prefix, &cmds);
     assert_eq!(r.len(), cmds.len(), "{r:?}");
@@ -127,6 +129,13 @@ fn dpdk_telemetry_py_reads_a_running_l2fwd() {
         let (t, b) = (total[k].as_u64().unwrap(), busy[k].as_u64().unwrap());
         assert!(t > 0 && b > 0 && b <= t, "{u}");
     }
+    // Each shaped port's classes and their counters.
+    let e = r[13]["/rpmd/egress"].as_array().unwrap();
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert_eq!(e[0]["rate_bytes"], 125_000_000);
+    let lo = &e[0]["classes"][1];
+    assert_eq!(lo["name"], "lo", "{e:?}");
+    assert!(lo["sent"].as_u64().unwrap() > 1000, "{e:?}");
     let out = l2fwd.wait_with_output().unwrap();
     assert!(
         out.status.success(),

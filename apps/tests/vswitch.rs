@@ -234,3 +234,156 @@ fn two_namespaces_ping_each_other_through_vswitch_over_af_packet() {
         .sum();
     assert!(flooded >= 2, "ARP requests flood: {s}");
 }
+
+/// A VLAN-tagged frame of `len` bytes with priority `pcp`.
+fn tagged(to: [u8; 6], from: [u8; 6], pcp: u8, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&to);
+    f[6..12].copy_from_slice(&from);
+    f[12..14].copy_from_slice(&[0x81, 0x00]);
+    f[14] = pcp << 5;
+    f[16..18].copy_from_slice(&[0x88, 0xb5]);
+    f
+}
+
+/// Issue 48: a port shaped with strict-priority classes by VLAN PCP, seen
+/// from its far end: the high class gets every frame it offers (below the
+/// port rate), the low class what is left of the rate and no more, and
+/// the summary's class counters account for every frame.
+#[test]
+fn an_egress_with_priority_classes_seen_from_the_port() {
+    let id = std::process::id();
+    let devs: Vec<String> = (0..2).map(|k| format!("shm:vsweg-{id}-{k}")).collect();
+    let mut c = MempoolConfig::new("vsw-eg-ends", 2048);
+    c.cache_size = 0;
+    let pool = Mempool::new(&c).unwrap();
+    let reg = Registry::new();
+    let mut e = Ends {
+        ends: Vec::new(),
+        pool,
+    };
+    for d in &devs {
+        let mut p = reg.open(d).unwrap();
+        p.configure(&PortConfig::with_pool(&e.pool)).unwrap();
+        let q = p.start().unwrap();
+        e.ends.push((p, q));
+    }
+    // Port 1 at 8 Mbit/s (1 MB/s): PCP 5-7 first, the rest after.
+    let app = Command::new(env!("CARGO_BIN_EXE_vswitch"))
+        .args(["--duration", "5", "--no-telemetry", "--json"])
+        .args([
+            "--egress",
+            "1=8mbit,limit=64,by=pcp,classes=hi:5-7/lo:default",
+        ])
+        .args(["--dev", &devs[0], "--dev", &devs[1]])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !e.ends.iter().all(|(p, _)| p.link().up) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "vswitch did not join"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // B behind port 1 makes itself known, then A offers 1000-byte frames
+    // for 3 s: high 4 Mbit/s (500/s), low 8 Mbit/s (1000/s).
+    e.send(1, &frame(mac(1), mac(2), 0));
+    std::thread::sleep(Duration::from_millis(50));
+    let (hi, lo) = (
+        tagged(mac(2), mac(1), 6, 1000),
+        tagged(mac(2), mac(1), 1, 1000),
+    );
+    let (mut sent, mut got) = ([0u64; 2], [0u64; 2]);
+    let mut inp = Pkts::new();
+    let start = Instant::now();
+    let mut tick = 0u64;
+    let mut count = |e: &mut Ends, got: &mut [u64; 2]| {
+        e.ends[1].1.rx_burst(0, &mut inp, 64);
+        while let Some(m) = inp.pop() {
+            let d = m.data();
+            if d.len() == 1000 && d[12..14] == [0x81, 0x00] {
+                got[usize::from(d[14] >> 5 == 1)] += 1;
+            }
+        }
+    };
+    while start.elapsed() < Duration::from_secs(3) {
+        // Every 10 ms: 5 high and 10 low frames, interleaved.
+        if start.elapsed() >= Duration::from_millis(10 * tick) {
+            for k in 0..15 {
+                let f = if k % 3 == 0 { &hi } else { &lo };
+                e.send(0, f);
+                sent[usize::from(k % 3 != 0)] += 1;
+            }
+            tick += 1;
+        }
+        count(&mut e, &mut got);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    // What arrived while both classes were offered, then the rest.
+    let in_window = got;
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_millis(500) {
+        count(&mut e, &mut got);
+    }
+    let (rc, out, err) = finish(app);
+    assert_eq!(rc, 0, "{out}{err}");
+    let s = summary(&out);
+    assert_eq!(
+        got[0], sent[0],
+        "every high frame gets through: got {got:?} of {sent:?}; {s}"
+    );
+    // Low gets the rest of 1 MB/s while both are offered: 500 frames a
+    // second (and the bucket's 16 KiB at the start).
+    let want = 500.0 * 3.0;
+    assert!(
+        (in_window[1] as f64 - want).abs() / want < 0.05,
+        "low class got {} frames in 3 s, about {want} expected; {s}",
+        in_window[1]
+    );
+    let classes = s["egress"][0]["classes"].as_array().unwrap();
+    assert_eq!(s["egress"][0]["port"], 1, "{s}");
+    let n = |c: &Value, k: &str| c[k].as_u64().unwrap();
+    assert_eq!(
+        (classes[0]["name"].as_str(), classes[1]["name"].as_str()),
+        (Some("hi"), Some("lo"))
+    );
+    assert_eq!(n(&classes[0], "dropped"), 0, "{s}");
+    assert!(n(&classes[1], "dropped") > 1000, "{s}");
+    // Every frame switched to port 1 was sent or dropped (tail drops and
+    // any still queued at the end), and what was sent arrived.
+    let rx0 = n(&s["ports"][0], "rx");
+    let out: u64 = classes.iter().map(|c| n(c, "sent") + n(c, "dropped")).sum();
+    assert_eq!(out, rx0, "{s}");
+    let sent: u64 = classes.iter().map(|c| n(c, "sent")).sum();
+    assert_eq!(sent, got[0] + got[1], "{s}");
+    for (mut p, q) in e.ends {
+        p.stop().unwrap();
+        drop(q);
+    }
+}
+
+#[test]
+fn egress_options_are_usage_errors_naming_the_option() {
+    for (spec, says) in [
+        ("7=1mbit", "port 7 does not exist"),
+        ("1=1mbit,by=dscp,classes=a:64", "within 0-63"),
+        ("1mbit", "PORT=RATE"),
+        ("1=0", "at least"),
+        ("1=2tbit", "clock can pace"),
+        ("1=10mbit,by=pcp,classes=a:1:20mbit", "above the port rate"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_vswitch"))
+            .args(["--duration", "0.2", "--no-telemetry", "--egress", spec])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {err}");
+        assert!(
+            err.contains(says) && err.contains("--egress"),
+            "{spec}: {err}"
+        );
+    }
+}

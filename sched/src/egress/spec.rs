@@ -192,9 +192,13 @@ impl EgressConfig {
     }
 }
 
-/// The default bucket: a millisecond at the rate, at least 16 KiB.
+/// The default bucket: 10 ms at the rate, at least 16 KiB. An lcore
+/// preempted for longer than the bucket lasts loses the tokens that
+/// overflow it (the port delivers less than its rate): 10 ms covers a
+/// scheduler time slice or two on a shared CPU, at the cost of that much
+/// burst after a quiet spell. `burst=` sets it.
 pub fn default_burst(rate: u64) -> u64 {
-    (rate / 1000).clamp(16 << 10, MAX_BURST)
+    (rate / 100).clamp(16 << 10, MAX_BURST)
 }
 
 /// Parses a rate in tc's units into bytes per second.
@@ -380,7 +384,7 @@ mod tests {
             (c.rate, c.classes.len(), c.classify),
             (Some(12_500_000), 1, Classify::None)
         );
-        assert_eq!(c.burst, 16 << 10);
+        assert_eq!(c.burst, 125_000, "10 ms at 100 Mbit/s");
         let c = EgressConfig::parse(
             "1gbit,burst=64k,limit=256,by=dscp,classes=voice:46:100mbit/bulk:0-7+default:200mbit:500mbit/rest:8-45",
         )
