@@ -24,8 +24,9 @@
 # (default 5) interleaved invocations, with each RESULT's spread over
 # them: benches/spread.py), seeds-vhost
 # (vhost_net's TX and RX busy polling on our vhost-user backend, rr
-# through a two-port switch; benches/seeds_vhost.sh), txlock (the lock
-# in front of a shared TX queue vs spin, mutex and busylock), afxdp (our
+# through a two-port switch; benches/seeds_vhost.sh), txlock (the egress
+# shaper under N enqueuers behind TxLock vs spin, mutex and busylock, then
+# the shaper's class rates against Linux HTB on a veth pair), afxdp (our
 # af_xdp and af_packet ports vs DPDK's net_af_xdp and net_af_packet on one
 # veth pair, txonly -> rxonly, kernel busy polling off and on; benches/
 # afxdp.sh, which runs DPDK twice per round as its A/A), capture (what
@@ -208,9 +209,11 @@ for s in $suite; do
             bash benches/seeds_vhost.sh "$runs" 2 "$OUT"
             ;;
         txlock)
-            echo "== txlock: spin lock, std Mutex, busylock scheme and rpmd's TxLock in front of one TX queue"
+            echo "== txlock: a shaped egress under N enqueuers: spin lock, std Mutex, busylock scheme and rpmd's TxLock"
             RPMD_PLOT_CSV="$OUT/txlock.csv" target/release/txlock --seconds 2 --runs "$runs"
-            plot_bars "$OUT/txlock.csv" "$OUT/txlock.png" "txlock: packets delivered through one shared TX queue" "million delivered per second"
+            plot_bars "$OUT/txlock.csv" "$OUT/txlock.png" "txlock: packets delivered through one shaped egress (configured 1.56 M/s)" "million delivered per second"
+            echo "== shaper accuracy: rpmd's egress classes against Linux HTB, same veth, generator and configuration"
+            target/release/shaper_anchor --seconds 5 --runs "$runs"
             ;;
         seeds)
             inv=${SEEDS_INVOCATIONS:-5}

@@ -87,6 +87,9 @@ fi
 step "main job smoke: l2fwd on its embedded topology for 2 s"
 cargo run --release -q -p rpmd-apps --bin l2fwd -- --duration 2
 if [ "$(id -u)" = 0 ]; then
+    step "egress shaper against Linux HTB on a veth pair, short (shaper_anchor: rpmd's classes within 1 %)"
+    cargo build --release -q -p rpmd-benches --bin shaper_anchor
+    target/release/shaper_anchor --seconds 3 --runs 1 --check 1
     step "soak with faults, short: 10^7 frames through l2fwd (benches/soak.sh)"
     bash benches/soak.sh --frames 10000000 --restart-secs 1 --fault-every 1000000 --max-secs 300
     step "soak with a SIGKILLed peer, short: frames through l2fwd and testpmd (benches/soak.sh --via testpmd)"

@@ -1,6 +1,6 @@
 //! What a user types: device strings (the parser, and the registry's
 //! check of the kind), core lists, and the apps' own value parsers
-//! (--pcap specs, seconds). Each accepts or refuses with a message; a
+//! (--pcap specs, seconds, egress specs). Each accepts or refuses with a message; a
 //! string it accepts says again what it parsed.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -34,4 +34,21 @@ fuzz_target!(|data: &[u8]| {
         assert!(v > 0.0 && v.is_finite());
     }
     let _ = rpmd_apps::cli::core_list(s);
+    // Egress specs (`--tx-rate`, `--egress PORT=SPEC`): refused with a
+    // message, or a configuration the scheduler can run.
+    for cfg in [
+        rpmd_apps::egress::tx_rate(s).ok(),
+        rpmd_apps::egress::port_egress(s).ok().map(|p| p.1),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        use rpmd_sched::egress::spec;
+        assert!(!cfg.classes.is_empty() && cfg.limit > 0);
+        assert!((spec::MIN_BURST..=spec::MAX_BURST).contains(&cfg.burst));
+        assert!(cfg.rate.is_some_and(|r| (1..=spec::MAX_RATE).contains(&r)));
+        assert!(cfg.default_class() < cfg.classes.len());
+        let shaper = rpmd_sched::egress::Shaper::new(&cfg);
+        assert!(shaper.classify(data) < cfg.classes.len());
+    }
 });

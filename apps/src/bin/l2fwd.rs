@@ -40,10 +40,10 @@ struct Args {
     /// Tx queues per port, when not --queues (1..=8).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=8))]
     txq: Option<u16>,
-    /// Shape every output port: RATE[,burst=SIZE][,limit=FRAMES]
-    /// [,by=pcp|dscp,classes=NAME:KEYS[:RATE[:CEIL]]/...], rates in tc's
-    /// units (100mbit, 1gbit, 10mbps); one shaper per port, shared by
-    /// every lcore sending to it.
+    /// Shape every output port:
+    /// `RATE[,burst=SIZE][,limit=FRAMES][,by=pcp|dscp,classes=NAME:KEYS[:RATE[:CEIL]]/...]`,
+    /// rates in tc's units (100mbit, 1gbit, 10mbps); one shaper per port,
+    /// shared by every lcore sending to it.
     #[arg(long, value_name = "SPEC", value_parser = rpmd_apps::egress::tx_rate)]
     tx_rate: Option<rpmd_sched::EgressConfig>,
     /// A port, as a device string (pci:ADDR, virtio-user:PATH, ring:NAME, null); repeat for each.

@@ -61,11 +61,11 @@ struct Args {
     /// Add each port's non-zero extended statistics to the summary.
     #[arg(long)]
     xstats: bool,
-    /// Shape a port's egress: PORT=RATE[,burst=SIZE][,limit=FRAMES]
-    /// [,by=pcp|dscp,classes=NAME:KEYS[:RATE[:CEIL]]/...], rates in tc's
-    /// units (100mbit, 1gbit); classes highest priority first, KEYS like
-    /// 5-7+default. Every lcore sends to the port through one shaper.
-    /// Repeat for more ports.
+    /// Shape a port's egress:
+    /// `PORT=RATE[,burst=SIZE][,limit=FRAMES][,by=pcp|dscp,classes=NAME:KEYS[:RATE[:CEIL]]/...]`,
+    /// rates in tc's units (100mbit, 1gbit); classes highest priority
+    /// first, KEYS like 5-7+default. Every lcore sends to the port through
+    /// one shaper. Repeat for more ports.
     #[arg(long = "egress", value_name = "PORT=SPEC", value_parser = rpmd_apps::egress::port_egress)]
     egress: Vec<(usize, rpmd_sched::EgressConfig)>,
 }
