@@ -89,7 +89,15 @@ impl Lab {
             "ip link add {root} {q} type veth peer name {peer} {q} netns {ns}"
         ));
         self.links.push(root.clone());
+        // No IPv6 on either end: a stack bringing a link up sends router
+        // solicitations and MLD reports of its own accord, which land in
+        // the counters a test compares (a frame sent between a port's
+        // start and the test's first read of the kernel's counters was
+        // one too many on rpmd's side).
         sh(&format!("sysctl -qw net.ipv6.conf.{root}.disable_ipv6=1"));
+        sh(&format!(
+            "ip netns exec {ns} sysctl -qw net.ipv6.conf.{peer}.disable_ipv6=1"
+        ));
         sh(&format!("ip link set {root} up"));
         sh(&format!(
             "ip -n {ns} addr add {addr} dev {peer} && ip -n {ns} link set {peer} up"

@@ -125,14 +125,14 @@ impl Egress {
     /// Drains if no other lcore is draining: sends what the classes and
     /// tokens allow. Returns how many frames the device took.
     pub fn drain(&self) -> usize {
-        // Acquire/Release: pair with the previous drainer's release below,
-        // so at most one drainer holds the drain side of the lock.
         let now = self.epoch.elapsed().as_nanos() as u64;
         // Relaxed: a stale value costs one early or late drain, never a
         // frame (the next drain or enqueue publishes it again).
         if now < self.ready_at.load(Relaxed) && self.held.load(Relaxed) == 0 {
             return 0;
         }
+        // Acquire: pairs with the previous drainer's Release below, so at
+        // most one thread is on the lock's drain side at a time.
         if self.running.swap(true, Acquire) {
             return 0;
         }
@@ -175,6 +175,18 @@ impl Egress {
     /// Drops whatever is still queued, counting it, and hands back the
     /// device queue's unfinished count (an app stopping).
     pub fn close(&self) -> usize {
+        // The drain side is single: wait out a drainer at work (the apps
+        // close after their lcores have stopped, so none is).
+        while self.running.swap(true, Acquire) {
+            std::thread::yield_now();
+        }
+        let left = self.clear();
+        self.running.store(false, Release);
+        left
+    }
+
+    /// `close` with the drain side held.
+    fn clear(&self) -> usize {
         let mut g = self.state.lock_drain();
         let State {
             shaper,
