@@ -81,7 +81,7 @@ impl Drop for Veth {
 /// HTB on `dev`, the configuration of [`SPEC`].
 fn htb(dev: &str) -> bool {
     let c = |s: &str| sh(&format!("tc {s}"));
-    c(&format!("qdisc replace dev {dev} root handle 1: htb default 30"))
+    c(&format!("qdisc replace dev {dev} root handle 1: htb default 30 r2q 1000"))
         && c(&format!("class add dev {dev} parent 1: classid 1:1 htb rate 100mbit ceil 100mbit"))
         && c(&format!("class add dev {dev} parent 1:1 classid 1:10 htb rate 30mbit ceil 100mbit prio 0"))
         && c(&format!("class add dev {dev} parent 1:1 classid 1:20 htb rate 20mbit ceil 40mbit prio 1"))
