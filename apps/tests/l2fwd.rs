@@ -366,3 +366,62 @@ fn egress_options_are_checked_before_anything_starts() {
         assert!(err.contains(args[0]), "the option is named: {err}");
     }
 }
+
+/// Issue 48: two forwarding lcores whose rx queues feed one tx queue per
+/// port (`--rxq 2 --txq 1 -l 0-1`, testpmd txonly on two queues at the far
+/// ends) share it behind the TX lock, and every frame is accounted for.
+#[test]
+fn two_lcores_share_one_tx_queue_per_port() {
+    let Some(t) = common::testpmd("l2fwdsh", "txonly", 2, 2, &["--txpkts=64"]) else {
+        return;
+    };
+    let devs: Vec<String> = t
+        .socks
+        .iter()
+        .map(|s| format!("virtio-user:{s},queues=2"))
+        .collect();
+    let (rc, out, err) = l2fwd(&[
+        "--dev",
+        &devs[0],
+        "--dev",
+        &devs[1],
+        "-l",
+        "0-1",
+        "--rxq",
+        "2",
+        "--txq",
+        "1",
+        "--duration",
+        "2",
+        "--json",
+        "--no-telemetry",
+    ]);
+    let _ = common::finish(t);
+    assert_eq!(rc, 0, "{out}{err}");
+    let s = last_json(&out);
+    assert_eq!(s["egress"].as_array().map(Vec::len), Some(2), "{s}");
+    let ports = s["ports"].as_array().unwrap();
+    let n = |p: &Value, k: &str| p[k].as_u64().unwrap();
+    for (a, b) in [(0, 1), (1, 0)] {
+        let qs = ports[a]["queues"].as_array().unwrap();
+        assert!(
+            qs.iter().all(|q| q["rx"].as_u64().unwrap() > 1000),
+            "both rx queues: {s}"
+        );
+        assert_eq!(
+            n(&ports[a], "rx"),
+            n(&ports[b], "tx") + n(&ports[b], "dropped"),
+            "{s}"
+        );
+    }
+    let l: Vec<u64> = s["lcores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["packets"].as_u64().unwrap())
+        .collect();
+    assert!(
+        l.len() == 2 && l.iter().all(|&p| p > 1000),
+        "both lcores forward: {l:?}"
+    );
+}
