@@ -310,6 +310,30 @@ fn open_ports(
     Ok((ports, queues))
 }
 
+/// Gives every forwarding lcore its way out of one port: a tx queue of
+/// its own (`spec` `None`), or a handle on one egress of `spec` in front
+/// of the port's tx queue 0, which is returned. `wrap` puts the capture
+/// tap on a device queue.
+fn hand_out_tx(
+    tasks: &mut [Switch],
+    q: &mut Queues,
+    spec: Option<EgressConfig>,
+    mut wrap: impl FnMut(Box<dyn TxQueue>) -> Box<dyn TxQueue>,
+) -> Result<Option<Arc<Egress>>, String> {
+    let Some(spec) = spec else {
+        for (l, t) in tasks.iter_mut().enumerate() {
+            t.tx.push(wrap(q.take_tx(l).map_err(|e| e.to_string())?));
+        }
+        return Ok(None);
+    };
+    let e = Egress::new(&spec, wrap(q.take_tx(0).map_err(|e| e.to_string())?));
+    for t in tasks.iter_mut() {
+        t.tx.push(Box::new(e.handle()));
+        t.egress.push(e.clone());
+    }
+    Ok(Some(e))
+}
+
 impl VSwitch {
     /// Opens the ports and starts the lcores.
     pub fn start(cfg: &Config) -> Result<VSwitch, String> {
@@ -363,27 +387,18 @@ impl VSwitch {
             .collect();
         let mut egress = Vec::new();
         for (p, q) in queues.iter_mut().enumerate() {
-            if shared[p] {
-                let txq = cap.tx(p, &devices[p], q.take_tx(0).map_err(|e| e.to_string())?);
-                let spec = cfg.egress.iter().find(|e| e.0 == p).map(|e| e.1.clone());
-                let spec = spec
-                    .unwrap_or_else(|| EgressConfig::fifo(rpmd_sched::egress::spec::DEFAULT_LIMIT));
-                let e = Egress::new(&spec, txq);
-                for t in tasks.iter_mut() {
-                    t.tx.push(Box::new(e.handle()));
-                    t.egress.push(e.clone());
-                }
+            let spec = shared[p].then(|| {
+                let given = cfg.egress.iter().find(|e| e.0 == p).map(|e| e.1.clone());
+                given.unwrap_or_else(|| EgressConfig::fifo(rpmd_sched::egress::spec::DEFAULT_LIMIT))
+            });
+            let name = &devices[p];
+            if let Some(e) = hand_out_tx(&mut tasks, q, spec, |t| cap.tx(p, name, t))? {
                 egress.push(PortEgress { port: p, egress: e });
-                continue;
-            }
-            for (l, t) in tasks.iter_mut().enumerate() {
-                let txq = q.take_tx(l).map_err(|e| e.to_string())?;
-                t.tx.push(cap.tx(p, &devices[p], txq));
             }
             for k in 0..nq as usize {
                 let rxq = q.take_rx(k).map_err(|e| e.to_string())?;
                 let l = (p * nq as usize + k) % fwd;
-                tasks[l].rx.push((p, cap.rx(p, &devices[p], rxq)));
+                tasks[l].rx.push((p, cap.rx(p, name, rxq)));
             }
         }
         cap.start()?;

@@ -354,6 +354,9 @@ fn an_egress_with_priority_classes_seen_from_the_port() {
     assert!(n(&classes[1], "dropped") > 1000, "{s}");
     // Every frame switched to port 1 was sent or dropped (tail drops and
     // any still queued at the end), and what was sent arrived.
+    // The shaped port still receives: B's one frame, learned.
+    assert_eq!(n(&s["ports"][1], "rx"), 1, "{s}");
+    assert_eq!(s["learned"], 2, "{s}");
     let rx0 = n(&s["ports"][0], "rx");
     let out: u64 = classes.iter().map(|c| n(c, "sent") + n(c, "dropped")).sum();
     assert_eq!(out, rx0, "{s}");
