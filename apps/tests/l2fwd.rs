@@ -313,6 +313,26 @@ fn tx_rate_shapes_each_port_and_every_frame_is_accounted_for() {
     }
 }
 
+/// Both ports of an l2fwd `--json` summary with two rx queues each: every
+/// rx queue carried traffic, and a port's rx is its pair's tx + dropped.
+fn every_rx_queue_carries_and_every_frame_is_accounted_for(s: &Value) {
+    let ports = s["ports"].as_array().unwrap();
+    let n = |p: &Value, k: &str| p[k].as_u64().unwrap();
+    for (a, b) in [(0, 1), (1, 0)] {
+        let qs = ports[a]["queues"].as_array().unwrap();
+        assert_eq!(qs.len(), 2, "{s}");
+        assert!(
+            qs.iter().all(|q| q["rx"].as_u64().unwrap() > 1000),
+            "port {a}: both rx queues carry traffic: {s}"
+        );
+        assert_eq!(
+            n(&ports[a], "rx"),
+            n(&ports[b], "tx") + n(&ports[b], "dropped"),
+            "port {a} rx against port {b}: {s}"
+        );
+    }
+}
+
 /// Issue 48: two rx queues feeding one tx queue per port (`--rxq 2
 /// --txq 1`) share it through the TX lock; nothing is lost on the way.
 #[test]
@@ -331,21 +351,7 @@ fn rx_queues_that_outnumber_tx_queues_share_them() {
     let s = last_json(&out);
     let egress = s["egress"].as_array().unwrap();
     assert_eq!(egress.len(), 2, "one shared queue per port: {s}");
-    let ports = s["ports"].as_array().unwrap();
-    let n = |p: &Value, k: &str| p[k].as_u64().unwrap();
-    for (a, b) in [(0, 1), (1, 0)] {
-        let qs = ports[a]["queues"].as_array().unwrap();
-        assert_eq!(qs.len(), 2, "{s}");
-        assert!(
-            qs.iter().all(|q| q["rx"].as_u64().unwrap() > 1000),
-            "both rx queues carry traffic: {s}"
-        );
-        assert_eq!(
-            n(&ports[a], "rx"),
-            n(&ports[b], "tx") + n(&ports[b], "dropped"),
-            "{s}"
-        );
-    }
+    every_rx_queue_carries_and_every_frame_is_accounted_for(&s);
     assert!(s["forwarded"].as_u64().unwrap() > 100_000, "{s}");
 }
 
@@ -400,20 +406,7 @@ fn two_lcores_share_one_tx_queue_per_port() {
     assert_eq!(rc, 0, "{out}{err}");
     let s = last_json(&out);
     assert_eq!(s["egress"].as_array().map(Vec::len), Some(2), "{s}");
-    let ports = s["ports"].as_array().unwrap();
-    let n = |p: &Value, k: &str| p[k].as_u64().unwrap();
-    for (a, b) in [(0, 1), (1, 0)] {
-        let qs = ports[a]["queues"].as_array().unwrap();
-        assert!(
-            qs.iter().all(|q| q["rx"].as_u64().unwrap() > 1000),
-            "both rx queues: {s}"
-        );
-        assert_eq!(
-            n(&ports[a], "rx"),
-            n(&ports[b], "tx") + n(&ports[b], "dropped"),
-            "{s}"
-        );
-    }
+    every_rx_queue_carries_and_every_frame_is_accounted_for(&s);
     let l: Vec<u64> = s["lcores"]
         .as_array()
         .unwrap()

@@ -311,11 +311,6 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn main() {
     let secs: f64 = arg("--seconds", 5.0);
     let runs: usize = arg("--runs", 3usize).max(1);
@@ -355,7 +350,7 @@ fn main() {
     for (k, name) in ["HTB", "rpmd"].iter().enumerate() {
         let mut cells = Vec::new();
         for c in 0..3 {
-            let m = median(res[k].iter().map(|r| r[c]).collect());
+            let m = rpmd_benches::median(res[k].iter().map(|r| r[c]).collect());
             let err = 100.0 * (m - WANT[c]).abs() / WANT[c];
             worst[k] = worst[k].max(err);
             cells.push(format!("{m:>10.3} ({err:>6.3} %)"));
