@@ -6,7 +6,7 @@
 //! once the port is gone every mbuf is back in its pool.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use rpmd_mlx4::ethdev::Mlx4Port;
+use rpmd_mlx4::ethdev::open_port;
 use rpmd_mlx4::model::{Mlx4Model, ModelOptions, PORT_MAC};
 use rpmd_mlx4::{Hca, Options};
 use rpmd_pmd::{DmaDomain, Mempool, MempoolConfig, Pkts, Port, PortConfig};
@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let card = Arc::new(Mutex::new(hca));
-    let mut port = Mlx4Port::new("fz-mlx4", card, 1, 0).expect("port 1");
+    let mut port = open_port("fz-mlx4", card, 1, 0).expect("port 1");
     let pool = pool();
     let conf = PortConfig {
         rx_desc: 64,

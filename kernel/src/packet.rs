@@ -18,7 +18,7 @@
 //! queues share the interface's traffic through a PACKET_FANOUT hash
 //! group. The kernel's drop counter (PACKET_STATISTICS) is an xstat.
 use crate::netdev::{check_ifname, driver, Netdev};
-use crate::port::{copy_rx_pool, copying_port_caps, frame_len, Backend, KernelPort, Live};
+use crate::port::{copy_rx_pool, copying_port_caps, frame_len, kernel_port, Backend, Live};
 use crate::sys::{self, Mapping};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
@@ -119,7 +119,7 @@ impl Driver for AfPacketDriver {
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, Error> {
         let (ifname, opts) = options(args)?;
         let dev = Netdev::open(args.raw(), ifname)?;
-        Ok(Box::new(KernelPort::new(
+        Ok(Box::new(kernel_port(
             args,
             dev,
             AfPacket {

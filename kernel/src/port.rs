@@ -1,19 +1,18 @@
-//! The port shell the three kernel-attached kinds share: the control path
-//! answers from the kernel's interface (link, MAC, flags, MTU) and the
-//! per-queue counters; each kind supplies its queues ([`Backend`]).
+//! The device the three kernel-attached kinds share under the generic
+//! port ([`EthDev`]): the control path answers from the kernel's
+//! interface (link, MAC, flags, MTU, the kernel's drop counters); each
+//! kind supplies its queues ([`Backend`]).
 use crate::netdev::Netdev;
-use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Link, MacAddr, Port, PortConfig, PortStats, Queues, RxStamp, Xstat,
+    Capabilities, DevArgs, Device, EthDev, Link, LiveFlag, MacAddr, PortConfig, Queues, RxFilter,
+    RxStamp, StartContext, Xstat,
 };
 use rpmd_pmd::Error;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// The flag every queue handle checks per burst: cleared by stop, so old
 /// handles go quiet. On a line of its own (read per burst by the lcore).
-pub(crate) type Live = Arc<CachePadded<AtomicBool>>;
+pub(crate) type Live = LiveFlag;
 
 /// What a port kind adds to the shell.
 pub(crate) trait Backend: Send {
@@ -44,55 +43,21 @@ pub(crate) trait Backend: Send {
     }
 }
 
-/// A kernel-attached port.
-pub(crate) struct KernelPort<B: Backend> {
-    pub(crate) name: String,
-    /// Stamped on received mbufs.
-    port_id: u16,
+/// A kernel-attached device: the interface and the kind's sockets.
+pub(crate) struct KernelDevice<B: Backend> {
     pub(crate) dev: Netdev,
     pub(crate) backend: B,
-    conf: Option<PortConfig>,
-    stats: StatsBlock,
-    live: Option<Live>,
-    /// The backend's `missed` at the last `reset_stats`.
-    missed_base: u64,
 }
 
-impl<B: Backend> KernelPort<B> {
-    pub(crate) fn new(args: &DevArgs, dev: Netdev, backend: B) -> Self {
-        // Counted from here: a TAP that existed before has its own past.
-        let missed_base = backend.missed(&dev);
-        KernelPort {
-            name: args.raw().into(),
-            port_id: args.port_id(),
-            dev,
-            backend,
-            conf: None,
-            stats: StatsBlock::new(0, 0),
-            live: None,
-            missed_base,
-        }
-    }
-
-    fn err(&self, detail: impl Into<String>) -> Error {
-        Error::Port {
-            port: self.name.clone(),
-            detail: detail.into(),
-        }
-    }
-
-    fn halt(&mut self) {
-        if let Some(l) = self.live.take() {
-            l.store(false, Ordering::Relaxed);
-            self.backend.stop(&self.dev);
-        }
-    }
-}
-
-impl<B: Backend> Drop for KernelPort<B> {
-    fn drop(&mut self) {
-        self.halt();
-    }
+/// The port over a kernel interface `dev` and a kind's `backend`.
+pub(crate) fn kernel_port<B: Backend>(
+    args: &DevArgs,
+    dev: Netdev,
+    backend: B,
+) -> EthDev<KernelDevice<B>> {
+    // The layer counts `imissed` from here: a TAP that existed before has
+    // its own past.
+    EthDev::new(args, KernelDevice { dev, backend })
 }
 
 /// The largest frame an MTU admits: Ethernet header and one VLAN tag.
@@ -100,56 +65,29 @@ pub(crate) fn frame_len(mtu: u16) -> usize {
     mtu as usize + 14 + 4
 }
 
-impl<B: Backend> Port for KernelPort<B> {
+impl<B: Backend> Device for KernelDevice<B> {
     fn driver(&self) -> &'static str {
         self.backend.driver()
-    }
-
-    fn name(&self) -> &str {
-        &self.name
     }
 
     fn capabilities(&self) -> Capabilities {
         self.backend.capabilities(&self.dev)
     }
 
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
-        if self.live.is_some() {
-            return Err(self.err("configure while started; stop it first"));
-        }
-        conf.validate(&self.name, &self.capabilities())?;
-        if let Some(m) = conf.mtu {
-            self.set_mtu(m)?;
-        }
-        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
-        self.conf = Some(conf.clone());
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, Error> {
+        self.backend.start(
+            ctx.name, &self.dev, ctx.conf, ctx.stats, ctx.live, ctx.stamp,
+        )
+    }
+
+    fn stop(&mut self, _name: &str) -> Result<(), Error> {
+        self.backend.stop(&self.dev);
         Ok(())
     }
 
-    fn start(&mut self) -> Result<Queues, Error> {
-        let Some(conf) = self.conf.clone() else {
-            return Err(self.err("start before configure"));
-        };
-        if self.live.is_some() {
-            return Err(self.err("already started"));
-        }
-        let live: Live = Arc::new(CachePadded::new(AtomicBool::new(true)));
-        let stamp = RxStamp::new(self.port_id, &conf);
-        let q = self
-            .backend
-            .start(&self.name, &self.dev, &conf, &self.stats, &live, stamp)?;
-        self.live = Some(live);
-        Ok(q)
-    }
-
-    fn stop(&mut self) -> Result<(), Error> {
-        self.halt();
-        Ok(())
-    }
-
-    fn link(&self) -> Link {
+    fn link(&self, started: bool) -> Link {
         let mut l = self.dev.link();
-        l.up &= self.live.is_some();
+        l.up &= started;
         l
     }
 
@@ -161,55 +99,40 @@ impl<B: Backend> Port for KernelPort<B> {
         self.dev.mac()
     }
 
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), Error> {
-        self.dev.set_flag(libc::IFF_PROMISC, on)
+    fn set_rx_filter(&mut self, _name: &str, filter: &RxFilter) -> Result<(), Error> {
+        self.dev.set_flag(libc::IFF_PROMISC, filter.promiscuous)?;
+        self.dev.set_flag(libc::IFF_ALLMULTI, filter.allmulticast)
     }
 
-    fn promiscuous(&self) -> bool {
-        self.dev.has_flag(libc::IFF_PROMISC)
+    fn rx_modes(&self) -> Option<(bool, bool)> {
+        Some((
+            self.dev.has_flag(libc::IFF_PROMISC),
+            self.dev.has_flag(libc::IFF_ALLMULTI),
+        ))
     }
 
-    fn set_allmulticast(&mut self, on: bool) -> Result<(), Error> {
-        self.dev.set_flag(libc::IFF_ALLMULTI, on)
-    }
-
-    fn allmulticast(&self) -> bool {
-        self.dev.has_flag(libc::IFF_ALLMULTI)
-    }
-
-    fn set_mtu(&mut self, mtu: u16) -> Result<(), Error> {
-        self.capabilities().check_mtu(&self.name, mtu)?;
-        if self.live.is_some() {
-            return Err(
-                self.err("MTU change while started; stop it first (queue buffers are sized by it)")
-            );
+    fn set_mtu(&mut self, name: &str, mtu: u16, started: bool) -> Result<(), Error> {
+        if started {
+            return Err(Error::Port {
+                port: name.to_string(),
+                detail: "MTU change while started; stop it first (queue buffers are sized by it)"
+                    .into(),
+            });
         }
         self.dev.set_mtu(mtu)
     }
 
-    fn mtu(&self) -> u16 {
-        self.dev.mtu().unwrap_or(0)
+    fn mtu(&self) -> Option<u16> {
+        Some(self.dev.mtu().unwrap_or(0))
     }
 
-    fn stats(&self) -> PortStats {
-        let mut s = self.stats.stats();
-        s.imissed += self
-            .backend
-            .missed(&self.dev)
-            .saturating_sub(self.missed_base);
-        s
+    fn missed(&self) -> u64 {
+        self.backend.missed(&self.dev)
     }
 
-    fn xstats(&self) -> Vec<Xstat> {
-        let mut x = self.stats.xstats();
-        self.backend.xstats(&mut x);
-        x.extend(self.dev.kernel_xstats());
-        x
-    }
-
-    fn reset_stats(&mut self) {
-        self.stats.reset();
-        self.missed_base = self.backend.missed(&self.dev);
+    fn xstats(&self, _stats: &StatsBlock, out: &mut Vec<Xstat>) {
+        self.backend.xstats(out);
+        out.extend(self.dev.kernel_xstats());
     }
 }
 

@@ -8,7 +8,7 @@
 //! Every frame is one read(2) or write(2), as in `net_tap`: a TAP fd has
 //! no ring to share. Start brings the interface up, stop takes it down.
 use crate::netdev::{check_ifname, driver, Netdev};
-use crate::port::{copy_rx_pool, copying_port_caps, Backend, KernelPort, Live};
+use crate::port::{copy_rx_pool, copying_port_caps, kernel_port, Backend, Live};
 use crate::sys;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
@@ -60,7 +60,7 @@ impl Driver for TapDriver {
         let (name, queues) = options(args)?;
         let first = attach(args.raw(), &name)?;
         let dev = Netdev::open(args.raw(), &name)?;
-        Ok(Box::new(KernelPort::new(
+        Ok(Box::new(kernel_port(
             args,
             dev,
             Tap {

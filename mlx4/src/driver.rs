@@ -7,7 +7,7 @@
 //! A card opened once serves both its ports: the second port's open finds
 //! the first's [`Hca`] by PCI address (the function it was handed is then
 //! dropped).
-use crate::ethdev::{Card, Mlx4Port};
+use crate::ethdev::Card;
 use crate::model::{Mlx4Model, ModelOptions};
 use crate::{prm, Hca, Options};
 use rpmd_pmd::function::PciFunction;
@@ -57,13 +57,13 @@ fn open_port(func: Arc<dyn PciFunction>, args: &DevArgs) -> Result<Box<dyn Port>
     let name = args.raw().to_string();
     let port = args.opt_u64("port", 1)?;
     let card = card_for(func, &name)?;
-    let p = Mlx4Port::new(&name, card, port.min(255) as u8, args.port_id()).map_err(|e| {
-        rpmd_pmd::Error::DeviceString {
+    let p = crate::ethdev::open_port(&name, card, port.min(255) as u8, args.port_id()).map_err(
+        |e| rpmd_pmd::Error::DeviceString {
             input: name.clone(),
             reason: e.to_string(),
             accepted: String::new(),
-        }
-    })?;
+        },
+    )?;
     Ok(Box::new(p))
 }
 

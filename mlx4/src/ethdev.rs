@@ -1,4 +1,4 @@
-//! A ConnectX-3 port as an rpmd [`Port`]: `pci:BDF[,port=1|2]` through
+//! A ConnectX-3 port as an rpmd [`Port`](rpmd_pmd::Port) (the generic [`EthDev`] over [`Mlx4Device`]): `pci:BDF[,port=1|2]` through
 //! the registry (the driver is picked by vendor and device ID), or
 //! `mlx4-model:NAME[,port=1|2][,wire=0|1]` on a device model.
 //!
@@ -25,14 +25,14 @@ use crate::prm::qp;
 use crate::qp::{Qp, QpSpec};
 use crate::txrx::{Graveyard, Live, RxRing, TxRing};
 use crate::{Error, Hca};
-use crossbeam_utils::CachePadded;
 use rpmd_pmd::endian::Be32;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, Link, MacAddr, Offloads, Port, PortConfig, PortStats, Queues, RxStamp, Xstat,
+    Capabilities, Device, EthDev, Link, MacAddr, Offloads, PortConfig, Queues, RxFilter,
+    StartContext, Xstat,
 };
 use rpmd_pmd::Pkts;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Most transmit queues a port hands out.
@@ -77,48 +77,51 @@ pub const RSS_KEY: [u8; 40] = [
     0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 ];
 
-/// One Ethernet port of a ConnectX-3.
-pub struct Mlx4Port {
+/// One Ethernet port of a ConnectX-3: the generic port over its device.
+pub type Mlx4Port = EthDev<Mlx4Device>;
+
+/// The receive filter a port starts with: its own address and broadcast.
+const NO_FILTER: RxFilter = RxFilter {
+    promiscuous: false,
+    allmulticast: false,
+    unicast: Vec::new(),
+    multicast: Vec::new(),
+};
+
+/// Port `port` (1-based) of `card`, named `name` (its device string),
+/// stamping received mbufs with `port_id`.
+pub fn open_port(name: &str, card: Card, port: u8, port_id: u16) -> Result<Mlx4Port, Error> {
+    let ports = lock(&card).ports().len();
+    if port == 0 || port as usize > ports {
+        return Err(Error::Firmware(format!(
+            "{name}: port {port}; the card has ports 1..={ports}"
+        )));
+    }
+    let dev = Mlx4Device {
+        name: name.to_string(),
+        card,
+        port,
+        started: None,
+        filter: NO_FILTER,
+        mtu: 1500,
+    };
+    Ok(EthDev::named(name, port_id, dev).with_filter(NO_FILTER))
+}
+
+/// The device side of one ConnectX-3 port.
+pub struct Mlx4Device {
+    /// The device string, for errors.
     name: String,
     card: Card,
     port: u8,
-    port_id: u16,
-    conf: Option<PortConfig>,
     started: Option<Started>,
-    stats: StatsBlock,
-    promisc: bool,
-    allmulti: bool,
+    /// The receive filter to program (the port's own MAC and broadcast
+    /// besides).
+    filter: RxFilter,
     mtu: u16,
-    unicast: Vec<MacAddr>,
-    multicast: Vec<MacAddr>,
 }
 
-impl Mlx4Port {
-    /// Port `port` (1-based) of `card`, named `name` (its device string),
-    /// stamping received mbufs with `port_id`.
-    pub fn new(name: &str, card: Card, port: u8, port_id: u16) -> Result<Mlx4Port, Error> {
-        let ports = lock(&card).ports().len();
-        if port == 0 || port as usize > ports {
-            return Err(Error::Firmware(format!(
-                "{name}: port {port}; the card has ports 1..={ports}"
-            )));
-        }
-        Ok(Mlx4Port {
-            name: name.to_string(),
-            card,
-            port,
-            port_id,
-            conf: None,
-            started: None,
-            stats: StatsBlock::new(1, 1),
-            promisc: false,
-            allmulti: false,
-            mtu: 1500,
-            unicast: Vec::new(),
-            multicast: Vec::new(),
-        })
-    }
-
+impl Mlx4Device {
     fn err(&self, what: &str, e: Error) -> rpmd_pmd::Error {
         rpmd_pmd::Error::Driver {
             port: self.name.clone(),
@@ -138,7 +141,8 @@ impl Mlx4Port {
     fn wanted_macs(&self) -> Vec<[u8; 6]> {
         let own = lock(&self.card).ports()[self.port as usize - 1].mac;
         let mut v = vec![own, [0xff; 6]];
-        v.extend(self.unicast.iter().chain(&self.multicast).map(|m| m.0));
+        let f = &self.filter;
+        v.extend(f.unicast.iter().chain(&f.multicast).map(|m| m.0));
         v.dedup();
         v
     }
@@ -147,7 +151,8 @@ impl Mlx4Port {
     /// promiscuous lists.
     fn apply_filters(&mut self) -> Result<(), Error> {
         let want = self.wanted_macs();
-        let (promisc, allmulti, port) = (self.promisc, self.allmulti, self.port);
+        let (promisc, allmulti) = (self.filter.promiscuous, self.filter.allmulticast);
+        let port = self.port;
         let Some(st) = self.started.as_mut() else {
             return Ok(());
         };
@@ -174,10 +179,11 @@ impl Mlx4Port {
 
     fn start_queues(
         &mut self,
-        conf: &PortConfig,
+        ctx: &StartContext<'_>,
         hca: &mut Hca,
         st: &mut Started,
     ) -> Result<Queues, Error> {
+        let conf = ctx.conf;
         let pool = conf
             .rx_pool
             .clone()
@@ -199,7 +205,7 @@ impl Mlx4Port {
         };
         let mut rx = Vec::new();
         for q in 0..n {
-            let ring = self.start_rx(conf, hca, st, &pool, q, base.map(|b| b + q))?;
+            let ring = self.start_rx(ctx, hca, st, &pool, q, base.map(|b| b + q))?;
             rx.push(Box::new(ring) as Box<dyn rpmd_pmd::port::RxQueue>);
         }
         if let Some(base) = base {
@@ -207,7 +213,7 @@ impl Mlx4Port {
         }
         let mut tx = Vec::new();
         for q in 0..conf.tx_queues as usize {
-            let ring = self.start_tx(conf, hca, st, &pool, q)?;
+            let ring = self.start_tx(ctx, hca, st, &pool, q)?;
             tx.push(Box::new(ring) as Box<dyn rpmd_pmd::port::TxQueue>);
         }
         Ok(Queues::new(rx, tx))
@@ -217,13 +223,14 @@ impl Mlx4Port {
     /// range), the ring posted.
     fn start_rx(
         &self,
-        conf: &PortConfig,
+        ctx: &StartContext<'_>,
         hca: &mut Hca,
         st: &mut Started,
         pool: &rpmd_pmd::Mempool,
         q: u32,
         qpn: Option<u32>,
     ) -> Result<RxRing, Error> {
+        let conf = ctx.conf;
         let n = conf.rx_desc as u32;
         let (qp, cq, poll) = hca.create_queue(n, |cqn| QpSpec {
             port: self.port,
@@ -254,8 +261,8 @@ impl Mlx4Port {
             lkey: hca.lkey(),
             cons: 0,
             prod: 0,
-            stamp: RxStamp::new(self.port_id, conf),
-            stats: self.stats.rx(q as usize),
+            stamp: ctx.stamp,
+            stats: ctx.stats.rx(q as usize),
             graveyard: st.graveyard.clone(),
             refill: Pkts::new(),
             rss: conf.rx_queues > 1,
@@ -302,13 +309,13 @@ impl Mlx4Port {
     /// Send queue `q`: its CQ and QP, and a mapping of the UAR pages.
     fn start_tx(
         &self,
-        conf: &PortConfig,
+        ctx: &StartContext<'_>,
         hca: &mut Hca,
         st: &mut Started,
         pool: &rpmd_pmd::Mempool,
         q: usize,
     ) -> Result<TxRing, Error> {
-        let n = conf.tx_desc as u32;
+        let n = ctx.conf.tx_desc as u32;
         let (qp, cq, poll) = hca.create_queue(n, |cqn| QpSpec {
             port: self.port,
             sq_txbbs: n,
@@ -341,7 +348,7 @@ impl Mlx4Port {
                 wqe_cons: 0,
                 slots: crate::slots::Slots::new(n as usize),
                 sizes: vec![0; n as usize],
-                stats: self.stats.tx(q),
+                stats: ctx.stats.tx(q),
                 graveyard: st.graveyard.clone(),
                 pool: pool.clone(),
                 done: Pkts::new(),
@@ -393,7 +400,7 @@ impl Mlx4Port {
     }
 }
 
-impl Port for Mlx4Port {
+impl Device for Mlx4Device {
     /// What QUERY_FW reported at bring-up: major.minor.subminor.
     fn fw_version(&self) -> Option<String> {
         let (a, b, c) = lock(&self.card).fw().version;
@@ -402,10 +409,6 @@ impl Port for Mlx4Port {
 
     fn driver(&self) -> &'static str {
         "mlx4"
-    }
-
-    fn name(&self) -> &str {
-        &self.name
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -432,14 +435,10 @@ impl Port for Mlx4Port {
         }
     }
 
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), rpmd_pmd::Error> {
-        if self.started.is_some() {
-            return Err(self.port_err("configure while started; stop it first"));
-        }
-        conf.validate(&self.name, &self.capabilities())?;
+    fn configure(&mut self, name: &str, conf: &PortConfig) -> Result<(), rpmd_pmd::Error> {
         if !conf.rx_queues.is_power_of_two() {
             return Err(rpmd_pmd::Error::Config {
-                port: self.name.clone(),
+                port: name.to_string(),
                 what: "rx_queues",
                 detail: format!(
                     "{} queues; RSS spreads over a power of two of them (1, 2, 4, 8)",
@@ -447,23 +446,12 @@ impl Port for Mlx4Port {
                 ),
             });
         }
-        if let Some(m) = conf.mtu {
-            self.mtu = m;
-        }
-        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
-        self.conf = Some(conf.clone());
         Ok(())
     }
 
-    fn start(&mut self) -> Result<Queues, rpmd_pmd::Error> {
-        let Some(conf) = self.conf.clone() else {
-            return Err(self.port_err("start before configure"));
-        };
-        if self.started.is_some() {
-            return Err(self.port_err("already started"));
-        }
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, rpmd_pmd::Error> {
         let mut st = Started {
-            live: Arc::new(CachePadded::new(AtomicBool::new(true))),
+            live: ctx.live.clone(),
             rx: Vec::new(),
             tx: Vec::new(),
             graveyard: Graveyard::default(),
@@ -474,7 +462,7 @@ impl Port for Mlx4Port {
         let made = {
             let mut hca = lock(&card);
             hca.init_port(self.port, self.mtu)
-                .and_then(|()| self.start_queues(&conf, &mut hca, &mut st))
+                .and_then(|()| self.start_queues(&ctx, &mut hca, &mut st))
         };
         match made {
             Ok(q) => {
@@ -493,14 +481,14 @@ impl Port for Mlx4Port {
         }
     }
 
-    fn stop(&mut self) -> Result<(), rpmd_pmd::Error> {
+    fn stop(&mut self, _name: &str) -> Result<(), rpmd_pmd::Error> {
         if let Some(st) = self.started.take() {
             self.teardown(st);
         }
         Ok(())
     }
 
-    fn link(&self) -> Link {
+    fn link(&self, _started: bool) -> Link {
         let mut hca = lock(&self.card);
         if let Err(e) = hca.poll_events() {
             eprintln!("rpmd: warning: {}: {e}", self.name);
@@ -518,69 +506,38 @@ impl Port for Mlx4Port {
         MacAddr(lock(&self.card).ports()[self.port as usize - 1].mac)
     }
 
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), rpmd_pmd::Error> {
-        self.promisc = on;
-        self.apply_filters()
-            .map_err(|e| self.err("promiscuous mode", e))
+    fn has_mac_filter(&self) -> bool {
+        true
     }
 
-    fn promiscuous(&self) -> bool {
-        self.promisc
+    /// Records the filter and, while started, programs steering; the
+    /// record stays as it was when the device refuses.
+    fn set_rx_filter(&mut self, _name: &str, filter: &RxFilter) -> Result<(), rpmd_pmd::Error> {
+        let old = std::mem::replace(&mut self.filter, filter.clone());
+        self.apply_filters().map_err(|e| {
+            self.filter = old;
+            self.err("receive filter", e)
+        })
     }
 
-    fn set_allmulticast(&mut self, on: bool) -> Result<(), rpmd_pmd::Error> {
-        self.allmulti = on;
-        self.apply_filters()
-            .map_err(|e| self.err("all-multicast mode", e))
-    }
-
-    fn allmulticast(&self) -> bool {
-        self.allmulti
-    }
-
-    fn set_mac_filter(
-        &mut self,
-        unicast: &[MacAddr],
-        multicast: &[MacAddr],
-    ) -> Result<(), rpmd_pmd::Error> {
-        self.unicast = unicast.to_vec();
-        self.multicast = multicast.to_vec();
-        self.apply_filters().map_err(|e| self.err("MAC filter", e))
-    }
-
-    fn set_mtu(&mut self, mtu: u16) -> Result<(), rpmd_pmd::Error> {
-        self.capabilities().check_mtu(&self.name, mtu)?;
-        if self.started.is_some() {
+    fn set_mtu(&mut self, _name: &str, mtu: u16, started: bool) -> Result<(), rpmd_pmd::Error> {
+        if started {
             return Err(self.port_err("set_mtu while started; stop it first"));
         }
         self.mtu = mtu;
         Ok(())
     }
 
-    fn mtu(&self) -> u16 {
-        self.mtu
-    }
-
-    fn stats(&self) -> PortStats {
-        self.stats.stats()
-    }
-
-    fn xstats(&self) -> Vec<Xstat> {
-        let mut x = self.stats.xstats();
+    fn xstats(&self, _stats: &StatsBlock, x: &mut Vec<Xstat>) {
         let hca = lock(&self.card);
         x.push(Xstat {
             name: "fw_commands".into(),
             value: hca.commands_posted(),
         });
-        x
-    }
-
-    fn reset_stats(&mut self) {
-        self.stats.reset();
     }
 }
 
-impl Drop for Mlx4Port {
+impl Drop for Mlx4Device {
     fn drop(&mut self) {
         if let Some(st) = self.started.take() {
             self.teardown(st);

@@ -100,8 +100,8 @@ fn cabled(name: &str) -> (std::sync::Arc<Mlx4Model>, Box<dyn Port>, Box<dyn Port
     let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
     let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
     let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
-    let a = rpmd_mlx4::ethdev::Mlx4Port::new(&format!("{name}-1"), card.clone(), 1, 0).unwrap();
-    let b = rpmd_mlx4::ethdev::Mlx4Port::new(&format!("{name}-2"), card, 2, 1).unwrap();
+    let a = rpmd_mlx4::ethdev::open_port(&format!("{name}-1"), card.clone(), 1, 0).unwrap();
+    let b = rpmd_mlx4::ethdev::open_port(&format!("{name}-2"), card, 2, 1).unwrap();
     (model, Box::new(a), Box::new(b))
 }
 
@@ -199,8 +199,7 @@ fn host_side(name: &str) -> HostSide {
     let func = model.open(&domain).unwrap();
     let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
     let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
-    let mut port: Box<dyn Port> =
-        Box::new(rpmd_mlx4::ethdev::Mlx4Port::new(name, card, 1, 0).unwrap());
+    let mut port: Box<dyn Port> = Box::new(rpmd_mlx4::ethdev::open_port(name, card, 1, 0).unwrap());
     let pool = pool(name);
     port.configure(&conf(&pool)).unwrap();
     let q = port.start().unwrap();
@@ -394,7 +393,7 @@ fn rss_spreads_flows_over_the_receive_queues_and_keeps_each_on_one() {
     let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
     let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
     let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
-    let mut port = rpmd_mlx4::ethdev::Mlx4Port::new("mlx4-eth-rss", card, 1, 0).unwrap();
+    let mut port = rpmd_mlx4::ethdev::open_port("mlx4-eth-rss", card, 1, 0).unwrap();
     let p = pool("mlx4-eth-rss");
     let three = PortConfig {
         rx_queues: 3,

@@ -3,7 +3,7 @@
 //! frames too big for their buffers, mbuf chains, several send queues.
 //! Every case ends with typed errors or counted drops, no panic, no
 //! mbuf lost, and a port that works again after a restart.
-use rpmd_mlx4::ethdev::Mlx4Port;
+use rpmd_mlx4::ethdev::open_port;
 use rpmd_mlx4::model::{Mlx4Model, ModelOptions, RxOutcome, PORT_MAC};
 use rpmd_mlx4::prm::{op, status};
 use rpmd_mlx4::{Hca, Options};
@@ -27,7 +27,7 @@ fn rig_desc(name: &str, opts: ModelOptions, rx_desc: u16) -> Rig {
     let func = model.open(&DmaDomain::new()).unwrap();
     let hca = Hca::open(func, &Options::default()).unwrap();
     let card = Arc::new(Mutex::new(hca));
-    let mut port: Box<dyn Port> = Box::new(Mlx4Port::new(name, card, 1, 0).unwrap());
+    let mut port: Box<dyn Port> = Box::new(open_port(name, card, 1, 0).unwrap());
     let pool = Mempool::new(&MempoolConfig::new(name, 1024)).unwrap();
     let conf = PortConfig {
         rx_desc,

@@ -37,6 +37,13 @@ pub const RX_IP_CKSUM_GOOD: u64 = 1 << 7;
 pub const RX_IP_CKSUM_BAD: u64 = 1 << 4;
 /// RX: the RSS hash field is valid.
 pub const RX_RSS_HASH: u64 = 1 << 1;
+/// RX: the frame was tagged and `vlan_tci` holds its outer tag's TCI
+/// (`RTE_MBUF_F_RX_VLAN`).
+pub const RX_VLAN: u64 = 1 << 0;
+/// RX: that tag was removed from the frame (`RTE_MBUF_F_RX_VLAN_STRIPPED`).
+pub const RX_VLAN_STRIPPED: u64 = 1 << 6;
+/// TX: insert `vlan_tci` as an 802.1Q tag (`RTE_MBUF_F_TX_VLAN`).
+pub const TX_VLAN: u64 = 1 << 57;
 /// TX: the device computes the TCP checksum (`RTE_MBUF_F_TX_TCP_CKSUM`).
 /// As in DPDK, the sender sets `l2_len` and `l3_len` and writes the
 /// pseudo-header checksum into the TCP checksum field

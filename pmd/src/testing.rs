@@ -10,7 +10,8 @@
 //!   `ierrors`, the mbuf returned to its pool).
 //! - [`missing_peer`] and [`missing_capability`]: how a test that cannot
 //!   run here says so, in a form the test command counts.
-use crate::port::ring::RingPort;
+use crate::port::ethdev::EthDev;
+use crate::port::ring::RingDevice;
 use crate::port::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Pkts, Port, PortConfig, PortStats, Queues,
     RxQueue, TxQueue, Xstat,
@@ -42,11 +43,8 @@ impl Driver for LoopbackDriver {
         self.check(args)?;
         let queues = args.opt_u64("queues", 1)?.clamp(1, 16) as usize;
         let size = args.opt_u64("size", 1024)?;
-        Ok(Box::new(RingPort::looped(
-            args.raw(),
-            queues,
-            size as usize,
-        )?))
+        let dev = RingDevice::looped(args.raw(), queues, size as usize)?;
+        Ok(Box::new(EthDev::new(args, dev)))
     }
 }
 
@@ -231,6 +229,9 @@ impl Port for Faulty {
     }
     fn allmulticast(&self) -> bool {
         self.inner.allmulticast()
+    }
+    fn set_vlan_filter(&mut self, id: u16, on: bool) -> Result<(), Error> {
+        self.inner.set_vlan_filter(id, on)
     }
     fn set_mtu(&mut self, mtu: u16) -> Result<(), Error> {
         self.inner.set_mtu(mtu)

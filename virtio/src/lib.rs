@@ -73,6 +73,35 @@ pub(crate) fn perr(port: &str, detail: impl std::fmt::Display) -> rpmd_pmd::Erro
     }
 }
 
+/// The receive filter of a port over vhost-user, on either side: the
+/// protocol has none (DPDK's vhost does not filter either), so every frame
+/// is delivered. Both modes stay on, and asking for less is an error
+/// rather than a silent Ok.
+pub(crate) fn no_filter(
+    port: &str,
+    filter: &rpmd_pmd::port::RxFilter,
+) -> Result<(), rpmd_pmd::Error> {
+    let off = [
+        (filter.promiscuous, "promiscuous"),
+        (filter.allmulticast, "all-multicast"),
+    ]
+    .into_iter()
+    .find_map(|(on, mode)| (!on).then_some(mode));
+    if let Some(mode) = off {
+        return Err(perr(
+            port,
+            format!("a vhost-user link delivers every frame (no receive filter): {mode} mode cannot be turned off"),
+        ));
+    }
+    if !filter.unicast.is_empty() || !filter.multicast.is_empty() {
+        return Err(perr(
+            port,
+            "a vhost-user link has no MAC address filter; every frame is delivered",
+        ));
+    }
+    Ok(())
+}
+
 /// A port error caused by `source` while doing `what`, which keeps it as
 /// its source.
 pub(crate) fn psrc(

@@ -16,7 +16,7 @@
 //! (`--packets`: stop after N forwarded, for callgrind, where time means
 //! nothing). Prints one line:
 //! `mlx4_fwd pkts=<n> mpps=<x> ns_per_pkt=<loop> model_ns_per_pkt=<m> driver_ns_per_pkt=<d> mhz=<f> cycles_per_pkt=<c>`.
-use rpmd_mlx4::ethdev::Mlx4Port;
+use rpmd_mlx4::ethdev::open_port;
 use rpmd_mlx4::model::{Mlx4Model, ModelOptions, RxOutcome};
 use rpmd_mlx4::{Hca, Options};
 use rpmd_pmd::port::Port;
@@ -106,7 +106,7 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
     let mut queues: Vec<Queues> = Vec::new();
     for p in 1..=2u8 {
-        let mut port = Box::new(Mlx4Port::new(
+        let mut port = Box::new(open_port(
             &format!("mlx4-fwd-{p}"),
             card.clone(),
             p,

@@ -25,7 +25,7 @@ mod ring;
 mod socket;
 
 use crate::netdev::{check_ifname, Netdev};
-use crate::port::{frame_len, rx_pool, Backend, KernelPort, Live};
+use crate::port::{frame_len, kernel_port, rx_pool, Backend, Live};
 use crate::sys;
 use crossbeam_utils::CachePadded;
 use prog::{Attachment, Mode};
@@ -85,7 +85,7 @@ impl Driver for AfXdpDriver {
                 ),
             });
         }
-        Ok(Box::new(KernelPort::new(
+        Ok(Box::new(kernel_port(
             args,
             dev,
             AfXdp {

@@ -22,6 +22,11 @@
 //! statistics) are methods of [`Port`] and may be called while lcores run
 //! the data path.
 //!
+//! Every driver's port is the one generic [`EthDev`] over the driver's
+//! [`Device`] (see [`ethdev`]): the layer keeps the state machine, the
+//! configuration checks, the counters and the receive filter, and the
+//! driver only what differs.
+//!
 //! Ownership of packets follows the mbuf: `rx_burst` appends received mbufs
 //! to the caller's burst; `tx_burst` takes mbufs from the front of the
 //! caller's burst, and what it did not take stays there, in order, for the
@@ -33,13 +38,16 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 pub mod devargs;
+pub mod ethdev;
 pub mod null;
 pub mod registry;
 pub mod ring;
 pub mod shm;
 pub mod stats;
+pub mod vlan;
 
 pub use devargs::DevArgs;
+pub use ethdev::{Device, EthDev, RxFilter, StartContext};
 pub use registry::{Driver, PciDriver, Registry};
 pub use stats::{PortStats, QueueStats, Xstat};
 
@@ -155,21 +163,33 @@ impl Offloads {
     pub const RX_VLAN_STRIP: Offloads = Offloads(1 << 2);
     /// RX: hash flows (RSS) and spread them over the rx queues.
     pub const RX_RSS: Offloads = Offloads(1 << 3);
+    /// RX: drop tagged frames of VLANs not admitted by
+    /// [`Port::set_vlan_filter`].
+    pub const RX_VLAN_FILTER: Offloads = Offloads(1 << 4);
     /// TX: compute TCP/UDP checksums from mbuf flags.
     pub const TX_CHECKSUM: Offloads = Offloads(1 << 16);
     /// TX: send mbuf chains.
     pub const TX_MULTI_SEGS: Offloads = Offloads(1 << 17);
     /// TX: TCP segmentation.
     pub const TX_TSO: Offloads = Offloads(1 << 18);
+    /// TX: insert the mbuf's `vlan_tci` as an 802.1Q tag when it is
+    /// flagged [`TX_VLAN`](crate::mbuf::TX_VLAN).
+    pub const TX_VLAN_INSERT: Offloads = Offloads(1 << 19);
+    /// What the generic port does in software for any device that lacks
+    /// it ([`EthDev`]).
+    pub const SOFTWARE: Offloads =
+        Offloads(Self::RX_VLAN_STRIP.0 | Self::RX_VLAN_FILTER.0 | Self::TX_VLAN_INSERT.0);
 
-    const NAMES: [(Offloads, &'static str); 7] = [
+    const NAMES: [(Offloads, &'static str); 9] = [
         (Self::RX_CHECKSUM, "rx-checksum"),
         (Self::RX_SCATTER, "rx-scatter"),
         (Self::RX_VLAN_STRIP, "rx-vlan-strip"),
         (Self::RX_RSS, "rx-rss"),
+        (Self::RX_VLAN_FILTER, "rx-vlan-filter"),
         (Self::TX_CHECKSUM, "tx-checksum"),
         (Self::TX_MULTI_SEGS, "tx-multi-segs"),
         (Self::TX_TSO, "tx-tso"),
+        (Self::TX_VLAN_INSERT, "tx-vlan-insert"),
     ];
 
     /// Whether every bit of `other` is set here.
@@ -670,6 +690,18 @@ pub trait Port: Send {
         })
     }
 
+    /// Admits (`on`) or refuses tagged frames of VLAN `id` (0..=4095)
+    /// when the port is configured with
+    /// [`Offloads::RX_VLAN_FILTER`] (DPDK's `rte_eth_dev_vlan_filter`);
+    /// the set may change while the port runs.
+    fn set_vlan_filter(&mut self, id: u16, on: bool) -> Result<(), Error> {
+        let _ = (id, on);
+        Err(Error::Port {
+            port: self.name().to_string(),
+            detail: format!("the {} driver has no VLAN filter", self.driver()),
+        })
+    }
+
     /// Sets the MTU (bytes of L3 payload per frame).
     fn set_mtu(&mut self, mtu: u16) -> Result<(), Error>;
 
@@ -690,161 +722,4 @@ pub trait Port: Send {
 /// lines of its own: a small allocation read per burst must not share a
 /// line with something another core writes (the heap packs small
 /// allocations together).
-pub(crate) type LiveFlag = Arc<crossbeam_utils::CachePadded<std::sync::atomic::AtomicBool>>;
-
-/// State shared by software ports: the start generation that queue handles
-/// check, so a stop disables the handles it handed out.
-#[derive(Debug, Default)]
-pub(crate) struct Generation(LiveFlag);
-
-impl Generation {
-    /// A new live flag for a start; the previous one is cleared.
-    pub(crate) fn next(&mut self) -> LiveFlag {
-        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
-        self.0 = Arc::new(crossbeam_utils::CachePadded::new(
-            std::sync::atomic::AtomicBool::new(true),
-        ));
-        self.0.clone()
-    }
-
-    /// Clears the live flag of the last start.
-    pub(crate) fn stop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// Control-path state the software ports share: name, start state,
-/// counters and the recorded modes.
-pub(crate) struct SoftState {
-    pub(crate) name: String,
-    pub(crate) started: bool,
-    pub(crate) generation: Generation,
-    pub(crate) stats: stats::StatsBlock,
-    pub(crate) promisc: bool,
-    pub(crate) allmulti: bool,
-    pub(crate) mtu: u16,
-    /// The port id stamped on received mbufs, and the stamp of the
-    /// current configuration.
-    pub(crate) port_id: u16,
-    pub(crate) stamp: RxStamp,
-}
-
-impl SoftState {
-    /// Stamps received mbufs with `id`.
-    pub(crate) fn with_port_id(mut self, id: u16) -> Self {
-        self.port_id = id;
-        self.stamp.port = id;
-        self
-    }
-
-    pub(crate) fn new(name: &str) -> Self {
-        SoftState {
-            name: name.to_string(),
-            started: false,
-            generation: Generation::default(),
-            stats: stats::StatsBlock::new(0, 0),
-            promisc: true,
-            allmulti: true,
-            mtu: 1500,
-            port_id: 0,
-            stamp: RxStamp::new(0, &PortConfig::default()),
-        }
-    }
-
-    fn err(&self, detail: &str) -> Error {
-        Error::Port {
-            port: self.name.clone(),
-            detail: detail.into(),
-        }
-    }
-
-    /// Checks and applies the generic part of a configuration.
-    pub(crate) fn configure(
-        &mut self,
-        conf: &PortConfig,
-        caps: &Capabilities,
-    ) -> Result<(), Error> {
-        if self.started {
-            return Err(self.err("configure while started; stop it first"));
-        }
-        conf.validate(&self.name, caps)?;
-        if let Some(m) = conf.mtu {
-            self.mtu = m;
-        }
-        self.stats = stats::StatsBlock::new(conf.rx_queues, conf.tx_queues);
-        self.stamp = RxStamp::new(self.port_id, conf);
-        Ok(())
-    }
-
-    /// Checks that a start may go ahead.
-    pub(crate) fn may_start(&self, configured: bool) -> Result<(), Error> {
-        match (configured, self.started) {
-            (false, _) => Err(self.err("start before configure")),
-            (_, true) => Err(self.err("already started")),
-            _ => Ok(()),
-        }
-    }
-
-    pub(crate) fn set_mtu(&mut self, mtu: u16, caps: &Capabilities) -> Result<(), Error> {
-        caps.check_mtu(&self.name, mtu)?;
-        self.mtu = mtu;
-        Ok(())
-    }
-}
-
-/// The [`Port`] methods that software ports answer from their
-/// [`SoftState`] field `soft`.
-macro_rules! soft_port_control {
-    () => {
-        fn name(&self) -> &str {
-            &self.soft.name
-        }
-
-        fn stop(&mut self) -> Result<(), Error> {
-            self.soft.generation.stop();
-            self.soft.started = false;
-            Ok(())
-        }
-
-        fn set_promiscuous(&mut self, on: bool) -> Result<(), Error> {
-            // Software ports deliver every frame; the mode is only recorded.
-            self.soft.promisc = on;
-            Ok(())
-        }
-
-        fn promiscuous(&self) -> bool {
-            self.soft.promisc
-        }
-
-        fn set_allmulticast(&mut self, on: bool) -> Result<(), Error> {
-            self.soft.allmulti = on;
-            Ok(())
-        }
-
-        fn allmulticast(&self) -> bool {
-            self.soft.allmulti
-        }
-
-        fn set_mtu(&mut self, mtu: u16) -> Result<(), Error> {
-            let caps = self.capabilities();
-            self.soft.set_mtu(mtu, &caps)
-        }
-
-        fn mtu(&self) -> u16 {
-            self.soft.mtu
-        }
-
-        fn stats(&self) -> PortStats {
-            self.soft.stats.stats()
-        }
-
-        fn xstats(&self) -> Vec<Xstat> {
-            self.soft.stats.xstats()
-        }
-
-        fn reset_stats(&mut self) {
-            self.soft.stats.reset();
-        }
-    };
-}
-pub(crate) use soft_port_control;
+pub type LiveFlag = Arc<crossbeam_utils::CachePadded<std::sync::atomic::AtomicBool>>;

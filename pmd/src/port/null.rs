@@ -5,12 +5,13 @@
 //! Options: `size=N` (frame bytes, 14..=2048, default 64), `queues=N` (most
 //! queues, 1..=16, default 16). Received frames are `size` bytes of
 //! whatever the buffer held (nothing is written, as net_null does without
-//! `copy=1`), taken from [`PortConfig::rx_pool`]; when the pool runs dry
+//! `copy=1`), taken from [`PortConfig::rx_pool`](super::PortConfig::rx_pool); when the pool runs dry
 //! the burst comes back short and `rx_nombuf` counts the miss.
+use super::ethdev::{Device, EthDev, StartContext};
 use super::stats::QueueStats;
 use super::{
-    soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
-    PortConfig, PortStats, Queues, RxQueue, RxStamp, SoftState, TxQueue, Xstat,
+    Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, Queues, RxQueue, RxStamp,
+    TxQueue,
 };
 use crate::{Error, Mbuf, Mempool};
 use crossbeam_utils::CachePadded;
@@ -35,12 +36,13 @@ impl Driver for NullDriver {
 
     fn open(&self, args: &DevArgs, _: &crate::DmaDomain) -> Result<Box<dyn Port>, Error> {
         let (size, queues) = options(args)?;
-        Ok(Box::new(NullPort {
-            soft: SoftState::new(args.raw()).with_port_id(args.port_id()),
-            size,
-            max_queues: queues,
-            conf: None,
-        }))
+        Ok(Box::new(EthDev::new(
+            args,
+            NullDevice {
+                size,
+                max_queues: queues,
+            },
+        )))
     }
 }
 
@@ -64,12 +66,10 @@ fn options(args: &DevArgs) -> Result<(usize, u16), Error> {
     Ok((size as usize, queues as u16))
 }
 
-/// A null port.
-pub struct NullPort {
-    soft: SoftState,
+/// A null device: frames from nowhere, sends to nowhere.
+pub struct NullDevice {
     size: usize,
     max_queues: u16,
-    conf: Option<PortConfig>,
 }
 
 struct NullRx {
@@ -135,7 +135,7 @@ impl TxQueue for NullTx {
     }
 }
 
-impl Port for NullPort {
+impl Device for NullDevice {
     fn driver(&self) -> &'static str {
         "null"
     }
@@ -155,51 +155,37 @@ impl Port for NullPort {
         }
     }
 
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
-        let caps = self.capabilities();
-        self.soft.configure(conf, &caps)?;
-        self.conf = Some(conf.clone());
-        Ok(())
-    }
-
-    fn start(&mut self) -> Result<Queues, Error> {
-        self.soft.may_start(self.conf.is_some())?;
-        let conf = self
-            .conf
-            .as_ref()
-            .ok_or_else(|| unreachable_state(&self.soft.name))?;
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, Error> {
         // `validate` made sure the pool is there.
-        let pool = conf
-            .rx_pool
-            .clone()
-            .ok_or_else(|| unreachable_state(&self.soft.name))?;
-        let live = self.soft.generation.next();
-        let rx = (0..conf.rx_queues as usize)
+        let pool = ctx.conf.rx_pool.clone().ok_or_else(|| Error::Port {
+            port: ctx.name.to_string(),
+            detail: "no rx pool (a bug in the null driver)".into(),
+        })?;
+        let rx = (0..ctx.conf.rx_queues as usize)
             .map(|q| {
                 Box::new(NullRx {
                     pool: pool.clone(),
                     size: self.size,
-                    live: live.clone(),
-                    stats: self.soft.stats.rx(q),
-                    stamp: self.soft.stamp,
+                    live: ctx.live.clone(),
+                    stats: ctx.stats.rx(q),
+                    stamp: ctx.stamp,
                 }) as Box<dyn RxQueue>
             })
             .collect();
-        let tx = (0..conf.tx_queues as usize)
+        let tx = (0..ctx.conf.tx_queues as usize)
             .map(|q| {
                 Box::new(NullTx {
-                    live: live.clone(),
-                    stats: self.soft.stats.tx(q),
+                    live: ctx.live.clone(),
+                    stats: ctx.stats.tx(q),
                 }) as Box<dyn TxQueue>
             })
             .collect();
-        self.soft.started = true;
         Ok(Queues::new(rx, tx))
     }
 
-    fn link(&self) -> Link {
+    fn link(&self, started: bool) -> Link {
         Link {
-            up: self.soft.started,
+            up: started,
             speed_mbps: 10_000,
             full_duplex: true,
         }
@@ -207,14 +193,5 @@ impl Port for NullPort {
 
     fn mac_addr(&self) -> MacAddr {
         MacAddr::local(0x6e75)
-    }
-
-    soft_port_control!();
-}
-
-fn unreachable_state(port: &str) -> Error {
-    Error::Port {
-        port: port.to_string(),
-        detail: "configuration lost (a bug in the null driver)".into(),
     }
 }

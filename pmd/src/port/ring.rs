@@ -18,10 +18,11 @@
 //! and the registry's domain (whose registered pools any port may send
 //! from), until the last ring end is gone, whatever the order the user
 //! drops pools, ports and queues in.
+use super::ethdev::{Device, EthDev, StartContext};
 use super::stats::QueueStats;
 use super::{
-    soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
-    PortConfig, PortStats, Queues, RxQueue, RxStamp, SoftState, TxQueue, Xstat,
+    Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, PortConfig, Queues,
+    RxQueue, RxStamp, TxQueue,
 };
 use crate::{Error, Mbuf};
 use crossbeam_utils::CachePadded;
@@ -134,14 +135,15 @@ impl Driver for RingDriver {
                 detail: format!("ring:{name} already joins two ports; drop one first"),
             });
         };
-        Ok(Box::new(RingPort {
-            driver: "ring",
-            soft: SoftState::new(args.raw()).with_port_id(args.port_id()),
-            mac: MacAddr::from_name(&name, id),
-            link,
-            side: Some((id, side)),
-            conf: None,
-        }))
+        Ok(Box::new(EthDev::new(
+            args,
+            RingDevice {
+                driver: "ring",
+                mac: MacAddr::from_name(&name, id),
+                link,
+                side: Some((id, side)),
+            },
+        )))
     }
 }
 
@@ -212,28 +214,27 @@ impl Link2 {
 }
 
 /// One side of a `ring:NAME` pair (or a port looped onto itself).
-pub struct RingPort {
+pub struct RingDevice {
     driver: &'static str,
-    soft: SoftState,
     mac: MacAddr,
     link: Arc<Link2>,
     side: Option<(u8, Side)>,
-    conf: Option<(u16, u16)>,
 }
 
-impl Drop for RingPort {
+impl Drop for RingDevice {
     fn drop(&mut self) {
-        self.soft.generation.stop();
+        // The port stopped before its device drops: no handle of ours
+        // sends or receives any more.
         if let Some(side) = self.side.take() {
             lock(&self.link.free).push(side);
         }
     }
 }
 
-impl RingPort {
-    /// A port whose tx queue q feeds its own rx queue q (the test-support
-    /// `loopback` driver).
-    pub(crate) fn looped(name: &str, queues: usize, size: usize) -> Result<RingPort, Error> {
+impl RingDevice {
+    /// A device whose tx queue q feeds its own rx queue q (the
+    /// test-support `loopback` driver).
+    pub(crate) fn looped(name: &str, queues: usize, size: usize) -> Result<RingDevice, Error> {
         let mut side = Side {
             tx: Vec::new(),
             rx: Vec::new(),
@@ -244,9 +245,8 @@ impl RingPort {
             side.tx.push(slot(p, &keep));
             side.rx.push(slot(c, &keep));
         }
-        Ok(RingPort {
+        Ok(RingDevice {
             driver: "loopback",
-            soft: SoftState::new(name),
             mac: MacAddr::from_name(name, 0),
             link: Arc::new(Link2 {
                 queues,
@@ -255,7 +255,6 @@ impl RingPort {
                 keep,
             }),
             side: Some((0, side)),
-            conf: None,
         })
     }
 
@@ -353,7 +352,7 @@ impl TxQueue for RingTx {
     }
 }
 
-impl Port for RingPort {
+impl Device for RingDevice {
     fn driver(&self) -> &'static str {
         self.driver
     }
@@ -373,39 +372,33 @@ impl Port for RingPort {
         }
     }
 
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
-        let caps = self.capabilities();
-        self.soft.configure(conf, &caps)?;
+    fn configure(&mut self, _name: &str, conf: &PortConfig) -> Result<(), Error> {
         if let Some(pool) = &conf.rx_pool {
             self.link.keep.add(pool);
         }
-        self.conf = Some((conf.rx_queues, conf.tx_queues));
         Ok(())
     }
 
-    fn start(&mut self) -> Result<Queues, Error> {
-        self.soft.may_start(self.conf.is_some())?;
-        let (nrx, ntx) = self.conf.unwrap_or_default();
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, Error> {
         // Take every end first, so a failure leaves all slots as they were
         // (the `Held`s put theirs back as they drop).
         let mut rx_ends = Vec::new();
-        for q in 0..nrx as usize {
-            rx_ends.push(take(&self.side().rx[q], &self.soft.name)?);
+        for q in 0..ctx.conf.rx_queues as usize {
+            rx_ends.push(take(&self.side().rx[q], ctx.name)?);
         }
         let mut tx_ends = Vec::new();
-        for q in 0..ntx as usize {
-            tx_ends.push(take(&self.side().tx[q], &self.soft.name)?);
+        for q in 0..ctx.conf.tx_queues as usize {
+            tx_ends.push(take(&self.side().tx[q], ctx.name)?);
         }
-        let live = self.soft.generation.next();
         let rx = rx_ends
             .into_iter()
             .enumerate()
             .map(|(q, cons)| {
                 Box::new(RingRx {
                     cons,
-                    live: live.clone(),
-                    stats: self.soft.stats.rx(q),
-                    stamp: self.soft.stamp,
+                    live: ctx.live.clone(),
+                    stats: ctx.stats.rx(q),
+                    stamp: ctx.stamp,
                 }) as Box<dyn RxQueue>
             })
             .collect();
@@ -415,18 +408,17 @@ impl Port for RingPort {
             .map(|(q, prod)| {
                 Box::new(RingTx {
                     prod,
-                    live: live.clone(),
-                    stats: self.soft.stats.tx(q),
+                    live: ctx.live.clone(),
+                    stats: ctx.stats.tx(q),
                 }) as Box<dyn TxQueue>
             })
             .collect();
-        self.soft.started = true;
         Ok(Queues::new(rx, tx))
     }
 
-    fn link(&self) -> Link {
+    fn link(&self, started: bool) -> Link {
         Link {
-            up: self.soft.started,
+            up: started,
             speed_mbps: 100_000,
             full_duplex: true,
         }
@@ -435,6 +427,4 @@ impl Port for RingPort {
     fn mac_addr(&self) -> MacAddr {
         self.mac
     }
-
-    soft_port_control!();
 }

@@ -201,6 +201,14 @@ impl StatsBlock {
             .any(|q| q.stopped.load(Relaxed))
     }
 
+    /// Clears every queue's stopped flag: a new start trusts its device
+    /// again.
+    pub fn clear_stopped(&self) {
+        for q in self.rx.iter().chain(&self.tx) {
+            q.stopped.store(false, Relaxed);
+        }
+    }
+
     /// Sums since the last reset.
     pub fn stats(&self) -> PortStats {
         let b = self.baseline.lock().unwrap_or_else(|e| e.into_inner());

@@ -72,19 +72,19 @@ pub mod testing;
 mod vq;
 
 use crate::fd::drain_eventfd;
-use crate::{perr, psrc};
+use crate::{no_filter, perr, psrc};
 use control::{serve, Endpoint, Offer, Shared, BASE_FEATURES};
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
-    BusyPoll, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, PortConfig,
-    PortStats, Queues, RxQueue, RxStamp, TxQueue, Xstat,
+    BusyPoll, Capabilities, DevArgs, Device, Driver, EthDev, Link, LiveFlag, MacAddr, Offloads,
+    Pkts, Port, PortConfig, Queues, RxFilter, RxQueue, RxStamp, StartContext, TxQueue, Xstat,
 };
 use rpmd_pmd::{DmaDomain, Mempool};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use vq::VringSlot;
@@ -203,13 +203,17 @@ impl Driver for VhostUserDriver {
     }
 
     fn open(&self, args: &DevArgs, _: &DmaDomain) -> Result<Box<dyn Port>, PmdError> {
-        Ok(Box::new(VhostUserPort::open(args)?))
+        Ok(Box::new(VhostUserDevice::open(args)?))
     }
 }
 
-impl VhostUserPort {
+/// A vhost-user backend port: the generic port over the backend device.
+pub type VhostUserPort = EthDev<VhostUserDevice>;
+
+impl VhostUserDevice {
     /// Opens the port `args` describes (what the registry does for a
-    /// `vhost-user:` string), as its own type, for [`last_error`](Self::last_error).
+    /// `vhost-user:` string), as its own type, for the device's own
+    /// methods ([`EthDev::device`]).
     pub fn open(args: &DevArgs) -> Result<VhostUserPort, PmdError> {
         let name = args.raw();
         let BackendOptions {
@@ -245,25 +249,18 @@ impl VhostUserPort {
             .name("rpmd-vhost-ctl".into())
             .spawn(move || serve(ep, s, offer))
             .map_err(|e| psrc(name, "spawning the vhost-user control thread", e))?;
-        Ok(VhostUserPort {
-            name: name.to_string(),
-            port_id: args.port_id(),
+        let dev = VhostUserDevice {
             path: (!client).then_some(path),
             shared,
             thread: Some(thread),
             pairs,
             mac,
             mtu: mtu as u16,
-            pool: None,
-            queues: (1, 1),
-            stamp: RxStamp::new(args.port_id(), &PortConfig::default()),
-            started: false,
-            live: Arc::new(AtomicBool::new(false)),
-            stats: StatsBlock::new(0, 0),
             busy_poll,
             coalescing: call_coalesce > 1,
             keep_partial: false,
-        })
+        };
+        Ok(EthDev::new(args, dev))
     }
 }
 
@@ -291,10 +288,8 @@ fn listen(name: &str, path: &str) -> Result<UnixListener, PmdError> {
     Ok(l)
 }
 
-/// A vhost-user backend port.
-pub struct VhostUserPort {
-    name: String,
-    port_id: u16,
+/// A vhost-user backend: the device side of the frontend's virtio-net.
+pub struct VhostUserDevice {
     /// The socket we listen on (removed when the port goes).
     path: Option<String>,
     shared: Arc<Shared>,
@@ -302,13 +297,6 @@ pub struct VhostUserPort {
     pairs: u16,
     mac: MacAddr,
     mtu: u16,
-    pool: Option<Mempool>,
-    /// Queues of the configuration: (rx, tx).
-    queues: (u16, u16),
-    stamp: RxStamp,
-    started: bool,
-    live: Arc<AtomicBool>,
-    stats: StatsBlock,
     /// The rx queues' busy-poll policy (`busyloop_us`, `rx_poll`).
     busy_poll: Option<BusyPoll>,
     /// `call_coalesce` above 1: calls may be held, and idle rounds send
@@ -318,12 +306,9 @@ pub struct VhostUserPort {
     keep_partial: bool,
 }
 
-impl Port for VhostUserPort {
+impl Device for VhostUserDevice {
     fn driver(&self) -> &'static str {
         "vhost-user"
-    }
-    fn name(&self) -> &str {
-        &self.name
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -340,38 +325,23 @@ impl Port for VhostUserPort {
             needs_rx_pool: true,
         }
     }
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), PmdError> {
-        if self.started {
-            return Err(perr(&self.name, "configure while started; stop it first"));
-        }
-        conf.validate(&self.name, &self.capabilities())?;
-        self.pool = conf.rx_pool.clone();
-        self.queues = (conf.rx_queues, conf.tx_queues);
-        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
-        self.stamp = RxStamp::new(self.port_id, conf);
+    fn configure(&mut self, _name: &str, conf: &PortConfig) -> Result<(), PmdError> {
         self.keep_partial = conf.offloads.contains(Offloads::RX_CHECKSUM);
-        if let Some(m) = conf.mtu {
-            self.mtu = m;
-        }
         Ok(())
     }
-    fn start(&mut self) -> Result<Queues, PmdError> {
-        let Some(pool) = self.pool.clone() else {
-            return Err(perr(&self.name, "start before configure"));
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, PmdError> {
+        let Some(pool) = ctx.conf.rx_pool.clone() else {
+            return Err(perr(ctx.name, "no rx pool"));
         };
-        if self.started {
-            return Err(perr(&self.name, "already started"));
-        }
-        self.live = Arc::new(AtomicBool::new(true));
         let v = &self.shared.vrings;
-        let rx = (0..self.queues.0 as usize)
+        let rx = (0..ctx.conf.rx_queues as usize)
             .map(|q| {
                 Box::new(BackendRx {
                     slot: v[2 * q + 1].clone(),
                     pool: pool.clone(),
-                    stats: self.stats.rx(q),
-                    live: self.live.clone(),
-                    stamp: self.stamp,
+                    stats: ctx.stats.rx(q),
+                    live: ctx.live.clone(),
+                    stamp: ctx.stamp,
                     kick: None,
                     kick_gen: u64::MAX,
                     busy_poll: self.busy_poll,
@@ -379,26 +349,22 @@ impl Port for VhostUserPort {
                 }) as Box<dyn RxQueue>
             })
             .collect();
-        let tx = (0..self.queues.1 as usize)
+        let tx = (0..ctx.conf.tx_queues as usize)
             .map(|q| {
                 Box::new(BackendTx {
                     slot: v[2 * q].clone(),
                     pool: pool.clone(),
-                    stats: self.stats.tx(q),
-                    live: self.live.clone(),
+                    stats: ctx.stats.tx(q),
+                    live: ctx.live.clone(),
                     coalescing: self.coalescing,
                 }) as Box<dyn TxQueue>
             })
             .collect();
-        self.started = true;
         Ok(Queues::new(rx, tx))
     }
-    fn stop(&mut self) -> Result<(), PmdError> {
-        self.live.store(false, Ordering::Relaxed);
-        self.started = false;
-        Ok(())
-    }
-    fn link(&self) -> Link {
+    /// The frontend's link: up while one is connected and has set it up,
+    /// started or not (as DPDK's vhost PMD).
+    fn link(&self, _started: bool) -> Link {
         let up = self.shared.connected.load(Ordering::Acquire) && self.shared.link_up();
         Link {
             up,
@@ -409,32 +375,18 @@ impl Port for VhostUserPort {
     fn mac_addr(&self) -> MacAddr {
         self.mac
     }
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-        no_filter(&self.name, on, "promiscuous")
+    fn set_rx_filter(&mut self, name: &str, filter: &RxFilter) -> Result<(), PmdError> {
+        no_filter(name, filter)
     }
-    fn promiscuous(&self) -> bool {
-        true
-    }
-    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
-        no_filter(&self.name, on, "all-multicast")
-    }
-    fn allmulticast(&self) -> bool {
-        true
-    }
-    fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
-        self.capabilities().check_mtu(&self.name, mtu)?;
+    fn set_mtu(&mut self, _name: &str, mtu: u16, _started: bool) -> Result<(), PmdError> {
         self.mtu = mtu;
         Ok(())
     }
-    fn mtu(&self) -> u16 {
-        self.mtu
+    fn mtu(&self) -> Option<u16> {
+        Some(self.mtu)
     }
-    fn stats(&self) -> PortStats {
-        self.stats.stats()
-    }
-    fn xstats(&self) -> Vec<Xstat> {
+    fn xstats(&self, _stats: &StatsBlock, x: &mut Vec<Xstat>) {
         let s = &self.shared;
-        let mut x = self.stats.xstats();
         let mut add = |name: String, value: u64| x.push(Xstat { name, value });
         add(
             "negotiated_features".into(),
@@ -467,17 +419,13 @@ impl Port for VhostUserPort {
                 add(format!("rx_q{q}_busy_poll_timeouts"), c.busy_timeouts.get());
             }
         }
-        x
     }
     fn last_error(&self) -> Option<String> {
-        VhostUserPort::last_error(self)
-    }
-    fn reset_stats(&mut self) {
-        self.stats.reset();
+        VhostUserDevice::last_error(self)
     }
 }
 
-impl VhostUserPort {
+impl VhostUserDevice {
     /// Why a ring of the current frontend stopped (its protocol broken),
     /// or else why the last frontend was dropped, if one was.
     pub fn last_error(&self) -> Option<String> {
@@ -494,19 +442,9 @@ impl VhostUserPort {
     }
 }
 
-fn no_filter(port: &str, on: bool, mode: &str) -> Result<(), PmdError> {
-    if on {
-        return Ok(());
-    }
-    Err(perr(
-        port,
-        format!("a vhost-user backend has no receive filter: {mode} mode stays on"),
-    ))
-}
-
-impl Drop for VhostUserPort {
+impl Drop for VhostUserDevice {
     fn drop(&mut self) {
-        self.live.store(false, Ordering::Relaxed);
+        // The port stopped its queues before its device drops.
         self.shared.quit.store(true, Ordering::Relaxed);
         if let Some(c) = self
             .shared
@@ -531,7 +469,7 @@ struct BackendRx {
     slot: Arc<VringSlot>,
     pool: Mempool,
     stats: Arc<crossbeam_utils::CachePadded<QueueStats>>,
-    live: Arc<AtomicBool>,
+    live: LiveFlag,
     stamp: RxStamp,
     /// The guest's kick eventfd, for the run loop's sleep.
     kick: Option<Arc<File>>,
@@ -617,7 +555,7 @@ struct BackendTx {
     /// For returning sent mbufs in bulk (any pool's).
     pool: Mempool,
     stats: Arc<crossbeam_utils::CachePadded<QueueStats>>,
-    live: Arc<AtomicBool>,
+    live: LiveFlag,
     /// Whether calls may be held (else an idle round has nothing to do).
     coalescing: bool,
 }

@@ -17,7 +17,7 @@ use rpmd_pmd::{mbuf, DmaRegion, Mbuf, Mempool};
 use rpmd_ring::Burst;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{
-    AtomicBool, AtomicU8,
+    AtomicU8,
     Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::{Arc, Mutex};
@@ -307,7 +307,7 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     pub(crate) csum: bool,
     pub(crate) pool: Mempool,
     pub(crate) kick: Kick,
-    pub(crate) live: Arc<AtomicBool>,
+    pub(crate) live: rpmd_pmd::port::LiveFlag,
     pub(crate) stats: Arc<CachePadded<QueueStats>>,
     pub(crate) _rings: Arc<DmaRegion>,
     pub(crate) refill: Burst<rpmd_pmd::Mbuf, 64>,
@@ -325,7 +325,7 @@ pub(crate) struct VirtioTx<Q: Ring = SplitQueue> {
     pub(crate) pool: Mempool,
     pub(crate) done: Burst<rpmd_pmd::Mbuf, 64>,
     pub(crate) kick: Kick,
-    pub(crate) live: Arc<AtomicBool>,
+    pub(crate) live: rpmd_pmd::port::LiveFlag,
     pub(crate) stats: Arc<CachePadded<QueueStats>>,
     /// The memory the device can reach (registered in the port's DMA
     /// domain, or sent in a vhost-user memory table): frames elsewhere
@@ -743,7 +743,7 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
 pub(crate) struct Handles<'a> {
     pub(crate) pool: &'a Mempool,
     pub(crate) rings: &'a Arc<DmaRegion>,
-    pub(crate) live: &'a Arc<AtomicBool>,
+    pub(crate) live: &'a rpmd_pmd::port::LiveFlag,
     pub(crate) stats: &'a StatsBlock,
     /// Makes each TX queue's view of the memory the device can reach.
     pub(crate) reach: &'a dyn Fn() -> Reach,
@@ -904,16 +904,14 @@ pub(crate) fn max_mtu(want_mrg: bool, offered: u64) -> u16 {
 /// The configuration a start uses and its receive pool; an error naming
 /// what is missing.
 pub(crate) fn start_config(
-    conf: &Option<rpmd_pmd::PortConfig>,
-    port: &str,
+    ctx: &rpmd_pmd::port::StartContext<'_>,
 ) -> Result<(rpmd_pmd::PortConfig, Mempool), PmdError> {
-    let perr = |d: &str| PmdError::Port {
-        port: port.to_string(),
-        detail: d.to_string(),
-    };
-    let conf = conf.clone().ok_or_else(|| perr("start before configure"))?;
-    let pool = conf.rx_pool.clone().ok_or_else(|| perr("no rx_pool"))?;
-    Ok((conf, pool))
+    let pool = ctx.conf.rx_pool.clone().ok_or_else(|| PmdError::Config {
+        port: ctx.name.to_string(),
+        what: "rx_pool",
+        detail: "this port needs a mempool for receive buffers".into(),
+    })?;
+    Ok((ctx.conf.clone(), pool))
 }
 
 /// VIRTIO_F_RING_PACKED when `packed_vq=1` asks for it, an error naming
@@ -974,8 +972,8 @@ pub(crate) fn feature_xstats(
     stats: &rpmd_pmd::port::stats::StatsBlock,
     offered: u64,
     features: u64,
-) -> Vec<rpmd_pmd::port::Xstat> {
-    let mut v = stats.xstats();
+    v: &mut Vec<rpmd_pmd::port::Xstat>,
+) {
     for (i, q) in stats.tx_queues().iter().enumerate() {
         v.push(rpmd_pmd::port::Xstat {
             name: format!("tx_q{i}_unfinished"),
@@ -991,44 +989,7 @@ pub(crate) fn feature_xstats(
             value,
         });
     }
-    v
 }
-
-/// The [`Port`](rpmd_pmd::Port) methods both virtio-net transports answer
-/// from their fields `mac`, `mtu`, `name`, `stats`, `started` and `conf`.
-macro_rules! net_port_common {
-    () => {
-        fn configure(&mut self, conf: &PortConfig) -> Result<(), PmdError> {
-            if self.started {
-                return Err(PmdError::Port {
-                    port: self.name.clone(),
-                    detail: "configure while started; stop it first".into(),
-                });
-            }
-            conf.validate(&self.name, &self.capabilities())?;
-            self.conf = Some(conf.clone());
-            Ok(())
-        }
-        fn mac_addr(&self) -> MacAddr {
-            self.mac
-        }
-        fn set_mtu(&mut self, mtu: u16) -> Result<(), PmdError> {
-            self.capabilities().check_mtu(&self.name, mtu)?;
-            self.mtu = mtu;
-            Ok(())
-        }
-        fn mtu(&self) -> u16 {
-            self.mtu
-        }
-        fn stats(&self) -> PortStats {
-            self.stats.stats()
-        }
-        fn reset_stats(&mut self) {
-            self.stats.reset();
-        }
-    };
-}
-pub(crate) use net_port_common;
 
 #[cfg(test)]
 mod tests {
@@ -1066,7 +1027,9 @@ mod tests {
             pool: pool.clone(),
             done: Burst::new(),
             kick: Kick::Event(EventFd::new(libc::EFD_NONBLOCK).unwrap()),
-            live: Arc::new(AtomicBool::new(true)),
+            live: Arc::new(crossbeam_utils::CachePadded::new(
+                std::sync::atomic::AtomicBool::new(true),
+            )),
             stats: Arc::default(),
             reach: d.reach(None),
             _rings: Arc::new(region),

@@ -8,7 +8,7 @@ pub use rpmd_pmd::port::{DevArgs, Pkts};
 pub use rpmd_pmd::{
     DmaRegion, IovaMode, Mempool, MempoolConfig, PageSize, Port, PortConfig, Queues,
 };
-pub use rpmd_virtio::device::VhostUserPort;
+pub use rpmd_virtio::device::{VhostUserDevice, VhostUserPort};
 pub use rpmd_virtio::vring::{split_sizes, DescFields, SplitView};
 pub use std::io::Write;
 pub use std::os::fd::AsRawFd;
@@ -39,7 +39,7 @@ pub fn backend(tag: &str) -> Backend {
     let sock = format!("/tmp/rpmd-hf-{tag}-{}.sock", std::process::id());
     let pool = Mempool::new(&MempoolConfig::new(&format!("hf{tag}"), 2048)).unwrap();
     let mut port =
-        VhostUserPort::open(&DevArgs::parse(&format!("vhost-user:{sock}")).unwrap()).unwrap();
+        VhostUserDevice::open(&DevArgs::parse(&format!("vhost-user:{sock}")).unwrap()).unwrap();
     port.configure(&PortConfig::with_pool(&pool)).unwrap();
     let q = port.start().unwrap();
     Backend {

@@ -8,7 +8,7 @@
 //! direction of each queue is a single-producer/single-consumer ring of
 //! fixed-size slots (see `region.rs` for the layout and the memory
 //! ordering). Sending copies a frame into a slot and frees its mbuf;
-//! receiving copies a slot into an mbuf from [`PortConfig::rx_pool`]. The
+//! receiving copies a slot into an mbuf from [`PortConfig::rx_pool`](super::PortConfig::rx_pool). The
 //! copies keep the two processes' memory apart: a peer sees only the bytes
 //! of the frames, never our mbufs, and a peer that writes garbage into the
 //! file can corrupt frames but not us.
@@ -23,10 +23,11 @@
 //! inherits them and may only repeat the same values.
 mod region;
 
+use super::ethdev::{Device, EthDev, StartContext};
 use super::stats::QueueStats;
 use super::{
-    soft_port_control, Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port,
-    PortConfig, PortStats, Queues, RxQueue, RxStamp, SoftState, TxQueue, Xstat,
+    Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, Queues, RxQueue, RxStamp,
+    TxQueue,
 };
 use crate::{Error, Mbuf, Mempool};
 use crossbeam_utils::CachePadded;
@@ -63,12 +64,13 @@ impl Driver for ShmDriver {
         let explicit = ["queues", "slots", "slot_size"].map(|k| args.opt(k).is_some());
         let link = Shared::attach(name, args.raw(), want, explicit)?;
         let side = link.side;
-        Ok(Box::new(ShmPort {
-            soft: SoftState::new(args.raw()).with_port_id(args.port_id()),
-            mac: MacAddr::from_name(name, side),
-            link: Arc::new(link),
-            conf: None,
-        }))
+        Ok(Box::new(EthDev::new(
+            args,
+            ShmDevice {
+                mac: MacAddr::from_name(name, side),
+                link: Arc::new(link),
+            },
+        )))
     }
 }
 
@@ -334,17 +336,9 @@ impl Drop for Shared {
 }
 
 /// One side of a `shm:NAME` link.
-pub struct ShmPort {
-    soft: SoftState,
+pub struct ShmDevice {
     mac: MacAddr,
     link: Arc<Shared>,
-    conf: Option<PortConfig>,
-}
-
-impl Drop for ShmPort {
-    fn drop(&mut self) {
-        self.soft.generation.stop();
-    }
 }
 
 /// Marks a queue taken for the life of a handle.
@@ -599,7 +593,7 @@ impl ShmRx {
     }
 }
 
-impl Port for ShmPort {
+impl Device for ShmDevice {
     fn driver(&self) -> &'static str {
         "shm"
     }
@@ -620,24 +614,11 @@ impl Port for ShmPort {
         }
     }
 
-    fn configure(&mut self, conf: &PortConfig) -> Result<(), Error> {
-        let caps = self.capabilities();
-        self.soft.configure(conf, &caps)?;
-        self.conf = Some(conf.clone());
-        Ok(())
-    }
-
-    fn start(&mut self) -> Result<Queues, Error> {
-        self.soft.may_start(self.conf.is_some())?;
-        let Some(conf) = self.conf.clone() else {
-            return Err(Error::Port {
-                port: self.soft.name.clone(),
-                detail: "start before configure".into(),
-            });
-        };
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, Error> {
+        let conf = ctx.conf;
         let Some(pool) = conf.rx_pool.clone() else {
             return Err(Error::Config {
-                port: self.soft.name.clone(),
+                port: ctx.name.to_string(),
                 what: "rx_pool",
                 detail: "this port needs a mempool for receive buffers".into(),
             });
@@ -645,13 +626,12 @@ impl Port for ShmPort {
         let queues = self.link.geo.queues as usize;
         let mut rx_claims = Vec::new();
         for q in 0..conf.rx_queues as usize {
-            rx_claims.push(Claim::new(&self.link, q, &self.soft.name)?);
+            rx_claims.push(Claim::new(&self.link, q, ctx.name)?);
         }
         let mut tx_claims = Vec::new();
         for q in 0..conf.tx_queues as usize {
-            tx_claims.push(Claim::new(&self.link, queues + q, &self.soft.name)?);
+            tx_claims.push(Claim::new(&self.link, queues + q, ctx.name)?);
         }
-        let live = self.soft.generation.next();
         let rx = rx_claims
             .into_iter()
             .enumerate()
@@ -664,9 +644,9 @@ impl Port for ShmPort {
                     ring,
                     tail,
                     pool: pool.clone(),
-                    live: live.clone(),
-                    stats: self.soft.stats.rx(q),
-                    stamp: self.soft.stamp,
+                    live: ctx.live.clone(),
+                    stats: ctx.stats.rx(q),
+                    stamp: ctx.stamp,
                     _claim: claim,
                 }) as Box<dyn RxQueue>
             })
@@ -683,19 +663,18 @@ impl Port for ShmPort {
                     ring,
                     head,
                     tail,
-                    live: live.clone(),
-                    stats: self.soft.stats.tx(q),
+                    live: ctx.live.clone(),
+                    stats: ctx.stats.tx(q),
                     _claim: claim,
                 }) as Box<dyn TxQueue>
             })
             .collect();
-        self.soft.started = true;
         Ok(Queues::new(rx, tx))
     }
 
-    fn link(&self) -> Link {
+    fn link(&self, started: bool) -> Link {
         Link {
-            up: self.soft.started && self.link.peer_alive(),
+            up: started && self.link.peer_alive(),
             speed_mbps: 100_000,
             full_duplex: true,
         }
@@ -704,6 +683,4 @@ impl Port for ShmPort {
     fn mac_addr(&self) -> MacAddr {
         self.mac
     }
-
-    soft_port_control!();
 }

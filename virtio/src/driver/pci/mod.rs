@@ -49,7 +49,7 @@ mod tests;
 
 use crate::consts::{VIRTIO_F_VERSION_1, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MQ, VIRTIO_NET_F_MTU};
 use crate::driver::ctrl::Control;
-use crate::driver::net::{feature_xstats, max_mtu, net_port_common, offloads, Kick};
+use crate::driver::net::{feature_xstats, max_mtu, offloads, Kick};
 use crate::driver::split::Layout;
 use legacy::Legacy;
 use modern::Modern;
@@ -59,10 +59,10 @@ use rpmd_pmd::function::Regs;
 use rpmd_pmd::pci::{PciDevice, PciId};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Link, MacAddr, PciDriver, Port, PortConfig, PortStats, Queues, Xstat,
+    Capabilities, DevArgs, Device, EthDev, Link, MacAddr, PciDriver, Port, Queues, RxFilter,
+    StartContext, Xstat,
 };
 use rpmd_pmd::DmaRegion;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 pub(super) type PmdError = rpmd_pmd::Error;
@@ -182,9 +182,8 @@ impl PciDriver for VirtioPciDriver {
             1
         };
         let msix = if t.is_legacy() { 0 } else { d.msix_vectors() };
-        Ok(Box::new(VirtioPciPort {
+        let dev = VirtioPciDevice {
             name,
-            port_id: args.port_id(),
             func,
             t,
             offered,
@@ -195,20 +194,15 @@ impl PciDriver for VirtioPciDriver {
             dev_pairs,
             dev_mtu,
             ctrl: None,
-            filter: (Vec::new(), Vec::new()),
+            filter: RxFilter::default(),
             features: 0,
             layout,
             mac,
-            conf: None,
-            started: false,
-            live: Arc::new(AtomicBool::new(false)),
+            running: false,
             homes: Vec::new(),
-            stats: StatsBlock::new(0, 0),
             ring_map: None,
-            promisc: true,
-            allmulti: true,
-            mtu: 1500,
-        }))
+        };
+        Ok(Box::new(EthDev::new(args, dev)))
     }
 }
 
@@ -270,10 +264,9 @@ impl Transport {
 }
 
 /// A virtio-net PCI function driven through VFIO.
-pub struct VirtioPciPort {
+pub struct VirtioPciDevice {
+    /// The device string, for errors.
     name: String,
-    /// Stamped on received mbufs.
-    pub(crate) port_id: u16,
     /// The function: BARs, MSI-X, its DMA domain.
     func: Arc<dyn PciFunction>,
     t: Transport,
@@ -291,31 +284,24 @@ pub struct VirtioPciPort {
     dev_mtu: Option<u16>,
     /// The control queue, while started (VIRTIO_NET_F_CTRL_VQ).
     ctrl: Option<Box<dyn Control>>,
-    /// Unicast and multicast filter addresses (besides our MAC).
-    filter: (Vec<MacAddr>, Vec<MacAddr>),
+    /// The receive modes and filter addresses (besides our MAC) to
+    /// program.
+    filter: RxFilter,
     features: u64,
     layout: Layout,
     mac: MacAddr,
-    conf: Option<PortConfig>,
-    started: bool,
-    live: Arc<AtomicBool>,
-    stats: StatsBlock,
+    /// Whether the device was set up by a start (and not reset since).
+    running: bool,
     /// The homes of the queue handles handed out by the last start: what
     /// dropped handles left there is released after the device reset.
     homes: Vec<Arc<crate::driver::net::QueueHome>>,
     /// The rings' region and its IOMMU mapping (modern transport).
     ring_map: Option<(Arc<DmaRegion>, DmaGuard)>,
-    promisc: bool,
-    allmulti: bool,
-    mtu: u16,
 }
 
-impl Port for VirtioPciPort {
+impl Device for VirtioPciDevice {
     fn driver(&self) -> &'static str {
         "virtio-net-pci"
-    }
-    fn name(&self) -> &str {
-        &self.name
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -331,42 +317,21 @@ impl Port for VirtioPciPort {
             needs_rx_pool: true,
         }
     }
-    fn start(&mut self) -> Result<Queues, PmdError> {
-        if self.started {
-            return Err(perr(&self.name, "already started"));
-        }
-        let q = self.setup();
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, PmdError> {
+        self.running = true;
+        let q = self.setup(&ctx);
         if q.is_err() {
             // Leave the device quiet after a failed start.
-            let _ = self.t.reset(&self.name);
-            self.ctrl = None;
+            let _ = self.halt();
         }
-        self.started = q.is_ok();
         q
     }
-    fn stop(&mut self) -> Result<(), PmdError> {
-        self.live.store(false, Relaxed);
-        if self.started {
-            // After the reset the device no longer reads or writes our
-            // memory, so the queues' mbufs may go back to the pool.
-            self.t.reset(&self.name)?;
-            for h in self.homes.drain(..) {
-                drop(h.close());
-            }
-            self.ctrl = None;
-            if self.msix > 0 && !self.t.is_legacy() {
-                let _ = self.func.disable_msix();
-            }
-        }
-        self.started = false;
-        Ok(())
+    fn stop(&mut self, _name: &str) -> Result<(), PmdError> {
+        self.halt()
     }
-    fn link(&self) -> Link {
+    fn link(&self, started: bool) -> Link {
         let (r, o) = self.t.device_cfg();
-        // A queue that stopped trusting the device takes the link down
-        // until the port is started again.
-        let up = self.started
-            && !self.stats.any_stopped()
+        let up = started
             && (self.features & F_STATUS == 0
                 || r.read16(o + 6).is_ok_and(|s| s & NET_S_LINK_UP != 0));
         Link {
@@ -375,59 +340,53 @@ impl Port for VirtioPciPort {
             full_duplex: true,
         }
     }
-    net_port_common!();
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-        self.set_modes(on, self.allmulti, None)
+    fn mac_addr(&self) -> MacAddr {
+        self.mac
     }
-    fn promiscuous(&self) -> bool {
-        self.promisc
+    fn has_mac_filter(&self) -> bool {
+        // Asking one without CTRL_RX is `set_modes`'s error to give.
+        true
     }
-    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
-        self.set_modes(self.promisc, on, None)
-    }
-    fn allmulticast(&self) -> bool {
-        self.allmulti
-    }
-    fn set_mac_filter(
-        &mut self,
-        unicast: &[MacAddr],
-        multicast: &[MacAddr],
-    ) -> Result<(), PmdError> {
-        if let Some(m) = multicast.iter().find(|m| m.0[0] & 1 == 0) {
-            return Err(perr(
-                &self.name,
-                format!("{m} in the multicast list is unicast"),
-            ));
-        }
-        if let Some(m) = unicast.iter().find(|m| m.0[0] & 1 != 0) {
-            return Err(perr(
-                &self.name,
-                format!("{m} in the unicast list is multicast"),
-            ));
-        }
+    fn set_rx_filter(&mut self, _name: &str, filter: &RxFilter) -> Result<(), PmdError> {
         // Both tables must fit one control command (an mbuf).
-        if 6 * (unicast.len() + multicast.len()) > 1800 {
+        if 6 * (filter.unicast.len() + filter.multicast.len()) > 1800 {
             return Err(perr(&self.name, "at most 300 filter addresses"));
         }
-        self.set_modes(
-            self.promisc,
-            self.allmulti,
-            Some((unicast.to_vec(), multicast.to_vec())),
-        )
+        self.set_modes(filter.clone())
     }
-    fn xstats(&self) -> Vec<Xstat> {
-        let mut v = feature_xstats(&self.stats, self.offered, self.features);
-        v.push(Xstat {
+    fn xstats(&self, stats: &StatsBlock, out: &mut Vec<Xstat>) {
+        feature_xstats(stats, self.offered, self.features, out);
+        out.push(Xstat {
             name: "device_max_mtu".into(),
             value: self.dev_mtu.unwrap_or(0) as u64,
         });
-        v
     }
 }
 
-impl Drop for VirtioPciPort {
+impl VirtioPciDevice {
+    /// Resets a running device and frees what its queues left behind;
+    /// nothing when it is not running.
+    fn halt(&mut self) -> Result<(), PmdError> {
+        if !std::mem::take(&mut self.running) {
+            return Ok(());
+        }
+        // After the reset the device no longer reads or writes our
+        // memory, so the queues' mbufs may go back to the pool.
+        let reset = self.t.reset(&self.name);
+        for h in self.homes.drain(..) {
+            drop(h.close());
+        }
+        self.ctrl = None;
+        if self.msix > 0 && !self.t.is_legacy() {
+            let _ = self.func.disable_msix();
+        }
+        reset
+    }
+}
+
+impl Drop for VirtioPciDevice {
     fn drop(&mut self) {
         // Reset before the mappings go (fields drop after this).
-        let _ = self.stop();
+        let _ = self.halt();
     }
 }

@@ -3,7 +3,7 @@
 //! interrupts, DRIVER_OK, and what goes through the control queue
 //! afterwards (the number of queue pairs, the receive filter).
 use super::{
-    perr, PmdError, Transport, VirtioPciPort, F_ACCESS_PLATFORM, F_STATUS, NO_VECTOR, S_ACK,
+    perr, PmdError, Transport, VirtioPciDevice, F_ACCESS_PLATFORM, F_STATUS, NO_VECTOR, S_ACK,
     S_DRIVER, S_DRIVER_OK, S_FEATURES_OK,
 };
 use crate::consts::{
@@ -19,13 +19,11 @@ use crate::driver::packed::{PackedLayout, PackedQueue};
 use crate::driver::split::{Layout, SplitQueue};
 use crate::fd::CallFd;
 use crate::psrc;
-use rpmd_pmd::port::stats::StatsBlock;
-use rpmd_pmd::port::{MacAddr, PortConfig, Queues, RxStamp};
+use rpmd_pmd::port::{PortConfig, Queues, RxFilter, StartContext};
 use rpmd_pmd::{DmaRegion, IovaMode};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-impl VirtioPciPort {
+impl VirtioPciDevice {
     /// Resets the device and negotiates features (§3.1.1); returns the
     /// status bits to keep.
     fn negotiate(&mut self, conf: &PortConfig, pairs: u16) -> Result<u8, PmdError> {
@@ -98,9 +96,9 @@ impl VirtioPciPort {
         Ok(S_ACK | S_DRIVER | S_FEATURES_OK)
     }
 
-    pub(super) fn setup(&mut self) -> Result<Queues, PmdError> {
+    pub(super) fn setup(&mut self, ctx: &StartContext<'_>) -> Result<Queues, PmdError> {
         let name = self.name.clone();
-        let (conf, pool) = start_config(&self.conf, &name)?;
+        let (conf, pool) = start_config(ctx)?;
         self.ctrl = None;
         let pairs = conf.rx_queues.max(conf.tx_queues);
         let base = self.negotiate(&conf, pairs)?;
@@ -189,7 +187,7 @@ impl VirtioPciPort {
                 );
                 offset += len;
             }
-            self.finish(qs, &plan, rings, pool, base, &conf)
+            self.finish(qs, &plan, rings, pool, base, ctx)
         } else {
             let event_idx = self.features & VIRTIO_RING_F_EVENT_IDX != 0;
             let mut qs = Vec::new();
@@ -201,7 +199,7 @@ impl VirtioPciPort {
                 qs.push(q);
                 offset += len;
             }
-            self.finish(qs, &plan, rings, pool, base, &conf)
+            self.finish(qs, &plan, rings, pool, base, ctx)
         }
     }
 
@@ -217,8 +215,9 @@ impl VirtioPciPort {
         rings: Arc<DmaRegion>,
         pool: rpmd_pmd::Mempool,
         base: u8,
-        conf: &PortConfig,
+        ctx: &StartContext<'_>,
     ) -> Result<Queues, PmdError> {
+        let conf = ctx.conf;
         let name = self.name.clone();
         let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
         // MSI-X (modern): vector q for RX queue q; none for configuration
@@ -245,8 +244,6 @@ impl VirtioPciPort {
             );
         }
         self.t.set_status(base | S_DRIVER_OK)?;
-        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
-        self.live = Arc::new(AtomicBool::new(true));
         let mut queues: Vec<_> = queues.into_iter().zip(kicks).collect();
         if queues.len() > 2 * pairs {
             if let Some((mut q, kick)) = queues.pop() {
@@ -286,13 +283,13 @@ impl VirtioPciPort {
         let h = Handles {
             pool: &pool,
             rings: &rings,
-            live: &self.live,
-            stats: &self.stats,
+            live: ctx.live,
+            stats: ctx.stats,
             reach: &reach,
             features: self.features,
             rx_queues: conf.rx_queues as usize,
             tx_queues: conf.tx_queues as usize,
-            stamp: RxStamp::new(self.port_id, conf),
+            stamp: ctx.stamp,
             fault_desc_every: 0,
         };
         build_handles(
@@ -312,14 +309,15 @@ impl VirtioPciPort {
         let Some(c) = self.ctrl.as_deref_mut() else {
             return Ok(());
         };
-        rx_mode(c, &self.name, self.promisc, self.allmulti)?;
-        mac_table(c, &self.name, &self.filter.0, &self.filter.1)
+        let f = &self.filter;
+        rx_mode(c, &self.name, f.promiscuous, f.allmulticast)?;
+        mac_table(c, &self.name, &f.unicast, &f.multicast)
     }
 
     /// Whether the device has a receive filter we can program: a control
     /// queue with CTRL_RX (negotiated once started; offered before).
     pub(super) fn has_rx_filter(&self) -> bool {
-        let f = if self.started {
+        let f = if self.running {
             self.features
         } else {
             self.offered & !self.drop_features
@@ -328,37 +326,28 @@ impl VirtioPciPort {
         f & need == need
     }
 
-    /// Records a receive-mode change and, while started, programs it. A
-    /// device without a receive filter delivers every frame: asking it to
-    /// filter is an error, never a silent Ok.
-    pub(super) fn set_modes(
-        &mut self,
-        promisc: bool,
-        allmulti: bool,
-        filter: Option<(Vec<MacAddr>, Vec<MacAddr>)>,
-    ) -> Result<(), PmdError> {
-        if !self.has_rx_filter() && (!promisc || !allmulti || filter.is_some()) {
+    /// Records a receive-filter change and, while running, programs it
+    /// (the record stays as it was when that fails). A device without a
+    /// receive filter delivers every frame: asking it to filter is an
+    /// error, never a silent Ok.
+    pub(super) fn set_modes(&mut self, filter: RxFilter) -> Result<(), PmdError> {
+        let filters = !filter.promiscuous
+            || !filter.allmulticast
+            || !filter.unicast.is_empty()
+            || !filter.multicast.is_empty();
+        if !self.has_rx_filter() && filters {
             return Err(perr(
                 &self.name,
                 "the device has no control queue with CTRL_RX (VIRTIO_NET_F_CTRL_VQ and VIRTIO_NET_F_CTRL_RX), so it delivers every frame: promiscuous and all-multicast stay on, and there is no MAC filter",
             ));
         }
-        let old = (self.promisc, self.allmulti);
-        let old_filter = filter.as_ref().map(|_| self.filter.clone());
-        self.promisc = promisc;
-        self.allmulti = allmulti;
-        if let Some(f) = filter {
-            self.filter = f;
-        }
-        if !self.started {
+        let old = std::mem::replace(&mut self.filter, filter);
+        if !self.running {
             return Ok(());
         }
         let r = self.apply_filters();
         if r.is_err() {
-            (self.promisc, self.allmulti) = old;
-            if let Some(f) = old_filter {
-                self.filter = f;
-            }
+            self.filter = old;
         }
         r
     }

@@ -76,8 +76,8 @@ use crate::consts::{
     VIRTIO_NET_F_MRG_RXBUF, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::driver::net::{
-    build_handles, feature_xstats, max_mtu, net_port_common, offload_features, offloads,
-    packed_feature, start_config, Handles, Kick, QueueHome, Ring,
+    build_handles, feature_xstats, max_mtu, offload_features, offloads, packed_feature,
+    start_config, Handles, Kick, QueueHome, Ring,
 };
 use crate::driver::packed::{PackedLayout, PackedQueue};
 use crate::driver::split::{Layout, SplitQueue};
@@ -89,11 +89,11 @@ use control::{
 use rpmd_pmd::domain::{DomainWatcher, Reach, Span, SpanSource};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Link, MacAddr, Port, PortConfig, PortStats, Queues, RxStamp,
-    Xstat,
+    Capabilities, DevArgs, Device, Driver, EthDev, Link, MacAddr, Port, Queues, RxFilter,
+    StartContext, Xstat,
 };
 use rpmd_pmd::{DmaDomain, DmaRegion, IovaMode};
-use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use vhost::vhost_user::VhostUserFrontend;
@@ -102,7 +102,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 type PmdError = rpmd_pmd::Error;
 
-use crate::{perr, psrc};
+use crate::{no_filter, perr, psrc};
 
 /// The `virtio-user` driver.
 pub struct VirtioUserDriver;
@@ -213,9 +213,8 @@ impl Driver for VirtioUserDriver {
             true,
         )?;
         let (ctl, offered, proto, mem_slots) = (h.ctl, h.offered, h.proto, h.mem_slots);
-        Ok(Box::new(VirtioUserPort {
+        let dev = VirtioUserDevice {
             name: args.raw().to_string(),
-            port_id: args.port_id(),
             endpoint: Arc::new(ep),
             watched: Arc::new(Watched {
                 ctl: std::sync::Mutex::new(ctl),
@@ -237,19 +236,13 @@ impl Driver for VirtioUserDriver {
             features: 0,
             layout,
             mac: MacAddr::from_name(&path, 0x76),
-            conf: None,
-            started: false,
-            live: Arc::new(AtomicBool::new(false)),
-            stats: StatsBlock::new(0, 0),
-            promisc: true,
-            allmulti: true,
-            mtu: 1500,
             rings: None,
             domain: domain.clone(),
             snapshot: None,
             active: 0,
             homes: Vec::new(),
-        }))
+        };
+        Ok(Box::new(EthDev::new(args, dev)))
     }
 }
 
@@ -340,11 +333,10 @@ impl DomainWatcher for MemoryTableWatch {
 /// VHOST_MEMORY_BASELINE_NREGIONS, without CONFIGURE_MEM_SLOTS).
 const MEM_TABLE_MAX: usize = 8;
 
-/// A virtio-user port.
-pub struct VirtioUserPort {
+/// A virtio-user device: the driver's side of one vhost-user connection.
+pub struct VirtioUserDevice {
+    /// The device string, for errors.
     name: String,
-    /// Stamped on received mbufs.
-    port_id: u16,
     /// Where the backend is (client) or comes from (server).
     endpoint: Arc<Endpoint>,
     /// The connection, shared with the watch thread while started.
@@ -369,13 +361,6 @@ pub struct VirtioUserPort {
     features: u64,
     layout: Layout,
     mac: MacAddr,
-    conf: Option<PortConfig>,
-    started: bool,
-    live: Arc<AtomicBool>,
-    stats: StatsBlock,
-    promisc: bool,
-    allmulti: bool,
-    mtu: u16,
     rings: Option<Arc<DmaRegion>>,
     /// The registry's DMA domain: its regions make the memory table.
     domain: DmaDomain,
@@ -389,10 +374,10 @@ pub struct VirtioUserPort {
     homes: Vec<Arc<QueueHome>>,
 }
 
-impl VirtioUserPort {
-    fn setup(&mut self) -> Result<Queues, PmdError> {
+impl VirtioUserDevice {
+    fn setup(&mut self, ctx: &StartContext<'_>) -> Result<Queues, PmdError> {
         let name = self.name.clone();
-        let (conf, pool) = start_config(&self.conf, &name)?;
+        let (conf, pool) = start_config(ctx)?;
         let l = self.layout;
         // Pair q: RX on vring 2q, TX on vring 2q + 1.
         let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
@@ -430,7 +415,7 @@ impl VirtioUserPort {
                 q.set_interrupts(false);
                 queues.push(q);
             }
-            return self.connect_queues(queues, pl.len, rings, &conf, pool);
+            return self.connect_queues(queues, pl.len, rings, ctx, pool);
         }
         let rings = Arc::new(DmaRegion::new(
             "virtio-user rings",
@@ -448,7 +433,7 @@ impl VirtioUserPort {
             q.set_interrupts(false);
             queues.push(q);
         }
-        self.connect_queues(queues, l.len, rings, &conf, pool)
+        self.connect_queues(queues, l.len, rings, ctx, pool)
     }
 
     /// Programs the backend with `queues` (RX, TX per pair) and hands out
@@ -458,9 +443,10 @@ impl VirtioUserPort {
         queues: Vec<Q>,
         ring_len: usize,
         rings: Arc<DmaRegion>,
-        conf: &PortConfig,
+        ctx: &StartContext<'_>,
         pool: rpmd_pmd::Mempool,
     ) -> Result<Queues, PmdError> {
+        let conf = ctx.conf;
         let (vrings, kicks, mut calls) = self.vrings(&queues, ring_len)?;
         // A home per vring that gets a queue handle (RX of pairs below
         // rx_queues, TX below tx_queues), shared with the watch (see
@@ -475,15 +461,14 @@ impl VirtioUserPort {
                 (i / 2 < n as usize).then(Arc::default)
             })
             .collect();
-        self.stats = StatsBlock::new(conf.rx_queues, conf.tx_queues);
         // Per vring, as the homes: the counters of its queue handle.
         let queue_stats = homes
             .iter()
             .enumerate()
             .map(|(i, h)| {
                 h.as_ref().map(|_| match i % 2 {
-                    0 => self.stats.rx(i / 2),
-                    _ => self.stats.tx(i / 2),
+                    0 => ctx.stats.rx(i / 2),
+                    _ => ctx.stats.tx(i / 2),
                 })
             })
             .collect();
@@ -510,19 +495,18 @@ impl VirtioUserPort {
             vrings,
         })?;
         self.homes = homes.iter().flatten().cloned().collect();
-        self.live = Arc::new(AtomicBool::new(true));
         self.rings = Some(rings.clone());
         self.active = queues.len();
         let h = Handles {
             pool: &pool,
             rings: &rings,
-            live: &self.live,
-            stats: &self.stats,
+            live: ctx.live,
+            stats: ctx.stats,
             reach: &reach,
             features: self.features,
             rx_queues: conf.rx_queues as usize,
             tx_queues: conf.tx_queues as usize,
-            stamp: RxStamp::new(self.port_id, conf),
+            stamp: ctx.stamp,
             fault_desc_every: self.fault_desc_every,
         };
         let queues = queues.into_iter().zip(kicks.into_iter().map(Kick::Event));
@@ -616,12 +600,9 @@ impl VirtioUserPort {
     }
 }
 
-impl Port for VirtioUserPort {
+impl Device for VirtioUserDevice {
     fn driver(&self) -> &'static str {
         "virtio-user"
-    }
-    fn name(&self) -> &str {
-        &self.name
     }
     fn capabilities(&self) -> Capabilities {
         Capabilities {
@@ -637,24 +618,49 @@ impl Port for VirtioUserPort {
             needs_rx_pool: true,
         }
     }
-    fn start(&mut self) -> Result<Queues, PmdError> {
-        if self.started {
-            return Err(perr(&self.name, "already started"));
-        }
-        let q = self.setup();
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, PmdError> {
+        let q = self.setup(&ctx);
         if q.is_err() {
-            self.snapshot = None;
+            self.halt();
         }
-        self.started = q.is_ok();
         q
     }
-    fn stop(&mut self) -> Result<(), PmdError> {
-        self.live.store(false, Relaxed);
-        self.watched.quit.store(true, Ordering::Relaxed);
-        if let Some(t) = self.watch.take() {
-            let _ = t.join();
+    fn stop(&mut self, _name: &str) -> Result<(), PmdError> {
+        self.halt();
+        Ok(())
+    }
+    fn link(&self, started: bool) -> Link {
+        Link {
+            up: started && self.watched.connected.load(Ordering::Acquire),
+            speed_mbps: 10_000,
+            full_duplex: true,
         }
-        if self.started && self.watched.connected.load(Ordering::Acquire) {
+    }
+    fn mac_addr(&self) -> MacAddr {
+        self.mac
+    }
+    // A vhost-user backend has no receive filter (DPDK's vhost does not
+    // filter): every frame is delivered, so both modes stay on, and
+    // asking for less is an error rather than a silent Ok.
+    fn set_rx_filter(&mut self, name: &str, filter: &RxFilter) -> Result<(), PmdError> {
+        no_filter(name, filter)
+    }
+    fn xstats(&self, stats: &StatsBlock, out: &mut Vec<Xstat>) {
+        feature_xstats(stats, self.offered, self.features, out);
+        out.push(Xstat {
+            name: "reconnects".into(),
+            value: self.watched.reconnects.load(Ordering::Relaxed),
+        });
+    }
+}
+
+impl VirtioUserDevice {
+    /// Stops the watch, stops every ring the backend was given and frees
+    /// what the queues left behind; safe to call again.
+    fn halt(&mut self) {
+        self.watched.quit.store(true, Ordering::Relaxed);
+        let programmed = self.watch.take().map(|t| t.join()).is_some();
+        if programmed && self.watched.connected.load(Ordering::Acquire) {
             let mut ctl = self.watched.ctl.lock().unwrap_or_else(|e| e.into_inner());
             for i in 0..self.active {
                 // GET_VRING_BASE stops the ring in the backend.
@@ -668,60 +674,11 @@ impl Port for VirtioUserPort {
             drop(h.close());
         }
         self.snapshot = None;
-        self.started = false;
-        Ok(())
-    }
-    fn link(&self) -> Link {
-        Link {
-            // A queue that stopped trusting the backend takes the link
-            // down until the queues start over.
-            up: self.started
-                && self.watched.connected.load(Ordering::Acquire)
-                && !self.stats.any_stopped(),
-            speed_mbps: 10_000,
-            full_duplex: true,
-        }
-    }
-    net_port_common!();
-    // A vhost-user backend has no receive filter (DPDK's vhost does not
-    // filter): every frame is delivered, so both modes stay on, and
-    // asking for less is an error rather than a silent Ok.
-    fn set_promiscuous(&mut self, on: bool) -> Result<(), PmdError> {
-        no_filter(&self.name, on, "promiscuous")
-    }
-    fn promiscuous(&self) -> bool {
-        self.promisc
-    }
-    fn set_allmulticast(&mut self, on: bool) -> Result<(), PmdError> {
-        no_filter(&self.name, on, "all-multicast")
-    }
-    fn allmulticast(&self) -> bool {
-        self.allmulti
-    }
-    fn xstats(&self) -> Vec<Xstat> {
-        let mut v = feature_xstats(&self.stats, self.offered, self.features);
-        v.push(Xstat {
-            name: "reconnects".into(),
-            value: self.watched.reconnects.load(Ordering::Relaxed),
-        });
-        v
     }
 }
 
-/// A receive mode on a port whose backend does not filter: on is what it
-/// already does; off cannot be carried out.
-fn no_filter(port: &str, on: bool, mode: &str) -> Result<(), PmdError> {
-    if on {
-        return Ok(());
-    }
-    Err(perr(
-        port,
-        format!("a vhost-user backend delivers every frame (no receive filter): {mode} mode cannot be turned off"),
-    ))
-}
-
-impl Drop for VirtioUserPort {
+impl Drop for VirtioUserDevice {
     fn drop(&mut self) {
-        let _ = self.stop();
+        self.halt();
     }
 }
