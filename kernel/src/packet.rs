@@ -21,9 +21,9 @@ use crate::netdev::{check_ifname, driver, Netdev};
 use crate::port::{copy_rx_pool, copying_port_caps, frame_len, kernel_port, Backend, Live};
 use crate::sys::{self, Mapping};
 use crossbeam_utils::CachePadded;
-use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
+use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Pkts, Port, PortConfig, Queues, RxQueue, RxStamp, TxQueue, Xstat,
+    Capabilities, DevArgs, Driver, Pkts, Port, Queues, RxQueue, RxStamp, TxQueue, Xstat,
 };
 use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -357,13 +357,10 @@ impl Backend for AfPacket {
 
     fn start(
         &mut self,
-        port: &str,
         dev: &Netdev,
-        conf: &PortConfig,
-        stats: &StatsBlock,
-        live: &Live,
-        stamp: RxStamp,
+        ctx: &rpmd_pmd::port::StartContext<'_>,
     ) -> Result<Queues, Error> {
+        let (port, conf, stats, stamp) = (ctx.name, ctx.conf, ctx.stats, ctx.stamp);
         let pool = copy_rx_pool(port, dev, conf)?;
         let n = conf.rx_queues.max(conf.tx_queues) as usize;
         let fanout = (n > 1).then(|| std::process::id() ^ dev.ifindex << 8);
@@ -381,7 +378,7 @@ impl Backend for AfPacket {
                     rings: r.clone(),
                     cur: Cursor::default(),
                     pool: pool.clone(),
-                    live: live.clone(),
+                    live: ctx.rx_live[i].clone(),
                     stats: stats.rx(i),
                     stamp,
                 }));
@@ -390,7 +387,7 @@ impl Backend for AfPacket {
                 q.tx.push(Box::new(PacketTx {
                     rings: r,
                     next: 0,
-                    live: live.clone(),
+                    live: ctx.tx_live[i].clone(),
                     stats: stats.tx(i),
                 }));
             }

@@ -6,7 +6,7 @@ use crate::netdev::Netdev;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Device, EthDev, Link, LiveFlag, MacAddr, PortConfig, Queues, RxFilter,
-    RxStamp, StartContext, Xstat,
+    StartContext, Xstat,
 };
 use rpmd_pmd::Error;
 
@@ -21,15 +21,7 @@ pub(crate) trait Backend: Send {
     /// Queue limits and offloads for `dev`.
     fn capabilities(&self, dev: &Netdev) -> Capabilities;
     /// Builds the queues of a start.
-    fn start(
-        &mut self,
-        port: &str,
-        dev: &Netdev,
-        conf: &PortConfig,
-        stats: &StatsBlock,
-        live: &Live,
-        stamp: RxStamp,
-    ) -> Result<Queues, Error>;
+    fn start(&mut self, dev: &Netdev, ctx: &StartContext<'_>) -> Result<Queues, Error>;
     /// Undoes what start set up in the kernel beyond the queues (which
     /// their handles own).
     fn stop(&mut self, _dev: &Netdev) {}
@@ -75,9 +67,7 @@ impl<B: Backend> Device for KernelDevice<B> {
     }
 
     fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, Error> {
-        self.backend.start(
-            ctx.name, &self.dev, ctx.conf, ctx.stats, ctx.live, ctx.stamp,
-        )
+        self.backend.start(&self.dev, &ctx)
     }
 
     fn stop(&mut self, _name: &str) -> Result<(), Error> {

@@ -11,9 +11,9 @@ use crate::netdev::{check_ifname, driver, Netdev};
 use crate::port::{copy_rx_pool, copying_port_caps, kernel_port, Backend, Live};
 use crate::sys;
 use crossbeam_utils::CachePadded;
-use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
+use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Driver, Pkts, Port, PortConfig, Queues, RxQueue, RxStamp, TxQueue,
+    Capabilities, DevArgs, Driver, Pkts, Port, Queues, RxQueue, RxStamp, TxQueue,
 };
 use rpmd_pmd::{DmaDomain, Error, Mbuf, Mempool};
 use std::io::IoSlice;
@@ -119,13 +119,10 @@ impl Backend for Tap {
 
     fn start(
         &mut self,
-        port: &str,
         dev: &Netdev,
-        conf: &PortConfig,
-        stats: &StatsBlock,
-        live: &Live,
-        stamp: RxStamp,
+        ctx: &rpmd_pmd::port::StartContext<'_>,
     ) -> Result<Queues, Error> {
+        let (port, conf, stats, stamp) = (ctx.name, ctx.conf, ctx.stats, ctx.stamp);
         let pool = copy_rx_pool(port, dev, conf)?;
         let n = conf.rx_queues.max(conf.tx_queues) as usize;
         let mut fds = vec![self.first.clone()];
@@ -141,7 +138,7 @@ impl Backend for Tap {
                     fd: fd.clone(),
                     pool: pool.clone(),
                     spare: None,
-                    live: live.clone(),
+                    live: ctx.rx_live[i].clone(),
                     stats: stats.rx(i),
                     stamp,
                 }));
@@ -149,7 +146,7 @@ impl Backend for Tap {
             if i < conf.tx_queues as usize {
                 q.tx.push(Box::new(TapTx {
                     fd,
-                    live: live.clone(),
+                    live: ctx.tx_live[i].clone(),
                     stats: stats.tx(i),
                 }));
             }

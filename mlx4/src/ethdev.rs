@@ -25,6 +25,7 @@ use crate::prm::qp;
 use crate::qp::{Qp, QpSpec};
 use crate::txrx::{Graveyard, Live, RxRing, TxRing};
 use crate::{Error, Hca};
+use crossbeam_utils::CachePadded;
 use rpmd_pmd::endian::Be32;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
@@ -32,7 +33,7 @@ use rpmd_pmd::port::{
     StartContext, Xstat,
 };
 use rpmd_pmd::Pkts;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Most transmit queues a port hands out.
@@ -252,6 +253,7 @@ impl Mlx4Device {
         };
         let mut ring = RxRing {
             live: st.live.clone(),
+            gate: ctx.rx_live[q as usize].clone(),
             wqes,
             db: qp.db.clone(),
             n,
@@ -336,6 +338,7 @@ impl Mlx4Device {
             .and_then(|uar| sq.map(|sq| (uar, sq)))
             .map(|(uar, sq)| TxRing {
                 live: st.live.clone(),
+                gate: ctx.tx_live[q].clone(),
                 qpn: qp.qpn,
                 sq,
                 txbbs: n,
@@ -451,7 +454,9 @@ impl Device for Mlx4Device {
 
     fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, rpmd_pmd::Error> {
         let mut st = Started {
-            live: ctx.live.clone(),
+            // The port's own flag (cleared by `teardown`), apart from the
+            // queues' start flags, which a queue stop also clears.
+            live: Arc::new(CachePadded::new(AtomicBool::new(true))),
             rx: Vec::new(),
             tx: Vec::new(),
             graveyard: Graveyard::default(),

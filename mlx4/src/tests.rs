@@ -111,6 +111,7 @@ fn a_cq_smaller_than_its_queue_overruns_into_a_cq_error_event() {
 fn rx_ring(hca: &Hca, qp: &Qp, cq: CqPoll, pool: &Mempool) -> crate::txrx::RxRing {
     crate::txrx::RxRing {
         live: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
+        gate: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
         wqes: RingMem::new(qp.buf.clone(), qp.rq_off, 256).unwrap(),
         db: qp.db.clone(),
         n: 256,
@@ -138,6 +139,7 @@ fn a_send_naming_a_key_no_mr_has_fails_and_the_qp_goes_to_err() {
     let qp = hca.create_qp(spec(cq.cqn, None)).unwrap();
     let mut ring = TxRing {
         live: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
+        gate: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
         qpn: qp.qpn,
         sq: RingMem::new(qp.buf.clone(), qp.sq_off, 64).unwrap(),
         txbbs: 64,

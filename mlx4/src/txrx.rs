@@ -38,7 +38,11 @@ pub(crate) type Graveyard = Arc<Mutex<Vec<Slots>>>;
 
 /// A receive ring.
 pub(crate) struct RxRing {
+    /// The port's start still runs (its QPs not reset): what a dropped
+    /// handle held must wait for the reset.
     pub live: Live,
+    /// This queue is started (the layer's per-queue flag).
+    pub gate: Live,
     /// The receive WQEs (one scatter entry each) in the QP's buffer.
     pub wqes: RingMem<{ wqe::SEG }>,
     pub db: Arc<DevBuf>,
@@ -151,7 +155,7 @@ impl RxRing {
 
 impl RxQueue for RxRing {
     fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
-        if !self.live.load(Ordering::Relaxed) {
+        if !self.gate.load(Ordering::Relaxed) {
             return 0;
         }
         let want = max.min(out.capacity() - out.len());
@@ -225,7 +229,10 @@ fn txbbs_of(m: &Mbuf) -> u32 {
 
 /// A send ring.
 pub(crate) struct TxRing {
+    /// As [`RxRing::live`].
     pub live: Live,
+    /// As [`RxRing::gate`].
+    pub gate: Live,
     pub qpn: u32,
     /// The send queue's TXBBs in the QP's buffer.
     pub sq: RingMem<{ q::TXBB }>,
@@ -388,7 +395,7 @@ impl TxRing {
 
 impl TxQueue for TxRing {
     fn tx_burst(&mut self, pkts: &mut Pkts) -> usize {
-        if !self.live.load(Ordering::Relaxed) {
+        if !self.gate.load(Ordering::Relaxed) {
             return 0;
         }
         self.reap();

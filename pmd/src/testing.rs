@@ -230,6 +230,18 @@ impl Port for Faulty {
     fn allmulticast(&self) -> bool {
         self.inner.allmulticast()
     }
+    fn rx_queue_start(&mut self, q: u16) -> Result<(), Error> {
+        self.inner.rx_queue_start(q)
+    }
+    fn rx_queue_stop(&mut self, q: u16) -> Result<(), Error> {
+        self.inner.rx_queue_stop(q)
+    }
+    fn tx_queue_start(&mut self, q: u16) -> Result<(), Error> {
+        self.inner.tx_queue_start(q)
+    }
+    fn tx_queue_stop(&mut self, q: u16) -> Result<(), Error> {
+        self.inner.tx_queue_stop(q)
+    }
     fn set_vlan_filter(&mut self, id: u16, on: bool) -> Result<(), Error> {
         self.inner.set_vlan_filter(id, on)
     }

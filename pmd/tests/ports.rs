@@ -487,3 +487,71 @@ fn a_ring_pair_keeps_the_pool_of_the_frames_in_its_rings() {
         "nothing leaked"
     );
 }
+
+/// Per-queue start and stop, and deferred start (DPDK's
+/// `rx_deferred_start` and `rte_eth_dev_{rx,tx}_queue_{start,stop}`), on
+/// the software ports: a stopped or deferred queue's handle takes and
+/// gives nothing, its neighbours go on, and bad indices are errors.
+#[test]
+fn queues_start_and_stop_one_by_one_and_may_start_deferred() {
+    let mut r = Registry::new();
+    r.register(Box::new(LoopbackDriver));
+    let mp = pool("queuectl", 1024);
+    for dev in ["null,size=64", "loopback,queues=2"] {
+        let mut p = r.open(dev).unwrap();
+        let bad = PortConfig {
+            rx_deferred: vec![2],
+            ..conf(2)
+        };
+        let e = p.configure(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("rx_deferred") && e.contains("queue 2"),
+            "{dev}: {e}"
+        );
+        assert!(p.rx_queue_start(0).is_err(), "{dev}: a stopped port");
+        let c = PortConfig {
+            rx_pool: Some(mp.clone()),
+            rx_deferred: vec![1],
+            tx_deferred: vec![0],
+            ..conf(2)
+        };
+        p.configure(&c).unwrap();
+        let mut q = p.start().unwrap();
+        let send = |q: &mut rpmd_pmd::Queues, queue: u16| {
+            let mut out = Pkts::new();
+            out.push(frame(&mp, 1, 64)).unwrap();
+            q.tx_burst(queue, &mut out)
+        };
+        let recv = |q: &mut rpmd_pmd::Queues, queue: u16| {
+            let mut got = Pkts::new();
+            q.rx_burst(queue, &mut got, 1)
+        };
+        // tx 0 deferred, tx 1 live; rx 0 live, rx 1 deferred.
+        assert_eq!(send(&mut q, 0), 0, "{dev}: a deferred tx queue");
+        assert_eq!(send(&mut q, 1), 1, "{dev}");
+        assert_eq!(recv(&mut q, 1), 0, "{dev}: a deferred rx queue");
+        p.rx_queue_start(1).unwrap();
+        // (On loopback, the frame sent on tx 1 waited for it.)
+        assert_eq!(recv(&mut q, 1), 1, "{dev}");
+        p.tx_queue_start(0).unwrap();
+        assert_eq!(send(&mut q, 0), 1, "{dev}");
+        p.rx_queue_stop(0).unwrap();
+        assert_eq!(recv(&mut q, 0), 0, "{dev}: a stopped rx queue");
+        p.tx_queue_stop(1).unwrap();
+        assert_eq!(send(&mut q, 1), 0, "{dev}: a stopped tx queue");
+        p.rx_queue_start(0).unwrap();
+        assert_eq!(recv(&mut q, 0), 1, "{dev}");
+        let e = p.tx_queue_stop(2).unwrap_err().to_string();
+        assert!(e.contains("tx queue 2 does not exist"), "{dev}: {e}");
+        // A port stop silences every queue; the next start starts them
+        // all but the deferred ones again.
+        p.stop().unwrap();
+        assert_eq!(recv(&mut q, 0), 0);
+        drop(q);
+        let mut q = p.start().unwrap();
+        assert_eq!(send(&mut q, 1), 1, "{dev}");
+        assert_eq!(send(&mut q, 0), 0, "{dev}: deferred again");
+        p.stop().unwrap();
+    }
+    assert_eq!(mp.available(), 1024, "every mbuf back");
+}

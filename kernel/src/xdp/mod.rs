@@ -30,7 +30,7 @@ use crate::sys;
 use crossbeam_utils::CachePadded;
 use prog::{Attachment, Mode};
 use ring::XskRing;
-use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
+use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, RxStamp,
     TxQueue, Xstat,
@@ -149,13 +149,10 @@ impl Backend for AfXdp {
 
     fn start(
         &mut self,
-        port: &str,
         dev: &Netdev,
-        conf: &PortConfig,
-        stats: &StatsBlock,
-        live: &Live,
-        stamp: RxStamp,
+        ctx: &rpmd_pmd::port::StartContext<'_>,
     ) -> Result<Queues, Error> {
+        let (port, conf, stats, stamp) = (ctx.name, ctx.conf, ctx.stats, ctx.stamp);
         let pool = rx_pool(port, conf)?;
         let chunk = pool.buf_len();
         let mtu = dev.mtu()?;
@@ -204,7 +201,7 @@ impl Backend for AfXdp {
                     fill,
                     rx,
                     pool.clone(),
-                    live.clone(),
+                    ctx.rx_live[i as usize].clone(),
                     stats.rx(i as usize),
                     &self.opts,
                 );
@@ -218,7 +215,7 @@ impl Backend for AfXdp {
                     comp,
                     tx,
                     pool.clone(),
-                    live.clone(),
+                    ctx.tx_live[i as usize].clone(),
                     stats.tx(i as usize),
                 )));
             }

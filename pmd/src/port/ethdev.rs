@@ -70,11 +70,46 @@ pub struct StartContext<'a> {
     /// The counters of this configuration: `rx(q)` and `tx(q)` for each
     /// queue handle.
     pub stats: &'a StatsBlock,
-    /// This start's live flag: every queue handle checks it per burst and
-    /// goes quiet once a stop clears it.
-    pub live: &'a LiveFlag,
+    /// Each rx queue's live flag, by index: its handle checks it per
+    /// burst and goes quiet while it is clear. The layer clears them all
+    /// at a port stop, and one at that queue's stop; a queue whose start
+    /// is deferred starts clear. A driver whose handles must know whether
+    /// the *port* still runs (to park buffers its device may still write)
+    /// keeps a flag of its own for that.
+    pub rx_live: &'a [LiveFlag],
+    /// Each tx queue's live flag, as `rx_live`.
+    pub tx_live: &'a [LiveFlag],
     /// What to write into each received mbuf besides the frame.
     pub stamp: RxStamp,
+}
+
+/// The live flags of a start's queues, each on its own cache line (read
+/// per burst by the lcore that owns the queue).
+struct Gates {
+    rx: Vec<LiveFlag>,
+    tx: Vec<LiveFlag>,
+}
+
+impl Gates {
+    /// Every queue live but those whose start `conf` defers.
+    fn new(conf: &PortConfig) -> Self {
+        let flags = |n: u16, deferred: &[u16]| {
+            (0..n)
+                .map(|q| Arc::new(CachePadded::new(AtomicBool::new(!deferred.contains(&q)))))
+                .collect()
+        };
+        Gates {
+            rx: flags(conf.rx_queues, &conf.rx_deferred),
+            tx: flags(conf.tx_queues, &conf.tx_deferred),
+        }
+    }
+
+    /// Silences every handle of the start.
+    fn close(&self) {
+        for f in self.rx.iter().chain(&self.tx) {
+            f.store(false, Relaxed);
+        }
+    }
 }
 
 /// What a driver supplies to [`EthDev`]: only what differs between
@@ -173,8 +208,8 @@ pub struct EthDev<D: Device> {
     dev: D,
     conf: Option<PortConfig>,
     stats: StatsBlock,
-    /// The live flag of the running start; `None` while stopped.
-    live: Option<LiveFlag>,
+    /// The queues' live flags of the running start; `None` while stopped.
+    gates: Option<Gates>,
     filter: RxFilter,
     mtu: u16,
     /// The device's `missed` at open or the last reset.
@@ -205,7 +240,7 @@ impl<D: Device> EthDev<D> {
             dev,
             conf: None,
             stats: StatsBlock::new(0, 0),
-            live: None,
+            gates: None,
             filter: RxFilter::default(),
             mtu,
             missed_base,
@@ -234,7 +269,7 @@ impl<D: Device> EthDev<D> {
 
     /// Whether the port is started.
     pub fn is_started(&self) -> bool {
-        self.live.is_some()
+        self.gates.is_some()
     }
 
     fn err(&self, detail: &str) -> Error {
@@ -291,15 +326,38 @@ impl<D: Device> EthDev<D> {
         Queues::new(rx, tx)
     }
 
-    /// Clears the live flag and stops the device, if started.
+    /// Clears the live flags and stops the device, if started.
     fn halt(&mut self) -> Result<(), Error> {
-        match self.live.take() {
-            Some(live) => {
-                live.store(false, Relaxed);
+        match self.gates.take() {
+            Some(gates) => {
+                gates.close();
                 self.dev.stop(&self.name)
             }
             None => Ok(()),
         }
+    }
+
+    /// Starts (`on`) or stops queue `q` of a started port (`rx` or tx).
+    fn set_queue(&mut self, rx: bool, q: u16, on: bool) -> Result<(), Error> {
+        let what = if rx { "rx" } else { "tx" };
+        let Some(gates) = &self.gates else {
+            return Err(self.err(&format!(
+                "{what} queue {q} start/stop on a stopped port; start the port first"
+            )));
+        };
+        let flags = if rx { &gates.rx } else { &gates.tx };
+        let Some(flag) = flags.get(q as usize) else {
+            return Err(Error::Invalid {
+                what: "queue",
+                detail: format!(
+                    "{}: {what} queue {q} does not exist: the port has {}",
+                    self.name,
+                    flags.len()
+                ),
+            });
+        };
+        flag.store(on, Relaxed);
+        Ok(())
     }
 }
 
@@ -358,24 +416,41 @@ impl<D: Device> Port for EthDev<D> {
             return Err(self.err("already started"));
         }
         self.stats.clear_stopped();
-        let live: LiveFlag = Arc::new(CachePadded::new(AtomicBool::new(true)));
+        let gates = Gates::new(conf);
         let ctx = StartContext {
             name: &self.name,
             conf,
             stats: &self.stats,
-            live: &live,
+            rx_live: &gates.rx,
+            tx_live: &gates.tx,
             stamp: RxStamp::new(self.port_id, conf),
         };
         match self.dev.start(ctx) {
             Ok(q) => {
-                self.live = Some(live);
+                self.gates = Some(gates);
                 Ok(self.wrap_soft(q))
             }
             Err(e) => {
-                live.store(false, Relaxed);
+                gates.close();
                 Err(e)
             }
         }
+    }
+
+    fn rx_queue_start(&mut self, q: u16) -> Result<(), Error> {
+        self.set_queue(true, q, true)
+    }
+
+    fn rx_queue_stop(&mut self, q: u16) -> Result<(), Error> {
+        self.set_queue(true, q, false)
+    }
+
+    fn tx_queue_start(&mut self, q: u16) -> Result<(), Error> {
+        self.set_queue(false, q, true)
+    }
+
+    fn tx_queue_stop(&mut self, q: u16) -> Result<(), Error> {
+        self.set_queue(false, q, false)
     }
 
     fn stop(&mut self) -> Result<(), Error> {
@@ -566,7 +641,7 @@ mod tests {
             let rx = (0..ctx.conf.rx_queues as usize)
                 .map(|q| {
                     Box::new(CountingRx {
-                        live: ctx.live.clone(),
+                        live: ctx.rx_live[q].clone(),
                         stats: ctx.stats.rx(q),
                     }) as Box<dyn RxQueue>
                 })

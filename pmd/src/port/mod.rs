@@ -291,6 +291,12 @@ pub struct PortConfig {
     /// as long as any port or queue that uses it, whatever the order the
     /// app drops them in.
     pub rx_pool: Option<Mempool>,
+    /// Rx queues that the port's `start` leaves stopped, for the app to
+    /// start later with [`Port::rx_queue_start`] (DPDK's
+    /// `rx_deferred_start`).
+    pub rx_deferred: Vec<u16>,
+    /// Tx queues whose start is deferred, as `rx_deferred`.
+    pub tx_deferred: Vec<u16>,
     /// Classify every received frame into [`Mbuf::packet_type`] (DPDK's
     /// `RTE_PTYPE_*`, see [`crate::hdr::PacketType`]); off by default, as
     /// it reads every frame's headers. None of rpmd's ports has hardware
@@ -319,6 +325,8 @@ impl Default for PortConfig {
             offloads: Offloads::NONE,
             mtu: None,
             rx_pool: None,
+            rx_deferred: Vec::new(),
+            tx_deferred: Vec::new(),
             rx_ptypes: false,
         }
     }
@@ -334,6 +342,8 @@ impl fmt::Debug for PortConfig {
             .field("offloads", &format_args!("{}", self.offloads))
             .field("mtu", &self.mtu)
             .field("rx_pool", &self.rx_pool.as_ref().map(|p| p.name()))
+            .field("rx_deferred", &self.rx_deferred)
+            .field("tx_deferred", &self.tx_deferred)
             .finish()
     }
 }
@@ -370,6 +380,14 @@ impl PortConfig {
                     what,
                     format!("{n} descriptors; this port needs a power of two"),
                 ));
+            }
+        }
+        for (what, deferred, n) in [
+            ("rx_deferred", &self.rx_deferred, self.rx_queues),
+            ("tx_deferred", &self.tx_deferred, self.tx_queues),
+        ] {
+            if let Some(q) = deferred.iter().find(|q| **q >= n) {
+                return Err(bad(what, format!("queue {q}; the configuration has {n}")));
             }
         }
         let missing = self.offloads.minus(caps.offloads);
@@ -690,6 +708,31 @@ pub trait Port: Send {
         })
     }
 
+    /// Starts rx queue `q` of a started port: a queue whose start was
+    /// deferred, or one stopped by [`rx_queue_stop`](Port::rx_queue_stop)
+    /// (DPDK's `rte_eth_dev_rx_queue_start`).
+    fn rx_queue_start(&mut self, q: u16) -> Result<(), Error> {
+        Err(no_queue_control(self, q))
+    }
+
+    /// Stops rx queue `q`: its handle receives nothing until the queue
+    /// starts again; what arrives for it meanwhile waits in the device
+    /// or is dropped there (`imissed` where the device counts it).
+    fn rx_queue_stop(&mut self, q: u16) -> Result<(), Error> {
+        Err(no_queue_control(self, q))
+    }
+
+    /// Starts tx queue `q`, as [`rx_queue_start`](Port::rx_queue_start).
+    fn tx_queue_start(&mut self, q: u16) -> Result<(), Error> {
+        Err(no_queue_control(self, q))
+    }
+
+    /// Stops tx queue `q`: its handle takes nothing (bursts return 0 and
+    /// the frames stay with the caller) until the queue starts again.
+    fn tx_queue_stop(&mut self, q: u16) -> Result<(), Error> {
+        Err(no_queue_control(self, q))
+    }
+
     /// Admits (`on`) or refuses tagged frames of VLAN `id` (0..=4095)
     /// when the port is configured with
     /// [`Offloads::RX_VLAN_FILTER`] (DPDK's `rte_eth_dev_vlan_filter`);
@@ -716,6 +759,17 @@ pub trait Port: Send {
 
     /// Zeroes the counters.
     fn reset_stats(&mut self);
+}
+
+/// The error of a port without per-queue start and stop.
+fn no_queue_control<P: Port + ?Sized>(port: &P, q: u16) -> Error {
+    Error::Port {
+        port: port.name().to_string(),
+        detail: format!(
+            "queue {q}: the {} driver has no per-queue start and stop",
+            port.driver()
+        ),
+    }
 }
 
 /// The flag a software port's queue handles check on every burst. On

@@ -166,7 +166,7 @@ impl Device for NullDevice {
                 Box::new(NullRx {
                     pool: pool.clone(),
                     size: self.size,
-                    live: ctx.live.clone(),
+                    live: ctx.rx_live[q].clone(),
                     stats: ctx.stats.rx(q),
                     stamp: ctx.stamp,
                 }) as Box<dyn RxQueue>
@@ -175,7 +175,7 @@ impl Device for NullDevice {
         let tx = (0..ctx.conf.tx_queues as usize)
             .map(|q| {
                 Box::new(NullTx {
-                    live: ctx.live.clone(),
+                    live: ctx.tx_live[q].clone(),
                     stats: ctx.stats.tx(q),
                 }) as Box<dyn TxQueue>
             })

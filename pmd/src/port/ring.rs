@@ -396,7 +396,7 @@ impl Device for RingDevice {
             .map(|(q, cons)| {
                 Box::new(RingRx {
                     cons,
-                    live: ctx.live.clone(),
+                    live: ctx.rx_live[q].clone(),
                     stats: ctx.stats.rx(q),
                     stamp: ctx.stamp,
                 }) as Box<dyn RxQueue>
@@ -408,7 +408,7 @@ impl Device for RingDevice {
             .map(|(q, prod)| {
                 Box::new(RingTx {
                     prod,
-                    live: ctx.live.clone(),
+                    live: ctx.tx_live[q].clone(),
                     stats: ctx.stats.tx(q),
                 }) as Box<dyn TxQueue>
             })

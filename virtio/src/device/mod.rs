@@ -340,7 +340,7 @@ impl Device for VhostUserDevice {
                     slot: v[2 * q + 1].clone(),
                     pool: pool.clone(),
                     stats: ctx.stats.rx(q),
-                    live: ctx.live.clone(),
+                    live: ctx.rx_live[q].clone(),
                     stamp: ctx.stamp,
                     kick: None,
                     kick_gen: u64::MAX,
@@ -355,7 +355,7 @@ impl Device for VhostUserDevice {
                     slot: v[2 * q].clone(),
                     pool: pool.clone(),
                     stats: ctx.stats.tx(q),
-                    live: ctx.live.clone(),
+                    live: ctx.tx_live[q].clone(),
                     coalescing: self.coalescing,
                 }) as Box<dyn TxQueue>
             })

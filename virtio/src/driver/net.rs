@@ -743,7 +743,9 @@ impl<Q: Ring> TxQueue for VirtioTx<Q> {
 pub(crate) struct Handles<'a> {
     pub(crate) pool: &'a Mempool,
     pub(crate) rings: &'a Arc<DmaRegion>,
-    pub(crate) live: &'a rpmd_pmd::port::LiveFlag,
+    /// Each queue's live flag (the layer's, per queue).
+    pub(crate) rx_live: &'a [rpmd_pmd::port::LiveFlag],
+    pub(crate) tx_live: &'a [rpmd_pmd::port::LiveFlag],
     pub(crate) stats: &'a StatsBlock,
     /// Makes each TX queue's view of the memory the device can reach.
     pub(crate) reach: &'a dyn Fn() -> Reach,
@@ -793,7 +795,7 @@ pub(crate) fn build_handles<Q: Ring>(
                 csum: h.features & VIRTIO_NET_F_GUEST_CSUM != 0,
                 pool: h.pool.clone(),
                 kick,
-                live: h.live.clone(),
+                live: h.rx_live[pair].clone(),
                 stats: h.stats.rx(pair),
                 _rings: h.rings.clone(),
                 refill: Burst::new(),
@@ -807,7 +809,7 @@ pub(crate) fn build_handles<Q: Ring>(
                 pool: h.pool.clone(),
                 done: Burst::new(),
                 kick,
-                live: h.live.clone(),
+                live: h.tx_live[pair].clone(),
                 stats: h.stats.tx(pair),
                 reach: (h.reach)(),
                 _rings: h.rings.clone(),

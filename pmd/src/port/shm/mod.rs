@@ -644,7 +644,7 @@ impl Device for ShmDevice {
                     ring,
                     tail,
                     pool: pool.clone(),
-                    live: ctx.live.clone(),
+                    live: ctx.rx_live[q].clone(),
                     stats: ctx.stats.rx(q),
                     stamp: ctx.stamp,
                     _claim: claim,
@@ -663,7 +663,7 @@ impl Device for ShmDevice {
                     ring,
                     head,
                     tail,
-                    live: ctx.live.clone(),
+                    live: ctx.tx_live[q].clone(),
                     stats: ctx.stats.tx(q),
                     _claim: claim,
                 }) as Box<dyn TxQueue>

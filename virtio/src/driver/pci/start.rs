@@ -283,7 +283,8 @@ impl VirtioPciDevice {
         let h = Handles {
             pool: &pool,
             rings: &rings,
-            live: ctx.live,
+            rx_live: ctx.rx_live,
+            tx_live: ctx.tx_live,
             stats: ctx.stats,
             reach: &reach,
             features: self.features,

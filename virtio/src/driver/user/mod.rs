@@ -500,7 +500,8 @@ impl VirtioUserDevice {
         let h = Handles {
             pool: &pool,
             rings: &rings,
-            live: ctx.live,
+            rx_live: ctx.rx_live,
+            tx_live: ctx.tx_live,
             stats: ctx.stats,
             reach: &reach,
             features: self.features,
