@@ -24,6 +24,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub(crate) mod linkwatch;
 pub mod netdev;
 pub mod packet;
 pub(crate) mod port;

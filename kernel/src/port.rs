@@ -2,11 +2,12 @@
 //! port ([`EthDev`]): the control path answers from the kernel's
 //! interface (link, MAC, flags, MTU, the kernel's drop counters); each
 //! kind supplies its queues ([`Backend`]).
+use crate::linkwatch::LinkWatch;
 use crate::netdev::Netdev;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Device, EthDev, Link, LiveFlag, MacAddr, PortConfig, Queues, RxFilter,
-    StartContext, Xstat,
+    Capabilities, DevArgs, Device, EthDev, Link, LinkEvents, LiveFlag, MacAddr, PortConfig, Queues,
+    RxFilter, StartContext, Xstat,
 };
 use rpmd_pmd::Error;
 
@@ -39,6 +40,8 @@ pub(crate) trait Backend: Send {
 pub(crate) struct KernelDevice<B: Backend> {
     pub(crate) dev: Netdev,
     pub(crate) backend: B,
+    /// The kernel's link notices for this interface, once asked for.
+    link_watch: Option<LinkWatch>,
 }
 
 /// The port over a kernel interface `dev` and a kind's `backend`.
@@ -49,7 +52,14 @@ pub(crate) fn kernel_port<B: Backend>(
 ) -> EthDev<KernelDevice<B>> {
     // The layer counts `imissed` from here: a TAP that existed before has
     // its own past.
-    EthDev::new(args, KernelDevice { dev, backend })
+    EthDev::new(
+        args,
+        KernelDevice {
+            dev,
+            backend,
+            link_watch: None,
+        },
+    )
 }
 
 /// The largest frame an MTU admits: Ethernet header and one VLAN tag.
@@ -83,6 +93,13 @@ impl<B: Backend> Device for KernelDevice<B> {
 
     fn last_error(&self) -> Option<String> {
         self.dev.gone()
+    }
+
+    /// Raised from rtnetlink's link notices about the interface (carrier,
+    /// flags, deletion).
+    fn watch_link(&mut self, name: &str, events: &LinkEvents) -> Result<bool, Error> {
+        self.link_watch = Some(LinkWatch::start(name, self.dev.ifindex, events.clone())?);
+        Ok(true)
     }
 
     fn mac_addr(&self) -> MacAddr {

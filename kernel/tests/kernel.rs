@@ -380,3 +380,51 @@ fn control_path_is_the_kernel_interface() {
     );
     assert_eq!(pool.available(), pool.size());
 }
+
+/// Link events from the kernel's own notices: the far end of a veth
+/// going down takes the port's carrier away and raises its events, and
+/// coming back raises them again; the port's own stop and start do too.
+#[test]
+fn link_events_follow_the_kernel_interface() {
+    if !lab_available("link_events_follow_the_kernel_interface") {
+        return;
+    }
+    let mut lab = Lab::new();
+    let ns = lab.netns("l");
+    let root = lab.veth("rl", &ns, "eth0", "10.75.0.1/24", 1);
+    for kind in ["af_packet", "af_xdp"] {
+        let pool = pool(&format!("lsc-{kind}"), 2048);
+        let (mut port, q) = start(&format!("{kind}:{root}"), &pool, 1);
+        let ev = port.link_events().unwrap();
+        assert!(port.link().up, "{kind}");
+        // Whatever the start and the veth's set-up left pending.
+        while ev.wait(Duration::from_millis(200)).unwrap() {}
+        let wait_for = |up: bool, what: &str| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            let mut raised = false;
+            while std::time::Instant::now() < deadline {
+                raised |= ev.wait(Duration::from_millis(100)).unwrap();
+                if raised && port.link().up == up {
+                    return;
+                }
+            }
+            panic!(
+                "{kind}: {what}: raised {raised}, link up {}",
+                port.link().up
+            );
+        };
+        sh(&format!("ip -n {ns} link set eth0 down"));
+        wait_for(false, "far end down");
+        sh(&format!("ip -n {ns} link set eth0 up"));
+        wait_for(true, "far end up");
+        drop(q);
+        port.stop().unwrap();
+        assert!(
+            ev.wait(Duration::from_secs(1)).unwrap(),
+            "{kind}: stop raises"
+        );
+        assert!(!port.link().up);
+        drop(port);
+        assert_eq!(pool.available(), pool.size(), "{kind}");
+    }
+}

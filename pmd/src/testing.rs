@@ -230,6 +230,9 @@ impl Port for Faulty {
     fn allmulticast(&self) -> bool {
         self.inner.allmulticast()
     }
+    fn link_events(&mut self) -> Result<crate::port::LinkEvents, Error> {
+        self.inner.link_events()
+    }
     fn rx_queue_start(&mut self, q: u16) -> Result<(), Error> {
         self.inner.rx_queue_start(q)
     }

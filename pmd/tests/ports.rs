@@ -555,3 +555,25 @@ fn queues_start_and_stop_one_by_one_and_may_start_deferred() {
     }
     assert_eq!(mp.available(), 1024, "every mbuf back");
 }
+
+/// Link events on the software ports: null's link follows its start and
+/// stop, which raise them; shm's also follows its peer, which it cannot
+/// watch, so it says so rather than stay silent.
+#[test]
+fn link_events_are_raised_or_refused_plainly() {
+    let r = Registry::new();
+    let mp = pool("lsc", 256);
+    let mut p = r.open("null").unwrap();
+    let ev = p.link_events().unwrap();
+    assert!(!ev.wait(std::time::Duration::ZERO).unwrap());
+    p.configure(&PortConfig::with_pool(&mp)).unwrap();
+    let q = p.start().unwrap();
+    assert!(ev.take().unwrap() > 0 && p.link().up, "start raises");
+    p.stop().unwrap();
+    assert!(ev.take().unwrap() > 0 && !p.link().up, "stop raises");
+    drop(q);
+    let name = format!("shm:lsc-{}", std::process::id());
+    let mut s = r.open(&name).unwrap();
+    let e = s.link_events().unwrap_err().to_string();
+    assert!(e.contains("cannot see its link change"), "{e}");
+}

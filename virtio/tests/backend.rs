@@ -465,3 +465,58 @@ fn calls_coalesce_and_a_held_call_goes_when_idle() {
         finish(p);
     }
 }
+
+/// Waits up to 5 s for `ev` to be raised with `port`'s link then `up`.
+fn wait_link_event(port: &dyn Port, ev: &rpmd_pmd::port::LinkEvents, up: bool, what: &str) {
+    let t = Instant::now();
+    let mut raised = false;
+    while t.elapsed() < Duration::from_secs(5) {
+        raised |= ev.wait(Duration::from_millis(50)).unwrap();
+        if raised && port.link().up == up {
+            return;
+        }
+    }
+    panic!("{what}: raised {raised}, link up {}", port.link().up);
+}
+
+/// Link events on both sides of a vhost-user link: the backend's when
+/// its frontend comes (and sets its rings up) and goes, virtio-user's
+/// when its backend goes away and when a new one is programmed.
+#[test]
+fn link_events_follow_the_peer_on_both_sides() {
+    let mut reg = Registry::new();
+    rpmd_virtio::register(&mut reg);
+    let sock = format!("/tmp/rpmd-be-lsc-{}.sock", std::process::id());
+    let pool = Mempool::new(&MempoolConfig::new("belsc", 4096)).unwrap();
+    let conf = PortConfig::with_pool(&pool);
+    let open_back = |reg: &Registry| {
+        let mut b = reg.open(&format!("vhost-user:{sock}")).unwrap();
+        b.configure(&conf).unwrap();
+        let q = b.start().unwrap();
+        (b, q)
+    };
+    let (mut back, bq) = open_back(&reg);
+    let ev_back = back.link_events().unwrap();
+    assert!(!back.link().up);
+    while ev_back.wait(Duration::from_millis(50)).unwrap() {}
+    let mut front = reg.open(&format!("virtio-user:{sock}")).unwrap();
+    front.configure(&conf).unwrap();
+    let fq = front.start().unwrap();
+    wait_link_event(back.as_ref(), &ev_back, true, "a frontend came");
+    let ev_front = front.link_events().unwrap();
+    assert!(front.link().up);
+    // The backend goes: virtio-user's watch sees it.
+    drop(bq);
+    drop(back);
+    wait_link_event(front.as_ref(), &ev_front, false, "the backend went");
+    // A new backend on the same path: reconnected and programmed.
+    let (mut back, bq) = open_back(&reg);
+    wait_link_event(front.as_ref(), &ev_front, true, "a backend came back");
+    let ev_back = back.link_events().unwrap();
+    front.stop().unwrap();
+    drop(fq);
+    drop(front);
+    wait_link_event(back.as_ref(), &ev_back, false, "the frontend went");
+    drop(bq);
+    back.stop().unwrap();
+}

@@ -24,6 +24,7 @@
 //!
 //! The data path is untouched: the queues a device hands out at start are
 //! the ones the app polls, with no layer in between.
+use super::events::LinkEvents;
 use super::stats::{PortStats, StatsBlock, Xstat};
 use super::vlan::{VlanCounters, VlanSet};
 use super::{
@@ -188,6 +189,16 @@ pub trait Device: Send {
     /// (`stats`, the queues' counters, for those derived from them).
     fn xstats(&self, _stats: &StatsBlock, _out: &mut Vec<Xstat>) {}
 
+    /// Keeps `events` and raises it whenever the link may have changed
+    /// for a reason other than the port's start and stop (which the layer
+    /// raises itself): a frontend connecting, a cable pulled. Returns
+    /// whether the device can; a device whose link follows only start and
+    /// stop answers `true` and keeps nothing. The default says it cannot.
+    /// An error is a device that can but failed to set it up.
+    fn watch_link(&mut self, _name: &str, _events: &LinkEvents) -> Result<bool, Error> {
+        Ok(false)
+    }
+
     /// Why the link is down or the peer was dropped, when the device
     /// knows.
     fn last_error(&self) -> Option<String> {
@@ -220,6 +231,8 @@ pub struct EthDev<D: Device> {
     vlans: Arc<VlanSet>,
     /// The software offloads' counters of the configuration.
     vlan_counters: VlanCounters,
+    /// The link events, once an app asked for them.
+    link_events: Option<LinkEvents>,
 }
 
 impl<D: Device> EthDev<D> {
@@ -247,6 +260,7 @@ impl<D: Device> EthDev<D> {
             soft: Offloads::NONE,
             vlans: Arc::default(),
             vlan_counters: VlanCounters::default(),
+            link_events: None,
         }
     }
 
@@ -331,9 +345,17 @@ impl<D: Device> EthDev<D> {
         match self.gates.take() {
             Some(gates) => {
                 gates.close();
-                self.dev.stop(&self.name)
+                let stopped = self.dev.stop(&self.name);
+                self.raise_link_event();
+                stopped
             }
             None => Ok(()),
+        }
+    }
+
+    fn raise_link_event(&self) {
+        if let Some(e) = &self.link_events {
+            e.raise();
         }
     }
 
@@ -428,6 +450,7 @@ impl<D: Device> Port for EthDev<D> {
         match self.dev.start(ctx) {
             Ok(q) => {
                 self.gates = Some(gates);
+                self.raise_link_event();
                 Ok(self.wrap_soft(q))
             }
             Err(e) => {
@@ -435,6 +458,21 @@ impl<D: Device> Port for EthDev<D> {
                 Err(e)
             }
         }
+    }
+
+    fn link_events(&mut self) -> Result<LinkEvents, Error> {
+        if let Some(e) = &self.link_events {
+            return Ok(e.clone());
+        }
+        let events = LinkEvents::new()?;
+        if !self.dev.watch_link(&self.name, &events)? {
+            return Err(self.err(&format!(
+                "the {} driver cannot see its link change; poll the link instead",
+                self.dev.driver()
+            )));
+        }
+        self.link_events = Some(events.clone());
+        Ok(events)
     }
 
     fn rx_queue_start(&mut self, q: u16) -> Result<(), Error> {

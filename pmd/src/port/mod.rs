@@ -39,6 +39,7 @@ use std::sync::Arc;
 
 pub mod devargs;
 pub mod ethdev;
+pub mod events;
 pub mod null;
 pub mod registry;
 pub mod ring;
@@ -48,6 +49,7 @@ pub mod vlan;
 
 pub use devargs::DevArgs;
 pub use ethdev::{Device, EthDev, RxFilter, StartContext};
+pub use events::LinkEvents;
 pub use registry::{Driver, PciDriver, Registry};
 pub use stats::{PortStats, QueueStats, Xstat};
 
@@ -703,6 +705,21 @@ pub trait Port: Send {
             port: self.name().to_string(),
             detail: format!(
                 "the {} driver has no MAC address filter; use promiscuous mode",
+                self.driver()
+            ),
+        })
+    }
+
+    /// The port's link-status-change events (DPDK's
+    /// `RTE_ETH_EVENT_INTR_LSC`): an fd that becomes readable when the
+    /// link may have changed, after which the app reads [`link`](Port::link).
+    /// Every call hands out the same source. Ports that cannot see their
+    /// link change say so; their link is polled.
+    fn link_events(&mut self) -> Result<LinkEvents, Error> {
+        Err(Error::Port {
+            port: self.name().to_string(),
+            detail: format!(
+                "the {} driver raises no link events; poll the link instead",
                 self.driver()
             ),
         })

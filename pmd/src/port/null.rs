@@ -8,6 +8,7 @@
 //! `copy=1`), taken from [`PortConfig::rx_pool`](super::PortConfig::rx_pool); when the pool runs dry
 //! the burst comes back short and `rx_nombuf` counts the miss.
 use super::ethdev::{Device, EthDev, StartContext};
+use super::events::LinkEvents;
 use super::stats::QueueStats;
 use super::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, Queues, RxQueue, RxStamp,
@@ -193,5 +194,10 @@ impl Device for NullDevice {
 
     fn mac_addr(&self) -> MacAddr {
         MacAddr::local(0x6e75)
+    }
+
+    /// The link follows start and stop only, which the port reports.
+    fn watch_link(&mut self, _name: &str, _events: &LinkEvents) -> Result<bool, Error> {
+        Ok(true)
     }
 }

@@ -19,6 +19,7 @@
 //! from), until the last ring end is gone, whatever the order the user
 //! drops pools, ports and queues in.
 use super::ethdev::{Device, EthDev, StartContext};
+use super::events::LinkEvents;
 use super::stats::QueueStats;
 use super::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, PortConfig, Queues,
@@ -426,5 +427,10 @@ impl Device for RingDevice {
 
     fn mac_addr(&self) -> MacAddr {
         self.mac
+    }
+
+    /// The link follows start and stop only, which the port reports.
+    fn watch_link(&mut self, _name: &str, _events: &LinkEvents) -> Result<bool, Error> {
+        Ok(true)
     }
 }

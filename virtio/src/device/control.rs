@@ -15,6 +15,7 @@ use crate::consts::{
 };
 use rpmd_pmd::peer::{PeerMemory, PeerRegionInfo};
 use rpmd_pmd::port::stats::Counter;
+use rpmd_pmd::port::LinkEvents;
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -52,6 +53,10 @@ pub(crate) struct Shared {
     /// The frontend's memory as mapped now, for the watchdog to see a
     /// region its frontend shrank ([`PeerMemory::faulted`]).
     pub(crate) memory: Mutex<Option<Arc<PeerMemory>>>,
+    /// The port's link events, once its app asked for them.
+    pub(crate) link_events: Mutex<Option<LinkEvents>>,
+    /// The link as last reported through them.
+    link_seen: AtomicBool,
 }
 
 impl Shared {
@@ -69,6 +74,31 @@ impl Shared {
             quit: AtomicBool::new(false),
             closer: Mutex::new(None),
             memory: Mutex::new(None),
+            link_events: Mutex::new(None),
+            link_seen: AtomicBool::new(false),
+        }
+    }
+
+    /// The port's link: a frontend connected whose first pair runs.
+    pub(crate) fn link(&self) -> bool {
+        self.connected.load(Ordering::Acquire) && self.link_up()
+    }
+
+    /// Raises the link events if the link changed since last told (from
+    /// the control thread: at connection, after every request, at the
+    /// end).
+    pub(crate) fn note_link(&self) {
+        let up = self.link();
+        if self.link_seen.swap(up, Ordering::AcqRel) == up {
+            return;
+        }
+        if let Some(e) = self
+            .link_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            e.raise();
         }
     }
 
@@ -150,6 +180,7 @@ pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) fn serve_connection(sock: UnixStream, shared: &Arc<Shared>, offer: Offer) {
     shared.connections.add(1);
     shared.connected.store(true, Ordering::Release);
+    shared.note_link();
     let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), offer)));
     let watch = Watchdog::new(sock.try_clone().ok());
     std::thread::scope(|s| {
@@ -183,6 +214,7 @@ pub(crate) fn serve_connection(sock: UnixStream, shared: &Arc<Shared>, offer: Of
         }
     });
     shared.connected.store(false, Ordering::Release);
+    shared.note_link();
 }
 
 /// Handles requests until the frontend hangs up (None) or one fails
@@ -219,6 +251,7 @@ fn serve_requests(
             }
         };
         watch.end();
+        shared.note_link();
         match res {
             Ok(()) => continue,
             Err(None) => return None,

@@ -76,8 +76,9 @@ use crate::{no_filter, perr, psrc};
 use control::{serve, Endpoint, Offer, Shared, BASE_FEATURES};
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
-    BusyPoll, Capabilities, DevArgs, Device, Driver, EthDev, Link, LiveFlag, MacAddr, Offloads,
-    Pkts, Port, PortConfig, Queues, RxFilter, RxQueue, RxStamp, StartContext, TxQueue, Xstat,
+    BusyPoll, Capabilities, DevArgs, Device, Driver, EthDev, Link, LinkEvents, LiveFlag, MacAddr,
+    Offloads, Pkts, Port, PortConfig, Queues, RxFilter, RxQueue, RxStamp, StartContext, TxQueue,
+    Xstat,
 };
 use rpmd_pmd::{DmaDomain, Mempool};
 use std::fs::File;
@@ -365,7 +366,7 @@ impl Device for VhostUserDevice {
     /// The frontend's link: up while one is connected and has set it up,
     /// started or not (as DPDK's vhost PMD).
     fn link(&self, _started: bool) -> Link {
-        let up = self.shared.connected.load(Ordering::Acquire) && self.shared.link_up();
+        let up = self.shared.link();
         Link {
             up,
             speed_mbps: if up { 10_000 } else { 0 },
@@ -377,6 +378,14 @@ impl Device for VhostUserDevice {
     }
     fn set_rx_filter(&mut self, name: &str, filter: &RxFilter) -> Result<(), PmdError> {
         no_filter(name, filter)
+    }
+    /// Raised by the control thread when a frontend comes, sets up or
+    /// tears down its first pair, or goes.
+    fn watch_link(&mut self, _name: &str, events: &LinkEvents) -> Result<bool, PmdError> {
+        let s = &self.shared;
+        *s.link_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(events.clone());
+        s.note_link();
+        Ok(true)
     }
     fn set_mtu(&mut self, _name: &str, mtu: u16, _started: bool) -> Result<(), PmdError> {
         self.mtu = mtu;

@@ -458,6 +458,26 @@ pub(super) struct Watched {
     pub(super) quit: AtomicBool,
     /// The connected backend took CONFIGURE_MEM_SLOTS (ADD_MEM_REG).
     pub(super) mem_slots: AtomicBool,
+    /// The port's link events, once its app asked for them.
+    pub(super) link_events: Mutex<Option<rpmd_pmd::port::LinkEvents>>,
+}
+
+impl Watched {
+    /// Records whether the backend is connected and programmed, and tells
+    /// the port's link events when that changed.
+    pub(super) fn set_connected(&self, up: bool) {
+        if self.connected.swap(up, Ordering::AcqRel) == up {
+            return;
+        }
+        if let Some(e) = self
+            .link_events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            e.raise();
+        }
+    }
 }
 
 /// The regions a backend was given besides the rings: the memory table
@@ -547,7 +567,7 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
             std::thread::sleep(Duration::from_millis(100));
             continue;
         }
-        w.connected.store(false, Ordering::Release);
+        w.set_connected(false);
         note(
             &port,
             if fault {
@@ -575,7 +595,7 @@ pub(super) fn watch(w: Arc<Watched>, s: Session, ep: Arc<Endpoint>, pairs: u16) 
         }
         if reconnect(&w, &s, &ep, pairs, all_fresh) {
             w.reconnects.fetch_add(1, Ordering::Relaxed);
-            w.connected.store(true, Ordering::Release);
+            w.set_connected(true);
             note(&port, "backend back; link up");
         }
     }
@@ -634,7 +654,7 @@ fn reconnect(w: &Watched, s: &Session, ep: &Endpoint, pairs: u16, all_fresh: boo
             w.mem_slots.store(mem_slots, Ordering::Release);
             // Connected before the set is let go: a region added next is
             // sent to this backend.
-            w.connected.store(true, Ordering::Release);
+            w.set_connected(true);
             drop(set);
             return true;
         }

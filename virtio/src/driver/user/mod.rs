@@ -89,8 +89,8 @@ use control::{
 use rpmd_pmd::domain::{DomainWatcher, Reach, Span, SpanSource};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
-    Capabilities, DevArgs, Device, Driver, EthDev, Link, MacAddr, Port, Queues, RxFilter,
-    StartContext, Xstat,
+    Capabilities, DevArgs, Device, Driver, EthDev, Link, LinkEvents, MacAddr, Port, Queues,
+    RxFilter, StartContext, Xstat,
 };
 use rpmd_pmd::{DmaDomain, DmaRegion, IovaMode};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -222,6 +222,7 @@ impl Driver for VirtioUserDriver {
                 mem_slots: AtomicBool::new(mem_slots),
                 reconnects: std::sync::atomic::AtomicU64::new(0),
                 quit: AtomicBool::new(false),
+                link_events: std::sync::Mutex::new(None),
             }),
             watch: None,
             offered,
@@ -586,7 +587,7 @@ impl VirtioUserDevice {
             let set = session.shared.hold();
             program(&mut ctl, &session, &set, |_| true)?;
         }
-        self.watched.connected.store(true, Ordering::Release);
+        self.watched.set_connected(true);
         self.watched.quit.store(false, Ordering::Relaxed);
         let w = self.watched.clone();
         let ep = self.endpoint.clone();
@@ -645,6 +646,13 @@ impl Device for VirtioUserDevice {
     // asking for less is an error rather than a silent Ok.
     fn set_rx_filter(&mut self, name: &str, filter: &RxFilter) -> Result<(), PmdError> {
         no_filter(name, filter)
+    }
+    /// Raised by the watch when the backend goes away and when a new
+    /// one is programmed.
+    fn watch_link(&mut self, _name: &str, events: &LinkEvents) -> Result<bool, PmdError> {
+        let w = &self.watched;
+        *w.link_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(events.clone());
+        Ok(true)
     }
     fn xstats(&self, stats: &StatsBlock, out: &mut Vec<Xstat>) {
         feature_xstats(stats, self.offered, self.features, out);

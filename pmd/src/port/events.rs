@@ -1,0 +1,49 @@
+//! Link-status-change events (DPDK's `RTE_ETH_EVENT_INTR_LSC`): an fd an
+//! app polls, or waits on, and then reads [`Port::link`](super::Port::link).
+//!
+//! A port hands out its [`LinkEvents`] from
+//! [`Port::link_events`](super::Port::link_events); its device raises it
+//! from whatever sees the link change (a control thread, a netlink
+//! socket), and the generic port raises it at start and stop. An event
+//! says the link *may* have changed: several changes may fold into one,
+//! and the app reads the state it wants to act on.
+use crate::function::EventFd;
+use crate::Error;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The link events of one port; clones share one eventfd.
+#[derive(Clone, Debug)]
+pub struct LinkEvents(Arc<EventFd>);
+
+impl LinkEvents {
+    /// A new, quiet event source.
+    pub fn new() -> Result<Self, Error> {
+        EventFd::new().map(|e| LinkEvents(Arc::new(e)))
+    }
+
+    /// Says the link may have changed (the device's side). A failed
+    /// write means the counter is at its limit, and a wake-up is pending
+    /// anyway.
+    pub fn raise(&self) {
+        let _ = self.0.signal();
+    }
+
+    /// Waits up to `timeout` for an event and consumes those pending;
+    /// whether there was one.
+    pub fn wait(&self, timeout: Duration) -> Result<bool, Error> {
+        self.0.wait(timeout).map(|n| n > 0)
+    }
+
+    /// Consumes pending events without waiting; how many were raised.
+    pub fn take(&self) -> Result<u64, Error> {
+        self.0.take()
+    }
+}
+
+impl AsFd for LinkEvents {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
