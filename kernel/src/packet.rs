@@ -21,6 +21,7 @@ use crate::netdev::{check_ifname, driver, Netdev};
 use crate::port::{copy_rx_pool, copying_port_caps, frame_len, kernel_port, Backend, Live};
 use crate::sys::{self, Mapping};
 use crossbeam_utils::CachePadded;
+use rpmd_pmd::port::features::{Declared, Feature, Support};
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Pkts, Port, Queues, RxQueue, RxStamp, TxQueue, Xstat,
@@ -104,6 +105,26 @@ struct Options {
 }
 
 impl Driver for AfPacketDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::LinkStatusEvent, Support::Yes),
+            (Feature::RxInterrupt, Support::Yes),
+            (Feature::MultiSegmentTx, Support::Yes),
+            (
+                Feature::PromiscuousMode,
+                Support::Partial(
+                    "sets the interface's flag; what it filters is up to the interface's driver",
+                ),
+            ),
+            (
+                Feature::AllmulticastMode,
+                Support::Partial(
+                    "sets the interface's flag; what it filters is up to the interface's driver",
+                ),
+            ),
+        ]
+    }
+
     fn kind(&self) -> &'static str {
         "af_packet"
     }

@@ -12,6 +12,7 @@ use crate::model::{Mlx4Model, ModelOptions};
 use crate::{prm, Hca, Options};
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::pci::{PciAddr, PciDevice, PciId};
+use rpmd_pmd::port::features::{Declared, Feature, Support};
 use rpmd_pmd::port::{DevArgs, Driver, PciDriver, Port};
 use rpmd_pmd::DmaDomain;
 use std::collections::HashMap;
@@ -71,6 +72,18 @@ fn open_port(func: Arc<dyn PciFunction>, args: &DevArgs) -> Result<Box<dyn Port>
 pub struct Mlx4Driver;
 
 impl PciDriver for Mlx4Driver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::MultiSegmentTx, Support::Yes),
+            (Feature::PromiscuousMode, Support::Yes),
+            (Feature::AllmulticastMode, Support::Yes),
+            (Feature::MacFilter, Support::Yes),
+            (Feature::RssHash, Support::Yes),
+            (Feature::ChecksumOffload, Support::Yes),
+            (Feature::FwVersion, Support::Yes),
+        ]
+    }
+
     fn name(&self) -> &'static str {
         "mlx4"
     }
@@ -97,6 +110,18 @@ pub struct Mlx4ModelDriver {
 }
 
 impl Driver for Mlx4ModelDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::MultiSegmentTx, Support::Yes),
+            (Feature::PromiscuousMode, Support::Yes),
+            (Feature::AllmulticastMode, Support::Yes),
+            (Feature::MacFilter, Support::Yes),
+            (Feature::RssHash, Support::Yes),
+            (Feature::ChecksumOffload, Support::Yes),
+            (Feature::FwVersion, Support::Yes),
+        ]
+    }
+
     fn kind(&self) -> &'static str {
         "mlx4-model"
     }

@@ -30,6 +30,7 @@ use crate::sys;
 use crossbeam_utils::CachePadded;
 use prog::{Attachment, Mode};
 use ring::XskRing;
+use rpmd_pmd::port::features::{Declared, Feature, Support};
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, RxStamp,
@@ -59,6 +60,26 @@ struct Options {
 }
 
 impl Driver for AfXdpDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::LinkStatusEvent, Support::Yes),
+            (Feature::RxInterrupt, Support::Yes),
+            (Feature::MultiSegmentTx, Support::Yes),
+            (
+                Feature::PromiscuousMode,
+                Support::Partial(
+                    "sets the interface's flag; what it filters is up to the interface's driver",
+                ),
+            ),
+            (
+                Feature::AllmulticastMode,
+                Support::Partial(
+                    "sets the interface's flag; what it filters is up to the interface's driver",
+                ),
+            ),
+        ]
+    }
+
     fn kind(&self) -> &'static str {
         "af_xdp"
     }

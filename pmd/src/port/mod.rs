@@ -40,6 +40,7 @@ use std::sync::Arc;
 pub mod devargs;
 pub mod ethdev;
 pub mod events;
+pub mod features;
 pub mod null;
 pub mod registry;
 pub mod ring;
@@ -50,6 +51,7 @@ pub mod vlan;
 pub use devargs::DevArgs;
 pub use ethdev::{Device, EthDev, RxFilter, StartContext};
 pub use events::LinkEvents;
+pub use features::{Feature, Support};
 pub use registry::{Driver, PciDriver, Registry};
 pub use stats::{PortStats, QueueStats, Xstat};
 

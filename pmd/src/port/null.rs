@@ -9,6 +9,7 @@
 //! the burst comes back short and `rx_nombuf` counts the miss.
 use super::ethdev::{Device, EthDev, StartContext};
 use super::events::LinkEvents;
+use super::features::{Declared, Feature, Support};
 use super::stats::QueueStats;
 use super::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, Queues, RxQueue, RxStamp,
@@ -23,6 +24,13 @@ use std::sync::Arc;
 pub struct NullDriver;
 
 impl Driver for NullDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::LinkStatusEvent, Support::Yes),
+            (Feature::MultiSegmentTx, Support::Yes),
+        ]
+    }
+
     fn kind(&self) -> &'static str {
         "null"
     }

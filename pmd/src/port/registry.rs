@@ -12,6 +12,7 @@
 //! attach their IOMMU to it and drivers register their pools there, so a
 //! port can transmit the mbufs of a pool another port received into.
 use super::devargs::DevArgs;
+use super::features::{self, Declared};
 use super::Port;
 use crate::domain::DmaDomain;
 use crate::function::{PciBus, PciFunction};
@@ -39,6 +40,13 @@ pub trait Driver: Send + Sync {
 
     /// Opens a port whose DMA memory comes from `domain`.
     fn open(&self, args: &DevArgs, domain: &DmaDomain) -> Result<Box<dyn Port>, Error>;
+
+    /// The features its ports offer beyond the generic port's
+    /// ([`features::COMMON`]), for the features
+    /// matrix; the conformance test holds each to a check.
+    fn features(&self) -> &'static [Declared] {
+        &[]
+    }
 }
 
 /// A driver for PCI functions bound to vfio-pci.
@@ -57,6 +65,12 @@ pub trait PciDriver: Send + Sync {
         dev: &PciDevice,
         args: &DevArgs,
     ) -> Result<Box<dyn Port>, Error>;
+
+    /// The features its ports offer beyond the generic port's, as
+    /// [`Driver::features`].
+    fn features(&self) -> &'static [Declared] {
+        &[]
+    }
 }
 
 /// The registered drivers.
@@ -76,6 +90,20 @@ impl Default for Registry {
 }
 
 impl Registry {
+    /// Every registered driver's name and features (the generic port's
+    /// added), virtual devices first, for the features matrix.
+    pub fn features(&self) -> Vec<(&'static str, Vec<Declared>)> {
+        let vdevs = self
+            .vdevs
+            .iter()
+            .map(|d| (d.kind(), features::of(d.features())));
+        let pci = self
+            .pci
+            .iter()
+            .map(|d| (d.name(), features::of(d.features())));
+        vdevs.chain(pci).collect()
+    }
+
     /// A registry with the built-in software drivers, `ring`, `shm` and
     /// `null`.
     pub fn new() -> Self {

@@ -20,6 +20,7 @@
 //! drops pools, ports and queues in.
 use super::ethdev::{Device, EthDev, StartContext};
 use super::events::LinkEvents;
+use super::features::{Declared, Feature, Support};
 use super::stats::QueueStats;
 use super::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, PortConfig, Queues,
@@ -89,6 +90,14 @@ pub struct RingDriver {
 }
 
 impl Driver for RingDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::LinkStatusEvent, Support::Yes),
+            (Feature::ScatteredRx, Support::Yes),
+            (Feature::MultiSegmentTx, Support::Yes),
+        ]
+    }
+
     fn kind(&self) -> &'static str {
         "ring"
     }

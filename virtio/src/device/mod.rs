@@ -74,6 +74,7 @@ mod vq;
 use crate::fd::drain_eventfd;
 use crate::{no_filter, perr, psrc};
 use control::{serve, Endpoint, Offer, Shared, BASE_FEATURES};
+use rpmd_pmd::port::features::{Declared, Feature, Support};
 use rpmd_pmd::port::stats::{QueueStats, StatsBlock};
 use rpmd_pmd::port::{
     BusyPoll, Capabilities, DevArgs, Device, Driver, EthDev, Link, LinkEvents, LiveFlag, MacAddr,
@@ -191,6 +192,17 @@ impl BackendOptions {
 }
 
 impl Driver for VhostUserDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::LinkStatusEvent, Support::Yes),
+            (Feature::RxInterrupt, Support::Yes),
+            (
+                Feature::ChecksumOffload,
+                Support::Partial("where the frontend negotiates the checksum features"),
+            ),
+        ]
+    }
+
     fn check(&self, args: &DevArgs) -> Result<(), PmdError> {
         BackendOptions::parse(args).map(drop)
     }

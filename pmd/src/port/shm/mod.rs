@@ -24,6 +24,7 @@
 mod region;
 
 use super::ethdev::{Device, EthDev, StartContext};
+use super::features::{Declared, Feature, Support};
 use super::stats::QueueStats;
 use super::{
     Capabilities, DevArgs, Driver, Link, MacAddr, Offloads, Pkts, Port, Queues, RxQueue, RxStamp,
@@ -47,6 +48,13 @@ pub const SHM_DIR: &str = "/dev/shm";
 pub struct ShmDriver;
 
 impl Driver for ShmDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::ScatteredRx, Support::Yes),
+            (Feature::MultiSegmentTx, Support::Yes),
+        ]
+    }
+
     fn kind(&self) -> &'static str {
         "shm"
     }

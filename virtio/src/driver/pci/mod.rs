@@ -57,6 +57,7 @@ use rpmd_pmd::domain::DmaGuard;
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::function::Regs;
 use rpmd_pmd::pci::{PciDevice, PciId};
+use rpmd_pmd::port::features::{Declared, Feature, Support};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Device, EthDev, Link, MacAddr, PciDriver, Port, Queues, RxFilter,
@@ -101,6 +102,35 @@ const IDS: [PciId; 2] = [
 ];
 
 impl PciDriver for VirtioPciDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (
+                Feature::RxInterrupt,
+                Support::Partial("on the modern transport, with MSI-X"),
+            ),
+            (Feature::ScatteredRx, Support::Yes),
+            (Feature::MultiSegmentTx, Support::Yes),
+            (
+                Feature::PromiscuousMode,
+                Support::Partial("with a control queue and VIRTIO_NET_F_CTRL_RX"),
+            ),
+            (
+                Feature::AllmulticastMode,
+                Support::Partial("with a control queue and VIRTIO_NET_F_CTRL_RX"),
+            ),
+            (
+                Feature::MacFilter,
+                Support::Partial("with a control queue and VIRTIO_NET_F_CTRL_RX"),
+            ),
+            (
+                Feature::ChecksumOffload,
+                Support::Partial(
+                    "where the device offers VIRTIO_NET_F_CSUM (tx) or GUEST_CSUM (rx)",
+                ),
+            ),
+        ]
+    }
+
     fn name(&self) -> &'static str {
         "virtio-net-pci"
     }

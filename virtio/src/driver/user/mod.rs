@@ -87,6 +87,7 @@ use control::{
     handshake, listen, mem_region, program, watch, Endpoint, Session, SharedSpans, Vring, Watched,
 };
 use rpmd_pmd::domain::{DomainWatcher, Reach, Span, SpanSource};
+use rpmd_pmd::port::features::{Declared, Feature, Support};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Device, Driver, EthDev, Link, LinkEvents, MacAddr, Port, Queues,
@@ -172,6 +173,21 @@ impl UserOptions {
 }
 
 impl Driver for VirtioUserDriver {
+    fn features(&self) -> &'static [Declared] {
+        &[
+            (Feature::LinkStatusEvent, Support::Yes),
+            (Feature::RxInterrupt, Support::Yes),
+            (Feature::ScatteredRx, Support::Yes),
+            (Feature::MultiSegmentTx, Support::Yes),
+            (
+                Feature::ChecksumOffload,
+                Support::Partial(
+                    "where the backend offers VIRTIO_NET_F_CSUM (tx) or GUEST_CSUM (rx)",
+                ),
+            ),
+        ]
+    }
+
     fn kind(&self) -> &'static str {
         "virtio-user"
     }
