@@ -59,10 +59,10 @@ fn open_port(func: Arc<dyn PciFunction>, args: &DevArgs) -> Result<Box<dyn Port>
     let port = args.opt_u64("port", 1)?;
     let card = card_for(func, &name)?;
     let p = crate::ethdev::open_port(&name, card, port.min(255) as u8, args.port_id()).map_err(
-        |e| rpmd_pmd::Error::DeviceString {
-            input: name.clone(),
-            reason: e.to_string(),
-            accepted: String::new(),
+        |e| rpmd_pmd::Error::Driver {
+            port: name.clone(),
+            what: format!("opening port {port}"),
+            source: Box::new(e),
         },
     )?;
     Ok(Box::new(p))

@@ -116,13 +116,24 @@ pub enum Error {
         /// How to fix it, when known.
         hint: Option<String>,
     },
-    /// A VFIO operation failed.
+    /// A VFIO check failed (what the kernel reported did not fit).
     #[error("VFIO {what}: {detail}{}", hint.as_ref().map(|h| format!(" (fix: {h})")).unwrap_or_default())]
     Vfio {
         /// The operation and object, e.g. "open /dev/vfio/3".
         what: String,
-        /// The OS error or the check that failed.
+        /// The check that failed.
         detail: String,
+        /// How to fix it, when known.
+        hint: Option<String>,
+    },
+    /// A VFIO system call failed; the OS error is the source.
+    #[error("VFIO {what}: {source}{}", hint.as_ref().map(|h| format!(" (fix: {h})")).unwrap_or_default())]
+    VfioSys {
+        /// The operation and object, e.g. "open /dev/vfio/3".
+        what: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
         /// How to fix it, when known.
         hint: Option<String>,
     },
@@ -137,6 +148,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// A system call's failure `source` while doing `what`.
+    pub fn io(what: impl Into<String>, source: io::Error) -> Self {
+        Error::Sys {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// The failure of the system call that just returned an error (its
+    /// `errno`), while doing `what`.
     pub(crate) fn sys(what: impl Into<String>) -> Self {
         Error::Sys {
             what: what.into(),

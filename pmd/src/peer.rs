@@ -216,13 +216,13 @@ impl PeerMemory {
         }
         let file = File::from(
             fd.try_clone_to_owned()
-                .map_err(|e| Error::sys(format!("dup of a peer's fd: {e}")))?,
+                .map_err(|e| Error::io("dup of a peer's fd", e))?,
         );
         // Sealed first, so that the size checked is the size that stays.
         fault::seal_against_shrinking(file.as_fd());
         let file_len = file
             .metadata()
-            .map_err(|e| Error::sys(format!("fstat of a peer's fd: {e}")))?
+            .map_err(|e| Error::io("fstat of a peer's fd", e))?
             .len();
         if i.offset + i.size > file_len {
             return Err(bad(format!(

@@ -443,7 +443,7 @@ impl Lcore {
     pub fn spawn(cpu: usize, cfg: LcoreConfig) -> Result<Lcore, Error> {
         let shared = Arc::new(Shared {
             commands: ArrayQueue::new(256),
-            wake: EventFd::new().map_err(|e| Error::Setup(e.to_string()))?,
+            wake: EventFd::new()?,
             stats: Telemetry::default(),
             tid: AtomicI32::new(0),
             config: cfg.clone(),
@@ -462,7 +462,7 @@ impl Lcore {
                 );
                 run(&s, cfg)
             })
-            .map_err(|e| Error::Setup(format!("spawn lcore {cpu}: {e}")))?;
+            .map_err(|source| Error::Spawn { cpu, source })?;
         // The thread stores its id (or -1) first thing; if it died before
         // that, stop waiting.
         while shared.tid.load(Ordering::Acquire) == 0 && !thread.is_finished() {

@@ -102,6 +102,16 @@ pub enum Error {
     /// An lcore could not be started.
     #[error("lcore setup: {0}")]
     Setup(String),
+    /// An lcore's thread could not be created; the OS error is the
+    /// source.
+    #[error("lcore setup: spawning the thread for CPU {cpu}: {source}")]
+    Spawn {
+        /// The CPU it was to be pinned to.
+        cpu: usize,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A port operation failed (so that an app's set-up can use `?` on
     /// both crates' calls with this one error type).
     #[error(transparent)]

@@ -14,15 +14,15 @@ impl EventFd {
     pub fn new() -> Result<Self, Error> {
         sys::eventfd()
             .map(EventFd)
-            .map_err(|e| Error::sys(format!("eventfd: {e}")))
+            .map_err(|e| Error::io("eventfd", e))
     }
 
     /// Waits up to `timeout` for a signal; returns the count consumed, or
     /// `Ok(0)` on timeout.
     pub fn wait(&self, timeout: Duration) -> Result<u64, Error> {
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        let ready = sys::poll_readable(self.0.as_fd(), ms)
-            .map_err(|e| Error::sys(format!("poll eventfd: {e}")))?;
+        let ready =
+            sys::poll_readable(self.0.as_fd(), ms).map_err(|e| Error::io("poll eventfd", e))?;
         if !ready {
             return Ok(0);
         }
@@ -31,12 +31,12 @@ impl EventFd {
 
     /// Consumes pending signals without waiting; `Ok(0)` if none.
     pub fn take(&self) -> Result<u64, Error> {
-        sys::eventfd_read(self.0.as_fd()).map_err(|e| Error::sys(format!("read eventfd: {e}")))
+        sys::eventfd_read(self.0.as_fd()).map_err(|e| Error::io("read eventfd", e))
     }
 
     /// Signals it (as a device interrupt would), for tests and wake-ups.
     pub fn signal(&self) -> Result<(), Error> {
-        sys::eventfd_write(self.0.as_fd(), 1).map_err(|e| Error::sys(format!("write eventfd: {e}")))
+        sys::eventfd_write(self.0.as_fd(), 1).map_err(|e| Error::io("write eventfd", e))
     }
 }
 

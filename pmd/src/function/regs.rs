@@ -131,9 +131,9 @@ impl Regs {
             detail: format!("{len} bytes do not fit the address space"),
             hint: None,
         })?;
-        let ptr = sys::mmap_region(dev.as_fd(), offset, map_len).map_err(|e| Error::Vfio {
+        let ptr = sys::mmap_region(dev.as_fd(), offset, map_len).map_err(|e| Error::VfioSys {
             what: format!("mmap {name} ({len} bytes)"),
-            detail: e.to_string(),
+            source: e,
             hint: None,
         })?;
         Ok(Regs {
@@ -204,9 +204,9 @@ impl Regs {
     }
 
     fn io_err(&self, op: &str, off: u64, e: std::io::Error) -> Error {
-        Error::Vfio {
+        Error::VfioSys {
             what: format!("{op} {} at {off:#x}", self.name),
-            detail: e.to_string(),
+            source: e,
             hint: None,
         }
     }

@@ -100,9 +100,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn vfio_err(what: impl Into<String>, e: std::io::Error, hint: Option<String>) -> Error {
-    Error::Vfio {
+    Error::VfioSys {
         what: what.into(),
-        detail: e.to_string(),
+        source: e,
         hint,
     }
 }
