@@ -53,8 +53,9 @@ mod fd;
 mod offload;
 pub mod vring;
 
-/// Errors of the virtio driver's own layers (ports report them as
-/// `rpmd_pmd::Error::Port`).
+/// Errors of the virtio crate. Ports report them inside
+/// `rpmd_pmd::Error::Driver`, as its source: a caller matches them with
+/// `downcast_ref::<rpmd_virtio::Error>()`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A configuration value is out of range.
@@ -63,6 +64,125 @@ pub enum Error {
     /// The other side did something the protocol forbids.
     #[error("virtio peer misbehaved: {0}")]
     Peer(String),
+    /// What the configuration asks for needs a feature the other side
+    /// (the device, or the vhost-user backend) does not offer.
+    #[error(
+        "{need} needs {feature}, which the {side} does not offer (features {offered:#x}){hint}"
+    )]
+    MissingFeature {
+        /// What needed it (`queues=2`, `receive filters`).
+        need: String,
+        /// The feature, by its specification name.
+        feature: &'static str,
+        /// Who lacks it: `device` or `backend`.
+        side: &'static str,
+        /// The features it offers.
+        offered: u64,
+        /// What to do about it (empty, or `; ...`).
+        hint: &'static str,
+    },
+    /// The device did not keep FEATURES_OK after the driver's choice
+    /// (virtio 1.2 §3.1.1).
+    #[error("the device refused features {asked:#x} (FEATURES_OK not kept; offered {offered:#x})")]
+    FeaturesRefused {
+        /// The features written.
+        asked: u64,
+        /// The features the device offered.
+        offered: u64,
+    },
+    /// A command on the control queue failed.
+    #[error("control command class {class} command {command}: {failure}")]
+    Control {
+        /// The command's class (§5.1.6.5).
+        class: u8,
+        /// The command within its class.
+        command: u8,
+        /// How it failed.
+        failure: ControlFailure,
+    },
+    /// A vhost-user request got no reply in time; the connection was
+    /// closed.
+    #[error("vhost-user {request}: no reply within {after:?}; the connection was closed")]
+    NoReply {
+        /// The request.
+        request: String,
+        /// How long was waited.
+        after: std::time::Duration,
+    },
+    /// A DMA region cannot join the vhost-user memory table.
+    #[error("{0}")]
+    MemoryTable(MemoryTableFull),
+    /// A receive mode or filter asked of a link that has none.
+    #[error("{0}")]
+    NoReceiveFilter(&'static str),
+    /// The rx pool's memory is not addressed the way the transport needs.
+    #[error("{}", if *legacy {
+        "a legacy virtio device takes physical addresses: give the port a mempool made with IovaMode::Pa (hugepages, root)"
+    } else {
+        "the modern virtio interface addresses memory through the IOMMU: give the port a mempool made with IovaMode::Va"
+    })]
+    IovaMode {
+        /// The legacy transport (physical addresses) was in use.
+        legacy: bool,
+    },
+}
+
+/// How a control-queue command failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ControlFailure {
+    /// An earlier command was never acknowledged; the queue is not used
+    /// until the port restarts.
+    #[error("an earlier command was never acknowledged; restart the port")]
+    Stuck,
+    /// The command's data does not fit one mbuf.
+    #[error("{0} data bytes do not fit an mbuf")]
+    TooLong(usize),
+    /// The queue had no room.
+    #[error("the control queue is full")]
+    Full,
+    /// The device answered with this ack (not VIRTIO_NET_OK).
+    #[error("the device refused it (ack {0})")]
+    Refused(u8),
+}
+
+/// Why a region cannot join a vhost-user memory table.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryTableFull {
+    /// More regions are registered than a table takes (with the rings).
+    #[error("{registered} DMA regions are registered and the rings need one more; a vhost-user memory table takes {limit}: use fewer, larger pools")]
+    AtStart {
+        /// Regions registered in the domain.
+        registered: usize,
+        /// The table's size.
+        limit: usize,
+    },
+    /// A region registered while the port runs would pass the table.
+    #[error("the backend's memory table has {regions} regions and the rings; a new one would pass {limit} (a memory table sent again after a reconnection holds at most that many): use fewer, larger pools")]
+    WhileRunning {
+        /// Regions in the table now.
+        regions: usize,
+        /// The table's size.
+        limit: usize,
+    },
+    /// A region registered while the port runs, and the backend takes no
+    /// regions but at the start.
+    #[error("a DMA region ({len} bytes at {start:#x}) was registered while the port runs, and its vhost-user backend offers no CONFIGURE_MEM_SLOTS (ADD_MEM_REG): it got the memory table at the start; register every mempool in the registry's domain before starting virtio-user ports, or stop them first")]
+    NoMemSlots {
+        /// The region's length.
+        len: usize,
+        /// Its address.
+        start: u64,
+    },
+}
+
+/// `e` as the error of port `port` while doing `what`, kept as the
+/// source.
+pub(crate) fn verr(port: &str, what: &str, e: Error) -> rpmd_pmd::Error {
+    rpmd_pmd::Error::Driver {
+        port: port.to_string(),
+        what: what.to_string(),
+        source: Box::new(e),
+    }
 }
 
 /// A port error without an underlying error: `detail` says what is wrong.
@@ -87,19 +207,15 @@ pub(crate) fn no_filter(
     ]
     .into_iter()
     .find_map(|(on, mode)| (!on).then_some(mode));
-    if let Some(mode) = off {
-        return Err(perr(
-            port,
-            format!("a vhost-user link delivers every frame (no receive filter): {mode} mode cannot be turned off"),
-        ));
-    }
-    if !filter.unicast.is_empty() || !filter.multicast.is_empty() {
-        return Err(perr(
-            port,
-            "a vhost-user link has no MAC address filter; every frame is delivered",
-        ));
-    }
-    Ok(())
+    let why = match off {
+        Some("promiscuous") => "a vhost-user link delivers every frame (no receive filter): promiscuous mode cannot be turned off",
+        Some(_) => "a vhost-user link delivers every frame (no receive filter): all-multicast mode cannot be turned off",
+        None if !filter.unicast.is_empty() || !filter.multicast.is_empty() => {
+            "a vhost-user link has no MAC address filter; every frame is delivered"
+        }
+        None => return Ok(()),
+    };
+    Err(verr(port, "receive filter", Error::NoReceiveFilter(why)))
 }
 
 /// A port error caused by `source` while doing `what`, which keeps it as

@@ -32,24 +32,29 @@ pub(crate) struct CtrlQueue<Q: Ring> {
     pub(crate) stuck: bool,
 }
 
-use crate::perr;
+use crate::ControlFailure;
 
 impl<Q: Ring> Control for CtrlQueue<Q> {
     fn command(&mut self, port: &str, class: u8, cmd: u8, data: &[u8]) -> Result<(), PmdError> {
         let what = format!("control command class {class} command {cmd}");
-        if self.stuck {
-            return Err(perr(
+        let failed = |failure| {
+            crate::verr(
                 port,
-                format!("{what}: an earlier command was never acknowledged; restart the port"),
-            ));
+                "control queue",
+                crate::Error::Control {
+                    class,
+                    command: cmd,
+                    failure,
+                },
+            )
+        };
+        if self.stuck {
+            return Err(failed(ControlFailure::Stuck));
         }
         let mut m = self.pool.get()?;
         let n = 2 + data.len();
         let Some(buf) = m.append(n + 1) else {
-            return Err(perr(
-                port,
-                format!("{what}: {} data bytes do not fit an mbuf", data.len()),
-            ));
+            return Err(failed(ControlFailure::TooLong(data.len())));
         };
         buf[0] = class;
         buf[1] = cmd;
@@ -60,7 +65,7 @@ impl<Q: Ring> Control for CtrlQueue<Q> {
         let two = [chain[0], chain[2]];
         let segs: &[(u64, u32)] = if data.is_empty() { &two } else { &chain };
         if self.q.push_chain(m, segs, segs.len() - 1).is_err() {
-            return Err(perr(port, format!("{what}: the control queue is full")));
+            return Err(failed(ControlFailure::Full));
         }
         if self.q.publish() {
             self.kick.kick();
@@ -73,10 +78,7 @@ impl<Q: Ring> Control for CtrlQueue<Q> {
                     return if ack == ctrl::OK {
                         Ok(())
                     } else {
-                        Err(perr(
-                            port,
-                            format!("{what}: the device refused it (ack {ack})"),
-                        ))
+                        Err(failed(ControlFailure::Refused(ack)))
                     };
                 }
                 Some(Err(e)) => return Err(crate::psrc(port, what, e)),

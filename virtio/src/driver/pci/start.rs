@@ -43,9 +43,16 @@ impl VirtioPciDevice {
             // The legacy header is 12 bytes only with mergeable buffers;
             // the data path writes and reads 12.
             if self.offered & VIRTIO_NET_F_MRG_RXBUF == 0 {
-                return Err(perr(
+                return Err(crate::verr(
                     &name,
-                    "a legacy device without MRG_RXBUF (10-byte headers) is not supported",
+                    "feature negotiation",
+                    crate::Error::MissingFeature {
+                        need: "the legacy interface".into(),
+                        feature: "VIRTIO_NET_F_MRG_RXBUF",
+                        side: "device",
+                        offered: self.offered,
+                        hint: " (a legacy device without it has 10-byte headers, which are not supported)",
+                    },
                 ));
             }
             if self.want_packed {
@@ -85,12 +92,13 @@ impl VirtioPciDevice {
         }
         t.set_status(S_ACK | S_DRIVER | S_FEATURES_OK)?;
         if t.status()? & S_FEATURES_OK == 0 {
-            return Err(perr(
+            return Err(crate::verr(
                 &name,
-                format!(
-                    "the device refused features {:#x} (FEATURES_OK not kept; offered {:#x})",
-                    self.features, self.offered
-                ),
+                "feature negotiation",
+                crate::Error::FeaturesRefused {
+                    asked: self.features,
+                    offered: self.offered,
+                },
             ));
         }
         Ok(S_ACK | S_DRIVER | S_FEATURES_OK)
@@ -104,12 +112,16 @@ impl VirtioPciDevice {
         let base = self.negotiate(&conf, pairs)?;
         let has_ctrl = self.features & VIRTIO_NET_F_CTRL_VQ != 0;
         if pairs > 1 && (self.features & VIRTIO_NET_F_MQ == 0 || !has_ctrl) {
-            return Err(perr(
+            return Err(crate::verr(
                 &name,
-                format!(
-                    "{pairs} queue pairs need MQ and a control queue (features {:#x})",
-                    self.features
-                ),
+                "feature negotiation",
+                crate::Error::MissingFeature {
+                    need: format!("{pairs} queue pairs"),
+                    feature: "VIRTIO_NET_F_MQ and VIRTIO_NET_F_CTRL_VQ",
+                    side: "device",
+                    offered: self.features,
+                    hint: "",
+                },
             ));
         }
         // §5.1.2: the control queue follows the data queues of all
@@ -151,7 +163,11 @@ impl VirtioPciDevice {
             // Physical addresses: the pool must know them, and the rings
             // sit in physically contiguous (hugepage) memory.
             if pr.iova_mode() != IovaMode::Pa {
-                return Err(perr(&name, "a legacy virtio device takes physical addresses: give the port a mempool made with IovaMode::Pa (hugepages, root)"));
+                return Err(crate::verr(
+                    &name,
+                    "rx pool",
+                    crate::Error::IovaMode { legacy: true },
+                ));
             }
             self.func.domain().register_pool(&pool)?;
             self.ring_map = None;
@@ -166,7 +182,11 @@ impl VirtioPciDevice {
             // domain, which maps them for every function) and the rings
             // (mapped for this one) at IOVA = VA.
             if pr.iova_mode() != IovaMode::Va {
-                return Err(perr(&name, "the modern virtio interface addresses memory through the IOMMU: give the port a mempool made with IovaMode::Va"));
+                return Err(crate::verr(
+                    &name,
+                    "rx pool",
+                    crate::Error::IovaMode { legacy: false },
+                ));
             }
             self.func.domain().register_pool(&pool)?;
             self.ring_map = None;
@@ -337,9 +357,10 @@ impl VirtioPciDevice {
             || !filter.unicast.is_empty()
             || !filter.multicast.is_empty();
         if !self.has_rx_filter() && filters {
-            return Err(perr(
+            return Err(crate::verr(
                 &self.name,
-                "the device has no control queue with CTRL_RX (VIRTIO_NET_F_CTRL_VQ and VIRTIO_NET_F_CTRL_RX), so it delivers every frame: promiscuous and all-multicast stay on, and there is no MAC filter",
+                "receive filter",
+                crate::Error::NoReceiveFilter("the device has no control queue with CTRL_RX (VIRTIO_NET_F_CTRL_VQ and VIRTIO_NET_F_CTRL_RX), so it delivers every frame: promiscuous and all-multicast stay on, and there is no MAC filter"),
             ));
         }
         let old = std::mem::replace(&mut self.filter, filter);

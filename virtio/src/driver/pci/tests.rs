@@ -107,6 +107,12 @@ fn a_model_that_refuses_the_features_fails_the_start_cleanly() {
     let Err(e) = p.start().map(drop) else {
         panic!("the start succeeded");
     };
+    // The cause is a variant a caller can match, kept as the source.
+    let cause = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<crate::Error>());
+    assert!(
+        matches!(cause, Some(crate::Error::FeaturesRefused { .. })),
+        "{e:?}"
+    );
     let e = e.to_string();
     assert!(e.contains("refused features"), "{e}");
     assert!(!p.link().up);

@@ -67,12 +67,13 @@ impl Control {
             // failure (a refused message, a closed socket) is named as it
             // is.
             if timed_out.load(Ordering::Relaxed) {
-                perr(
+                crate::verr(
                     &self.port,
-                    format!(
-                        "vhost-user {what}: no reply within {:?}; the connection was closed",
-                        self.timeout
-                    ),
+                    "vhost-user request",
+                    crate::Error::NoReply {
+                        request: what.to_string(),
+                        after: self.timeout,
+                    },
                 )
             } else {
                 psrc(&self.port, format!("vhost-user {what}"), e)
@@ -94,17 +95,29 @@ fn multiqueue_features(
 ) -> Result<VhostUserProtocolFeatures, PmdError> {
     let need = VIRTIO_NET_F_MQ | VHOST_USER_F_PROTOCOL_FEATURES;
     if offered & need != need {
-        return Err(perr(
+        return Err(crate::verr(
             port,
-            format!("queues={pairs} needs a backend offering VIRTIO_NET_F_MQ and vhost-user protocol features (features {offered:#x}); start it with more queues (testpmd: net_vhost0,iface=...,queues={pairs})"),
+            "feature negotiation",
+            crate::Error::MissingFeature {
+                need: format!("queues={pairs}"),
+                feature: "VIRTIO_NET_F_MQ with vhost-user protocol features",
+                side: "backend",
+                offered,
+                hint: "; start it with more queues (testpmd: net_vhost0,iface=...,queues=N)",
+            },
         ));
     }
     if !proto.contains(VhostUserProtocolFeatures::MQ) {
-        return Err(perr(
+        return Err(crate::verr(
             port,
-            format!(
-                "queues={pairs}: the backend has no vhost-user MQ protocol feature ({proto:?})"
-            ),
+            "feature negotiation",
+            crate::Error::MissingFeature {
+                need: format!("queues={pairs}"),
+                feature: "the vhost-user MQ protocol feature",
+                side: "backend",
+                offered: proto.bits(),
+                hint: "",
+            },
         ));
     }
     Ok(proto & (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::CONFIG))
@@ -276,9 +289,16 @@ pub(super) fn handshake(
     ctl.call("SET_OWNER", |fe| fe.set_owner())?;
     let offered = ctl.call("GET_FEATURES", |fe| fe.get_features())?;
     if offered & VIRTIO_F_VERSION_1 == 0 {
-        return Err(perr(
+        return Err(crate::verr(
             port,
-            format!("the backend offers no VERSION_1 (features {offered:#x}); legacy backends are not supported"),
+            "feature negotiation",
+            crate::Error::MissingFeature {
+                need: "rpmd's virtio-user".into(),
+                feature: "VIRTIO_F_VERSION_1",
+                side: "backend",
+                offered,
+                hint: "; legacy backends are not supported",
+            },
         ));
     }
     let proto = if offered & VHOST_USER_F_PROTOCOL_FEATURES != 0 {

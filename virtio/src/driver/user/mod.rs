@@ -82,7 +82,7 @@ use crate::driver::net::{
 use crate::driver::packed::{PackedLayout, PackedQueue};
 use crate::driver::split::{Layout, SplitQueue};
 use crate::fd::CallFd;
-use crate::Error;
+use crate::{Error, MemoryTableFull};
 use control::{
     handshake, listen, mem_region, program, watch, Endpoint, Session, SharedSpans, Vring, Watched,
 };
@@ -294,18 +294,21 @@ impl DomainWatcher for MemoryTableWatch {
         }
         let w = &self.watched;
         if !w.mem_slots.load(Ordering::Acquire) {
-            return Err(perr(
+            return Err(table_full(
                 &self.port,
-                format!(
-                    "a DMA region ({} bytes at {start:#x}) was registered while the port runs, and its vhost-user backend offers no CONFIGURE_MEM_SLOTS (ADD_MEM_REG): it got the memory table at the start; register every mempool in the registry's domain before starting virtio-user ports, or stop them first",
-                    r.len()
-                ),
+                MemoryTableFull::NoMemSlots {
+                    len: r.len(),
+                    start,
+                },
             ));
         }
         if set.len() + 2 > MEM_TABLE_MAX {
-            return Err(perr(
+            return Err(table_full(
                 &self.port,
-                format!("the backend's memory table has {} regions and the rings; a new one would pass {MEM_TABLE_MAX} (a memory table sent again after a reconnection holds at most that many): use fewer, larger pools", set.len()),
+                MemoryTableFull::WhileRunning {
+                    regions: set.len(),
+                    limit: MEM_TABLE_MAX,
+                },
             ));
         }
         if w.connected.load(Ordering::Acquire) {
@@ -344,6 +347,11 @@ impl DomainWatcher for MemoryTableWatch {
             let _ = ctl.call("REM_MEM_REG", |fe| fe.remove_mem_region(&mem_region(r)));
         }
     }
+}
+
+/// A region that cannot join the backend's memory table.
+fn table_full(port: &str, why: MemoryTableFull) -> PmdError {
+    crate::verr(port, "vhost-user memory table", Error::MemoryTable(why))
 }
 
 /// Regions in a vhost-user memory table (the spec's
@@ -550,12 +558,12 @@ impl VirtioUserDevice {
             .filter(|s| s.mode == IovaMode::Va)
             .collect();
         if shared.len() + 1 > MEM_TABLE_MAX {
-            return Err(perr(
+            return Err(table_full(
                 &self.name,
-                format!(
-                    "{} DMA regions are registered and the rings need one more; a vhost-user memory table takes {MEM_TABLE_MAX}: use fewer, larger pools",
-                    shared.len()
-                ),
+                MemoryTableFull::AtStart {
+                    registered: shared.len(),
+                    limit: MEM_TABLE_MAX,
+                },
             ));
         }
         Ok(shared)
