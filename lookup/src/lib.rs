@@ -13,11 +13,19 @@
 //!
 //! Writers take `&mut self`; readers share `&self`. The tables are plain
 //! memory, no `unsafe`.
+//!
+//! [`ExactTable`] is exact match for flows (5-tuples and other keys of
+//! whole 64-bit words) as `rte_hash` in its lock-free read/write mode:
+//! cuckoo buckets of signatures beside a key store, lookups from any number
+//! of threads ([`ExactReader`]) while one writer adds and deletes, a change
+//! counter and per-entry sequence numbers in place of locks.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod exact;
 pub mod lpm;
 
+pub use exact::{ExactReader, ExactTable};
 pub use lpm::{Lpm4, Lpm4Config};
 
 /// What a table refuses.
