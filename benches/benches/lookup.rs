@@ -1,10 +1,11 @@
 //! criterion benches of the lookup tables: IPv4 longest-prefix match
 //! (`Lpm4`, 1000 random routes of /8 to /32 plus a default, as
-//! `lpm_perf_autotest` draws them) and the exact-match flow table
+//! `lpm_perf_autotest` draws them), IPv6 (`Lpm6`, 1000 routes of /32 to
+//! /64 and a default, addresses under them) and the exact-match flow table
 //! (`ExactTable`, 16-byte IPv4 5-tuples in a table 3/4 full), single
 //! lookups and bursts of 32, hits and misses. Throughput is per lookup.
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rpmd_lookup::{ExactTable, Lpm4, Lpm4Config};
+use rpmd_lookup::{ExactTable, Lpm4, Lpm4Config, Lpm6, Lpm6Config};
 use std::hint::black_box;
 
 /// xorshift64*: deterministic.
@@ -28,6 +29,46 @@ fn lpm(c: &mut Criterion) {
     }
     let addrs: Vec<u32> = (0..4096).map(|_| rng.next() as u32).collect();
     let mut g = c.benchmark_group("lpm4");
+    g.throughput(Throughput::Elements(1));
+    let mut i = 0;
+    g.bench_function("lookup", |b| {
+        b.iter(|| {
+            i = (i + 1) & 4095;
+            black_box(t.lookup(black_box(addrs[i])))
+        })
+    });
+    g.throughput(Throughput::Elements(32));
+    let mut out = [None; 32];
+    let mut j = 0;
+    g.bench_function("lookup_bulk_32", |b| {
+        b.iter(|| {
+            j = (j + 32) & 4095;
+            t.lookup_bulk(black_box(&addrs[j..j + 32]), &mut out);
+            black_box(&out);
+        })
+    });
+    g.finish();
+}
+
+fn lpm6(c: &mut Criterion) {
+    let mut rng = Rng(3);
+    let mut t = Lpm6::new(Lpm6Config::default());
+    t.add(0, 0, 0).unwrap();
+    // 1000 routes of /32 to /64 under 2000::/3, as global unicast tables.
+    let prefixes: Vec<(u128, u8)> = (0..1000)
+        .map(|_| {
+            let p = (0x2u128 << 124) | ((rng.next() as u128) << 60 >> 4);
+            (p, 32 + (rng.next() % 33) as u8)
+        })
+        .collect();
+    for (i, &(p, d)) in prefixes.iter().enumerate() {
+        let _ = t.add(p, d, i as u32 + 1);
+    }
+    // Addresses under the routes (most lookups in a router hit one).
+    let addrs: Vec<u128> = (0..4096)
+        .map(|i| prefixes[i % prefixes.len()].0 | (rng.next() as u128))
+        .collect();
+    let mut g = c.benchmark_group("lpm6");
     g.throughput(Throughput::Elements(1));
     let mut i = 0;
     g.bench_function("lookup", |b| {
@@ -88,5 +129,5 @@ fn exact(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, lpm, exact);
+criterion_group!(benches, lpm, lpm6, exact);
 criterion_main!(benches);

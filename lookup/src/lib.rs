@@ -14,6 +14,10 @@
 //! Writers take `&mut self`; readers share `&self`. The tables are plain
 //! memory, no `unsafe`.
 //!
+//! [`Lpm6`] is IPv6 longest-prefix match as `rte_lpm6` lays it out: a
+//! first table by the top 16 bits, then a group of 256 entries per further
+//! byte a route needs.
+//!
 //! [`ExactTable`] is exact match for flows (5-tuples and other keys of
 //! whole 64-bit words) as `rte_hash` in its lock-free read/write mode:
 //! cuckoo buckets of signatures beside a key store, lookups from any number
@@ -24,9 +28,11 @@
 
 pub mod exact;
 pub mod lpm;
+pub mod lpm6;
 
 pub use exact::{ExactReader, ExactTable};
 pub use lpm::{Lpm4, Lpm4Config};
+pub use lpm6::{Lpm6, Lpm6Config};
 
 /// What a table refuses.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

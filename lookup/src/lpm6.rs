@@ -1,0 +1,331 @@
+//! IPv6 longest-prefix match, as DPDK's `rte_lpm6`: a first table indexed
+//! by an address's top 16 bits, then groups of 256 entries, one level per
+//! further byte. A route of up to 16 bits is answered by the first table
+//! alone; a longer one turns the entries on its path into pointers to
+//! groups, down to the level its last bit falls in, where it fills the
+//! entries it covers. A lookup is one load per level it goes down (a /48
+//! takes five, a /64 seven).
+//!
+//! An entry is a `u32`: bit 31 valid; bit 30 "points to a group"; bits
+//! 22-29 the prefix length the entry came from; bits 0-21 the next hop, or
+//! the group's index. As in [`Lpm4`](crate::Lpm4), adding a route
+//! overwrites only entries of shorter prefixes, deleting one restores the
+//! longest shorter route that covers it (from the rules kept beside the
+//! tables), a group whose 256 entries say one thing goes back to the free
+//! list, and a `/0` route is allowed.
+use crate::Error;
+use std::collections::BTreeMap;
+
+const VALID: u32 = 1 << 31;
+const GROUP: u32 = 1 << 30;
+const DEPTH_SHIFT: u32 = 22;
+const LOW22: u32 = (1 << 22) - 1;
+/// Bits the first table is indexed by.
+const FIRST_BITS: u8 = 16;
+/// Entries in a group (one byte of the address).
+const GROUP_LEN: usize = 256;
+
+/// The largest next hop an entry holds (22 bits; `rte_lpm6`'s is 21).
+pub const MAX_NEXT_HOP: u32 = LOW22;
+
+/// How big a table is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lpm6Config {
+    /// Most routes it holds.
+    pub max_rules: u32,
+    /// Groups of 256 entries (`rte_lpm6`'s `number_tbl8s`): a route
+    /// takes one per level below the first it reaches that no other
+    /// route's path has made yet.
+    pub groups: u32,
+}
+
+impl Default for Lpm6Config {
+    /// l3fwd's sizes: 1024 routes, 65536 groups.
+    fn default() -> Self {
+        Lpm6Config {
+            max_rules: 1024,
+            groups: 1 << 16,
+        }
+    }
+}
+
+/// An IPv6 longest-prefix-match table.
+pub struct Lpm6 {
+    /// 2^16 entries, by an address's top 16 bits.
+    first: Box<[u32]>,
+    /// `groups` groups of 256 entries.
+    groups: Box<[u32]>,
+    free_groups: Vec<u32>,
+    /// Every route, by (prefix length, prefix).
+    rules: BTreeMap<(u8, u128), u32>,
+    max_rules: u32,
+}
+
+impl std::fmt::Debug for Lpm6 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lpm6")
+            .field("routes", &self.rules.len())
+            .field("free_groups", &self.free_groups.len())
+            .finish()
+    }
+}
+
+fn mask(depth: u8) -> u128 {
+    match depth {
+        0 => 0,
+        d => u128::MAX << (128 - d as u32),
+    }
+}
+
+fn entry(next_hop: u32, depth: u8) -> u32 {
+    VALID | (depth as u32) << DEPTH_SHIFT | next_hop
+}
+
+fn depth_of(e: u32) -> u8 {
+    ((e >> DEPTH_SHIFT) & 0xff) as u8
+}
+
+/// The index bits `[lo, lo + width)` (from the top) of `a`.
+fn field(a: u128, lo: u8, width: u8) -> usize {
+    ((a >> (128 - lo as u32 - width as u32)) & ((1u128 << width) - 1)) as usize
+}
+
+/// Where a table of entries lives: the first table, or group `g`.
+#[derive(Clone, Copy)]
+enum Table {
+    First,
+    Group(usize),
+}
+
+/// One rewrite of the entries a prefix covers.
+struct Rewrite<F: Fn(u32) -> bool> {
+    prefix: u128,
+    depth: u8,
+    take: F,
+    new: u32,
+}
+
+impl Lpm6 {
+    /// An empty table of `cfg`'s size.
+    pub fn new(cfg: Lpm6Config) -> Self {
+        Lpm6 {
+            first: vec![0; 1 << FIRST_BITS].into_boxed_slice(),
+            groups: vec![0; cfg.groups as usize * GROUP_LEN].into_boxed_slice(),
+            free_groups: (0..cfg.groups).rev().collect(),
+            rules: BTreeMap::new(),
+            max_rules: cfg.max_rules,
+        }
+    }
+
+    /// Routes held.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether it holds no route.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Groups not in use.
+    pub fn free_groups(&self) -> usize {
+        self.free_groups.len()
+    }
+
+    /// Every route: (prefix, length, next hop), shortest first.
+    pub fn routes(&self) -> impl Iterator<Item = (u128, u8, u32)> + '_ {
+        self.rules.iter().map(|(&(d, p), &nh)| (p, d, nh))
+    }
+
+    fn check(depth: u8, next_hop: u32) -> Result<(), Error> {
+        if depth > 128 {
+            return Err(Error::Depth { depth, max: 128 });
+        }
+        if next_hop > MAX_NEXT_HOP {
+            return Err(Error::NextHop {
+                next_hop,
+                max: MAX_NEXT_HOP,
+            });
+        }
+        Ok(())
+    }
+
+    fn slice(&mut self, t: Table) -> &mut [u32] {
+        match t {
+            Table::First => &mut self.first,
+            Table::Group(g) => &mut self.groups[g * GROUP_LEN..(g + 1) * GROUP_LEN],
+        }
+    }
+
+    /// Groups a route of `prefix/depth` would need that its path lacks.
+    fn groups_needed(&self, prefix: u128, depth: u8) -> usize {
+        let (mut e, mut lo, mut width) = (self.first[field(prefix, 0, FIRST_BITS)], 0, FIRST_BITS);
+        let mut need = 0;
+        while depth > lo + width {
+            lo += width;
+            width = 8;
+            if need > 0 || e & GROUP == 0 {
+                need += 1;
+                continue;
+            }
+            let g = (e & LOW22) as usize;
+            e = self.groups[g * GROUP_LEN + field(prefix, lo, 8)];
+        }
+        need
+    }
+
+    /// Adds the route `prefix/depth` to `next_hop` (the bits past `depth`
+    /// are ignored), or replaces its next hop if the table has it. Refused,
+    /// with nothing changed, when the routes or the groups it needs run
+    /// out.
+    pub fn add(&mut self, prefix: u128, depth: u8, next_hop: u32) -> Result<(), Error> {
+        Self::check(depth, next_hop)?;
+        let prefix = prefix & mask(depth);
+        let known = self.rules.contains_key(&(depth, prefix));
+        if !known && self.rules.len() >= self.max_rules as usize {
+            return Err(Error::Full { what: "routes" });
+        }
+        if self.groups_needed(prefix, depth) > self.free_groups.len() {
+            return Err(Error::Full {
+                what: "groups (the levels below the first that the route's path needs)",
+            });
+        }
+        self.rules.insert((depth, prefix), next_hop);
+        let r = Rewrite {
+            prefix,
+            depth,
+            take: |e: u32| e & VALID == 0 || depth_of(e) <= depth,
+            new: entry(next_hop, depth),
+        };
+        self.rewrite(Table::First, 0, FIRST_BITS, &r);
+        Ok(())
+    }
+
+    /// Deletes the route `prefix/depth`; the addresses it covered fall back
+    /// to the longest shorter route covering them, or to none.
+    pub fn delete(&mut self, prefix: u128, depth: u8) -> Result<(), Error> {
+        Self::check(depth, 0)?;
+        let prefix = prefix & mask(depth);
+        if self.rules.remove(&(depth, prefix)).is_none() {
+            return Err(Error::NoRoute {
+                prefix: std::net::Ipv6Addr::from(prefix).to_string(),
+                depth,
+            });
+        }
+        let fallback = (0..depth)
+            .rev()
+            .find_map(|d| {
+                self.rules
+                    .get(&(d, prefix & mask(d)))
+                    .map(|&nh| entry(nh, d))
+            })
+            .unwrap_or(0);
+        let r = Rewrite {
+            prefix,
+            depth,
+            take: |e: u32| e & VALID != 0 && depth_of(e) == depth,
+            new: fallback,
+        };
+        self.rewrite(Table::First, 0, FIRST_BITS, &r);
+        Ok(())
+    }
+
+    /// Applies `r` to table `t`, which covers address bits `[lo, lo +
+    /// width)` under its parent: the entries the prefix covers here, or
+    /// the one on its path (made a group if it is not). Groups below are
+    /// rewritten first and folded back into their entry when all their
+    /// entries agree.
+    fn rewrite<F: Fn(u32) -> bool>(&mut self, t: Table, lo: u8, width: u8, r: &Rewrite<F>) {
+        let hi = lo + width;
+        if r.depth > hi {
+            let i = field(r.prefix, lo, width);
+            // None only when the groups ran out, which `add` checked
+            // first; a delete's path is made already.
+            if let Some(g) = self.group_at(t, i) {
+                self.rewrite(Table::Group(g), hi, 8, r);
+                self.fold(t, i, hi);
+            }
+            return;
+        }
+        let (first, count) = if r.depth <= lo {
+            (0, 1usize << width)
+        } else {
+            (field(r.prefix, lo, width), 1usize << (hi - r.depth))
+        };
+        for i in first..first + count {
+            let e = self.slice(t)[i];
+            if e & GROUP != 0 {
+                self.rewrite(Table::Group((e & LOW22) as usize), hi, 8, r);
+                self.fold(t, i, hi);
+            } else if (r.take)(e) {
+                self.slice(t)[i] = r.new;
+            }
+        }
+    }
+
+    /// The group under entry `i` of `t`, made (filled with what the entry
+    /// answered) if it has none and one is free.
+    fn group_at(&mut self, t: Table, i: usize) -> Option<usize> {
+        let e = self.slice(t)[i];
+        if e & GROUP != 0 {
+            return Some((e & LOW22) as usize);
+        }
+        let g = self.free_groups.pop()? as usize;
+        self.slice(Table::Group(g)).fill(e);
+        self.slice(t)[i] = VALID | GROUP | g as u32;
+        Some(g)
+    }
+
+    /// Gives the group under entry `i` of `t` (its entries at bits from
+    /// `lo` on) back when they all say one thing the entry above can say:
+    /// no route, or one of at most `lo` bits (so that a longer route's
+    /// path always keeps its groups).
+    fn fold(&mut self, t: Table, i: usize, lo: u8) {
+        let e = self.slice(t)[i];
+        if e & GROUP == 0 {
+            return;
+        }
+        let g = (e & LOW22) as usize;
+        let group = &self.groups[g * GROUP_LEN..(g + 1) * GROUP_LEN];
+        let one = group[0];
+        let above = one & VALID == 0 || (one & GROUP == 0 && depth_of(one) <= lo);
+        if above && group.iter().all(|&s| s == one) {
+            self.slice(t)[i] = one;
+            self.free_groups.push(g as u32);
+        }
+    }
+
+    /// The next hop of the longest route covering `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: u128) -> Option<u32> {
+        let mut e = self.first[field(addr, 0, FIRST_BITS)];
+        let mut lo = FIRST_BITS;
+        while e & GROUP != 0 {
+            let g = (e & LOW22) as usize;
+            e = self.groups[g * GROUP_LEN + field(addr, lo, 8)];
+            lo += 8;
+        }
+        (e & VALID != 0).then_some(e & LOW22)
+    }
+
+    /// [`lookup`](Self::lookup) for a burst: `out[k]` for `addrs[k]`, the
+    /// first-table loads of the burst issued before any is followed.
+    pub fn lookup_bulk(&self, addrs: &[u128], out: &mut [Option<u32>]) {
+        const CHUNK: usize = 32;
+        for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            let mut firsts = [0u32; CHUNK];
+            for (f, &addr) in firsts.iter_mut().zip(a) {
+                *f = self.first[field(addr, 0, FIRST_BITS)];
+            }
+            for ((slot, &e), &addr) in o.iter_mut().zip(&firsts).zip(a) {
+                let (mut e, mut lo) = (e, FIRST_BITS);
+                while e & GROUP != 0 {
+                    let g = (e & LOW22) as usize;
+                    e = self.groups[g * GROUP_LEN + field(addr, lo, 8)];
+                    lo += 8;
+                }
+                *slot = (e & VALID != 0).then_some(e & LOW22);
+            }
+        }
+    }
+}
