@@ -26,13 +26,15 @@
 //! frame found good (RX_L4_CKSUM_GOOD) is marked DATA_VALID for a guest
 //! with GUEST_CSUM.
 use crate::consts::{CSUM_OFFSET_TCP, CSUM_OFFSET_UDP, NET_HDR_F_DATA_VALID, NET_HDR_F_NEEDS_CSUM};
+use crate::vring::NetHdr;
+use rpmd_pmd::endian::Le16;
 use rpmd_pmd::mbuf;
 use rpmd_pmd::net::{complete_checksum, ipv4_header_checksum, ones_sum_segments};
 use rpmd_pmd::Mbuf;
 
-/// The net header fields the offloads read (flags, gso_type, hdr_len,
-/// gso_size, csum_start, csum_offset): its first 10 bytes.
-pub(crate) type HdrFields = [u8; 10];
+/// Bytes of the net header the offloads read (flags to csum_offset):
+/// what a legacy header without `num_buffers` holds.
+pub(crate) const HDR_FIELDS: usize = 10;
 
 /// What became of a frame's checksum request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,15 +54,15 @@ pub(crate) const TX_FLAGS: u64 = mbuf::TX_L4_MASK | mbuf::TX_IP_CKSUM | mbuf::RX
 /// Applies the net header `h` of a received frame to its mbuf `m` (the
 /// frame without the header; see the module docs); `keep_partial`: the
 /// application asked for the RX checksum offload.
-pub(crate) fn rx(m: &mut Mbuf, h: &HdrFields, keep_partial: bool) -> Result<Outcome, &'static str> {
-    if h[0] & NET_HDR_F_NEEDS_CSUM == 0 {
-        if keep_partial && h[0] & NET_HDR_F_DATA_VALID != 0 {
+pub(crate) fn rx(m: &mut Mbuf, h: &NetHdr, keep_partial: bool) -> Result<Outcome, &'static str> {
+    if h.flags & NET_HDR_F_NEEDS_CSUM == 0 {
+        if keep_partial && h.flags & NET_HDR_F_DATA_VALID != 0 {
             m.set_ol_flags(m.ol_flags() | mbuf::RX_L4_CKSUM_GOOD);
         }
         return Ok(Outcome::Plain);
     }
-    let start = u16::from_le_bytes([h[6], h[7]]) as usize;
-    let off = u16::from_le_bytes([h[8], h[9]]) as usize;
+    let start = h.csum_start.get() as usize;
+    let off = h.csum_offset.get() as usize;
     let field = start + off;
     // The field must lie in the first segment (the headers always do: a
     // first segment holds a whole mbuf's data room).
@@ -114,12 +116,12 @@ impl Patches {
 /// frame cannot carry (headers past its first segment, SCTP) is left
 /// undone, as a NIC would send it.
 #[cold]
-pub(crate) fn tx_header(m: &Mbuf, guest_csum: bool, h: &mut [u8; 12]) -> Patches {
+pub(crate) fn tx_header(m: &Mbuf, guest_csum: bool, h: &mut NetHdr) -> Patches {
     let mut p = Patches::default();
     let f = m.ol_flags();
     if f & (mbuf::TX_L4_MASK | mbuf::TX_IP_CKSUM) == 0 {
         if guest_csum && f & mbuf::RX_L4_CKSUM_MASK == mbuf::RX_L4_CKSUM_GOOD {
-            h[0] = NET_HDR_F_DATA_VALID;
+            h.flags = NET_HDR_F_DATA_VALID;
         }
         return p;
     }
@@ -142,9 +144,9 @@ pub(crate) fn tx_header(m: &Mbuf, guest_csum: bool, h: &mut [u8; 12]) -> Patches
         return p;
     }
     if guest_csum {
-        h[0] = NET_HDR_F_NEEDS_CSUM;
-        h[6..8].copy_from_slice(&(start as u16).to_le_bytes());
-        h[8..10].copy_from_slice(&off.to_le_bytes());
+        h.flags = NET_HDR_F_NEEDS_CSUM;
+        h.csum_start = Le16::new(start as u16);
+        h.csum_offset = Le16::new(off);
         p.outcome = Outcome::Partial;
     } else {
         p.push(

@@ -20,6 +20,92 @@ use std::mem::offset_of;
 use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicU16, Ordering};
 
+/// §5.1.6: the virtio-net header in front of every frame, in bytes each
+/// side owns (an mbuf's headroom, a copy read out of the peer's memory):
+/// plain data, read and written whole through [`from_bytes`](Self::from_bytes)
+/// and [`to_bytes`](Self::to_bytes) at the offsets of this layout. It is
+/// 12 bytes with VERSION_1 or mergeable buffers; a legacy header without
+/// them stops before `num_buffers` (10 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetHdr {
+    /// NEEDS_CSUM, DATA_VALID.
+    pub flags: u8,
+    /// GSO_NONE (rpmd negotiates no segmentation offload).
+    pub gso_type: u8,
+    /// Length of the headers to copy into each segment (GSO).
+    pub hdr_len: Le16,
+    /// Bytes per segment (GSO).
+    pub gso_size: Le16,
+    /// Where the checksum starts being computed (NEEDS_CSUM).
+    pub csum_start: Le16,
+    /// Where past `csum_start` the checksum goes (NEEDS_CSUM).
+    pub csum_offset: Le16,
+    /// How many used buffers carry the frame (mergeable RX buffers).
+    pub num_buffers: Le16,
+}
+
+const _: () = assert!(size_of::<NetHdr>() == 12);
+const _: () = assert!(offset_of!(NetHdr, hdr_len) == 2);
+const _: () = assert!(offset_of!(NetHdr, csum_start) == 6);
+const _: () = assert!(offset_of!(NetHdr, csum_offset) == 8);
+const _: () = assert!(offset_of!(NetHdr, num_buffers) == 10);
+const _: () = assert!(NetHdr::LEN == crate::consts::NET_HDR_LEN);
+
+impl NetHdr {
+    /// Bytes of the whole header.
+    pub const LEN: usize = size_of::<NetHdr>();
+
+    /// The little-endian field at `off` of `b`, 0 past its end.
+    #[inline(always)]
+    fn le16_at(b: &[u8], off: usize) -> Le16 {
+        match b.get(off..off + 2) {
+            Some(&[lo, hi]) => Le16::new(u16::from_le_bytes([lo, hi])),
+            _ => Le16::new(0),
+        }
+    }
+
+    /// The header in the first bytes of `b`; fields past its end (a
+    /// legacy 10-byte header) read 0.
+    #[inline(always)]
+    pub fn from_bytes(b: &[u8]) -> NetHdr {
+        NetHdr {
+            flags: b.first().copied().unwrap_or(0),
+            gso_type: b.get(1).copied().unwrap_or(0),
+            hdr_len: Self::le16_at(b, offset_of!(NetHdr, hdr_len)),
+            gso_size: Self::le16_at(b, offset_of!(NetHdr, gso_size)),
+            csum_start: Self::le16_at(b, offset_of!(NetHdr, csum_start)),
+            csum_offset: Self::le16_at(b, offset_of!(NetHdr, csum_offset)),
+            num_buffers: Self::le16_at(b, offset_of!(NetHdr, num_buffers)),
+        }
+    }
+
+    /// The header as it lies in memory.
+    #[inline(always)]
+    pub fn to_bytes(&self) -> [u8; 12] {
+        let mut b = [0u8; 12];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        for (off, v) in [
+            (offset_of!(NetHdr, hdr_len), self.hdr_len),
+            (offset_of!(NetHdr, gso_size), self.gso_size),
+            (offset_of!(NetHdr, csum_start), self.csum_start),
+            (offset_of!(NetHdr, csum_offset), self.csum_offset),
+            (offset_of!(NetHdr, num_buffers), self.num_buffers),
+        ] {
+            b[off..off + 2].copy_from_slice(&v.get().to_le_bytes());
+        }
+        b
+    }
+
+    /// `num_buffers` of the header in the first bytes of `b` (the one
+    /// field the RX path reads of every mergeable frame).
+    #[inline(always)]
+    pub fn num_buffers_in(b: &[u8]) -> u16 {
+        Self::le16_at(b, offset_of!(NetHdr, num_buffers)).get()
+    }
+}
+
 /// §2.7.5: a split-ring descriptor.
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, Default)]
@@ -878,6 +964,28 @@ impl PeerPacked {
 
 #[cfg(test)]
 mod tests {
+    /// The header reads back what it wrote, at the spec's offsets, and a
+    /// legacy 10-byte header reads `num_buffers` as 0.
+    #[test]
+    fn the_net_header_round_trips_at_the_spec_offsets() {
+        let h = NetHdr {
+            flags: 1,
+            gso_type: 0,
+            hdr_len: Le16::new(0x0201),
+            gso_size: Le16::new(0x0403),
+            csum_start: Le16::new(34),
+            csum_offset: Le16::new(16),
+            num_buffers: Le16::new(3),
+        };
+        let b = h.to_bytes();
+        assert_eq!(b, [1, 0, 1, 2, 3, 4, 34, 0, 16, 0, 3, 0]);
+        assert_eq!(NetHdr::from_bytes(&b), h);
+        assert_eq!(NetHdr::num_buffers_in(&b), 3);
+        let legacy = NetHdr::from_bytes(&b[..10]);
+        assert_eq!((legacy.num_buffers.get(), legacy.csum_start.get()), (0, 34));
+        assert_eq!(NetHdr::from_bytes(&[]), NetHdr::default());
+    }
+
     use super::*;
 
     #[test]

@@ -18,7 +18,7 @@
 use crate::consts::{
     VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY,
 };
-use crate::vring::{PeerPacked, PeerSplit, SplitView};
+use crate::vring::{NetHdr, PeerPacked, PeerSplit, SplitView};
 
 mod chain;
 mod packed;
@@ -633,9 +633,12 @@ fn write_one(
     neg: Negotiated,
     c: &VringCounters,
 ) -> bool {
-    let mut h = [0u8; 12];
-    h[10] = 1; // num_buffers, little-endian
+    let mut h = NetHdr {
+        num_buffers: rpmd_pmd::endian::Le16::new(1),
+        ..NetHdr::default()
+    };
     let patches = neg.tx_offloads(m, &mut h, c);
+    let h = h.to_bytes();
     // The header is written only where the buffer does not hold it
     // already. A guest refills the same buffers, so in steady traffic it
     // mostly does, and its line then stays shared by both cores instead
@@ -661,11 +664,11 @@ fn read_one(
     hdr: usize,
     m: &mut Mbuf,
     neg: Negotiated,
-) -> Result<offload::HdrFields, &'static str> {
-    let mut h = [0u8; 10];
+) -> Result<NetHdr, &'static str> {
+    let mut h = [0u8; offload::HDR_FIELDS];
     let dst = m.append(sl.len() - hdr).unwrap_or_default();
     if sl.read_at(hdr, dst) && (!neg.csum || sl.read_at(0, &mut h)) {
-        Ok(h)
+        Ok(NetHdr::from_bytes(&h))
     } else {
         Err("a buffer outside its region")
     }
@@ -679,7 +682,7 @@ impl Negotiated {
     pub(super) fn tx_offloads(
         &self,
         m: &Mbuf,
-        h: &mut [u8; 12],
+        h: &mut NetHdr,
         c: &VringCounters,
     ) -> offload::Patches {
         if m.ol_flags() & offload::TX_FLAGS == 0 {
@@ -697,11 +700,11 @@ impl Negotiated {
     pub(super) fn rx_offloads(
         &self,
         m: &mut Mbuf,
-        h: &offload::HdrFields,
+        h: &NetHdr,
         keep_partial: bool,
         c: &VringCounters,
     ) -> Result<(), &'static str> {
-        if self.csum && h[0] != 0 {
+        if self.csum && h.flags != 0 {
             c.count(offload::rx(m, h, keep_partial)?);
         }
         Ok(())
@@ -719,7 +722,7 @@ fn read_chain(
     hdr: usize,
     m: &mut Mbuf,
     pool: &Mempool,
-) -> Result<offload::HdrFields, &'static str> {
+) -> Result<NetHdr, &'static str> {
     let size = v.size();
     let mut r = FrameReader::new(hdr);
     let mut id = head;

@@ -7,8 +7,10 @@ use crate::consts::{CSUM_OFFSET_TCP, CSUM_OFFSET_UDP, NET_HDR_F_NEEDS_CSUM, NET_
 use crate::driver::packed::PackedQueue;
 use crate::driver::split::{SplitQueue, Tokens, MAX_CHAIN};
 use crate::fd::CallFd;
+use crate::vring::NetHdr;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::domain::Reach;
+use rpmd_pmd::endian::Le16;
 use rpmd_pmd::function::Regs;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::stats::StatsBlock;
@@ -455,17 +457,16 @@ impl<Q: Ring> VirtioRx<Q> {
                     // §5.1.6.4: with mergeable buffers, num_buffers says how
                     // many used buffers carry this frame.
                     let nbufs = if self.mrg && full {
-                        let h = m.data();
-                        u16::from_le_bytes([h[10], h[11]]).max(1)
+                        NetHdr::num_buffers_in(m.data()).max(1)
                     } else {
                         1
                     };
                     // §5.1.6.4: NEEDS_CSUM: intact data, partial
                     // checksum; DATA_VALID: checked by the device.
-                    let mut h: crate::offload::HdrFields = [0; 10];
-                    if self.csum {
-                        h.copy_from_slice(&m.data()[..10]);
-                    }
+                    let h = match self.csum {
+                        true => NetHdr::from_bytes(m.data()),
+                        false => NetHdr::default(),
+                    };
                     let _ = m.adj(NET_HDR_LEN);
                     let mut ok = true;
                     for _ in 1..nbufs {
@@ -486,7 +487,7 @@ impl<Q: Ring> VirtioRx<Q> {
                     }
                     // GUEST_CSUM is asked for only with the RX checksum
                     // offload, so partial checksums stay partial.
-                    if h[0] != 0 && crate::offload::rx(&mut m, &h, true).is_err() {
+                    if h.flags != 0 && crate::offload::rx(&mut m, &h, true).is_err() {
                         self.stats.errors.add(1);
                         continue;
                     }
@@ -887,9 +888,14 @@ fn checksum_request(m: &mut Mbuf) -> bool {
     if start + off as usize + 2 > d.len() {
         return false;
     }
-    d[0] = NET_HDR_F_NEEDS_CSUM;
-    d[6..8].copy_from_slice(&((l2 + l3) as u16).to_le_bytes());
-    d[8..10].copy_from_slice(&off.to_le_bytes());
+    // The header was cleared when it was prepended.
+    let h = NetHdr {
+        flags: NET_HDR_F_NEEDS_CSUM,
+        csum_start: Le16::new((l2 + l3) as u16),
+        csum_offset: Le16::new(off),
+        ..NetHdr::default()
+    };
+    d[..NET_HDR_LEN].copy_from_slice(&h.to_bytes());
     true
 }
 
@@ -1001,8 +1007,11 @@ mod tests {
     /// zero one is left as it is.
     #[test]
     fn clear_header_zeroes_a_used_header() {
-        let mut h = [0u8; NET_HDR_LEN];
-        h[10] = 1;
+        let mut h = NetHdr {
+            num_buffers: Le16::new(1),
+            ..NetHdr::default()
+        }
+        .to_bytes();
         clear_header(&mut h);
         assert_eq!(h, [0; NET_HDR_LEN]);
         clear_header(&mut h);
