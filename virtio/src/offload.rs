@@ -36,6 +36,11 @@ use rpmd_pmd::Mbuf;
 /// what a legacy header without `num_buffers` holds.
 pub(crate) const HDR_FIELDS: usize = 10;
 
+/// Those bytes as the backend copies them out of a driver's buffer: read
+/// as a [`NetHdr`] only when `flags` asks for something (the data path's
+/// common case reads one byte of them).
+pub(crate) type HdrFields = [u8; HDR_FIELDS];
+
 /// What became of a frame's checksum request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Outcome {

@@ -55,6 +55,10 @@ const _: () = assert!(NetHdr::LEN == crate::consts::NET_HDR_LEN);
 impl NetHdr {
     /// Bytes of the whole header.
     pub const LEN: usize = size_of::<NetHdr>();
+    /// Where `flags` lies in the header's bytes.
+    pub const FLAGS_AT: usize = offset_of!(NetHdr, flags);
+    /// Where `num_buffers` lies in the header's bytes.
+    pub const NUM_BUFFERS_AT: usize = offset_of!(NetHdr, num_buffers);
 
     /// The little-endian field at `off` of `b`, 0 past its end.
     #[inline(always)]

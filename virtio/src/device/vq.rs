@@ -633,12 +633,9 @@ fn write_one(
     neg: Negotiated,
     c: &VringCounters,
 ) -> bool {
-    let mut h = NetHdr {
-        num_buffers: rpmd_pmd::endian::Le16::new(1),
-        ..NetHdr::default()
-    };
+    let mut h = [0u8; NetHdr::LEN];
+    h[NetHdr::NUM_BUFFERS_AT] = 1; // little-endian
     let patches = neg.tx_offloads(m, &mut h, c);
-    let h = h.to_bytes();
     // The header is written only where the buffer does not hold it
     // already. A guest refills the same buffers, so in steady traffic it
     // mostly does, and its line then stays shared by both cores instead
@@ -664,11 +661,11 @@ fn read_one(
     hdr: usize,
     m: &mut Mbuf,
     neg: Negotiated,
-) -> Result<NetHdr, &'static str> {
-    let mut h = [0u8; offload::HDR_FIELDS];
+) -> Result<offload::HdrFields, &'static str> {
+    let mut h = [0u8; 10];
     let dst = m.append(sl.len() - hdr).unwrap_or_default();
     if sl.read_at(hdr, dst) && (!neg.csum || sl.read_at(0, &mut h)) {
-        Ok(NetHdr::from_bytes(&h))
+        Ok(h)
     } else {
         Err("a buffer outside its region")
     }
@@ -682,13 +679,17 @@ impl Negotiated {
     pub(super) fn tx_offloads(
         &self,
         m: &Mbuf,
-        h: &mut NetHdr,
+        h: &mut [u8; NetHdr::LEN],
         c: &VringCounters,
     ) -> offload::Patches {
         if m.ol_flags() & offload::TX_FLAGS == 0 {
             return offload::Patches::default();
         }
-        let p = offload::tx_header(m, self.guest_csum, h);
+        // Typed only here, off the common path (a frame that asks for
+        // nothing keeps the constant header bytes).
+        let mut hdr = NetHdr::from_bytes(h);
+        let p = offload::tx_header(m, self.guest_csum, &mut hdr);
+        *h = hdr.to_bytes();
         c.count(p.outcome);
         p
     }
@@ -700,12 +701,12 @@ impl Negotiated {
     pub(super) fn rx_offloads(
         &self,
         m: &mut Mbuf,
-        h: &NetHdr,
+        h: &offload::HdrFields,
         keep_partial: bool,
         c: &VringCounters,
     ) -> Result<(), &'static str> {
-        if self.csum && h.flags != 0 {
-            c.count(offload::rx(m, h, keep_partial)?);
+        if self.csum && h[NetHdr::FLAGS_AT] != 0 {
+            c.count(offload::rx(m, &NetHdr::from_bytes(h), keep_partial)?);
         }
         Ok(())
     }
@@ -722,7 +723,7 @@ fn read_chain(
     hdr: usize,
     m: &mut Mbuf,
     pool: &Mempool,
-) -> Result<NetHdr, &'static str> {
+) -> Result<offload::HdrFields, &'static str> {
     let size = v.size();
     let mut r = FrameReader::new(hdr);
     let mut id = head;

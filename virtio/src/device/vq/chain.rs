@@ -6,8 +6,7 @@ use super::{
     Negotiated, QueueStats, VringCounters, MAX_FRAME, MAX_HEADS, MAX_SEGS, VRING_DESC_F_INDIRECT,
 };
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
-use crate::offload::HDR_FIELDS;
-use crate::vring::NetHdr;
+use crate::offload::HdrFields;
 use crate::vring::{DescFields, SplitView};
 use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
@@ -18,8 +17,8 @@ pub(super) struct FrameReader {
     /// Header bytes still to pass, of `hdr_len`.
     skip: u64,
     hdr_len: u64,
-    /// The header's bytes up to its offload fields, as read.
-    fields: [u8; HDR_FIELDS],
+    /// The header's offload fields, as read.
+    fields: HdrFields,
     total: usize,
     tail: Option<Mbuf>,
 }
@@ -30,7 +29,7 @@ impl FrameReader {
         FrameReader {
             skip: hdr as u64,
             hdr_len: hdr as u64,
-            fields: [0; HDR_FIELDS],
+            fields: [0; crate::offload::HDR_FIELDS],
             total: 0,
             tail: None,
         }
@@ -87,14 +86,14 @@ impl FrameReader {
 
     /// The chain ended: links the last segment; returns the header's
     /// offload fields.
-    pub(super) fn finish(mut self, m: &mut Mbuf) -> Result<NetHdr, &'static str> {
+    pub(super) fn finish(mut self, m: &mut Mbuf) -> Result<HdrFields, &'static str> {
         if let Some(t) = self.tail.take() {
             m.chain(t).map_err(|_| "too many segments")?;
         }
         if self.skip > 0 {
             return Err("a chain shorter than the net header");
         }
-        Ok(NetHdr::from_bytes(&self.fields))
+        Ok(self.fields)
     }
 }
 
@@ -305,14 +304,13 @@ impl Plan {
         neg: Negotiated,
         c: &VringCounters,
     ) -> Result<(), ()> {
+        let mut hdr = [0u8; crate::vring::NetHdr::LEN];
         let nbuf = if neg.mrg { self.nheads as u16 } else { 1 };
-        let mut hdr = NetHdr {
-            num_buffers: rpmd_pmd::endian::Le16::new(nbuf),
-            ..NetHdr::default()
-        };
+        let at = crate::vring::NetHdr::NUM_BUFFERS_AT;
+        hdr[at..at + 2].copy_from_slice(&nbuf.to_le_bytes());
         let patches = neg.tx_offloads(m, &mut hdr, c);
         let mut cur = (0usize, 0u32);
-        self.put(mem, &mut cur, &hdr.to_bytes()[..neg.hdr_len])?;
+        self.put(mem, &mut cur, &hdr[..neg.hdr_len])?;
         for s in m.segments() {
             self.put(mem, &mut cur, s)?;
         }
