@@ -28,26 +28,13 @@ fn lpm(c: &mut Criterion) {
         let _ = t.add(rng.next() as u32, depth, i);
     }
     let addrs: Vec<u32> = (0..4096).map(|_| rng.next() as u32).collect();
-    let mut g = c.benchmark_group("lpm4");
-    g.throughput(Throughput::Elements(1));
-    let mut i = 0;
-    g.bench_function("lookup", |b| {
-        b.iter(|| {
-            i = (i + 1) & 4095;
-            black_box(t.lookup(black_box(addrs[i])))
-        })
-    });
-    g.throughput(Throughput::Elements(32));
-    let mut out = [None; 32];
-    let mut j = 0;
-    g.bench_function("lookup_bulk_32", |b| {
-        b.iter(|| {
-            j = (j + 32) & 4095;
-            t.lookup_bulk(black_box(&addrs[j..j + 32]), &mut out);
-            black_box(&out);
-        })
-    });
-    g.finish();
+    lookups(
+        c,
+        "lpm4",
+        &addrs,
+        |a| t.lookup(a),
+        |a, o| t.lookup_bulk(a, o),
+    );
 }
 
 fn lpm6(c: &mut Criterion) {
@@ -68,13 +55,31 @@ fn lpm6(c: &mut Criterion) {
     let addrs: Vec<u128> = (0..4096)
         .map(|i| prefixes[i % prefixes.len()].0 | (rng.next() as u128))
         .collect();
-    let mut g = c.benchmark_group("lpm6");
+    lookups(
+        c,
+        "lpm6",
+        &addrs,
+        |a| t.lookup(a),
+        |a, o| t.lookup_bulk(a, o),
+    );
+}
+
+/// Single lookups of 4096 `addrs` in turn, and bursts of 32, in group
+/// `name`.
+fn lookups<A: Copy>(
+    c: &mut Criterion,
+    name: &str,
+    addrs: &[A],
+    one: impl Fn(A) -> Option<u32>,
+    bulk: impl Fn(&[A], &mut [Option<u32>]),
+) {
+    let mut g = c.benchmark_group(name);
     g.throughput(Throughput::Elements(1));
     let mut i = 0;
     g.bench_function("lookup", |b| {
         b.iter(|| {
             i = (i + 1) & 4095;
-            black_box(t.lookup(black_box(addrs[i])))
+            black_box(one(black_box(addrs[i])))
         })
     });
     g.throughput(Throughput::Elements(32));
@@ -83,7 +88,7 @@ fn lpm6(c: &mut Criterion) {
     g.bench_function("lookup_bulk_32", |b| {
         b.iter(|| {
             j = (j + 32) & 4095;
-            t.lookup_bulk(black_box(&addrs[j..j + 32]), &mut out);
+            bulk(black_box(&addrs[j..j + 32]), &mut out);
             black_box(&out);
         })
     });

@@ -18,10 +18,12 @@
 //! queues share the interface's traffic through a PACKET_FANOUT hash
 //! group. The kernel's drop counter (PACKET_STATISTICS) is an xstat.
 use crate::netdev::{check_ifname, driver, Netdev};
-use crate::port::{copy_rx_pool, copying_port_caps, frame_len, kernel_port, Backend, Live};
+use crate::port::{
+    copy_rx_pool, copying_port_caps, frame_len, kernel_port, Backend, Live, KERNEL_FEATURES,
+};
 use crate::sys::{self, Mapping};
 use crossbeam_utils::CachePadded;
-use rpmd_pmd::port::features::{Declared, Feature, Support};
+use rpmd_pmd::port::features::Declared;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Pkts, Port, Queues, RxQueue, RxStamp, TxQueue, Xstat,
@@ -106,23 +108,7 @@ struct Options {
 
 impl Driver for AfPacketDriver {
     fn features(&self) -> &'static [Declared] {
-        &[
-            (Feature::LinkStatusEvent, Support::Yes),
-            (Feature::RxInterrupt, Support::Yes),
-            (Feature::MultiSegmentTx, Support::Yes),
-            (
-                Feature::PromiscuousMode,
-                Support::Partial(
-                    "sets the interface's flag; what it filters is up to the interface's driver",
-                ),
-            ),
-            (
-                Feature::AllmulticastMode,
-                Support::Partial(
-                    "sets the interface's flag; what it filters is up to the interface's driver",
-                ),
-            ),
-        ]
+        KERNEL_FEATURES
     }
 
     fn kind(&self) -> &'static str {

@@ -4,6 +4,7 @@
 //! kind supplies its queues ([`Backend`]).
 use crate::linkwatch::LinkWatch;
 use crate::netdev::Netdev;
+use rpmd_pmd::port::features::{Declared, Feature, Support};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Device, EthDev, Link, LinkEvents, LiveFlag, MacAddr, PortConfig, Queues,
@@ -61,6 +62,25 @@ pub(crate) fn kernel_port<B: Backend>(
         },
     )
 }
+
+/// What the three kernel-attached kinds declare beyond the generic port.
+pub(crate) const KERNEL_FEATURES: &[Declared] = &[
+    (Feature::LinkStatusEvent, Support::Yes),
+    (Feature::RxInterrupt, Support::Yes),
+    (Feature::MultiSegmentTx, Support::Yes),
+    (
+        Feature::PromiscuousMode,
+        Support::Partial(
+            "sets the interface's flag; what it filters is up to the interface's driver",
+        ),
+    ),
+    (
+        Feature::AllmulticastMode,
+        Support::Partial(
+            "sets the interface's flag; what it filters is up to the interface's driver",
+        ),
+    ),
+];
 
 /// The largest frame an MTU admits: Ethernet header and one VLAN tag.
 pub(crate) fn frame_len(mtu: u16) -> usize {

@@ -8,10 +8,10 @@
 //! Every frame is one read(2) or write(2), as in `net_tap`: a TAP fd has
 //! no ring to share. Start brings the interface up, stop takes it down.
 use crate::netdev::{check_ifname, driver, Netdev};
-use crate::port::{copy_rx_pool, copying_port_caps, kernel_port, Backend, Live};
+use crate::port::{copy_rx_pool, copying_port_caps, kernel_port, Backend, Live, KERNEL_FEATURES};
 use crate::sys;
 use crossbeam_utils::CachePadded;
-use rpmd_pmd::port::features::{Declared, Feature, Support};
+use rpmd_pmd::port::features::Declared;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Pkts, Port, Queues, RxQueue, RxStamp, TxQueue,
@@ -46,23 +46,7 @@ fn options(args: &DevArgs) -> Result<(String, u64), Error> {
 
 impl Driver for TapDriver {
     fn features(&self) -> &'static [Declared] {
-        &[
-            (Feature::LinkStatusEvent, Support::Yes),
-            (Feature::RxInterrupt, Support::Yes),
-            (Feature::MultiSegmentTx, Support::Yes),
-            (
-                Feature::PromiscuousMode,
-                Support::Partial(
-                    "sets the interface's flag; what it filters is up to the interface's driver",
-                ),
-            ),
-            (
-                Feature::AllmulticastMode,
-                Support::Partial(
-                    "sets the interface's flag; what it filters is up to the interface's driver",
-                ),
-            ),
-        ]
+        KERNEL_FEATURES
     }
 
     fn kind(&self) -> &'static str {

@@ -8,16 +8,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
+mod common;
+use common::Rng;
 
 /// An IPv4 5-tuple as two words (addresses, then ports and protocol).
 fn tuple(src: u32, dst: u32, sport: u16, dport: u16, proto: u8) -> [u64; 2] {

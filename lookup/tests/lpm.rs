@@ -6,19 +6,8 @@ use rpmd_lookup::lpm::MAX_NEXT_HOP;
 use rpmd_lookup::{Error, Lpm4, Lpm4Config};
 use std::collections::BTreeMap;
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod common;
+use common::Rng;
 
 fn mask(d: u8) -> u32 {
     if d == 0 {

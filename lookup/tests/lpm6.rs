@@ -7,24 +7,18 @@ use rpmd_lookup::lpm6::MAX_NEXT_HOP;
 use rpmd_lookup::{Error, Lpm6, Lpm6Config};
 use std::collections::BTreeMap;
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn addr(&mut self) -> u128 {
-        // 2001:db8::/32 mostly, with a few bits of variety at each level.
-        let low = (self.next() as u128) << 64 | self.next() as u128;
-        let pick = self.next();
-        let mixed = low & !(0x00f0_f0f0_f0f0_f0f0_00f0_f0f0_f0f0_f0f0u128) & u128::MAX >> 8;
-        match pick % 4 {
-            0 => low,
-            _ => 0x2001_0db8u128 << 96 | (mixed & (u128::MAX >> 32)),
-        }
+mod common;
+use common::Rng;
+
+/// An address: 2001:db8::/32 three times in four, with a few bits of
+/// variety at each level (so that routes nest), else anywhere.
+fn addr(rng: &mut Rng) -> u128 {
+    let low = (rng.next() as u128) << 64 | rng.next() as u128;
+    let pick = rng.next();
+    let mixed = low & !(0x00f0_f0f0_f0f0_f0f0_00f0_f0f0_f0f0_f0f0u128) & u128::MAX >> 8;
+    match pick % 4 {
+        0 => low,
+        _ => 0x2001_0db8u128 << 96 | (mixed & (u128::MAX >> 32)),
     }
 }
 
@@ -59,7 +53,7 @@ fn agrees_with_a_linear_scan_through_adds_and_deletes() {
             if rng.next() % 3 != 0 || live.is_empty() {
                 let depth = [0u8, 8, 16, 17, 24, 32, 33, 40, 48, 56, 64, 96, 127, 128]
                     [(rng.next() % 14) as usize];
-                let p = rng.addr() & mask(depth);
+                let p = addr(&mut rng) & mask(depth);
                 let nh = (rng.next() as u32) & MAX_NEXT_HOP;
                 t.add(p, depth, nh).unwrap();
                 if routes.insert((depth, p), nh).is_none() {
@@ -73,13 +67,13 @@ fn agrees_with_a_linear_scan_through_adds_and_deletes() {
             for _ in 0..8 {
                 // An address under a known route, or anywhere.
                 let a = match live.get((rng.next() as usize) % live.len().max(1)) {
-                    Some(&(d, p)) if rng.next() % 2 == 0 => p | (rng.addr() & !mask(d)),
-                    _ => rng.addr(),
+                    Some(&(d, p)) if rng.next() % 2 == 0 => p | (addr(&mut rng) & !mask(d)),
+                    _ => addr(&mut rng),
                 };
                 assert_eq!(t.lookup(a), naive(&routes, a), "step {step}, {a:#x}");
             }
         }
-        let addrs: Vec<u128> = (0..100).map(|_| rng.addr()).collect();
+        let addrs: Vec<u128> = (0..100).map(|_| addr(&mut rng)).collect();
         let mut out = vec![None; 100];
         t.lookup_bulk(&addrs, &mut out);
         for (a, o) in addrs.iter().zip(&out) {
@@ -90,7 +84,7 @@ fn agrees_with_a_linear_scan_through_adds_and_deletes() {
         }
         assert!(t.is_empty());
         assert_eq!(t.free_groups(), total, "every group given back");
-        assert_eq!(t.lookup(rng.addr()), None);
+        assert_eq!(t.lookup(addr(&mut rng)), None);
     }
 }
 

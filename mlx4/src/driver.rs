@@ -68,20 +68,24 @@ fn open_port(func: Arc<dyn PciFunction>, args: &DevArgs) -> Result<Box<dyn Port>
     Ok(Box::new(p))
 }
 
+/// What a ConnectX-3 port offers beyond the generic port, on the card or
+/// its model alike.
+const FEATURES: &[Declared] = &[
+    (Feature::MultiSegmentTx, Support::Yes),
+    (Feature::PromiscuousMode, Support::Yes),
+    (Feature::AllmulticastMode, Support::Yes),
+    (Feature::MacFilter, Support::Yes),
+    (Feature::RssHash, Support::Yes),
+    (Feature::ChecksumOffload, Support::Yes),
+    (Feature::FwVersion, Support::Yes),
+];
+
 /// The ConnectX-3 PCI driver.
 pub struct Mlx4Driver;
 
 impl PciDriver for Mlx4Driver {
     fn features(&self) -> &'static [Declared] {
-        &[
-            (Feature::MultiSegmentTx, Support::Yes),
-            (Feature::PromiscuousMode, Support::Yes),
-            (Feature::AllmulticastMode, Support::Yes),
-            (Feature::MacFilter, Support::Yes),
-            (Feature::RssHash, Support::Yes),
-            (Feature::ChecksumOffload, Support::Yes),
-            (Feature::FwVersion, Support::Yes),
-        ]
+        FEATURES
     }
 
     fn name(&self) -> &'static str {
@@ -111,15 +115,7 @@ pub struct Mlx4ModelDriver {
 
 impl Driver for Mlx4ModelDriver {
     fn features(&self) -> &'static [Declared] {
-        &[
-            (Feature::MultiSegmentTx, Support::Yes),
-            (Feature::PromiscuousMode, Support::Yes),
-            (Feature::AllmulticastMode, Support::Yes),
-            (Feature::MacFilter, Support::Yes),
-            (Feature::RssHash, Support::Yes),
-            (Feature::ChecksumOffload, Support::Yes),
-            (Feature::FwVersion, Support::Yes),
-        ]
+        FEATURES
     }
 
     fn kind(&self) -> &'static str {

@@ -25,12 +25,12 @@ mod ring;
 mod socket;
 
 use crate::netdev::{check_ifname, Netdev};
-use crate::port::{frame_len, kernel_port, rx_pool, Backend, Live};
+use crate::port::{frame_len, kernel_port, rx_pool, Backend, Live, KERNEL_FEATURES};
 use crate::sys;
 use crossbeam_utils::CachePadded;
 use prog::{Attachment, Mode};
 use ring::XskRing;
-use rpmd_pmd::port::features::{Declared, Feature, Support};
+use rpmd_pmd::port::features::Declared;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
     Capabilities, DevArgs, Driver, Offloads, Pkts, Port, PortConfig, Queues, RxQueue, RxStamp,
@@ -61,23 +61,7 @@ struct Options {
 
 impl Driver for AfXdpDriver {
     fn features(&self) -> &'static [Declared] {
-        &[
-            (Feature::LinkStatusEvent, Support::Yes),
-            (Feature::RxInterrupt, Support::Yes),
-            (Feature::MultiSegmentTx, Support::Yes),
-            (
-                Feature::PromiscuousMode,
-                Support::Partial(
-                    "sets the interface's flag; what it filters is up to the interface's driver",
-                ),
-            ),
-            (
-                Feature::AllmulticastMode,
-                Support::Partial(
-                    "sets the interface's flag; what it filters is up to the interface's driver",
-                ),
-            ),
-        ]
+        KERNEL_FEATURES
     }
 
     fn kind(&self) -> &'static str {

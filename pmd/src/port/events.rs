@@ -10,7 +10,8 @@
 use crate::function::EventFd;
 use crate::Error;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The link events of one port; clones share one eventfd.
@@ -39,6 +40,40 @@ impl LinkEvents {
     /// Consumes pending events without waiting; how many were raised.
     pub fn take(&self) -> Result<u64, Error> {
         self.0.take()
+    }
+}
+
+/// A device's side of its port's link events, for a device whose link
+/// changes on a thread of its own (a control thread, a watch): it keeps
+/// the events once the app asked for them and raises them when the link
+/// it is told differs from the one it told last.
+#[derive(Debug, Default)]
+pub struct LinkNotifier {
+    events: Mutex<Option<LinkEvents>>,
+    told: AtomicBool,
+}
+
+impl LinkNotifier {
+    /// Raises `events` from now on, the link being `up` now.
+    pub fn attach(&self, events: &LinkEvents, up: bool) {
+        let mut slot = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        self.told.store(up, Ordering::Release);
+        *slot = Some(events.clone());
+    }
+
+    /// The link is `up` now: raises the events if that changed.
+    pub fn note(&self, up: bool) {
+        if self.told.swap(up, Ordering::AcqRel) == up {
+            return;
+        }
+        if let Some(e) = self
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            e.raise();
+        }
     }
 }
 

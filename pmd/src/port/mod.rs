@@ -50,7 +50,7 @@ pub mod vlan;
 
 pub use devargs::DevArgs;
 pub use ethdev::{Device, EthDev, RxFilter, StartContext};
-pub use events::LinkEvents;
+pub use events::{LinkEvents, LinkNotifier};
 pub use features::{Feature, Support};
 pub use registry::{Driver, PciDriver, Registry};
 pub use stats::{PortStats, QueueStats, Xstat};

@@ -15,7 +15,7 @@ use crate::consts::{
 };
 use rpmd_pmd::peer::{PeerMemory, PeerRegionInfo};
 use rpmd_pmd::port::stats::Counter;
-use rpmd_pmd::port::LinkEvents;
+use rpmd_pmd::port::LinkNotifier;
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -53,10 +53,8 @@ pub(crate) struct Shared {
     /// The frontend's memory as mapped now, for the watchdog to see a
     /// region its frontend shrank ([`PeerMemory::faulted`]).
     pub(crate) memory: Mutex<Option<Arc<PeerMemory>>>,
-    /// The port's link events, once its app asked for them.
-    pub(crate) link_events: Mutex<Option<LinkEvents>>,
-    /// The link as last reported through them.
-    link_seen: AtomicBool,
+    /// The port's link events.
+    pub(crate) link_events: LinkNotifier,
 }
 
 impl Shared {
@@ -74,8 +72,7 @@ impl Shared {
             quit: AtomicBool::new(false),
             closer: Mutex::new(None),
             memory: Mutex::new(None),
-            link_events: Mutex::new(None),
-            link_seen: AtomicBool::new(false),
+            link_events: LinkNotifier::default(),
         }
     }
 
@@ -88,18 +85,7 @@ impl Shared {
     /// the control thread: at connection, after every request, at the
     /// end).
     pub(crate) fn note_link(&self) {
-        let up = self.link();
-        if self.link_seen.swap(up, Ordering::AcqRel) == up {
-            return;
-        }
-        if let Some(e) = self
-            .link_events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            e.raise();
-        }
+        self.link_events.note(self.link());
     }
 
     /// Whether the first queue pair runs (DPDK's vhost calls its device

@@ -395,8 +395,7 @@ impl Device for VhostUserDevice {
     /// tears down its first pair, or goes.
     fn watch_link(&mut self, _name: &str, events: &LinkEvents) -> Result<bool, PmdError> {
         let s = &self.shared;
-        *s.link_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(events.clone());
-        s.note_link();
+        s.link_events.attach(events, s.link());
         Ok(true)
     }
     fn set_mtu(&mut self, _name: &str, mtu: u16, _started: bool) -> Result<(), PmdError> {

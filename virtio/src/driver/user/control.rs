@@ -478,25 +478,16 @@ pub(super) struct Watched {
     pub(super) quit: AtomicBool,
     /// The connected backend took CONFIGURE_MEM_SLOTS (ADD_MEM_REG).
     pub(super) mem_slots: AtomicBool,
-    /// The port's link events, once its app asked for them.
-    pub(super) link_events: Mutex<Option<rpmd_pmd::port::LinkEvents>>,
+    /// The port's link events.
+    pub(super) link_events: rpmd_pmd::port::LinkNotifier,
 }
 
 impl Watched {
     /// Records whether the backend is connected and programmed, and tells
     /// the port's link events when that changed.
     pub(super) fn set_connected(&self, up: bool) {
-        if self.connected.swap(up, Ordering::AcqRel) == up {
-            return;
-        }
-        if let Some(e) = self
-            .link_events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            e.raise();
-        }
+        self.connected.store(up, Ordering::Release);
+        self.link_events.note(up);
     }
 }
 

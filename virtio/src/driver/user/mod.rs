@@ -238,7 +238,7 @@ impl Driver for VirtioUserDriver {
                 mem_slots: AtomicBool::new(mem_slots),
                 reconnects: std::sync::atomic::AtomicU64::new(0),
                 quit: AtomicBool::new(false),
-                link_events: std::sync::Mutex::new(None),
+                link_events: rpmd_pmd::port::LinkNotifier::default(),
             }),
             watch: None,
             offered,
@@ -675,7 +675,8 @@ impl Device for VirtioUserDevice {
     /// one is programmed.
     fn watch_link(&mut self, _name: &str, events: &LinkEvents) -> Result<bool, PmdError> {
         let w = &self.watched;
-        *w.link_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(events.clone());
+        w.link_events
+            .attach(events, w.connected.load(Ordering::Acquire));
         Ok(true)
     }
     fn xstats(&self, stats: &StatsBlock, out: &mut Vec<Xstat>) {
