@@ -8,6 +8,32 @@
 use rpmd_pmd::port::DevArgs;
 use rpmd_pmd::Registry;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// Runs until `stop` is set or `duration` passes, calling `report` with
+/// the time since the start every `period`; returns the time it ran.
+pub fn run_periodically(
+    duration: Option<Duration>,
+    period: Duration,
+    stop: &AtomicBool,
+    mut report: impl FnMut(Duration),
+) -> Duration {
+    let t0 = Instant::now();
+    let mut next = t0 + period;
+    while !stop.load(Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
+        let left = duration.map_or(Duration::from_millis(10), |d| {
+            d.saturating_sub(t0.elapsed())
+                .min(Duration::from_millis(10))
+        });
+        std::thread::sleep(left);
+        if Instant::now() >= next {
+            report(t0.elapsed());
+            next += period;
+        }
+    }
+    t0.elapsed()
+}
 
 /// Exit status of a failure at run time.
 pub const FAILURE: u8 = 1;

@@ -21,9 +21,9 @@ use rpmd_pmd::port::{BusyPoll, MacAddr, Pkts, Port, Queues, RxQueue, TxQueue};
 use rpmd_pmd::{clock, Mempool, MempoolConfig, PortConfig, Registry};
 use rpmd_sched::{backlog, multi, Egress, EgressConfig, LcoreConfig, Runtime, Task};
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How to run.
 #[derive(Clone, Debug)]
@@ -729,20 +729,7 @@ impl L2fwd {
         stop: &AtomicBool,
         mut report: impl FnMut(&L2fwd, Duration),
     ) -> Duration {
-        let t0 = Instant::now();
-        let mut next = t0 + period;
-        while !stop.load(Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
-            let left = duration.map_or(Duration::from_millis(10), |d| {
-                d.saturating_sub(t0.elapsed())
-                    .min(Duration::from_millis(10))
-            });
-            std::thread::sleep(left);
-            if Instant::now() >= next {
-                report(self, t0.elapsed());
-                next += period;
-            }
-        }
-        t0.elapsed()
+        crate::cli::run_periodically(duration, period, stop, |t| report(self, t))
     }
 }
 

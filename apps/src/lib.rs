@@ -4,6 +4,8 @@
 //! - `l2fwd` ([`l2fwd`]): DPDK-style layer-2 forwarding between port pairs
 //!   on the run loop, with an embedded default topology (two in-process
 //!   ports, a built-in generator and sink) that needs no NIC.
+//! - `l3fwd` ([`l3fwd`]): DPDK-style IPv4/IPv6 routing by longest-prefix
+//!   match or exact 5-tuple match, with drops counted by reason.
 //! - `rr` ([`rr`]): request/response transactions like netperf TCP_RR,
 //!   with per-session latency percentiles, reported against the
 //!   core-to-core cache-line round trip ([`bound`]).
@@ -38,6 +40,7 @@ pub mod egress;
 pub mod fwd;
 pub mod gen;
 pub mod l2fwd;
+pub mod l3fwd;
 pub mod link;
 pub mod opts;
 pub mod rr;

@@ -58,7 +58,13 @@ pub struct Sources {
     pub pools: Vec<Mempool>,
     /// Its shaped or shared egresses.
     pub egress: Vec<crate::egress::PortEgress>,
+    /// The app's own counters, answered at `/rpmd/app` (l3fwd: drops by
+    /// reason and the tables' sizes).
+    pub app: Option<AppCounters>,
 }
+
+/// An app's own counters, read when telemetry asks.
+pub type AppCounters = Arc<dyn Fn() -> Value + Send + Sync>;
 
 impl Sources {
     /// The first `ids.len()` of `ports` (as ethdev `ids`), the lcores of
@@ -79,6 +85,7 @@ impl Sources {
                 .collect(),
             pools,
             egress: Vec::new(),
+            app: None,
         }
     }
 }
@@ -268,7 +275,7 @@ fn info() -> Value {
 }
 
 /// Commands and their help texts.
-const COMMANDS: [(&str, &str); 12] = [
+const COMMANDS: [(&str, &str); 13] = [
     (
         "/",
         "Returns list of available commands, Takes no parameters",
@@ -317,6 +324,10 @@ const COMMANDS: [(&str, &str); 12] = [
         "/rpmd/egress",
         "Returns each shared egress's rate and per-class counters. Takes no parameters",
     ),
+    (
+        "/rpmd/app",
+        "Returns the app's own counters (l3fwd: drops by reason, tables). Takes no parameters",
+    ),
 ];
 
 fn answer(src: &Sources, cmd: &str, param: Option<&str>) -> Option<Value> {
@@ -358,6 +369,7 @@ fn answer(src: &Sources, cmd: &str, param: Option<&str>) -> Option<Value> {
         "/eal/lcore/usage" => Some(lcore_usage(src)),
         "/rpmd/lcores" => Some(lcores(src)),
         "/rpmd/egress" => Some(crate::egress::json(&src.egress)),
+        "/rpmd/app" => src.app.as_ref().map(|f| f()),
         "/rpmd/mempools" => Some(json!(src
             .pools
             .iter()

@@ -16,6 +16,7 @@ fn run(bin: &str, args: &[&str]) -> (i32, String, String) {
 fn bad_usage_exits_2_before_anything_starts() {
     let apps = [
         ("l2fwd", env!("CARGO_BIN_EXE_l2fwd")),
+        ("l3fwd", env!("CARGO_BIN_EXE_l3fwd")),
         ("gen", env!("CARGO_BIN_EXE_gen")),
         ("rr", env!("CARGO_BIN_EXE_rr")),
         ("vswitch", env!("CARGO_BIN_EXE_vswitch")),
@@ -115,6 +116,10 @@ fn rr_open_loop_rates_are_checked() {
 fn every_app_shows_its_policy_and_what_its_lcores_cost() {
     for (bin, extra) in [
         (env!("CARGO_BIN_EXE_l2fwd"), vec![]),
+        (
+            env!("CARGO_BIN_EXE_l3fwd"),
+            vec!["--dev", "null", "--dev", "null"],
+        ),
         (env!("CARGO_BIN_EXE_gen"), vec![]),
         (env!("CARGO_BIN_EXE_vswitch"), vec![]),
         (env!("CARGO_BIN_EXE_rr"), vec!["--no-bound"]),

@@ -1,7 +1,9 @@
 //! Issue 26: the example app (`apps/examples/udp_count.rs`) builds and
 //! runs: this test opens the far ends of its two shm ports, sends UDP
 //! frames both ways, and checks what arrives and what the app counted.
-use rpmd_pmd::{Mempool, MempoolConfig, Pkts, PortConfig, Queues, Registry};
+mod common;
+use common::far::{far_ends, receive, send, wait_joined};
+use rpmd_pmd::{Mempool, MempoolConfig, Pkts};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -34,48 +36,6 @@ fn example(name: &str) -> std::path::PathBuf {
         bin.display()
     );
     bin
-}
-
-/// The far ends of the app's ports `devs`, started on `pool`.
-fn far_ends(devs: &[String], pool: &Mempool) -> Vec<(Box<dyn rpmd_pmd::Port>, Queues)> {
-    let reg = Registry::new();
-    devs.iter()
-        .map(|d| {
-            let mut p = reg.open(d).unwrap();
-            p.configure(&PortConfig::with_pool(pool)).unwrap();
-            let q = p.start().unwrap();
-            (p, q)
-        })
-        .collect()
-}
-
-/// Waits (5 s at most) for the app to join every far end.
-fn wait_joined(ends: &[(Box<dyn rpmd_pmd::Port>, Queues)]) {
-    let t0 = Instant::now();
-    while !ends.iter().all(|(p, _)| p.link().up) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "the app did not join"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn send(q: &mut Queues, pool: &Mempool, frames: &[Vec<u8>]) {
-    let mut out = Pkts::new();
-    for f in frames {
-        let mut m = pool.get().unwrap();
-        m.append(f.len()).unwrap().copy_from_slice(f);
-        out.push(m).unwrap();
-        if out.len() == 32 {
-            while !out.is_empty() {
-                q.tx_burst(0, &mut out);
-            }
-        }
-    }
-    while !out.is_empty() {
-        q.tx_burst(0, &mut out);
-    }
 }
 
 #[test]
@@ -184,15 +144,7 @@ fn the_router_example_routes_by_longest_prefix_and_counts_drops() {
         (2, [10, 1, 2, 3], [2, 0, 0, 0, 2, 2], 63),
         (0, [198, 51, 100, 7], [2, 0, 0, 0, 0, 9], 8),
     ];
-    let mut got = vec![Vec::new(); 3];
-    let t1 = Instant::now();
-    while got.iter().map(Vec::len).sum::<usize>() < 3 && t1.elapsed() < Duration::from_secs(3) {
-        for (k, (_, q)) in ends.iter_mut().enumerate() {
-            let mut p = Pkts::new();
-            q.rx_burst(0, &mut p, 32);
-            got[k].extend(p.iter().map(|m| m.data().to_vec()));
-        }
-    }
+    let got = receive(&mut ends, 3, Duration::from_secs(3));
     for (port, dst, mac, ttl) in want {
         let f = got[port]
             .iter()

@@ -223,3 +223,43 @@ fn gen_rr_and_vswitch_answer_dpdk_telemetry_py() {
         );
     }
 }
+
+/// l3fwd answers `/rpmd/app` with its drops by reason: a null port's
+/// frames (all zeros) are not IP.
+#[test]
+fn l3fwd_shows_its_drops_by_reason_to_dpdk_telemetry_py() {
+    if !client_present() {
+        rpmd_pmd::testing::missing_peer(
+            "apps telemetry l3fwd",
+            "needs dpdk-telemetry.py (apt-get install dpdk-dev)",
+        );
+        return;
+    }
+    let prefix = format!("rpmd-tel4-{}", std::process::id());
+    let child = Command::new(env!("CARGO_BIN_EXE_l3fwd"))
+        .args(["--dev", "null", "--dev", "null", "--duration", "3"])
+        .args(["--file-prefix", &prefix])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_socket(&prefix);
+    std::thread::sleep(Duration::from_millis(500));
+    let r = ask(&prefix, &["/ethdev/list", "/rpmd/app"]);
+    assert_eq!(r[0]["/ethdev/list"], serde_json::json!([0, 1]), "{r:?}");
+    let app = &r[1]["/rpmd/app"];
+    assert_eq!(
+        (&app["lookup"], &app["rules"]),
+        (&serde_json::json!("lpm"), &serde_json::json!(4)),
+        "{app}"
+    );
+    let p0 = &app["ports"][0];
+    assert!(p0["drops"]["not_ip"].as_u64().unwrap() > 0, "{app}");
+    assert_eq!(p0["rx"], p0["dropped"], "{app}");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -438,11 +438,26 @@ impl<const W: usize> ExactReader<W> {
                 // Touch the primary bucket's signatures early.
                 std::hint::black_box(t.buckets[p.prim].sig[0].load(Ordering::Relaxed));
             }
+            // Acquire: pairs with the writer's bump after a move (`shift`),
+            // as in the single lookup.
+            let before = t.changes.load(Ordering::Acquire);
+            let mut missed = false;
             for ((p, k), o) in places.iter().zip(chunk).zip(outs.iter_mut()) {
                 *o = t
                     .search(p.prim, p.sig, k)
-                    .or_else(|| t.search(p.alt, p.sig, k))
-                    .or_else(|| t.lookup(k));
+                    .or_else(|| t.search(p.alt, p.sig, k));
+                missed |= o.is_none();
+            }
+            // A miss is final unless an entry moved while the pass ran:
+            // the searches' loads come before the second read of the
+            // counter (pairs with the writer's Release bump).
+            fence(Ordering::Acquire);
+            if missed && t.changes.load(Ordering::Relaxed) != before {
+                for (k, o) in chunk.iter().zip(outs.iter_mut()) {
+                    if o.is_none() {
+                        *o = t.lookup(k);
+                    }
+                }
             }
         }
     }

@@ -2,6 +2,7 @@
 //! (vhost-user backends the apps' virtio-user ports connect to), started
 //! one at a time, and its final counters.
 #![allow(dead_code)]
+pub mod far;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
