@@ -35,7 +35,12 @@
 # DPDK virtio-user peer, measured at the peer, DPDK twice per round as its
 # A/A; then ours<->ours vs testpmd<->testpmd), mlx4 (the ConnectX-3
 # driver's own rx+tx cycles per frame on the device model, held against
-# DPDK's published per-packet costs; benches/mlx4.sh). No SUITE runs
+# DPDK's published per-packet costs; benches/mlx4.sh), lookup (DPDK's
+# lpm, fib, lpm6 and hash_readwrite_lf perf autotests vs rpmd-lookup under
+# the same loops, DPDK twice per round as its A/A: ends
+# `RESULT lookup worst_ratio=<x> geomean=<y> aa_worst=<z>`), l3fwd (our
+# l3fwd vs DPDK's l3fwd example built from dpdk-doc, LPM and EM, 64 and
+# 512 bytes, between two vhost-user ports fed by testpmd flowgen). No SUITE runs
 # all of them. ring-aa and mempool-aa (not part of "all") run DPDK against
 # itself, to show how far a row at parity reads from 1.0 by noise alone.
 # --runs defaults to 3, and to 9 (of 2 s) for virtio, whose rates vary
@@ -48,13 +53,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/hugepages.sh
 
-suites="ring mempool virtio vhost l2fwd rr poll seeds seeds-vhost txlock afxdp capture mlx4"
+suites="ring mempool virtio vhost l2fwd rr poll seeds seeds-vhost txlock afxdp capture mlx4 lookup l3fwd"
 suite=all
 runs=
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-        -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
         -*) echo "compare.sh: unknown option $1 (accepted: --runs N)" >&2; exit 2 ;;
         *) suite=$1; shift ;;
     esac
@@ -195,6 +200,26 @@ for s in $suite; do
             echo "== capture: l2fwd's Mpps with --pcap off and on (embedded topology), $runs interleaved rounds, no-capture twice per round (A/A)"
             bash benches/capture.sh "$runs" 4 "$OUT"
             plot_bars "$OUT/capture.csv" "$OUT/capture.png" "l2fwd (embedded topology) with and without --pcap" "Mpps forwarded"
+            ;;
+        lookup)
+            echo "== lookup: DPDK's lpm, fib, lpm6 and hash_readwrite_lf perf autotests vs rpmd-lookup under the same loops (lookup_perf), $runs interleaved rounds, DPDK twice per round (its A/A)"
+            RPMD_PLOT_CSV="$OUT/lookup.csv" target/release/compare_lookup --runs "$runs" --huge-dir "$HUGE_DIR" --cores 0,1
+            plot_bars "$OUT/lookup.csv" "$OUT/lookup.png" "lookup: DPDK autotests vs rpmd-lookup" "cycles per lookup (lower is faster)"
+            ;;
+        l3fwd)
+            echo "== l3fwd: rpmd's l3fwd vs DPDK's l3fwd example (built from dpdk-doc) between two vhost-user ports fed by testpmd flowgen, lpm and em, 64 and 512 bytes, $runs interleaved runs"
+            dpkg -s dpdk-doc >/dev/null 2>&1 || apt-get install -y -q dpdk-doc
+            command -v pkg-config >/dev/null || apt-get install -y -q pkg-config
+            rm -rf target/dpdk-examples && mkdir -p target/dpdk-examples
+            cp -r /usr/share/dpdk/examples/l3fwd /usr/share/dpdk/examples/common target/dpdk-examples/
+            # The one change: l3fwd asks every port for Rx checksum offload,
+            # which no virtual port (virtio-user, vhost) offers, so its
+            # configure fails; a DPDK user on virtio drops the request.
+            sed -i 's/\.offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM,/.offloads = 0,/' target/dpdk-examples/l3fwd/main.c
+            make -C target/dpdk-examples/l3fwd shared >/dev/null
+            RPMD_PLOT_CSV="$OUT/l3fwd.csv" target/release/compare_l3fwd --dpdk-l3fwd target/dpdk-examples/l3fwd/build/l3fwd \
+                --huge-dir "$HUGE_DIR" --runs "$runs" --seconds 4
+            plot_bars "$OUT/l3fwd.csv" "$OUT/l3fwd.png" "l3fwd: DPDK vs rpmd, same ports and rules" "Mpps at the generator (higher is faster)"
             ;;
         mlx4)
             echo "== mlx4: the ConnectX-3 driver's rx+tx cost per frame, l2fwd io between the device model's two cabled ports (model time taken out), $((runs + 2)) runs, and callgrind"

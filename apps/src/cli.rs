@@ -35,6 +35,12 @@ pub fn run_periodically(
     t0.elapsed()
 }
 
+/// A hex port mask (`-p 3`, `-p 0x3`).
+pub fn port_mask(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16)
+        .map_err(|_| format!("{s:?} is not a hex port mask (e.g. 3 for ports 0 and 1)"))
+}
+
 /// Exit status of a failure at run time.
 pub const FAILURE: u8 = 1;
 /// Exit status of bad usage.

@@ -126,6 +126,22 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// How long a forwarding app runs and how it reports: `--duration`,
+/// `--period`, `--json`.
+#[derive(Args, Clone, Debug)]
+pub struct ReportOpts {
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_parser = crate::cli::seconds, allow_hyphen_values = true)]
+    pub duration: Option<f64>,
+    /// Seconds between statistics lines.
+    #[arg(long, default_value_t = 1.0, value_parser = crate::cli::seconds, allow_hyphen_values = true)]
+    pub period: f64,
+    /// Machine-readable output: JSON Lines, each with a "type"
+    /// ("progress" every period, "summary" at the end).
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// DPDK telemetry, as every app serves it ([`crate::telemetry`]).
 #[derive(Args, Clone, Debug)]
 pub struct TelemetryOpts {

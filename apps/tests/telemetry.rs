@@ -255,7 +255,9 @@ fn l3fwd_shows_its_drops_by_reason_to_dpdk_telemetry_py() {
     );
     let p0 = &app["ports"][0];
     assert!(p0["drops"]["not_ip"].as_u64().unwrap() > 0, "{app}");
-    assert_eq!(p0["rx"], p0["dropped"], "{app}");
+    // Read live, so within a burst or two of each other; all dropped.
+    let (rx, dropped) = (p0["rx"].as_u64().unwrap(), p0["dropped"].as_u64().unwrap());
+    assert!(rx.abs_diff(dropped) <= 512 && p0["tx"] == 0, "{app}");
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),

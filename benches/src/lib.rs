@@ -5,6 +5,7 @@
 // `unsafe` only where re-allowed: tsc (rdtsc) and `Proc`'s SIGINT.
 #![deny(unsafe_code)]
 
+pub mod flowgen;
 pub mod tsc;
 
 use std::process::Child;
@@ -42,6 +43,17 @@ pub fn median(mut v: Vec<f64>) -> f64 {
         _ if n % 2 == 1 => v[n / 2],
         _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
+}
+
+/// The `CASE <name> <value>` lines a benchmark program prints
+/// (`ring_perf`, `lookup_perf`), by name.
+pub fn cases(out: &str) -> std::collections::BTreeMap<String, f64> {
+    out.lines()
+        .filter_map(|l| {
+            let mut it = l.strip_prefix("CASE ")?.split_whitespace();
+            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
+        })
+        .collect()
 }
 
 /// The rows of a comparison's table for `compare.sh` to plot: when

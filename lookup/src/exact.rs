@@ -39,11 +39,16 @@ pub const MAX_MOVES: usize = 4;
 const EMPTY: u32 = 0;
 
 /// A bucket: per slot the key's signature and its store index plus one.
+/// One cache line, aligned to one: a lookup's bucket is one miss, and the
+/// writer's stores to a neighbour never touch its line.
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct Bucket {
     sig: [AtomicU32; SLOTS],
     idx: [AtomicU32; SLOTS],
 }
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
 impl Default for Bucket {
     fn default() -> Self {
@@ -55,8 +60,10 @@ impl Default for Bucket {
 }
 
 /// A store entry: the key's words, its value and the sequence number
-/// (odd while the writer rewrites the entry).
+/// (odd while the writer rewrites the entry). Aligned to 32 bytes, so
+/// that no entry of up to seven key words straddles two cache lines.
 #[derive(Debug)]
+#[repr(C, align(32))]
 struct Entry<const W: usize> {
     seq: AtomicU32,
     key: [AtomicU64; W],
@@ -240,8 +247,8 @@ impl<const W: usize> ExactTable<W> {
         let buckets = buckets.max(2).next_power_of_two();
         let capacity = capacity.max(1);
         let t = Table {
-            buckets: (0..buckets).map(|_| Bucket::default()).collect(),
-            entries: (0..capacity).map(|_| Entry::default()).collect(),
+            buckets: crate::pages::huge_vec(buckets, Bucket::default).into_boxed_slice(),
+            entries: crate::pages::huge_vec(capacity, Entry::default).into_boxed_slice(),
             changes: AtomicU32::new(0),
             mask: buckets - 1,
             seed,
@@ -275,6 +282,13 @@ impl<const W: usize> ExactTable<W> {
     /// The value of `key`.
     pub fn lookup(&self, key: &[u64; W]) -> Option<u64> {
         self.t.lookup(key)
+    }
+
+    /// The two buckets `key` may live in, its primary first: for tools
+    /// that study where keys land and which adds move others.
+    pub fn buckets_of(&self, key: &[u64; W]) -> [usize; 2] {
+        let p = self.t.place(key);
+        [p.prim, p.alt]
     }
 
     /// The slot holding `key`: (bucket, slot, store index).

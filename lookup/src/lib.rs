@@ -12,7 +12,8 @@
 //! lookup tables). Unlike `rte_lpm`, a default route (`/0`) is allowed.
 //!
 //! Writers take `&mut self`; readers share `&self`. The tables are plain
-//! memory, no `unsafe`.
+//! memory; the one `unsafe` call asks the kernel to back the big ones
+//! with huge pages (`pages`).
 //!
 //! [`Lpm6`] is IPv6 longest-prefix match as `rte_lpm6` lays it out: a
 //! first table by the top 16 bits, then a group of 256 entries per further
@@ -29,10 +30,33 @@
 pub mod exact;
 pub mod lpm;
 pub mod lpm6;
+mod pages;
 
 pub use exact::{ExactReader, ExactTable};
 pub use lpm::{Lpm4, Lpm4Config};
 pub use lpm6::{Lpm6, Lpm6Config};
+
+/// `out[k]` for `addrs[k]` (as many as the shorter of the two), four at a
+/// time through `four` and the rest through `one`: the bulk lookup of
+/// both prefix tables.
+#[inline(always)]
+fn in_fours<A: Copy>(
+    addrs: &[A],
+    out: &mut [Option<u32>],
+    four: impl Fn([A; 4]) -> [Option<u32>; 4],
+    one: impl Fn(A) -> Option<u32>,
+) {
+    let n = addrs.len().min(out.len());
+    let (addrs, out) = (&addrs[..n], &mut out[..n]);
+    let mut fours = out.chunks_exact_mut(4);
+    for (o, a) in (&mut fours).zip(addrs.chunks_exact(4)) {
+        o.copy_from_slice(&four([a[0], a[1], a[2], a[3]]));
+    }
+    let rest = n - n % 4;
+    for (o, &a) in fours.into_remainder().iter_mut().zip(&addrs[rest..]) {
+        *o = one(a);
+    }
+}
 
 /// What a table refuses.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

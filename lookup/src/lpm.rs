@@ -41,7 +41,7 @@ impl Default for Lpm4Config {
 /// An IPv4 longest-prefix-match table (DIR-24-8).
 pub struct Lpm4 {
     /// 2^24 entries, by an address's top 24 bits.
-    first: Box<[u32]>,
+    first: Box<[u32; 1 << FIRST_BITS]>,
     /// `groups` groups of 256 entries.
     second: Box<[u32]>,
     free_groups: Vec<u32>,
@@ -84,8 +84,12 @@ impl Lpm4 {
     /// reserved, and touched as routes fill it).
     pub fn new(cfg: Lpm4Config) -> Self {
         Lpm4 {
-            first: vec![0; 1 << FIRST_BITS].into_boxed_slice(),
-            second: vec![0; cfg.groups as usize * GROUP_LEN].into_boxed_slice(),
+            first: crate::pages::huge_vec(1 << FIRST_BITS, || 0)
+                .into_boxed_slice()
+                .try_into()
+                .expect("2^24 entries"),
+            second: crate::pages::huge_vec(cfg.groups as usize * GROUP_LEN, || 0)
+                .into_boxed_slice(),
             free_groups: (0..cfg.groups).rev().collect(),
             rules: BTreeMap::new(),
             max_rules: cfg.max_rules,
@@ -252,7 +256,13 @@ impl Lpm4 {
     /// The next hop of the longest route covering `addr`.
     #[inline]
     pub fn lookup(&self, addr: u32) -> Option<u32> {
-        let e = self.first[(addr >> 8) as usize];
+        // In bounds: a 24-bit index into 2^24 entries (the checks go).
+        self.resolve(self.first[(addr >> 8) as usize], addr)
+    }
+
+    /// The answer of first-table entry `e` for `addr`.
+    #[inline(always)]
+    fn resolve(&self, e: u32, addr: u32) -> Option<u32> {
         let e = match e & GROUP {
             0 => e,
             _ => self.second[((e & LOW24) as usize) << 8 | (addr & 0xff) as usize],
@@ -260,23 +270,23 @@ impl Lpm4 {
         (e & VALID != 0).then_some(e & LOW24)
     }
 
-    /// [`lookup`](Self::lookup) for a burst: `out[k]` for `addrs[k]`. The
-    /// first-table loads of a whole chunk are issued before any is used,
-    /// so their cache misses overlap.
+    /// Four lookups at once (as `rte_lpm_lookupx4`): the four first-table
+    /// loads are independent, so their cache misses overlap.
+    #[inline]
+    pub fn lookup4(&self, addrs: [u32; 4]) -> [Option<u32>; 4] {
+        let e = addrs.map(|a| self.first[(a >> 8) as usize]);
+        [
+            self.resolve(e[0], addrs[0]),
+            self.resolve(e[1], addrs[1]),
+            self.resolve(e[2], addrs[2]),
+            self.resolve(e[3], addrs[3]),
+        ]
+    }
+
+    /// [`lookup`](Self::lookup) for a burst: `out[k]` for `addrs[k]`
+    /// (as many as the shorter of the two), four at a time.
+    #[inline]
     pub fn lookup_bulk(&self, addrs: &[u32], out: &mut [Option<u32>]) {
-        const CHUNK: usize = 32;
-        for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
-            let mut firsts = [0u32; CHUNK];
-            for (f, &addr) in firsts.iter_mut().zip(a) {
-                *f = self.first[(addr >> 8) as usize];
-            }
-            for ((slot, &e), &addr) in o.iter_mut().zip(&firsts).zip(a) {
-                let e = match e & GROUP {
-                    0 => e,
-                    _ => self.second[((e & LOW24) as usize) << 8 | (addr & 0xff) as usize],
-                };
-                *slot = (e & VALID != 0).then_some(e & LOW24);
-            }
-        }
+        crate::in_fours(addrs, out, |a| self.lookup4(a), |a| self.lookup(a));
     }
 }

@@ -52,7 +52,7 @@ impl Default for Lpm6Config {
 /// An IPv6 longest-prefix-match table.
 pub struct Lpm6 {
     /// 2^16 entries, by an address's top 16 bits.
-    first: Box<[u32]>,
+    first: Box<[u32; 1 << FIRST_BITS]>,
     /// `groups` groups of 256 entries.
     groups: Box<[u32]>,
     free_groups: Vec<u32>,
@@ -109,8 +109,12 @@ impl Lpm6 {
     /// An empty table of `cfg`'s size.
     pub fn new(cfg: Lpm6Config) -> Self {
         Lpm6 {
-            first: vec![0; 1 << FIRST_BITS].into_boxed_slice(),
-            groups: vec![0; cfg.groups as usize * GROUP_LEN].into_boxed_slice(),
+            first: crate::pages::huge_vec(1 << FIRST_BITS, || 0)
+                .into_boxed_slice()
+                .try_into()
+                .expect("2^16 entries"),
+            groups: crate::pages::huge_vec(cfg.groups as usize * GROUP_LEN, || 0)
+                .into_boxed_slice(),
             free_groups: (0..cfg.groups).rev().collect(),
             rules: BTreeMap::new(),
             max_rules: cfg.max_rules,
@@ -152,7 +156,7 @@ impl Lpm6 {
 
     fn slice(&mut self, t: Table) -> &mut [u32] {
         match t {
-            Table::First => &mut self.first,
+            Table::First => &mut self.first[..],
             Table::Group(g) => &mut self.groups[g * GROUP_LEN..(g + 1) * GROUP_LEN],
         }
     }
@@ -298,34 +302,44 @@ impl Lpm6 {
     /// The next hop of the longest route covering `addr`.
     #[inline]
     pub fn lookup(&self, addr: u128) -> Option<u32> {
-        let mut e = self.first[field(addr, 0, FIRST_BITS)];
+        // In bounds: a 16-bit index into 2^16 entries (the check goes).
+        const _: () = assert!(FIRST_BITS == 16, "the index is the top 16 bits");
+        let mut e = self.first[(addr >> 112) as usize];
         let mut lo = FIRST_BITS;
         while e & GROUP != 0 {
-            let g = (e & LOW22) as usize;
-            e = self.groups[g * GROUP_LEN + field(addr, lo, 8)];
+            e = self.step(e, addr, lo);
             lo += 8;
         }
         (e & VALID != 0).then_some(e & LOW22)
     }
 
-    /// [`lookup`](Self::lookup) for a burst: `out[k]` for `addrs[k]`, the
-    /// first-table loads of the burst issued before any is followed.
-    pub fn lookup_bulk(&self, addrs: &[u128], out: &mut [Option<u32>]) {
-        const CHUNK: usize = 32;
-        for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
-            let mut firsts = [0u32; CHUNK];
-            for (f, &addr) in firsts.iter_mut().zip(a) {
-                *f = self.first[field(addr, 0, FIRST_BITS)];
-            }
-            for ((slot, &e), &addr) in o.iter_mut().zip(&firsts).zip(a) {
-                let (mut e, mut lo) = (e, FIRST_BITS);
-                while e & GROUP != 0 {
-                    let g = (e & LOW22) as usize;
-                    e = self.groups[g * GROUP_LEN + field(addr, lo, 8)];
-                    lo += 8;
+    /// The entry that group entry `e` points to for `addr`'s byte at `lo`.
+    #[inline(always)]
+    fn step(&self, e: u32, addr: u128, lo: u8) -> u32 {
+        let g = (e & LOW22) as usize;
+        self.groups[g * GROUP_LEN + field(addr, lo, 8)]
+    }
+
+    /// Four lookups walked level by level together, so that each level's
+    /// cache misses overlap.
+    #[inline]
+    pub fn lookup4(&self, addrs: [u128; 4]) -> [Option<u32>; 4] {
+        let mut e = addrs.map(|a| self.first[(a >> 112) as usize]);
+        let mut lo = FIRST_BITS;
+        while e.iter().any(|&x| x & GROUP != 0) {
+            for (x, &a) in e.iter_mut().zip(&addrs) {
+                if *x & GROUP != 0 {
+                    *x = self.step(*x, a, lo);
                 }
-                *slot = (e & VALID != 0).then_some(e & LOW22);
             }
+            lo += 8;
         }
+        e.map(|x| (x & VALID != 0).then_some(x & LOW22))
+    }
+
+    /// [`lookup`](Self::lookup) for a burst: `out[k]` for `addrs[k]` (as
+    /// many as the shorter of the two), four at a time.
+    pub fn lookup_bulk(&self, addrs: &[u128], out: &mut [Option<u32>]) {
+        crate::in_fours(addrs, out, |a| self.lookup4(a), |a| self.lookup(a));
     }
 }

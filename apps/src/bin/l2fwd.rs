@@ -23,7 +23,7 @@ struct Args {
     #[arg(short = 'l', long = "lcores", default_value = "0-1", value_parser = cli::core_list)]
     cores: String,
     /// Port mask in hex (bit i = port i, the i-th --dev; default: all).
-    #[arg(short = 'p', long = "portmask", value_parser = parse_mask)]
+    #[arg(short = 'p', long = "portmask", value_parser = cli::port_mask)]
     portmask: Option<u64>,
     /// Rx queues per forwarding lcore.
     #[arg(short = 'q', default_value_t = 1)]
@@ -55,18 +55,10 @@ struct Args {
     /// Burst size (1..=256).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=256))]
     burst: u16,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long, value_parser = cli::seconds, allow_hyphen_values = true)]
-    duration: Option<f64>,
     #[command(flatten)]
     poll: PollOpts,
-    /// Seconds between statistics lines.
-    #[arg(long, default_value_t = 1.0, value_parser = cli::seconds, allow_hyphen_values = true)]
-    period: f64,
-    /// Machine-readable output: JSON Lines, each with a "type"
-    /// ("progress" every period, "summary" at the end).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    report: rpmd_apps::opts::ReportOpts,
     /// A mempool per port (each port transmits the other's mbufs).
     #[arg(long)]
     per_port_pool: bool,
@@ -77,11 +69,6 @@ struct Args {
     /// for more ports (the same FILE takes several).
     #[arg(long = "pcap", value_name = "PORT[:DIR]=FILE")]
     pcap: Vec<rpmd_apps::capture::PcapSpec>,
-}
-
-fn parse_mask(s: &str) -> Result<u64, String> {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16)
-        .map_err(|_| format!("{s:?} is not a hex port mask (e.g. 3 for ports 0 and 1)"))
 }
 
 fn totals(l: &L2fwd) -> Vec<(u64, u64, u64, u64)> {
@@ -127,7 +114,7 @@ fn main() -> ExitCode {
         telemetry: a.telemetry.prefix(),
         pcap: a.pcap.clone(),
     };
-    if !a.json {
+    if !a.report.json {
         if a.devices.is_empty() {
             println!("l2fwd: no --dev given: embedded topology: generator -> ring:l2fwd-a (port 0) -> l2fwd -> ring:l2fwd-b (port 1) -> sink, and back; lcores {}", a.cores);
         } else {
@@ -157,11 +144,11 @@ fn main() -> ExitCode {
     };
     let mut last = totals(&l);
     let mut last_t = Duration::ZERO;
-    let json = a.json;
+    let json = a.report.json;
     let mut links = rpmd_apps::link::LinkWatch::default();
     let ran = l.run_for(
-        a.duration.map(Duration::from_secs_f64),
-        Duration::from_secs_f64(a.period),
+        a.report.duration.map(Duration::from_secs_f64),
+        Duration::from_secs_f64(a.report.period),
         &stop,
         |l, t| {
             let now = totals(l);

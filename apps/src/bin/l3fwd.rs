@@ -26,7 +26,7 @@ struct Args {
     #[arg(short = 'l', long = "lcores", default_value = "0", value_parser = cli::core_list)]
     cores: String,
     /// Port mask in hex (bit i = port i, the i-th --dev; default: all).
-    #[arg(short = 'p', long = "portmask", value_parser = parse_mask)]
+    #[arg(short = 'p', long = "portmask", value_parser = cli::port_mask)]
     portmask: Option<u64>,
     /// A port, as a device string (virtio-user:PATH, vhost-user:PATH,
     /// shm:NAME, af_xdp:IFACE, pci:ADDR, ...); repeat for each.
@@ -73,24 +73,12 @@ struct Args {
     /// Burst size (1..=256).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=256))]
     burst: u16,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long, value_parser = cli::seconds, allow_hyphen_values = true)]
-    duration: Option<f64>,
     #[command(flatten)]
     poll: PollOpts,
-    /// Seconds between statistics lines.
-    #[arg(long, default_value_t = 1.0, value_parser = cli::seconds, allow_hyphen_values = true)]
-    period: f64,
-    /// Machine-readable output: JSON Lines ("progress", then "summary").
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    report: rpmd_apps::opts::ReportOpts,
     #[command(flatten)]
     telemetry: rpmd_apps::opts::TelemetryOpts,
-}
-
-fn parse_mask(s: &str) -> Result<u64, String> {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16)
-        .map_err(|_| format!("{s:?} is not a hex port mask (e.g. 3 for ports 0 and 1)"))
 }
 
 /// `--config`'s (port, queue, lcore) triples.
@@ -303,7 +291,7 @@ fn main() -> ExitCode {
             return ExitCode::from(cli::FAILURE);
         }
     };
-    if !a.json {
+    if !a.report.json {
         let t = &l.tables;
         println!(
             "l3fwd: ports {:?}, lcores {}, lookup {}: {} rules, {} next hops{}",
@@ -323,8 +311,8 @@ fn main() -> ExitCode {
     let mut last_t = Duration::ZERO;
     let mut links = rpmd_apps::link::LinkWatch::default();
     let ran = cli::run_periodically(
-        a.duration.map(Duration::from_secs_f64),
-        Duration::from_secs_f64(a.period),
+        a.report.duration.map(Duration::from_secs_f64),
+        Duration::from_secs_f64(a.report.period),
         &stop,
         |t| {
             let now = l.totals();
@@ -334,7 +322,7 @@ fn main() -> ExitCode {
                 &last,
                 t,
                 (t - last_t).as_secs_f64().max(1e-9),
-                a.json,
+                a.report.json,
             );
             for line in links.changes(&l.link_states(), &l.port_ids, &l.names) {
                 eprintln!("l3fwd: {line}");
@@ -349,7 +337,7 @@ fn main() -> ExitCode {
         &cfg,
         ran.max(Duration::from_millis(1)).as_secs_f64(),
         &lcores,
-        a.json,
+        a.report.json,
     );
     if let Err(e) = down {
         eprintln!("l3fwd: {e}");

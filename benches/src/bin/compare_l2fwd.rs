@@ -2,7 +2,8 @@
 //! the same two vhost-user ports.
 //!
 //! The generator is testpmd with two `net_vhost` ports in flowgen mode on
-//! CPU 0: it sends on both ports and receives (and frees) what comes back.
+//! CPU 0 ([`rpmd_benches::flowgen`]): it sends on both ports and receives
+//! (and frees) what comes back.
 //! The device under test runs on CPU 1 with two virtio-user ports, one per
 //! vhost port, forwarding 0 -> 1 and 1 -> 0: either DPDK's testpmd
 //! (`net_virtio_user`, io or mac forwarding) or rpmd's l2fwd (`--no-mac-
@@ -19,10 +20,9 @@
 //!
 //! Usage: `compare_l2fwd --l2fwd PATH --huge-dir DIR [--runs N]
 //! [--seconds S] [--sweep] [--csv FILE]`
-use rpmd_benches::{median, Proc};
-use std::io::Read;
+use rpmd_benches::{flowgen, median, Proc};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Opts {
     l2fwd: String,
@@ -31,68 +31,10 @@ struct Opts {
     secs: f64,
 }
 
-fn socks() -> [String; 2] {
-    [0, 1].map(|i| format!("/tmp/rpmd-cl-{}-{i}.sock", std::process::id()))
-}
-
-/// The generator: flowgen on both vhost ports, stats every second.
-fn generator(o: &Opts, size: usize) -> Proc {
-    let s = socks();
-    for p in &s {
-        let _ = std::fs::remove_file(p);
-    }
-    let child = Command::new("dpdk-testpmd")
-        .args(["--no-pci", "--lcores", "0@0,1@0", "--file-prefix=clgen"])
-        .args(["--huge-dir", &o.huge, "-m", "512", "--huge-unlink"])
-        .args(["--log-level=lib.eal:error", "--log-level=user1:error"])
-        .args(["--vdev", &format!("net_vhost0,iface={},queues=1", s[0])])
-        .args(["--vdev", &format!("net_vhost1,iface={},queues=1", s[1])])
-        .args(["--", "--forward-mode=flowgen", "--total-num-mbufs=16384"])
-        .arg(format!("--txpkts={size}"))
-        .args(["-a", "--stats-period", "1"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dpdk-testpmd (apt-get install dpdk-dev)");
-    let t = Instant::now();
-    while !s.iter().all(|p| std::path::Path::new(p).exists()) {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "generator made no sockets"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    Proc(child)
-}
-
-/// Stops the generator and returns the median of its per-second Rx-pps,
-/// both ports summed, the first two seconds dropped.
-fn generator_rate(mut g: Proc) -> f64 {
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(g.0.id() as i32, libc::SIGINT) };
-    let mut out = String::new();
-    if let Some(mut o) = g.0.stdout.take() {
-        let _ = o.read_to_string(&mut out);
-    }
-    drop(g);
-    let key = "Rx-pps:";
-    let vals: Vec<f64> = out
-        .lines()
-        .filter_map(|l| {
-            let i = l.find(key)?;
-            l[i + key.len()..].split_whitespace().next()?.parse().ok()
-        })
-        .collect();
-    let per_sec: Vec<f64> = vals.chunks_exact(2).map(|c| c[0] + c[1]).skip(2).collect();
-    median(per_sec) / 1e6
-}
-
 fn run_dpdk(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
-    let g = generator(o, size);
-    let s = socks();
-    let mut dut = Proc(
+    let g = flowgen::start(&o.huge, size);
+    let s = flowgen::socks();
+    let dut = Proc(
         Command::new("dpdk-testpmd")
             .args(["--no-pci", "--lcores", "0@1,1@1", "--file-prefix=cldut"])
             .args(["--huge-dir", &o.huge, "-m", "512", "--single-file-segments"])
@@ -116,24 +58,14 @@ fn run_dpdk(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
             .expect("dpdk-testpmd"),
     );
     std::thread::sleep(Duration::from_secs_f64(o.secs + 2.5));
-    let r = generator_rate(g);
-    // SAFETY: kill has no memory preconditions.
-    unsafe { libc::kill(dut.0.id() as i32, libc::SIGINT) };
-    let _ = dut.0.wait();
-    // --single-file-segments leaves its files behind.
-    if let Ok(rd) = std::fs::read_dir(&o.huge) {
-        for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with("cldut") {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
+    let r = flowgen::rate(g);
+    flowgen::stop_dpdk(dut, &o.huge, "cldut");
     r
 }
 
 fn run_ours(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
-    let g = generator(o, size);
-    let s = socks();
+    let g = flowgen::start(&o.huge, size);
+    let s = flowgen::socks();
     let mut c = Command::new(&o.l2fwd);
     c.args(["-l", "1", "--dev"])
         .arg(format!("virtio-user:{}", s[0]))
@@ -152,7 +84,7 @@ fn run_ours(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
             .expect("l2fwd (cargo build --release -p rpmd-apps)"),
     );
     std::thread::sleep(Duration::from_secs_f64(o.secs + 2.5));
-    let r = generator_rate(g);
+    let r = flowgen::rate(g);
     drop(dut);
     r
 }
@@ -223,9 +155,7 @@ fn main() {
             eprintln!("compare_l2fwd: {path}: {e}");
         }
     }
-    for p in socks() {
-        let _ = std::fs::remove_file(p);
-    }
+    flowgen::clean();
     let worst = |f: &dyn Fn(usize) -> bool| {
         rows.iter()
             .filter(|r| f(r.2))

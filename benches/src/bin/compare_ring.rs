@@ -82,15 +82,6 @@ fn parse_dpdk(out: &str) -> Cases {
     cases
 }
 
-fn parse_ours(out: &str) -> Cases {
-    out.lines()
-        .filter_map(|l| {
-            let mut it = l.strip_prefix("CASE ")?.split_whitespace();
-            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
-        })
-        .collect()
-}
-
 struct Opts {
     runs: usize,
     aa: bool,
@@ -203,7 +194,7 @@ fn main() {
             eprintln!("compare_ring: {e}");
             std::process::exit(1)
         });
-        our_runs.push(parse_ours(&r));
+        our_runs.push(rpmd_benches::cases(&r));
         floors.extend(r.lines().find_map(|l| {
             l.strip_prefix("FLOOR two_cas_round ")?
                 .trim()

@@ -1,0 +1,100 @@
+//! The traffic source and sink of the forwarding comparisons
+//! (`compare_l2fwd`, `compare_l3fwd`): DPDK's testpmd in flowgen mode with
+//! two `net_vhost` ports on CPU 0. It sends on both ports (UDP from
+//! 10.254.0.0 to 10.253.0.0 + flow, ports 1000 → 1001, 1024 flows, TTL
+//! 64) and receives and frees what the device under test, on CPU 1 with a
+//! virtio-user port on each socket, sends back. Both devices under test
+//! are measured the same way: the frames per second the generator
+//! receives.
+use crate::{median, Proc};
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The generator's two vhost-user sockets.
+pub fn socks() -> [String; 2] {
+    [0, 1].map(|i| format!("/tmp/rpmd-fg-{}-{i}.sock", std::process::id()))
+}
+
+/// Starts the generator with `size`-byte frames, hugepages from `huge`,
+/// statistics every second; returns once both sockets exist.
+pub fn start(huge: &str, size: usize) -> Proc {
+    let s = socks();
+    for p in &s {
+        let _ = std::fs::remove_file(p);
+    }
+    let child = Command::new("dpdk-testpmd")
+        .args(["--no-pci", "--lcores", "0@0,1@0", "--file-prefix=clgen"])
+        .args(["--huge-dir", huge, "-m", "512", "--huge-unlink"])
+        .args(["--log-level=lib.eal:error", "--log-level=user1:error"])
+        .args(["--vdev", &format!("net_vhost0,iface={},queues=1", s[0])])
+        .args(["--vdev", &format!("net_vhost1,iface={},queues=1", s[1])])
+        .args(["--", "--forward-mode=flowgen", "--total-num-mbufs=16384"])
+        .arg(format!("--txpkts={size}"))
+        .args(["-a", "--stats-period", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dpdk-testpmd (apt-get install dpdk-dev)");
+    let t = Instant::now();
+    while !s.iter().all(|p| std::path::Path::new(p).exists()) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "generator made no sockets"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    Proc(child)
+}
+
+/// Stops the generator and returns the median of its per-second Rx-pps
+/// in Mpps, both ports summed, the first two seconds dropped.
+pub fn rate(mut g: Proc) -> f64 {
+    // SAFETY: kill has no memory preconditions.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(g.0.id() as i32, libc::SIGINT)
+    };
+    let mut out = String::new();
+    if let Some(mut o) = g.0.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    drop(g);
+    let key = "Rx-pps:";
+    let vals: Vec<f64> = out
+        .lines()
+        .filter_map(|l| {
+            let i = l.find(key)?;
+            l[i + key.len()..].split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    let per_sec: Vec<f64> = vals.chunks_exact(2).map(|c| c[0] + c[1]).skip(2).collect();
+    median(per_sec) / 1e6
+}
+
+/// Removes the socket files.
+pub fn clean() {
+    for p in socks() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// Stops a DPDK device under test that used `--single-file-segments`
+/// with file prefix `prefix`, and removes the files it leaves behind.
+pub fn stop_dpdk(mut dut: Proc, huge: &str, prefix: &str) {
+    // SAFETY: kill has no memory preconditions.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(dut.0.id() as i32, libc::SIGINT)
+    };
+    let _ = dut.0.wait();
+    if let Ok(rd) = std::fs::read_dir(huge) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(prefix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
