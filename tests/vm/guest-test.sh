@@ -16,7 +16,7 @@ dmesg | grep -E 'DMAR: (IOMMU enabled|Intel\(R\) Virtualization)' | sed 's/^/dme
 
 $B --hugepages 64 && ok "rpmd-bind --hugepages" || bad "rpmd-bind --hugepages" "rc=$?"
 
-MODERN=""; TRANS=""; E1000E=""; BRIDGED=""; MQ=""; NOCTRL=""; SAME_GROUP=""
+MODERN=""; TRANS=""; E1000E=""; BRIDGED=""; MQ=""; NOCTRL=""; SAME_GROUP=""; IGB=""
 for d in /sys/bus/pci/devices/*; do
     case $(cat $d/class) in 0x02*) ;; *) continue ;; esac
     bdf=${d##*/}
@@ -27,9 +27,10 @@ for d in /sys/bus/pci/devices/*; do
         0x1af4:0x1041:*) BRIDGED="$BRIDGED $bdf" ;;
         0x1af4:0x1000:*) TRANS="$TRANS $bdf" ;;
         0x8086:0x10d3:*) E1000E="$E1000E $bdf" ;;
+        0x8086:0x10c9:*) IGB="$IGB $bdf" ;;
     esac
 done
-echo "modern:$MODERN transitional:$TRANS e1000e:$E1000E bridged:$BRIDGED multiqueue:$MQ no-ctrl:$NOCTRL"
+echo "modern:$MODERN transitional:$TRANS e1000e:$E1000E bridged:$BRIDGED multiqueue:$MQ no-ctrl:$NOCTRL igb:$IGB"
 $B --status
 
 # A NIC still on its kernel driver: preflight and the VFIO layer say so.
@@ -45,7 +46,7 @@ for b in $MODERN; do
     /rpmd/vfio_guest --kernel-bound $b && ok "vfio refuses kernel-bound $b" || bad "vfio refuses kernel-bound $b" "rc=$?"
 done
 
-for b in $MODERN $TRANS $E1000E $MQ $NOCTRL; do
+for b in $MODERN $TRANS $E1000E $MQ $NOCTRL $IGB; do
     $B --bind vfio-pci $b && ok "bind $b" || bad "bind $b" "rc=$?"
 done
 for b in $MODERN; do
@@ -119,6 +120,19 @@ out=$(/rpmd/mlx4_guest $margs); rc=$?
 echo "$out"
 p=$(echo "$out" | sed -n 's/^mlx4_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
 f=$(echo "$out" | sed -n 's/^mlx4_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
+[ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
+
+# The igb driver's bring-up on QEMU's 82576 model: the two 82576s, in
+# bus order, have the MACs run.sh gave them; the e1000e is refused.
+iargs=""; mac=8
+for b in $IGB; do iargs="$iargs $b=52:54:00:00:00:0$mac"; mac=$((mac + 1)); done
+for b in $E1000E; do iargs="$iargs --not-igb $b"; done
+[ "$mac" = 10 ] || bad "NIC discovery" "want two 82576s (QEMU -device igb), found:$IGB"
+out=$(/rpmd/igb_guest $iargs); rc=$?
+echo "$out"
+p=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
 pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
 [ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
 echo "$pass passed, $fail failed"

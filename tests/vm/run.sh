@@ -40,9 +40,11 @@ export CARGO_TARGET_DIR="$ROOT/target/vm"
     --target x86_64-unknown-linux-gnu -p rpmd-virtio --example virtio_guest)
 (cd "$ROOT" && RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \
     --target x86_64-unknown-linux-gnu -p rpmd-mlx4 --example mlx4_guest)
+(cd "$ROOT" && RUSTFLAGS='-C target-feature=+crt-static' cargo build -q --release \
+    --target x86_64-unknown-linux-gnu -p rpmd-igb --example igb_guest)
 BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release"
 "$HERE/build-initramfs.sh" "$RUN/initrd.cpio.gz" "$BIN/examples/vfio_guest" "$BIN/rpmd-bind" \
-    "$BIN/examples/virtio_guest" "$BIN/examples/mlx4_guest"
+    "$BIN/examples/virtio_guest" "$BIN/examples/mlx4_guest" "$BIN/examples/igb_guest"
 say "binaries and initramfs built"
 
 # NICs: 0 modern virtio-net whose DMA goes through the vIOMMU (also offering
@@ -95,6 +97,17 @@ fi
 args+=(-netdev "dgram,id=n6,local.type=inet,local.host=127.0.0.1,local.port=$((PORT_BASE + 6)),remote.type=inet,remote.host=127.0.0.1,remote.port=$((PORT_BASE + 26))"
        -device "virtio-net-pci,netdev=n6,ctrl_vq=off,disable-legacy=on,iommu_platform=on,addr=0x11,mac=52:54:00:00:00:07")
 ports+=($((PORT_BASE + 26)))
+# NICs 7 and 8: QEMU's Intel 82576 model (-device igb, QEMU 8.0 and
+# later), each behind a PCIe root port of its own (its SR-IOV VFs' function
+# numbers do not fit beside other devices on the root bus), cabled to each
+# other (each one's datagrams go to the other's socket). The guest finds
+# them in this order: MACs ...:08 and ...:09.
+for k in 7 8; do
+    peer=$((15 - k))
+    args+=(-device "pcie-root-port,id=rp$k,chassis=$k,slot=$k"
+           -netdev "dgram,id=n$k,local.type=inet,local.host=127.0.0.1,local.port=$((PORT_BASE + k)),remote.type=inet,remote.host=127.0.0.1,remote.port=$((PORT_BASE + peer))"
+           -device "igb,netdev=n$k,bus=rp$k,mac=52:54:00:00:00:0$((k + 1))")
+done
 kernel=$(ls "$VM_DIR"/kernel/boot/vmlinuz-* | head -1)
 args+=(-kernel "$kernel" -initrd "$RUN/initrd.cpio.gz"
        -append "console=ttyS0 quiet intel_iommu=on iommu=pt panic=-1")

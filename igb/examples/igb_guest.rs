@@ -1,0 +1,130 @@
+//! Runs inside the QEMU guest of `tests/vm/run.sh`: the igb driver's
+//! bring-up against QEMU's own 82576 model (`-device igb`), through VFIO
+//! behind the guest's IOMMU.
+//!
+//! For each `BDF=MAC` (the MAC QEMU was given for that NIC):
+//! - the function opens as an 82576, and resets within the driver's
+//!   bounded wait (interrupts masked, queues stopped, CTRL.RST, the
+//!   EEPROM's auto-read awaited);
+//! - the MAC address in receive-address entry 0 (loaded from the EEPROM
+//!   at reset) is valid and is QEMU's, and the EEPROM's words 0-2 say the
+//!   same; the EEPROM image version reads;
+//! - the PHY answers through MDIC with an identifier;
+//! - after CTRL.SLU the link comes up, at 1000 Mb/s full duplex, and the
+//!   PHY's status register agrees; the drop counters read.
+//!
+//! With `--not-igb BDF` (the e1000e): the open refuses the function,
+//! naming its IDs.
+//!
+//! ```text
+//! igb_guest [--not-igb BDF] BDF=MAC...
+//! ```
+//!
+//! Prints `case ...: ok|FAIL` lines and `igb_guest: N passed, M failed`.
+use rpmd_igb::hw::Hw;
+use rpmd_igb::regs::{PHY_STATUS, PHY_STATUS_LINK};
+use rpmd_igb::Error;
+use rpmd_pmd::function::{PciBus, PciFunction};
+use rpmd_pmd::pci::PciAddr;
+use rpmd_pmd::port::MacAddr;
+use rpmd_pmd::vfio::VfioBus;
+use rpmd_pmd::DmaDomain;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type R<T> = Result<T, String>;
+
+fn open(bdf: &str) -> R<(VfioBus, Arc<dyn PciFunction>)> {
+    let addr: PciAddr = bdf.parse().map_err(|e| format!("{bdf}: {e}"))?;
+    let bus = VfioBus::default();
+    let func = bus
+        .open(addr, &DmaDomain::new())
+        .map_err(|e| format!("open {bdf}: {e}"))?;
+    Ok((bus, func))
+}
+
+fn bring_up(bdf: &str, want: MacAddr) -> R<String> {
+    let (_bus, func) = open(bdf)?;
+    let hw = Hw::open(func).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let auto_read = hw.reset().map_err(|e| e.to_string())?;
+    let reset_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mac = hw.mac().map_err(|e| e.to_string())?;
+    let eeprom = hw.eeprom_mac().map_err(|e| e.to_string())?;
+    if mac != Some(want) || eeprom != want {
+        return Err(format!(
+            "MAC: receive address {mac:?}, EEPROM {eeprom}, QEMU gave {want}"
+        ));
+    }
+    let fw = hw.fw_version().map_err(|e| e.to_string())?;
+    let phy = hw.phy_id().map_err(|e| e.to_string())?;
+    if phy == 0 || phy == u32::MAX {
+        return Err(format!("PHY identifier {phy:#010x}: no PHY answered"));
+    }
+    hw.set_link_up().map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let link = loop {
+        let l = hw.link().map_err(|e| e.to_string())?;
+        if l.up || t.elapsed() > Duration::from_secs(5) {
+            break l;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    if !link.up || link.speed_mbps != 1000 || !link.full_duplex {
+        return Err(format!("link after CTRL.SLU: {link:?}"));
+    }
+    let phy_link = hw.phy_read(PHY_STATUS).map_err(|e| e.to_string())? & PHY_STATUS_LINK != 0;
+    if !phy_link {
+        return Err("STATUS says link up, the PHY's status register says down".into());
+    }
+    let missed = hw.missed().map_err(|e| e.to_string())?;
+    Ok(format!(
+        "reset {reset_ms:.1} ms (EEPROM auto-read done: {auto_read}), MAC {want}, EEPROM image {fw}, PHY {phy:#010x}, link {} Mb/s full duplex, missed {missed}",
+        link.speed_mbps
+    ))
+}
+
+fn refuses(bdf: &str) -> R<String> {
+    let (_bus, func) = open(bdf)?;
+    match Hw::open(func) {
+        Ok(_) => Err("a function that is no 82576 opened".into()),
+        Err(e @ Error::NotIgb { .. }) => Ok(e.to_string()),
+        Err(e) => Err(format!("not the refusal expected: {e}")),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut pass, mut fail) = (0, 0);
+    let mut case = |name: String, r: R<String>| match r {
+        Ok(detail) => {
+            pass += 1;
+            println!("case {name}: ok ({detail})");
+        }
+        Err(e) => {
+            fail += 1;
+            println!("case {name}: FAIL: {e}");
+        }
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--not-igb" {
+            let Some(bdf) = it.next() else {
+                case("--not-igb".into(), Err("needs a BDF".into()));
+                continue;
+            };
+            case(format!("igb refuses {bdf}"), refuses(bdf));
+            continue;
+        }
+        let r = match a.split_once('=') {
+            Some((bdf, mac)) => match mac.parse::<MacAddr>() {
+                Ok(m) => bring_up(bdf, m),
+                Err(e) => Err(format!("{mac}: {e}")),
+            },
+            None => Err(format!("{a}: want BDF=MAC")),
+        };
+        case(format!("igb bring-up {a}"), r);
+    }
+    println!("igb_guest: {pass} passed, {fail} failed");
+    std::process::exit(if fail == 0 { 0 } else { 1 });
+}

@@ -1,0 +1,38 @@
+//! What the igb driver refuses or fails at.
+
+/// The igb driver's errors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The function is not an 82576.
+    #[error("{addr}: {vendor:04x}:{device:04x} is not an Intel 82576 (igb takes 8086:{known})")]
+    NotIgb {
+        /// The function's address.
+        addr: String,
+        /// Its vendor ID.
+        vendor: u16,
+        /// Its device ID.
+        device: u16,
+        /// The IDs it takes.
+        known: String,
+    },
+    /// A PHY register access that no PHY answered.
+    #[error("{addr}: PHY register {reg}: the MDI access failed (MDIC error bit)")]
+    Phy {
+        /// The function's address.
+        addr: String,
+        /// The register.
+        reg: u32,
+    },
+    /// What the PCI function layer reported (a register window, a wait
+    /// that timed out, DMA).
+    #[error("{addr}: {what}: {source}")]
+    Function {
+        /// The function's address.
+        addr: String,
+        /// What was being done.
+        what: &'static str,
+        /// The underlying error.
+        #[source]
+        source: rpmd_pmd::Error,
+    },
+}

@@ -1,0 +1,246 @@
+//! The 82576 as the driver brings it up: identity, reset, the EEPROM, the
+//! MAC address, the PHY and the link (datasheet §4.3 "Device
+//! Initialization": mask interrupts, stop the queues, reset, wait for the
+//! EEPROM's auto-read, mask again).
+use crate::regs::*;
+use crate::Error;
+use rpmd_pmd::function::{cfg, wait_until, PciFunction, Regs};
+use rpmd_pmd::port::MacAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long each wait on the device may take: reset, EEPROM read, PHY
+/// access (the datasheet's longest, the EEPROM auto-read, is ~10 ms).
+pub const WAIT: Duration = Duration::from_millis(500);
+
+/// How long a reset waits for the EEPROM's auto-read to report done
+/// (Linux's igb: ten tries a millisecond apart).
+pub const AUTO_READ: Duration = Duration::from_millis(20);
+
+/// Link state as STATUS reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// Link up.
+    pub up: bool,
+    /// Speed in Mb/s (10, 100, 1000).
+    pub speed_mbps: u32,
+    /// Full duplex.
+    pub full_duplex: bool,
+}
+
+/// An 82576 function with its register BAR mapped.
+pub struct Hw {
+    func: Arc<dyn PciFunction>,
+    bar: Regs,
+    addr: String,
+}
+
+impl Hw {
+    /// Checks the function's IDs and maps BAR 0. Nothing is written.
+    pub fn open(func: Arc<dyn PciFunction>) -> Result<Hw, Error> {
+        let addr = func.addr().to_string();
+        let fail = |what| {
+            let addr = addr.clone();
+            move |source| Error::Function { addr, what, source }
+        };
+        let c = func.config().map_err(fail("config space"))?;
+        let vendor = c.read16(cfg::VENDOR).map_err(fail("vendor ID"))?;
+        let device = c.read16(cfg::DEVICE).map_err(fail("device ID"))?;
+        if vendor != VENDOR_INTEL || !DEVICE_IDS.contains(&device) {
+            let known: Vec<String> = DEVICE_IDS.iter().map(|d| format!("{d:04x}")).collect();
+            return Err(Error::NotIgb {
+                addr,
+                vendor,
+                device,
+                known: known.join("/"),
+            });
+        }
+        let bar = func.bar(0).map_err(fail("BAR 0 (registers)"))?;
+        Ok(Hw { func, bar, addr })
+    }
+
+    /// The function's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The PCI function (for DMA mapping).
+    pub fn function(&self) -> &Arc<dyn PciFunction> {
+        &self.func
+    }
+
+    fn fail(&self, what: &'static str) -> impl Fn(rpmd_pmd::Error) -> Error + '_ {
+        move |source| Error::Function {
+            addr: self.addr.clone(),
+            what,
+            source,
+        }
+    }
+
+    /// Reads register `off`.
+    pub fn read(&self, off: u64) -> Result<u32, Error> {
+        self.bar.read32(off).map_err(self.fail("register read"))
+    }
+
+    /// Writes register `off`.
+    pub fn write(&self, off: u64, v: u32) -> Result<(), Error> {
+        self.bar
+            .write32(off, v)
+            .map_err(self.fail("register write"))
+    }
+
+    /// Masks every interrupt cause and clears what is pending.
+    fn mask_interrupts(&self) -> Result<(), Error> {
+        self.write(IMC, u32::MAX)?;
+        self.write(EIMC, u32::MAX)?;
+        self.read(ICR).map(drop)
+    }
+
+    /// Resets the device (§4.3): interrupts masked, receive and transmit
+    /// stopped, CTRL.RST, then waits until the reset bit clears, and for
+    /// the EEPROM's auto-read; bus mastering on for DMA. Returns whether
+    /// the auto-read reported done within [`AUTO_READ`]: as Linux's igb,
+    /// a device that never sets EECD.AUTO_RD (no EEPROM; QEMU's model) is
+    /// not a failure, and its EEPROM is still read through EERD.
+    pub fn reset(&self) -> Result<bool, Error> {
+        self.func
+            .enable_bus_master()
+            .map_err(self.fail("bus mastering"))?;
+        self.mask_interrupts()?;
+        self.write(RCTL, 0)?;
+        self.write(TCTL, TCTL_PSP)?;
+        // Let queued DMA drain before the reset (Linux waits 10 ms).
+        self.read(STATUS)?;
+        std::thread::sleep(Duration::from_millis(10));
+        let ctrl = self.read(CTRL)?;
+        self.write(CTRL, ctrl | CTRL_RST)?;
+        // The reset takes ~1 us; registers read back wrong until then.
+        std::thread::sleep(Duration::from_millis(1));
+        wait_until("igb reset (CTRL.RST to clear)", WAIT, || {
+            Ok(self.bar.read32(CTRL)? & CTRL_RST == 0)
+        })
+        .map_err(self.fail("reset"))?;
+        let auto_read = wait_until("igb EEPROM auto-read", AUTO_READ, || {
+            Ok(self.bar.read32(EECD)? & EECD_AUTO_RD != 0)
+        });
+        let auto_read = match auto_read {
+            Ok(()) => true,
+            Err(rpmd_pmd::Error::Timeout { .. }) => false,
+            Err(e) => return Err(self.fail("reset")(e)),
+        };
+        self.mask_interrupts()?;
+        Ok(auto_read)
+    }
+
+    /// Reads EEPROM word `word` through EERD.
+    pub fn eeprom_word(&self, word: u16) -> Result<u16, Error> {
+        self.write(EERD, (word as u32) << EERD_ADDR_SHIFT | EERD_START)?;
+        let mut v = 0;
+        wait_until("igb EEPROM read (EERD.DONE)", WAIT, || {
+            v = self.bar.read32(EERD)?;
+            Ok(v & EERD_DONE != 0)
+        })
+        .map_err(self.fail("EEPROM read"))?;
+        Ok((v >> EERD_DATA_SHIFT) as u16)
+    }
+
+    /// The MAC address the EEPROM holds (words 0-2).
+    pub fn eeprom_mac(&self) -> Result<MacAddr, Error> {
+        let mut m = [0u8; 6];
+        for (k, &w) in NVM_MAC.iter().enumerate() {
+            let v = self.eeprom_word(w)?;
+            m[2 * k..2 * k + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        Ok(MacAddr(m))
+    }
+
+    /// The MAC address in receive-address entry 0 (loaded from the
+    /// EEPROM at reset), if it is marked valid.
+    pub fn mac(&self) -> Result<Option<MacAddr>, Error> {
+        let (lo, hi) = (self.read(RAL0)?, self.read(RAH0)?);
+        if hi & RAH_AV == 0 {
+            return Ok(None);
+        }
+        let mut m = [0u8; 6];
+        m[..4].copy_from_slice(&lo.to_le_bytes());
+        m[4..].copy_from_slice(&(hi as u16).to_le_bytes());
+        Ok(Some(MacAddr(m)))
+    }
+
+    /// The EEPROM image version, as "major.minor-id" (word 5: major in
+    /// bits 15:12, minor in 11:4, image ID in 3:0).
+    pub fn fw_version(&self) -> Result<String, Error> {
+        let v = self.eeprom_word(NVM_VERSION)?;
+        Ok(format!("{}.{}-{}", v >> 12, (v >> 4) & 0xff, v & 0xf))
+    }
+
+    /// Reads PHY register `reg` through MDIC.
+    pub fn phy_read(&self, reg: u32) -> Result<u16, Error> {
+        self.mdic(reg, MDIC_OP_READ).map(|v| v as u16)
+    }
+
+    /// Writes PHY register `reg` through MDIC.
+    pub fn phy_write(&self, reg: u32, v: u16) -> Result<(), Error> {
+        self.mdic(reg, MDIC_OP_WRITE | v as u32).map(drop)
+    }
+
+    /// One MDI access: `op` (opcode, and data for a write) on `reg`;
+    /// returns MDIC as the access left it.
+    fn mdic(&self, reg: u32, op: u32) -> Result<u32, Error> {
+        self.write(
+            MDIC,
+            reg << MDIC_REG_SHIFT | PHY_ADDR << MDIC_PHY_SHIFT | op,
+        )?;
+        let mut v = 0;
+        wait_until("igb PHY access (MDIC.READY)", WAIT, || {
+            v = self.bar.read32(MDIC)?;
+            Ok(v & (MDIC_READY | MDIC_ERROR) != 0)
+        })
+        .map_err(self.fail("PHY access"))?;
+        if v & MDIC_ERROR != 0 {
+            return Err(Error::Phy {
+                addr: self.addr.clone(),
+                reg,
+            });
+        }
+        Ok(v)
+    }
+
+    /// The PHY's identifier (registers 2 and 3).
+    pub fn phy_id(&self) -> Result<u32, Error> {
+        Ok((self.phy_read(PHY_ID1)? as u32) << 16 | self.phy_read(PHY_ID2)? as u32)
+    }
+
+    /// Brings the link up as the driver does at start: CTRL.SLU, then the
+    /// PHY's auto-negotiation enabled and restarted (as Linux's igb does
+    /// for a copper link); the link comes up when it completes.
+    pub fn set_link_up(&self) -> Result<(), Error> {
+        let c = self.read(CTRL)?;
+        self.write(CTRL, c | CTRL_SLU)?;
+        let bmcr = self.phy_read(PHY_CONTROL)?;
+        self.phy_write(
+            PHY_CONTROL,
+            bmcr | PHY_CONTROL_AN_ENABLE | PHY_CONTROL_AN_RESTART,
+        )
+    }
+
+    /// The link as STATUS reports it.
+    pub fn link(&self) -> Result<LinkStatus, Error> {
+        let s = self.read(STATUS)?;
+        Ok(LinkStatus {
+            up: s & STATUS_LU != 0,
+            speed_mbps: match (s >> STATUS_SPEED_SHIFT) & 3 {
+                0 => 10,
+                1 => 100,
+                _ => 1000,
+            },
+            full_duplex: s & STATUS_FD != 0,
+        })
+    }
+
+    /// Frames the device dropped for lack of room or buffers since the
+    /// last read: MPC + RNBC (both clear on read).
+    pub fn missed(&self) -> Result<u64, Error> {
+        Ok(self.read(MPC)? as u64 + self.read(RNBC)? as u64)
+    }
+}
