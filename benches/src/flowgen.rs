@@ -74,6 +74,59 @@ pub fn rate(mut g: Proc) -> f64 {
     median(per_sec) / 1e6
 }
 
+/// Measures one device under test: starts the generator with
+/// `size`-byte frames, starts the command `dut` makes from the
+/// generator's two sockets, lets it run `secs` (plus the two seconds
+/// [`rate`] drops and a margin), stops both, and returns the generator's
+/// rate in Mpps. `dpdk_prefix`: the `--file-prefix` of a DPDK device under
+/// test run with `--single-file-segments`, whose files are removed after.
+pub fn measure(
+    huge: &str,
+    size: usize,
+    secs: f64,
+    dpdk_prefix: Option<&str>,
+    dut: impl FnOnce(&[String; 2]) -> Command,
+) -> f64 {
+    let g = start(huge, size);
+    let child = dut(&socks())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the device under test (dpdk-testpmd, DPDK's l3fwd, or an rpmd app built with --release)");
+    let dut = Proc(child);
+    std::thread::sleep(Duration::from_secs_f64(secs + 2.5));
+    let r = rate(g);
+    match dpdk_prefix {
+        Some(p) => stop_dpdk(dut, huge, p),
+        None => drop(dut),
+    }
+    r
+}
+
+/// A DPDK program as the device under test on CPU 1: `--no-pci`, its
+/// EAL options (`eal`, e.g. the lcores), file prefix `prefix`, 512 MB of
+/// hugepages in one file per segment list (a virtio-user port shares them
+/// by fd), and a `net_virtio_user` port on each socket; the caller adds
+/// `--` and the program's own options.
+pub fn dpdk_dut(program: &str, eal: &[&str], prefix: &str, huge: &str, s: &[String; 2]) -> Command {
+    let mut c = Command::new(program);
+    c.arg("--no-pci")
+        .args(eal)
+        .arg(format!("--file-prefix={prefix}"))
+        .args(["--huge-dir", huge, "-m", "512", "--single-file-segments"])
+        .args(["--log-level=lib.eal:error", "--log-level=user1:error"])
+        .args([
+            "--vdev",
+            &format!("net_virtio_user0,path={},queues=1", s[0]),
+        ])
+        .args([
+            "--vdev",
+            &format!("net_virtio_user1,path={},queues=1", s[1]),
+        ])
+        .stdin(Stdio::piped());
+    c
+}
+
 /// Removes the socket files.
 pub fn clean() {
     for p in socks() {

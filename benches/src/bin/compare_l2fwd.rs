@@ -20,9 +20,8 @@
 //!
 //! Usage: `compare_l2fwd --l2fwd PATH --huge-dir DIR [--runs N]
 //! [--seconds S] [--sweep] [--csv FILE]`
-use rpmd_benches::{flowgen, median, Proc};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use rpmd_benches::{flowgen, median};
+use std::process::Command;
 
 struct Opts {
     l2fwd: String,
@@ -32,61 +31,37 @@ struct Opts {
 }
 
 fn run_dpdk(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
-    let g = flowgen::start(&o.huge, size);
-    let s = flowgen::socks();
-    let dut = Proc(
-        Command::new("dpdk-testpmd")
-            .args(["--no-pci", "--lcores", "0@1,1@1", "--file-prefix=cldut"])
-            .args(["--huge-dir", &o.huge, "-m", "512", "--single-file-segments"])
-            .args(["--log-level=lib.eal:error", "--log-level=user1:error"])
-            .args([
-                "--vdev",
-                &format!("net_virtio_user0,path={},queues=1", s[0]),
-            ])
-            .args([
-                "--vdev",
-                &format!("net_virtio_user1,path={},queues=1", s[1]),
-            ])
-            .arg("--")
+    flowgen::measure(&o.huge, size, o.secs, Some("cldut"), |s| {
+        let mut c = flowgen::dpdk_dut(
+            "dpdk-testpmd",
+            &["--lcores", "0@1,1@1"],
+            "cldut",
+            &o.huge,
+            s,
+        );
+        c.arg("--")
             .arg(format!("--forward-mode={mode}"))
             .arg(format!("--burst={burst}"))
-            .args(["--total-num-mbufs=16384", "-a"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dpdk-testpmd"),
-    );
-    std::thread::sleep(Duration::from_secs_f64(o.secs + 2.5));
-    let r = flowgen::rate(g);
-    flowgen::stop_dpdk(dut, &o.huge, "cldut");
-    r
+            .args(["--total-num-mbufs=16384", "-a"]);
+        c
+    })
 }
 
 fn run_ours(o: &Opts, mode: &str, size: usize, burst: usize) -> f64 {
-    let g = flowgen::start(&o.huge, size);
-    let s = flowgen::socks();
-    let mut c = Command::new(&o.l2fwd);
-    c.args(["-l", "1", "--dev"])
-        .arg(format!("virtio-user:{}", s[0]))
-        .arg("--dev")
-        .arg(format!("virtio-user:{}", s[1]))
-        .arg(format!("--burst={burst}"))
-        .arg(format!("--duration={}", o.secs + 3.0))
-        .args(["--json", "--period", "10"]);
-    if mode == "io" {
-        c.arg("--no-mac-updating");
-    }
-    let dut = Proc(
-        c.stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("l2fwd (cargo build --release -p rpmd-apps)"),
-    );
-    std::thread::sleep(Duration::from_secs_f64(o.secs + 2.5));
-    let r = flowgen::rate(g);
-    drop(dut);
-    r
+    flowgen::measure(&o.huge, size, o.secs, None, |s| {
+        let mut c = Command::new(&o.l2fwd);
+        c.args(["-l", "1", "--dev"])
+            .arg(format!("virtio-user:{}", s[0]))
+            .arg("--dev")
+            .arg(format!("virtio-user:{}", s[1]))
+            .arg(format!("--burst={burst}"))
+            .arg(format!("--duration={}", o.secs + 3.0))
+            .args(["--json", "--period", "10"]);
+        if mode == "io" {
+            c.arg("--no-mac-updating");
+        }
+        c
+    })
 }
 
 fn main() {

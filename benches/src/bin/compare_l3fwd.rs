@@ -16,9 +16,8 @@
 //! `RESULT l3fwd worst_ratio=<x> geomean=<y>`.
 //!
 //! Usage: `compare_l3fwd --dpdk-l3fwd PATH [--l3fwd PATH] [--huge-dir DIR] [--runs N] [--seconds S]`
-use rpmd_benches::{flowgen, median, Proc};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use rpmd_benches::{flowgen, median};
+use std::process::Command;
 
 struct Opts {
     dpdk: String,
@@ -60,66 +59,36 @@ fn rules(o: &Opts, lookup: &str) -> [String; 2] {
 }
 
 fn run_dpdk(o: &Opts, lookup: &str, size: usize) -> f64 {
-    let g = flowgen::start(&o.huge, size);
-    let s = flowgen::socks();
     let [r4, r6] = rules(o, lookup);
-    let dut = Proc(
-        Command::new(&o.dpdk)
-            .args(["--no-pci", "-l", "1", "--file-prefix=cl3dut"])
-            .args(["--huge-dir", &o.huge, "-m", "512", "--single-file-segments"])
-            .args(["--log-level=lib.eal:error"])
-            .args([
-                "--vdev",
-                &format!("net_virtio_user0,path={},queues=1", s[0]),
-            ])
-            .args([
-                "--vdev",
-                &format!("net_virtio_user1,path={},queues=1", s[1]),
-            ])
-            .args([
-                "--",
-                "-p",
-                "0x3",
-                "--config",
-                "(0,0,1),(1,0,1)",
-                "--parse-ptype",
-            ])
-            .arg(format!("--lookup={lookup}"))
-            .arg(format!("--rule_ipv4={r4}"))
-            .arg(format!("--rule_ipv6={r6}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("DPDK's l3fwd"),
-    );
-    std::thread::sleep(Duration::from_secs_f64(o.secs + 2.5));
-    let r = flowgen::rate(g);
-    flowgen::stop_dpdk(dut, &o.huge, "cl3dut");
-    r
+    flowgen::measure(&o.huge, size, o.secs, Some("cl3dut"), |s| {
+        let mut c = flowgen::dpdk_dut(&o.dpdk, &["-l", "1"], "cl3dut", &o.huge, s);
+        c.args([
+            "--",
+            "-p",
+            "0x3",
+            "--config",
+            "(0,0,1),(1,0,1)",
+            "--parse-ptype",
+        ])
+        .arg(format!("--lookup={lookup}"))
+        .arg(format!("--rule_ipv4={r4}"))
+        .arg(format!("--rule_ipv6={r6}"));
+        c
+    })
 }
 
 fn run_ours(o: &Opts, lookup: &str, size: usize) -> f64 {
-    let g = flowgen::start(&o.huge, size);
-    let s = flowgen::socks();
     let [r4, r6] = rules(o, lookup);
-    let dut = Proc(
-        Command::new(&o.ours)
-            .args(["-l", "1", "--poll", "spin", "--no-telemetry"])
+    flowgen::measure(&o.huge, size, o.secs, None, |s| {
+        let mut c = Command::new(&o.ours);
+        c.args(["-l", "1", "--poll", "spin", "--no-telemetry"])
             .args(["--dev", &format!("virtio-user:{}", s[0])])
             .args(["--dev", &format!("virtio-user:{}", s[1])])
             .args(["--lookup", lookup, "--rule-ipv4", &r4, "--rule-ipv6", &r6])
             .arg(format!("--duration={}", o.secs + 3.0))
-            .args(["--json", "--period", "10"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("l3fwd (cargo build --release -p rpmd-apps)"),
-    );
-    std::thread::sleep(Duration::from_secs_f64(o.secs + 2.5));
-    let r = flowgen::rate(g);
-    drop(dut);
-    r
+            .args(["--json", "--period", "10"]);
+        c
+    })
 }
 
 fn opts() -> Opts {
