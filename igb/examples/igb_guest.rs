@@ -24,23 +24,16 @@
 use rpmd_igb::hw::Hw;
 use rpmd_igb::regs::{PHY_STATUS, PHY_STATUS_LINK};
 use rpmd_igb::Error;
-use rpmd_pmd::function::{PciBus, PciFunction};
-use rpmd_pmd::pci::PciAddr;
+use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::port::MacAddr;
 use rpmd_pmd::vfio::VfioBus;
-use rpmd_pmd::DmaDomain;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 type R<T> = Result<T, String>;
 
 fn open(bdf: &str) -> R<(VfioBus, Arc<dyn PciFunction>)> {
-    let addr: PciAddr = bdf.parse().map_err(|e| format!("{bdf}: {e}"))?;
-    let bus = VfioBus::default();
-    let func = bus
-        .open(addr, &DmaDomain::new())
-        .map_err(|e| format!("open {bdf}: {e}"))?;
-    Ok((bus, func))
+    VfioBus::open_alone(bdf).map_err(|e| format!("open {bdf}: {e}"))
 }
 
 fn bring_up(bdf: &str, want: MacAddr) -> R<String> {

@@ -84,12 +84,11 @@ impl Lpm4 {
     /// reserved, and touched as routes fill it).
     pub fn new(cfg: Lpm4Config) -> Self {
         Lpm4 {
-            first: crate::pages::huge_vec(1 << FIRST_BITS, || 0)
+            first: crate::pages::huge_zeroed(1 << FIRST_BITS)
                 .into_boxed_slice()
                 .try_into()
                 .expect("2^24 entries"),
-            second: crate::pages::huge_vec(cfg.groups as usize * GROUP_LEN, || 0)
-                .into_boxed_slice(),
+            second: crate::pages::huge_zeroed(cfg.groups as usize * GROUP_LEN).into_boxed_slice(),
             free_groups: (0..cfg.groups).rev().collect(),
             rules: BTreeMap::new(),
             max_rules: cfg.max_rules,

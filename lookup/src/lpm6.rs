@@ -109,12 +109,11 @@ impl Lpm6 {
     /// An empty table of `cfg`'s size.
     pub fn new(cfg: Lpm6Config) -> Self {
         Lpm6 {
-            first: crate::pages::huge_vec(1 << FIRST_BITS, || 0)
+            first: crate::pages::huge_zeroed(1 << FIRST_BITS)
                 .into_boxed_slice()
                 .try_into()
                 .expect("2^16 entries"),
-            groups: crate::pages::huge_vec(cfg.groups as usize * GROUP_LEN, || 0)
-                .into_boxed_slice(),
+            groups: crate::pages::huge_zeroed(cfg.groups as usize * GROUP_LEN).into_boxed_slice(),
             free_groups: (0..cfg.groups).rev().collect(),
             rules: BTreeMap::new(),
             max_rules: cfg.max_rules,

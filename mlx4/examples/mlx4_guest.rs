@@ -22,21 +22,15 @@
 use rpmd_mlx4::fw::blocks;
 use rpmd_mlx4::prm::mem::DevBuf;
 use rpmd_mlx4::{Error, Hca, Options};
-use rpmd_pmd::function::{cfg, PciBus, PciFunction};
-use rpmd_pmd::pci::PciAddr;
+use rpmd_pmd::function::{cfg, PciFunction};
 use rpmd_pmd::vfio::VfioBus;
-use rpmd_pmd::{DmaDomain, Registry};
+use rpmd_pmd::Registry;
 use std::sync::Arc;
 
 type R<T> = Result<T, String>;
 
 fn open(bdf: &str) -> R<(VfioBus, Arc<dyn PciFunction>)> {
-    let addr: PciAddr = bdf.parse().map_err(|e| format!("{bdf}: {e}"))?;
-    let bus = VfioBus::default();
-    let func = bus
-        .open(addr, &DmaDomain::new())
-        .map_err(|e| format!("open {bdf}: {e}"))?;
-    Ok((bus, func))
+    VfioBus::open_alone(bdf).map_err(|e| format!("open {bdf}: {e}"))
 }
 
 fn identity(func: &dyn PciFunction) -> R<(u16, u16)> {

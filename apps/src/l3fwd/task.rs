@@ -221,7 +221,9 @@ fn classify(frame: &mut [u8], lookup: Lookup, s: &mut Scratch, i: usize, n: &mut
             match lookup {
                 Lookup::Lpm => s.a4[n[0]] = dst,
                 Lookup::Em => {
-                    let ports = l4_ports(v4.protocol(), !v4.is_fragment(), v4.payload());
+                    // Only the first fragment (offset 0) carries the ports.
+                    let first = u16::from_be_bytes([v4.header()[6], v4.header()[7]]) & 0x1fff == 0;
+                    let ports = l4_ports(v4.protocol(), first, v4.payload());
                     s.k4[n[0]] = key4([src, dst], ports, v4.protocol().0);
                 }
             }
@@ -254,7 +256,7 @@ fn classify(frame: &mut [u8], lookup: Lookup, s: &mut Scratch, i: usize, n: &mut
 }
 
 /// A TCP or UDP segment's ports; zeros for other protocols and for
-/// fragments past the first (as DPDK's exact match reads them).
+/// fragments past the first, which carry no L4 header.
 #[inline]
 fn l4_ports(proto: IpProto, first: bool, l4: &[u8]) -> [u16; 2] {
     if first && (proto == IpProto::UDP || proto == IpProto::TCP) && l4.len() >= 4 {
@@ -400,5 +402,49 @@ impl Task for Forward {
 
     fn busy_poll_done(&mut self, hit: bool) {
         multi::busy_poll_done(self.rx.iter_mut().map(|r| &mut r.q), hit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet + IPv4 + UDP frame (1000 -> 1001) with fragment field
+    /// `frag` (flags and offset).
+    fn frame(frag: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut f[14..];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&28u16.to_be_bytes());
+        ip[6..8].copy_from_slice(&frag.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[20..22].copy_from_slice(&1000u16.to_be_bytes());
+        ip[22..24].copy_from_slice(&1001u16.to_be_bytes());
+        let c = rpmd_pmd::net::ipv4_header_checksum(&ip[..20]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn exact_match_keys_take_ports_from_whole_datagrams_and_first_fragments_only() {
+        let mut s = Scratch::new();
+        for (frag, ports) in [
+            (0, [1000, 1001]),
+            (0x2000, [1000, 1001]),
+            (0x2010, [0, 0]),
+            (0x0010, [0, 0]),
+        ] {
+            let mut f = frame(frag);
+            let mut n = [0, 0];
+            assert_eq!(classify(&mut f, Lookup::Em, &mut s, 0, &mut n), TO_V4);
+            assert_eq!(
+                s.k4[0],
+                key4([0, 0], ports, 17),
+                "fragment field {frag:#06x}"
+            );
+            assert_eq!(f[14 + 8], 63, "TTL one less");
+        }
     }
 }

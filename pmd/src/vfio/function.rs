@@ -47,6 +47,16 @@ impl VfioBus {
             container: Mutex::new(None),
         }
     }
+
+    /// Opens the one function at `bdf` (`DDDD:BB:DD.F` or `BB:DD.F`) on a
+    /// bus and DMA domain of its own, as a driver's bring-up test does;
+    /// the bus is returned because it holds the VFIO container.
+    pub fn open_alone(bdf: &str) -> Result<(VfioBus, Arc<dyn PciFunction>), Error> {
+        let addr: PciAddr = bdf.parse()?;
+        let bus = VfioBus::default();
+        let func = bus.open(addr, &DmaDomain::new())?;
+        Ok((bus, func))
+    }
 }
 
 impl PciBus for VfioBus {
