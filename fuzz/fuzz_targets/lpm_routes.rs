@@ -6,6 +6,7 @@
 //! each.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use rpmd_lookup::testing::{linear_scan, mask};
 use rpmd_lookup::{Error, Lpm4, Lpm4Config};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -14,21 +15,7 @@ thread_local! {
     static TABLE: RefCell<Lpm4> = RefCell::new(Lpm4::new(Lpm4Config { max_rules: 48, groups: 8 }));
 }
 
-fn mask(d: u8) -> u32 {
-    if d == 0 {
-        0
-    } else {
-        u32::MAX << (32 - d)
-    }
-}
 
-fn naive(routes: &BTreeMap<(u8, u32), u32>, a: u32) -> Option<u32> {
-    routes
-        .iter()
-        .filter(|(&(d, p), _)| a & mask(d) == p)
-        .max_by_key(|(&(d, _), _)| d)
-        .map(|(_, &nh)| nh)
-}
 
 fuzz_target!(|data: &[u8]| {
     TABLE.with(|t| {
@@ -44,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
                 b => 8 + b % 25,
             };
             let addr = u32::from_be_bytes([op[2], op[3], op[4], op[5]]);
-            let key = (depth, addr & mask(depth.min(32)));
+            let key = (depth, addr & mask::<u32>(depth.min(32)));
             match op[0] % 4 {
                 0 | 1 => match t.add(addr, depth, addr & 0xffff) {
                     Ok(()) => {
@@ -58,18 +45,18 @@ fuzz_target!(|data: &[u8]| {
                     let r = t.delete(addr, depth);
                     assert_eq!(r.is_ok(), depth <= 32 && routes.remove(&key).is_some());
                 }
-                _ => assert_eq!(t.lookup(addr), naive(&routes, addr)),
+                _ => assert_eq!(t.lookup(addr), linear_scan(&routes, addr)),
             }
         }
         assert_eq!(t.len(), routes.len());
         for &(d, p) in routes.keys() {
             for a in [
                 p,
-                p | !mask(d),
+                p | !mask::<u32>(d),
                 p.wrapping_sub(1),
-                (p | !mask(d)).wrapping_add(1),
+                (p | !mask::<u32>(d)).wrapping_add(1),
             ] {
-                assert_eq!(t.lookup(a), naive(&routes, a));
+                assert_eq!(t.lookup(a), linear_scan(&routes, a));
             }
         }
         for (d, p) in routes.keys().copied().collect::<Vec<_>>() {

@@ -19,6 +19,10 @@
 //! first table by the top 16 bits, then a group of 256 entries per further
 //! byte a route needs.
 //!
+//! Both prefix tables keep their routes in one shared list (`rules`:
+//! limits, the fallback a delete restores); [`testing::linear_scan`] is
+//! the reference their tests and fuzz targets check them against.
+//!
 //! [`ExactTable`] is exact match for flows (5-tuples and other keys of
 //! whole 64-bit words) as `rte_hash` in its lock-free read/write mode:
 //! cuckoo buckets of signatures beside a key store, lookups from any number
@@ -31,6 +35,9 @@ pub mod exact;
 pub mod lpm;
 pub mod lpm6;
 mod pages;
+mod rules;
+
+pub use rules::{testing, Addr};
 
 pub use exact::{ExactReader, ExactTable};
 pub use lpm::{Lpm4, Lpm4Config};

@@ -3,8 +3,8 @@
 //! An entry is a `u32`: bit 31 valid; bit 30 (first table only) "points to
 //! a second-table group"; bits 24-29 the prefix length the entry came
 //! from; bits 0-23 the next hop, or the group's index.
+use crate::rules::Rules;
 use crate::Error;
-use std::collections::BTreeMap;
 
 const VALID: u32 = 1 << 31;
 const GROUP: u32 = 1 << 30;
@@ -47,8 +47,7 @@ pub struct Lpm4 {
     free_groups: Vec<u32>,
     /// Every route, by (prefix length, prefix): what a delete falls back
     /// to, and what `routes` lists.
-    rules: BTreeMap<(u8, u32), u32>,
-    max_rules: u32,
+    rules: Rules<u32>,
 }
 
 impl std::fmt::Debug for Lpm4 {
@@ -60,23 +59,12 @@ impl std::fmt::Debug for Lpm4 {
     }
 }
 
-fn mask(depth: u8) -> u32 {
-    match depth {
-        0 => 0,
-        d => u32::MAX << (32 - d),
-    }
-}
-
 fn entry(next_hop: u32, depth: u8) -> u32 {
     VALID | (depth as u32) << DEPTH_SHIFT | next_hop
 }
 
 fn depth_of(e: u32) -> u8 {
     ((e >> DEPTH_SHIFT) & 0x3f) as u8
-}
-
-fn dotted(a: u32) -> String {
-    std::net::Ipv4Addr::from(a).to_string()
 }
 
 impl Lpm4 {
@@ -90,8 +78,7 @@ impl Lpm4 {
                 .expect("2^24 entries"),
             second: crate::pages::huge_zeroed(cfg.groups as usize * GROUP_LEN).into_boxed_slice(),
             free_groups: (0..cfg.groups).rev().collect(),
-            rules: BTreeMap::new(),
-            max_rules: cfg.max_rules,
+            rules: Rules::new(cfg.max_rules, MAX_NEXT_HOP),
         }
     }
 
@@ -102,7 +89,7 @@ impl Lpm4 {
 
     /// Whether it holds no route.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.len() == 0
     }
 
     /// Second-table groups not in use.
@@ -112,36 +99,19 @@ impl Lpm4 {
 
     /// Every route: (prefix, length, next hop), shortest first.
     pub fn routes(&self) -> impl Iterator<Item = (u32, u8, u32)> + '_ {
-        self.rules.iter().map(|(&(d, p), &nh)| (p, d, nh))
-    }
-
-    fn check(depth: u8, next_hop: u32) -> Result<(), Error> {
-        if depth > 32 {
-            return Err(Error::Depth { depth, max: 32 });
-        }
-        if next_hop > MAX_NEXT_HOP {
-            return Err(Error::NextHop {
-                next_hop,
-                max: MAX_NEXT_HOP,
-            });
-        }
-        Ok(())
+        self.rules.iter()
     }
 
     /// Adds the route `prefix/depth` to `next_hop` (the bits past `depth`
     /// are ignored), or replaces its next hop if the table has it. Refused,
     /// with nothing changed, when the table is full.
     pub fn add(&mut self, prefix: u32, depth: u8, next_hop: u32) -> Result<(), Error> {
-        Self::check(depth, next_hop)?;
-        let prefix = prefix & mask(depth);
-        let known = self.rules.contains_key(&(depth, prefix));
-        if !known && self.rules.len() >= self.max_rules as usize {
-            return Err(Error::Full { what: "routes" });
-        }
+        let prefix = self.rules.check(prefix, depth, next_hop)?;
+        self.rules.room_for(prefix, depth)?;
         if depth > FIRST_BITS {
             self.group_of(prefix >> 8)?;
         }
-        self.rules.insert((depth, prefix), next_hop);
+        self.rules.insert(prefix, depth, next_hop);
         let new = entry(next_hop, depth);
         self.rewrite(
             prefix,
@@ -155,24 +125,12 @@ impl Lpm4 {
     /// Deletes the route `prefix/depth`; the addresses it covered fall back
     /// to the next-longest route covering them, or to none.
     pub fn delete(&mut self, prefix: u32, depth: u8) -> Result<(), Error> {
-        Self::check(depth, 0)?;
-        let prefix = prefix & mask(depth);
-        if self.rules.remove(&(depth, prefix)).is_none() {
-            return Err(Error::NoRoute {
-                prefix: dotted(prefix),
-                depth,
-            });
-        }
-        // The longest shorter route covers the whole deleted prefix (any
-        // route covering part of it, being shorter, covers all of it).
-        let fallback = (0..depth)
-            .rev()
-            .find_map(|d| {
-                self.rules
-                    .get(&(d, prefix & mask(d)))
-                    .map(|&nh| entry(nh, d))
-            })
-            .unwrap_or(0);
+        let prefix = self.rules.check(prefix, depth, 0)?;
+        self.rules.remove(prefix, depth)?;
+        let fallback = self
+            .rules
+            .covering(prefix, depth)
+            .map_or(0, |(nh, d)| entry(nh, d));
         self.rewrite(
             prefix,
             depth,

@@ -13,8 +13,8 @@
 //! longest shorter route that covers it (from the rules kept beside the
 //! tables), a group whose 256 entries say one thing goes back to the free
 //! list, and a `/0` route is allowed.
+use crate::rules::Rules;
 use crate::Error;
-use std::collections::BTreeMap;
 
 const VALID: u32 = 1 << 31;
 const GROUP: u32 = 1 << 30;
@@ -57,8 +57,7 @@ pub struct Lpm6 {
     groups: Box<[u32]>,
     free_groups: Vec<u32>,
     /// Every route, by (prefix length, prefix).
-    rules: BTreeMap<(u8, u128), u32>,
-    max_rules: u32,
+    rules: Rules<u128>,
 }
 
 impl std::fmt::Debug for Lpm6 {
@@ -67,13 +66,6 @@ impl std::fmt::Debug for Lpm6 {
             .field("routes", &self.rules.len())
             .field("free_groups", &self.free_groups.len())
             .finish()
-    }
-}
-
-fn mask(depth: u8) -> u128 {
-    match depth {
-        0 => 0,
-        d => u128::MAX << (128 - d as u32),
     }
 }
 
@@ -115,8 +107,7 @@ impl Lpm6 {
                 .expect("2^16 entries"),
             groups: crate::pages::huge_zeroed(cfg.groups as usize * GROUP_LEN).into_boxed_slice(),
             free_groups: (0..cfg.groups).rev().collect(),
-            rules: BTreeMap::new(),
-            max_rules: cfg.max_rules,
+            rules: Rules::new(cfg.max_rules, MAX_NEXT_HOP),
         }
     }
 
@@ -127,7 +118,7 @@ impl Lpm6 {
 
     /// Whether it holds no route.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.len() == 0
     }
 
     /// Groups not in use.
@@ -137,20 +128,7 @@ impl Lpm6 {
 
     /// Every route: (prefix, length, next hop), shortest first.
     pub fn routes(&self) -> impl Iterator<Item = (u128, u8, u32)> + '_ {
-        self.rules.iter().map(|(&(d, p), &nh)| (p, d, nh))
-    }
-
-    fn check(depth: u8, next_hop: u32) -> Result<(), Error> {
-        if depth > 128 {
-            return Err(Error::Depth { depth, max: 128 });
-        }
-        if next_hop > MAX_NEXT_HOP {
-            return Err(Error::NextHop {
-                next_hop,
-                max: MAX_NEXT_HOP,
-            });
-        }
-        Ok(())
+        self.rules.iter()
     }
 
     fn slice(&mut self, t: Table) -> &mut [u32] {
@@ -182,18 +160,14 @@ impl Lpm6 {
     /// with nothing changed, when the routes or the groups it needs run
     /// out.
     pub fn add(&mut self, prefix: u128, depth: u8, next_hop: u32) -> Result<(), Error> {
-        Self::check(depth, next_hop)?;
-        let prefix = prefix & mask(depth);
-        let known = self.rules.contains_key(&(depth, prefix));
-        if !known && self.rules.len() >= self.max_rules as usize {
-            return Err(Error::Full { what: "routes" });
-        }
+        let prefix = self.rules.check(prefix, depth, next_hop)?;
+        self.rules.room_for(prefix, depth)?;
         if self.groups_needed(prefix, depth) > self.free_groups.len() {
             return Err(Error::Full {
                 what: "groups (the levels below the first that the route's path needs)",
             });
         }
-        self.rules.insert((depth, prefix), next_hop);
+        self.rules.insert(prefix, depth, next_hop);
         let r = Rewrite {
             prefix,
             depth,
@@ -207,22 +181,12 @@ impl Lpm6 {
     /// Deletes the route `prefix/depth`; the addresses it covered fall back
     /// to the longest shorter route covering them, or to none.
     pub fn delete(&mut self, prefix: u128, depth: u8) -> Result<(), Error> {
-        Self::check(depth, 0)?;
-        let prefix = prefix & mask(depth);
-        if self.rules.remove(&(depth, prefix)).is_none() {
-            return Err(Error::NoRoute {
-                prefix: std::net::Ipv6Addr::from(prefix).to_string(),
-                depth,
-            });
-        }
-        let fallback = (0..depth)
-            .rev()
-            .find_map(|d| {
-                self.rules
-                    .get(&(d, prefix & mask(d)))
-                    .map(|&nh| entry(nh, d))
-            })
-            .unwrap_or(0);
+        let prefix = self.rules.check(prefix, depth, 0)?;
+        self.rules.remove(prefix, depth)?;
+        let fallback = self
+            .rules
+            .covering(prefix, depth)
+            .map_or(0, |(nh, d)| entry(nh, d));
         let r = Rewrite {
             prefix,
             depth,

@@ -3,30 +3,19 @@
 //! deletes, and the edges: a default route, /32s, /24-/25 boundaries,
 //! replacement, full tables, refused input.
 use rpmd_lookup::lpm::MAX_NEXT_HOP;
+use rpmd_lookup::testing::{linear_scan, mask};
 use rpmd_lookup::{Error, Lpm4, Lpm4Config};
 use std::collections::BTreeMap;
 
 mod common;
 use common::Rng;
 
-fn mask(d: u8) -> u32 {
-    if d == 0 {
-        0
-    } else {
-        u32::MAX << (32 - d)
-    }
-}
-
 /// The reference: routes by (length, prefix).
 #[derive(Default)]
 struct Naive(BTreeMap<(u8, u32), u32>);
 impl Naive {
     fn lookup(&self, a: u32) -> Option<u32> {
-        self.0
-            .iter()
-            .filter(|(&(d, p), _)| a & mask(d) == p)
-            .max_by_key(|(&(d, _), _)| d)
-            .map(|(_, &nh)| nh)
+        linear_scan(&self.0, a)
     }
 }
 
@@ -42,7 +31,7 @@ fn small() -> Lpm4 {
 fn probes(routes: &Naive, rng: &mut Rng) -> Vec<u32> {
     let mut v = Vec::new();
     for &(d, p) in routes.0.keys() {
-        let last = p | !mask(d);
+        let last = p | !mask::<u32>(d);
         v.extend([p, last, p.wrapping_sub(1), last.wrapping_add(1)]);
     }
     v.extend((0..256).map(|_| rng.next() as u32));
@@ -61,7 +50,7 @@ fn random_adds_and_deletes_match_a_linear_scan() {
         for step in 0..400 {
             let d = rng.below(33) as u8;
             let base = bases[rng.below(4) as usize];
-            let p = (base | (rng.next() as u32 & 0xffff)) & mask(d);
+            let p = (base | (rng.next() as u32 & 0xffff)) & mask::<u32>(d);
             if rng.below(3) == 0 && !n.0.is_empty() {
                 let k =
                     *n.0.keys()

@@ -4,6 +4,7 @@
 //! edges: a default route, /128s, level boundaries, replacement, groups
 //! given back, full tables, refused input.
 use rpmd_lookup::lpm6::MAX_NEXT_HOP;
+use rpmd_lookup::testing::{linear_scan, mask};
 use rpmd_lookup::{Error, Lpm6, Lpm6Config};
 use std::collections::BTreeMap;
 
@@ -22,22 +23,6 @@ fn addr(rng: &mut Rng) -> u128 {
     }
 }
 
-fn mask(d: u8) -> u128 {
-    if d == 0 {
-        0
-    } else {
-        u128::MAX << (128 - d as u32)
-    }
-}
-
-fn naive(routes: &BTreeMap<(u8, u128), u32>, a: u128) -> Option<u32> {
-    routes
-        .iter()
-        .filter(|(&(d, p), _)| a & mask(d) == p)
-        .max_by_key(|(&(d, _), _)| d)
-        .map(|(_, &nh)| nh)
-}
-
 #[test]
 fn agrees_with_a_linear_scan_through_adds_and_deletes() {
     for seed in [3u64, 9, 27] {
@@ -53,7 +38,7 @@ fn agrees_with_a_linear_scan_through_adds_and_deletes() {
             if rng.next() % 3 != 0 || live.is_empty() {
                 let depth = [0u8, 8, 16, 17, 24, 32, 33, 40, 48, 56, 64, 96, 127, 128]
                     [(rng.next() % 14) as usize];
-                let p = addr(&mut rng) & mask(depth);
+                let p = addr(&mut rng) & mask::<u128>(depth);
                 let nh = (rng.next() as u32) & MAX_NEXT_HOP;
                 t.add(p, depth, nh).unwrap();
                 if routes.insert((depth, p), nh).is_none() {
@@ -67,10 +52,10 @@ fn agrees_with_a_linear_scan_through_adds_and_deletes() {
             for _ in 0..8 {
                 // An address under a known route, or anywhere.
                 let a = match live.get((rng.next() as usize) % live.len().max(1)) {
-                    Some(&(d, p)) if rng.next() % 2 == 0 => p | (addr(&mut rng) & !mask(d)),
+                    Some(&(d, p)) if rng.next() % 2 == 0 => p | (addr(&mut rng) & !mask::<u128>(d)),
                     _ => addr(&mut rng),
                 };
-                assert_eq!(t.lookup(a), naive(&routes, a), "step {step}, {a:#x}");
+                assert_eq!(t.lookup(a), linear_scan(&routes, a), "step {step}, {a:#x}");
             }
         }
         let addrs: Vec<u128> = (0..100).map(|_| addr(&mut rng)).collect();
