@@ -124,13 +124,14 @@ pub fn device(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The registry of every app: the built-in ports, virtio, the kernel's
-/// and mlx4 (the PCI driver and its device model).
+/// The registry of every app: the built-in ports, virtio, the kernel's,
+/// mlx4 (the PCI driver and its device model) and igb.
 pub fn registry() -> Registry {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
     rpmd_kernel::register(&mut reg);
     rpmd_mlx4::register(&mut reg);
+    rpmd_igb::register(&mut reg);
     reg
 }
 

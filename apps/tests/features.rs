@@ -30,7 +30,9 @@ fn document() -> String {
          Not opened by that test on a host without the device: \
          `virtio-net-pci`, whose receive modes, MAC filter and rx interrupts \
          the VFIO guest run exercises (`tests/vm`, `virtio/examples/virtio_guest.rs`), \
-         and `mlx4`, the same driver as `mlx4-model` on rpmd's model of the card.\n\n{}",
+         `mlx4`, the same driver as `mlx4-model` on rpmd's model of the card, \
+         and `igb`, whose features the VFIO guest run exercises on QEMU's 82576 \
+         (`igb/examples/igb_guest`).\n\n{}",
         rpmd_pmd::port::features::matrix(&reg.features())
     )
 }

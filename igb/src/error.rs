@@ -35,4 +35,21 @@ pub enum Error {
         #[source]
         source: rpmd_pmd::Error,
     },
+    /// DMA memory for a ring or its mapping for the device.
+    #[error("{what}: {source}")]
+    Memory {
+        /// Which memory.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: rpmd_pmd::Error,
+    },
+    /// A ring that cannot be made as asked.
+    #[error("{what}: {detail}")]
+    Ring {
+        /// Which ring.
+        what: String,
+        /// What is wrong.
+        detail: String,
+    },
 }

@@ -31,7 +31,7 @@ pub struct LinkStatus {
 /// An 82576 function with its register BAR mapped.
 pub struct Hw {
     func: Arc<dyn PciFunction>,
-    bar: Regs,
+    bar: Arc<Regs>,
     addr: String,
 }
 
@@ -55,13 +55,18 @@ impl Hw {
                 known: known.join("/"),
             });
         }
-        let bar = func.bar(0).map_err(fail("BAR 0 (registers)"))?;
+        let bar = Arc::new(func.bar(0).map_err(fail("BAR 0 (registers)"))?);
         Ok(Hw { func, bar, addr })
     }
 
     /// The function's address.
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// The register BAR, for the queues' tail registers.
+    pub fn regs(&self) -> &Arc<Regs> {
+        &self.bar
     }
 
     /// The PCI function (for DMA mapping).
@@ -238,9 +243,22 @@ impl Hw {
         })
     }
 
-    /// Frames the device dropped for lack of room or buffers since the
-    /// last read: MPC + RNBC (both clear on read).
+    /// Frames the device dropped for lack of room in its receive
+    /// buffer since the last read (MPC, which clears on read; RNBC counts
+    /// frames that found no descriptor, which may still arrive later, and
+    /// is an xstat).
     pub fn missed(&self) -> Result<u64, Error> {
-        Ok(self.read(MPC)? as u64 + self.read(RNBC)? as u64)
+        Ok(self.read(MPC)? as u64)
+    }
+
+    /// Polls register `off` until `done` holds for its value, within
+    /// [`WAIT`].
+    pub fn wait_reg(
+        &self,
+        what: &'static str,
+        off: u64,
+        done: impl Fn(u32) -> bool,
+    ) -> Result<(), Error> {
+        wait_until(what, WAIT, || Ok(done(self.bar.read32(off)?))).map_err(self.fail(what))
     }
 }

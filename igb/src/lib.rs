@@ -1,22 +1,41 @@
 //! A poll-mode driver for the Intel 82576 (igb) over the PCI function
 //! trait: VFIO on a real or emulated NIC, or a device model.
 //!
-//! Built so far: the device's bring-up ([`hw::Hw`]): identity check
-//! against the 82576 family's IDs, reset as the datasheet orders it
-//! (interrupts masked, queues stopped, CTRL.RST, the EEPROM's auto-read
-//! awaited), EEPROM reads through EERD (MAC address, image version), PHY
-//! registers through MDIC, link up (CTRL.SLU) and the link's state,
-//! speed and duplex from STATUS, and the device's drop counters (MPC,
-//! RNBC). Every wait on the device is bounded ([`hw::WAIT`]) and fails
-//! with an error naming the function and what it waited for. It is
-//! tested in the QEMU guest of `tests/vm/run.sh` against QEMU's own 82576
-//! model (`-device igb`). The receive and transmit queues (advanced
-//! descriptors) and the `EthDev` device on top are the next step.
+//! - [`hw::Hw`]: the device's bring-up: identity check against the
+//!   82576 family's IDs, reset as the datasheet orders it (interrupts
+//!   masked, queues stopped, CTRL.RST, the EEPROM's auto-read awaited),
+//!   EEPROM reads through EERD (MAC address, image version), PHY
+//!   registers through MDIC, link up (CTRL.SLU) and the link's state.
+//!   Every wait on the device is bounded ([`hw::WAIT`]) and fails with
+//!   an error naming the function and what it waited for.
+//! - [`ethdev`]: the port (`pci:BDF` through the registry, [`register`]):
+//!   the generic `EthDev` over the device, with its receive filter
+//!   (own address, 15 more unicast entries, the multicast hash table,
+//!   promiscuous and all-multicast), checksum and VLAN offloads in the
+//!   device, jumbo frames, and the statistics registers as xstats and
+//!   `imissed`.
+//! - The data path ([`desc`] layouts, [`ring`] memory, `rxtx`): advanced
+//!   descriptors, bursts of up to 32 and more, no allocation or system
+//!   call per frame; a frame over several receive buffers arrives as an
+//!   mbuf chain, and a chain goes out as one descriptor per segment.
+//!
+//! Tested in the QEMU guest of `tests/vm/run.sh` against QEMU's own 82576
+//! model (`-device igb`). Not yet: several receive queues with RSS,
+//! MSI-X receive interrupts, link-change events, TSO, VLAN filtering in
+//! the device (the generic port's software filter serves meanwhile).
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod counters;
+pub mod desc;
+mod driver;
 mod error;
+pub mod ethdev;
 pub mod hw;
 pub mod regs;
+pub mod ring;
+mod rxtx;
 
+pub use driver::{register, IgbDriver};
 pub use error::Error;
+pub use ethdev::{open_port, IgbDevice, IgbPort};

@@ -113,3 +113,245 @@ pub const MPC: u64 = 0x4010;
 pub const CRCERRS: u64 = 0x4000;
 /// Receive No Buffers Count.
 pub const RNBC: u64 = 0x40A0;
+
+/// RCTL: receiver enable.
+pub const RCTL_EN: u32 = 1 << 1;
+/// RCTL: store bad packets.
+pub const RCTL_SBP: u32 = 1 << 2;
+/// RCTL: unicast promiscuous.
+pub const RCTL_UPE: u32 = 1 << 3;
+/// RCTL: multicast promiscuous.
+pub const RCTL_MPE: u32 = 1 << 4;
+/// RCTL: long packets (frames beyond 1522 bytes, up to RLPML).
+pub const RCTL_LPE: u32 = 1 << 5;
+/// RCTL: loopback mode, bits 7:6 (00 none, 01 MAC loopback).
+pub const RCTL_LBM_MAC: u32 = 1 << 6;
+/// RCTL: multicast offset (which destination bits index the MTA), bits
+/// 13:12; 00 uses bits 47:36.
+pub const RCTL_MO_SHIFT: u32 = 12;
+/// RCTL: accept broadcast.
+pub const RCTL_BAM: u32 = 1 << 15;
+/// RCTL: VLAN filter enable.
+pub const RCTL_VFE: u32 = 1 << 18;
+/// RCTL: strip the Ethernet CRC.
+pub const RCTL_SECRC: u32 = 1 << 26;
+
+/// TCTL: transmitter enable.
+pub const TCTL_EN: u32 = 1 << 1;
+/// TCTL: collision threshold, bits 11:4 (15, as Linux sets it).
+pub const TCTL_CT: u32 = 15 << 4;
+/// TCTL: collision distance, bits 21:12 (63 for full duplex, as Linux).
+pub const TCTL_COLD: u32 = 63 << 12;
+/// Transmit IPG (Linux's igb leaves its reset value; written for clarity).
+pub const TIPG: u64 = 0x0410;
+
+/// VLAN Ether Type (bits 15:0: the tag protocol identifier).
+pub const VET: u64 = 0x0038;
+/// CTRL: VLAN mode enable (strip received tags into the descriptor).
+pub const CTRL_VME: u32 = 1 << 30;
+
+/// Receive Long Packet Maximum Length (with RCTL.LPE).
+pub const RLPML: u64 = 0x5004;
+/// Receive Checksum Control.
+pub const RXCSUM: u64 = 0x5000;
+/// RXCSUM: IP checksum offload.
+pub const RXCSUM_IPOFLD: u32 = 1 << 8;
+/// RXCSUM: TCP/UDP checksum offload.
+pub const RXCSUM_TUOFLD: u32 = 1 << 9;
+/// RXCSUM: packet checksum disable (the RSS hash takes its place in the
+/// write-back).
+pub const RXCSUM_PCSD: u32 = 1 << 13;
+
+/// Multicast Table Array: 128 registers of 32 bits (a 4096-bit hash).
+pub const MTA: u64 = 0x5200;
+/// MTA registers.
+pub const MTA_LEN: u64 = 128;
+/// VLAN Filter Table Array: 128 registers (one bit per VLAN ID).
+pub const VFTA: u64 = 0x5600;
+/// Receive-address entries 0-15 (RAL/RAH pairs 8 bytes apart from RAL0);
+/// entries 16-23 sit at [`RAL16`].
+pub const RAR_ENTRIES: u64 = 16;
+/// Receive Address Low, entry 16 (the second bank).
+pub const RAL16: u64 = 0x54E0;
+
+/// Multiple Receive Queues Command (RSS enable, hash fields).
+pub const MRQC: u64 = 0x5818;
+/// Redirection table: 32 registers of four 8-bit entries.
+pub const RETA: u64 = 0x5C00;
+/// RSS random key: 10 registers.
+pub const RSSRK: u64 = 0x5C80;
+
+/// Receive queue `n`'s descriptor base, low 32 bits (Linux's
+/// `E1000_RDBAL(n)`: queues 0-3 at their 82575-compatible alias).
+pub const fn rdbal(n: u16) -> u64 {
+    queue_reg(0x2800, 0xC000, n)
+}
+/// Receive queue `n`'s descriptor base, high 32 bits.
+pub const fn rdbah(n: u16) -> u64 {
+    queue_reg(0x2804, 0xC004, n)
+}
+/// Receive queue `n`'s ring length in bytes (a multiple of 128).
+pub const fn rdlen(n: u16) -> u64 {
+    queue_reg(0x2808, 0xC008, n)
+}
+/// Receive queue `n`'s split and replication control.
+pub const fn srrctl(n: u16) -> u64 {
+    queue_reg(0x280C, 0xC00C, n)
+}
+/// Receive queue `n`'s head.
+pub const fn rdh(n: u16) -> u64 {
+    queue_reg(0x2810, 0xC010, n)
+}
+/// Receive queue `n`'s tail.
+pub const fn rdt(n: u16) -> u64 {
+    queue_reg(0x2818, 0xC018, n)
+}
+/// Receive queue `n`'s control.
+pub const fn rxdctl(n: u16) -> u64 {
+    queue_reg(0x2828, 0xC028, n)
+}
+/// Transmit queue `n`'s descriptor base, low 32 bits.
+pub const fn tdbal(n: u16) -> u64 {
+    queue_reg(0x3800, 0xE000, n)
+}
+/// Transmit queue `n`'s descriptor base, high 32 bits.
+pub const fn tdbah(n: u16) -> u64 {
+    queue_reg(0x3804, 0xE004, n)
+}
+/// Transmit queue `n`'s ring length in bytes.
+pub const fn tdlen(n: u16) -> u64 {
+    queue_reg(0x3808, 0xE008, n)
+}
+/// Transmit queue `n`'s head.
+pub const fn tdh(n: u16) -> u64 {
+    queue_reg(0x3810, 0xE010, n)
+}
+/// Transmit queue `n`'s tail.
+pub const fn tdt(n: u16) -> u64 {
+    queue_reg(0x3818, 0xE018, n)
+}
+/// Transmit queue `n`'s control.
+pub const fn txdctl(n: u16) -> u64 {
+    queue_reg(0x3828, 0xE028, n)
+}
+
+/// A per-queue register: queues 0-3 at `low + 0x100 n`, the others at
+/// `high + 0x40 n`.
+const fn queue_reg(low: u64, high: u64, n: u16) -> u64 {
+    if n < 4 {
+        low + 0x100 * n as u64
+    } else {
+        high + 0x40 * n as u64
+    }
+}
+
+/// SRRCTL: packet buffer size in KiB, bits 6:0.
+pub const SRRCTL_BSIZEPKT_SHIFT: u32 = 10;
+/// SRRCTL: descriptor type "advanced, one buffer" (bits 27:25 = 001).
+pub const SRRCTL_DESCTYPE_ADV_ONEBUF: u32 = 1 << 25;
+/// SRRCTL: drop frames when the queue has no descriptors (rather than
+/// stall the shared packet buffer).
+pub const SRRCTL_DROP_EN: u32 = 1 << 31;
+/// RXDCTL/TXDCTL: queue enable.
+pub const DCTL_ENABLE: u32 = 1 << 25;
+/// RXDCTL/TXDCTL: prefetch, host and write-back thresholds (bits 4:0,
+/// 12:8 and 20:16), as DPDK's igb sets them (8, 8, 4 for RX; 8, 1, 16
+/// for TX).
+pub const RXDCTL_THRESH: u32 = 8 | 8 << 8 | 4 << 16;
+/// See [`RXDCTL_THRESH`].
+pub const TXDCTL_THRESH: u32 = 8 | 1 << 8 | 16 << 16;
+/// Queue registers (both directions).
+pub const MAX_QUEUES: u16 = 16;
+/// Descriptor ring lengths are multiples of 128 bytes (8 descriptors).
+pub const RING_ALIGN_DESCS: u16 = 8;
+
+// Advanced receive descriptor write-back (datasheet §7.1.5.2; Linux
+// `e1000_82575.h` `union e1000_adv_rx_desc`, `e1000_defines.h`).
+/// RX status: descriptor done.
+pub const RXD_STAT_DD: u32 = 1 << 0;
+/// RX status: end of packet.
+pub const RXD_STAT_EOP: u32 = 1 << 1;
+/// RX status: the frame had a VLAN tag, stripped into the descriptor.
+pub const RXD_STAT_VP: u32 = 1 << 3;
+/// RX status: UDP checksum calculated.
+pub const RXD_STAT_UDPCS: u32 = 1 << 4;
+/// RX status: TCP/UDP checksum calculated.
+pub const RXD_STAT_L4CS: u32 = 1 << 5;
+/// RX status: IPv4 checksum calculated.
+pub const RXD_STAT_IPCS: u32 = 1 << 6;
+/// RX error: TCP/UDP checksum wrong.
+pub const RXDEXT_STATERR_TCPE: u32 = 1 << 29;
+/// RX error: IPv4 checksum wrong.
+pub const RXDEXT_STATERR_IPE: u32 = 1 << 30;
+/// RX errors that make a frame bad: CRC (CE), symbol (SE), sequence
+/// (SEQ), carrier extension (CXE), RX data (RXE).
+pub const RXDEXT_ERR_FRAME: u32 = 1 << 24 | 1 << 25 | 1 << 26 | 1 << 28 | 1 << 31;
+
+// Advanced transmit descriptors (datasheet §7.2.2.3; Linux
+// `e1000_82575.h`).
+/// TX cmd_type_len: data descriptor type (DTYP = 0011).
+pub const ADVTXD_DTYP_DATA: u32 = 3 << 20;
+/// TX cmd_type_len: context descriptor type (DTYP = 0010).
+pub const ADVTXD_DTYP_CTXT: u32 = 2 << 20;
+/// TX command: end of packet.
+pub const ADVTXD_DCMD_EOP: u32 = 1 << 24;
+/// TX command: insert the FCS.
+pub const ADVTXD_DCMD_IFCS: u32 = 1 << 25;
+/// TX command: report status (write DD back).
+pub const ADVTXD_DCMD_RS: u32 = 1 << 27;
+/// TX command: descriptor extension (advanced format).
+pub const ADVTXD_DCMD_DEXT: u32 = 1 << 29;
+/// TX command: insert the VLAN tag from the context descriptor.
+pub const ADVTXD_DCMD_VLE: u32 = 1 << 30;
+/// TX command: TCP segmentation.
+pub const ADVTXD_DCMD_TSE: u32 = 1 << 31;
+/// TX olinfo_status: payload length, from bit 14.
+pub const ADVTXD_PAYLEN_SHIFT: u32 = 14;
+/// TX olinfo_status: insert the IPv4 checksum.
+pub const ADVTXD_POPTS_IXSM: u32 = 1 << 8;
+/// TX olinfo_status: insert the TCP/UDP checksum.
+pub const ADVTXD_POPTS_TXSM: u32 = 1 << 9;
+/// TX write-back status: descriptor done.
+pub const TXD_STAT_DD: u32 = 1 << 0;
+/// TX context: IP header length, bits 8:0; MAC header length from bit 9;
+/// VLAN tag from bit 16.
+pub const ADVTXD_MACLEN_SHIFT: u32 = 9;
+/// See [`ADVTXD_MACLEN_SHIFT`].
+pub const ADVTXD_VLAN_SHIFT: u32 = 16;
+/// TX context type_tucmd: IPv4.
+pub const ADVTXD_TUCMD_IPV4: u32 = 1 << 10;
+/// TX context type_tucmd: L4 is TCP.
+pub const ADVTXD_TUCMD_L4T_TCP: u32 = 1 << 11;
+/// TX context mss_l4len_idx: L4 header length from bit 8, MSS from 16.
+pub const ADVTXD_L4LEN_SHIFT: u32 = 8;
+/// See [`ADVTXD_L4LEN_SHIFT`].
+pub const ADVTXD_MSS_SHIFT: u32 = 16;
+
+/// Good Packets Received Count (clears on read, as every statistic).
+pub const GPRC: u64 = 0x4074;
+/// Broadcast Packets Received Count.
+pub const BPRC: u64 = 0x4078;
+/// Multicast Packets Received Count.
+pub const MPRC: u64 = 0x407C;
+/// Good Packets Transmitted Count.
+pub const GPTC: u64 = 0x4080;
+/// Good Octets Received Count, low and high halves.
+pub const GORCL: u64 = 0x4088;
+/// Good Octets Transmitted Count, low and high halves.
+pub const GOTCL: u64 = 0x4090;
+/// Receive Length Error Count.
+pub const RLEC: u64 = 0x4040;
+/// Receive Error Count.
+pub const RXERRC: u64 = 0x400C;
+/// Receive Undersize Count.
+pub const RUC: u64 = 0x40A4;
+/// Receive Oversize Count.
+pub const ROC: u64 = 0x40AC;
+/// Total Packets Received.
+pub const TPR: u64 = 0x40D0;
+/// Total Packets Transmitted.
+pub const TPT: u64 = 0x40D4;
+/// Multicast Packets Transmitted Count.
+pub const MPTC: u64 = 0x40F0;
+/// Broadcast Packets Transmitted Count.
+pub const BPTC: u64 = 0x40F4;

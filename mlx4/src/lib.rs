@@ -65,7 +65,6 @@ mod port;
 pub mod prm;
 mod qp;
 pub mod res;
-mod slots;
 pub mod steer;
 #[cfg(test)]
 mod tests;

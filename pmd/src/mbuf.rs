@@ -15,6 +15,8 @@ use crate::mempool::PoolInner;
 use std::ptr::NonNull;
 
 pub mod pool;
+mod slots;
+pub use slots::Slots;
 
 // Offload flags, with DPDK's `RTE_MBUF_F_*` values so that code ported
 // from DPDK reads the same.

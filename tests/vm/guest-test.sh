@@ -5,7 +5,8 @@
 # group with a member left on a kernel driver is refused, then runs
 # vfio_guest on every NIC, then virtio_guest (rpmd's virtio-net PCI
 # driver) on the modern ones, then mlx4_guest (the ConnectX-3 driver's VFIO
-# path) on a modern one and the e1000e. Exit 0 iff every case passed; the last line is
+# path) on a modern one and the e1000e, then igb_guest (the 82576 driver)
+# on the two 82576s. Exit 0 iff every case passed; the last line is
 # "N passed, M failed".
 pass=0; fail=0
 ok() { pass=$((pass + 1)); echo "case $1: ok"; }
@@ -123,12 +124,15 @@ f=$(echo "$out" | sed -n 's/^mlx4_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\
 pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
 [ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
 
-# The igb driver's bring-up on QEMU's 82576 model: the two 82576s, in
-# bus order, have the MACs run.sh gave them; the e1000e is refused.
+# The igb driver on QEMU's 82576 model: the two 82576s, in bus order,
+# have the MACs run.sh gave them; the e1000e is refused; then the two,
+# cabled to each other, as rpmd ports exchanging frames.
 iargs=""; mac=8
 for b in $IGB; do iargs="$iargs $b=52:54:00:00:00:0$mac"; mac=$((mac + 1)); done
 for b in $E1000E; do iargs="$iargs --not-igb $b"; done
 [ "$mac" = 10 ] || bad "NIC discovery" "want two 82576s (QEMU -device igb), found:$IGB"
+set -- $IGB
+[ $# -eq 2 ] && iargs="$iargs --pair $1,$2"
 out=$(/rpmd/igb_guest $iargs); rc=$?
 echo "$out"
 p=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')

@@ -611,6 +611,13 @@ impl Queues {
             None => 0,
         }
     }
+
+    /// [`TxQueue::in_flight`] of queue `queue`: reclaims what the device
+    /// finished and counts what it has not; 0 for a queue that does not
+    /// exist (or was taken).
+    pub fn tx_in_flight(&mut self, queue: u16) -> usize {
+        self.tx.get_mut(queue as usize).map_or(0, |q| q.in_flight())
+    }
 }
 
 impl fmt::Debug for Queues {

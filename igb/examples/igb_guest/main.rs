@@ -16,11 +16,19 @@
 //! With `--not-igb BDF` (the e1000e): the open refuses the function,
 //! naming its IDs.
 //!
+//! With `--pair A,B` (the two 82576s, cabled to each other): both opened
+//! as `pci:` ports through the registry, and frames between them
+//! ([`frames`]): 200 each way byte for byte, a chained send, checksum
+//! and VLAN offloads, the receive filter, a jumbo frame, the counters,
+//! every mbuf home after the stop.
+//!
 //! ```text
-//! igb_guest [--not-igb BDF] BDF=MAC...
+//! igb_guest [--not-igb BDF] [--pair A,B] BDF=MAC...
 //! ```
 //!
 //! Prints `case ...: ok|FAIL` lines and `igb_guest: N passed, M failed`.
+mod frames;
+
 use rpmd_igb::hw::Hw;
 use rpmd_igb::regs::{PHY_STATUS, PHY_STATUS_LINK};
 use rpmd_igb::Error;
@@ -86,6 +94,30 @@ fn refuses(bdf: &str) -> R<String> {
     }
 }
 
+/// The frame cases on the two cabled ports; a failed open ends them.
+fn pair_cases(a: &str, b: &str, case: &mut impl FnMut(String, R<String>)) {
+    let mut p = match frames::Pair::open(a, b) {
+        Ok(p) => p,
+        Err(e) => return case(format!("igb ports pci:{a} and pci:{b} start"), Err(e)),
+    };
+    case("igb ports start".into(), Ok(format!("pci:{a}, pci:{b}")));
+    type Case = fn(&mut frames::Pair) -> R<String>;
+    let cases: [(&str, Case); 8] = [
+        ("frames both ways", frames::both_ways),
+        ("second tx queue", frames::second_queue),
+        ("chained send", frames::chained),
+        ("checksum offload", frames::checksums),
+        ("VLAN insert and strip", frames::vlan),
+        ("receive filter", frames::filter),
+        ("jumbo frame", frames::jumbo),
+        ("hardware counters", frames::counters),
+    ];
+    for (name, f) in cases {
+        case(format!("igb {name}"), f(&mut p));
+    }
+    case("igb stop: every mbuf home".into(), p.close());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut pass, mut fail) = (0, 0);
@@ -107,6 +139,15 @@ fn main() {
                 continue;
             };
             case(format!("igb refuses {bdf}"), refuses(bdf));
+            continue;
+        }
+        if a == "--pair" {
+            let pair = it.next().and_then(|p| p.split_once(','));
+            let Some((x, y)) = pair else {
+                case("--pair".into(), Err("needs A,B".into()));
+                continue;
+            };
+            pair_cases(x, y, &mut case);
             continue;
         }
         let r = match a.split_once('=') {

@@ -1,0 +1,448 @@
+//! Frames between the guest's two 82576s (cabled to each other by
+//! QEMU's dgram netdevs), both driven by rpmd through `pci:BDF` ports:
+//! every frame checked byte for byte, and the device's offloads, filter,
+//! jumbo frames and counters checked from the far side.
+use rpmd_pmd::mbuf::{
+    RX_IP_CKSUM_BAD, RX_IP_CKSUM_GOOD, RX_L4_CKSUM_GOOD, RX_L4_CKSUM_MASK, RX_VLAN_STRIPPED,
+    TX_IP_CKSUM, TX_UDP_CKSUM, TX_VLAN,
+};
+use rpmd_pmd::net::{fold, ipv4_header_checksum, ones_sum, pseudo_header_sum};
+use rpmd_pmd::port::{MacAddr, Offloads};
+use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, Pkts, Port, PortConfig, Queues, Registry};
+use std::time::{Duration, Instant};
+
+type R<T> = Result<T, String>;
+
+fn s<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// Two started ports, `a` and `b`, on one pool.
+pub struct Pair {
+    reg: Registry,
+    pool: Mempool,
+    ports: [Option<(Box<dyn Port>, Queues)>; 2],
+    devs: [String; 2],
+}
+
+/// The offloads both ports ask for.
+const OFFLOADS: Offloads = Offloads(
+    Offloads::RX_CHECKSUM.0
+        | Offloads::RX_VLAN_STRIP.0
+        | Offloads::TX_CHECKSUM.0
+        | Offloads::TX_MULTI_SEGS.0
+        | Offloads::TX_VLAN_INSERT.0
+        | Offloads::RX_SCATTER.0,
+);
+
+impl Pair {
+    /// Opens `pci:A` and `pci:B` and starts them with `mtu`.
+    pub fn open(a: &str, b: &str) -> R<Pair> {
+        let mut reg = Registry::new();
+        rpmd_igb::register(&mut reg);
+        let pool = Mempool::new(&MempoolConfig::new("igb-guest", 4096)).map_err(s)?;
+        reg.domain().register_pool(&pool).map_err(s)?;
+        let mut pair = Pair {
+            reg,
+            pool,
+            ports: [None, None],
+            devs: [format!("pci:{a}"), format!("pci:{b}")],
+        };
+        for k in 0..2 {
+            let p = pair.reg.open(&pair.devs[k]).map_err(s)?;
+            if p.driver() != "igb" {
+                return Err(format!("{}: driver {}", pair.devs[k], p.driver()));
+            }
+            pair.ports[k] = Some((p, Queues::new(Vec::new(), Vec::new())));
+            pair.restart(k, 1500)?;
+        }
+        Ok(pair)
+    }
+
+    fn port(&mut self, k: usize) -> &mut (Box<dyn Port>, Queues) {
+        self.ports[k].as_mut().expect("open")
+    }
+
+    /// Stops port `k` and starts it again with `mtu`, waiting for link.
+    pub fn restart(&mut self, k: usize, mtu: u16) -> R<()> {
+        let pool = self.pool.clone();
+        let (p, q) = self.port(k);
+        p.stop().map_err(s)?;
+        *q = Queues::new(Vec::new(), Vec::new());
+        p.configure(&PortConfig {
+            offloads: OFFLOADS,
+            mtu: Some(mtu),
+            tx_queues: 2,
+            ..PortConfig::with_pool(&pool)
+        })
+        .map_err(s)?;
+        *q = p.start().map_err(s)?;
+        let t = Instant::now();
+        while !p.link().up {
+            if t.elapsed() > Duration::from_secs(5) {
+                return Err(format!("{}: link down after start", p.name()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    fn mac(&mut self, k: usize) -> MacAddr {
+        self.port(k).0.mac_addr()
+    }
+
+    /// Sends every mbuf of `out` on port `k` (within 2 s).
+    fn send(&mut self, k: usize, out: &mut Pkts) -> R<()> {
+        self.send_on(k, 0, out)
+    }
+
+    /// Sends every mbuf of `out` on tx queue `q` of port `k`.
+    fn send_on(&mut self, k: usize, q: u16, out: &mut Pkts) -> R<()> {
+        let t = Instant::now();
+        while !out.is_empty() {
+            self.port(k).1.tx_burst(q, out);
+            if t.elapsed() > Duration::from_secs(2) {
+                return Err(format!("{} frames not taken for sending in 2 s", out.len()));
+            }
+        }
+        Ok(())
+    }
+
+    /// What port `k` receives until `n` frames came or `wait` passed.
+    fn receive(&mut self, k: usize, n: usize, wait: Duration) -> Vec<Mbuf> {
+        let mut got = Vec::new();
+        let mut inb = Pkts::new();
+        let t = Instant::now();
+        while got.len() < n && t.elapsed() < wait {
+            self.port(k).1.rx_burst(0, &mut inb, 32);
+            while let Some(m) = inb.pop() {
+                got.push(m);
+            }
+        }
+        got
+    }
+
+    /// A mbuf holding `bytes`, in segments of at most `seg` bytes.
+    fn mbuf(&self, bytes: &[u8], seg: usize) -> R<Mbuf> {
+        let mut head: Option<Mbuf> = None;
+        for chunk in bytes.chunks(seg) {
+            let mut m = self.pool.get().map_err(s)?;
+            m.append(chunk.len())
+                .ok_or("segment larger than an mbuf")?
+                .copy_from_slice(chunk);
+            match head.as_mut() {
+                None => head = Some(m),
+                Some(h) => h.chain(m).map_err(|_| "chain too long")?,
+            }
+        }
+        head.ok_or_else(|| "no bytes".to_string())
+    }
+
+    /// Stops both ports and checks every mbuf is home.
+    pub fn close(mut self) -> R<String> {
+        for k in 0..2 {
+            if let Some((mut p, q)) = self.ports[k].take() {
+                p.stop().map_err(s)?;
+                drop(q);
+                drop(p);
+            }
+        }
+        let (avail, size) = (self.pool.available(), self.pool.size());
+        if avail != size {
+            return Err(format!("{avail} of {size} mbufs back in the pool"));
+        }
+        Ok(format!("{size} of {size} mbufs home"))
+    }
+}
+
+/// An Ethernet frame `dst` <- `src` of `len` bytes (ether type 0x88b5,
+/// local experimental), its payload a pattern of `seq`.
+fn frame(dst: MacAddr, src: MacAddr, len: usize, seq: u32) -> Vec<u8> {
+    let mut f = Vec::with_capacity(len);
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&0x88b5u16.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    let mut x = seq.wrapping_mul(2654435761);
+    while f.len() < len {
+        x = x.wrapping_mul(1103515245).wrapping_add(12345);
+        f.push((x >> 16) as u8);
+    }
+    f
+}
+
+fn bytes_of(m: &Mbuf) -> Vec<u8> {
+    m.segments().flat_map(|s| s.iter().copied()).collect()
+}
+
+/// Sends `frames` from port `from` and checks that port `to` receives
+/// exactly them, byte for byte (as a set per round: `pop` reverses a
+/// burst). Sixteen at a time, each round received before the next is
+/// sent: QEMU carries the "wire" over a host UDP socket, which drops
+/// what its buffer cannot hold when the sender's vCPU outruns the
+/// receiver's I/O thread, which a cable would not.
+fn exchange(p: &mut Pair, from: usize, to: usize, frames: &[Vec<u8>]) -> R<Vec<Mbuf>> {
+    let mut all = Vec::new();
+    for (round, chunk) in frames.chunks(16).enumerate() {
+        let mut out = Pkts::new();
+        for f in chunk {
+            let _ = out.push(p.mbuf(f, 2048)?);
+        }
+        p.send(from, &mut out)?;
+        let got = p.receive(to, chunk.len(), Duration::from_secs(5));
+        let mut want: Vec<&Vec<u8>> = chunk.iter().collect();
+        for m in &got {
+            let b = bytes_of(m);
+            match want.iter().position(|w| **w == b) {
+                Some(i) => {
+                    want.swap_remove(i);
+                }
+                None => {
+                    return Err(format!(
+                        "round {round}: a {}-byte frame that was not sent (or changed)",
+                        b.len()
+                    ))
+                }
+            }
+        }
+        if !want.is_empty() {
+            return Err(format!(
+                "round {round}: {} of {} frames did not arrive",
+                want.len(),
+                chunk.len()
+            ));
+        }
+        all.extend(got);
+    }
+    Ok(all)
+}
+
+/// 200 frames each way, 60 to 1514 bytes.
+pub fn both_ways(p: &mut Pair) -> R<String> {
+    let (a, b) = (p.mac(0), p.mac(1));
+    for (from, to, dst, src) in [(0, 1, b, a), (1, 0, a, b)] {
+        let frames: Vec<Vec<u8>> = (0..200u32)
+            .map(|k| frame(dst, src, 60 + (k as usize * 37) % 1455, k))
+            .collect();
+        exchange(p, from, to, &frames).map_err(|e| format!("{from} -> {to}: {e}"))?;
+    }
+    Ok("200 frames of 60-1514 bytes each way, byte for byte".into())
+}
+
+/// Frames sent on the second transmit queue, and the first queue's
+/// frames still in flight reclaimed.
+pub fn second_queue(p: &mut Pair) -> R<String> {
+    let (a, b) = (p.mac(0), p.mac(1));
+    let mut out = Pkts::new();
+    let frames: Vec<Vec<u8>> = (0..16u32)
+        .map(|k| frame(b, a, 64 + k as usize, 100 + k))
+        .collect();
+    for f in &frames {
+        let _ = out.push(p.mbuf(f, 2048)?);
+    }
+    p.send_on(0, 1, &mut out)?;
+    let got = p.receive(1, frames.len(), Duration::from_secs(5));
+    if got.len() != frames.len() || got.iter().any(|m| !frames.contains(&bytes_of(m))) {
+        return Err(format!("{} of 16 frames arrived intact", got.len()));
+    }
+    let pending: usize = (0..2).map(|q| p.port(0).1.tx_in_flight(q)).sum();
+    if pending != 0 {
+        return Err(format!(
+            "{pending} frames still in flight after their arrival"
+        ));
+    }
+    Ok("16 frames on tx queue 1; none left in flight".into())
+}
+
+/// A three-segment chain sent as one frame.
+pub fn chained(p: &mut Pair) -> R<String> {
+    let (a, b) = (p.mac(0), p.mac(1));
+    let f = frame(b, a, 1400, 7);
+    let m = p.mbuf(&f, 500)?;
+    let segs = m.nb_segs();
+    let mut out = Pkts::new();
+    let _ = out.push(m);
+    p.send(0, &mut out)?;
+    let got = p.receive(1, 1, Duration::from_secs(5));
+    match got.first() {
+        Some(m) if bytes_of(m) == f => Ok(format!("{segs} segments out, one 1400-byte frame in")),
+        Some(m) => Err(format!(
+            "received {} bytes, not the frame sent",
+            m.pkt_len()
+        )),
+        None => Err("nothing received".into()),
+    }
+}
+
+/// A UDP/IPv4 frame with both checksums left to the device, and one with
+/// a wrong IPv4 checksum that the receiver must flag.
+pub fn checksums(p: &mut Pair) -> R<String> {
+    let (a, b) = (p.mac(0), p.mac(1));
+    let mut f = udp_frame(b, a, 200);
+    let ph = pseudo_header_sum(&f[14..34]).ok_or("pseudo-header")?;
+    f[40..42].copy_from_slice(&ph.to_be_bytes());
+    let mut m = p.mbuf(&f, 2048)?;
+    m.set_tx_header_lens(14, 20);
+    m.set_ol_flags(TX_IP_CKSUM | TX_UDP_CKSUM);
+    let mut out = Pkts::new();
+    let _ = out.push(m);
+    p.send(0, &mut out)?;
+    let got = p.receive(1, 1, Duration::from_secs(5));
+    let m = got.first().ok_or("the offloaded frame did not arrive")?;
+    let r = bytes_of(m);
+    let ip_ok = ipv4_header_checksum(&r[14..34]) == u16::from_be_bytes([r[24], r[25]]);
+    let ph = pseudo_header_sum(&r[14..34]).ok_or("pseudo-header")? as u32;
+    let udp_ok = fold(ones_sum(&r[34..], ph)) == 0xffff;
+    if !ip_ok || !udp_ok {
+        return Err(format!(
+            "checksums as received: IPv4 ok {ip_ok}, UDP ok {udp_ok}"
+        ));
+    }
+    let fl = m.ol_flags();
+    if fl & RX_IP_CKSUM_GOOD == 0 || fl & RX_L4_CKSUM_MASK != RX_L4_CKSUM_GOOD {
+        return Err(format!(
+            "receive flags {fl:#x}: want IP and L4 checksums good"
+        ));
+    }
+    let mut bad = udp_frame(b, a, 100);
+    let c = ipv4_header_checksum(&bad[14..34]) ^ 0x5a5a;
+    bad[24..26].copy_from_slice(&c.to_be_bytes());
+    let m = p.mbuf(&bad, 2048)?;
+    let _ = out.push(m);
+    p.send(0, &mut out)?;
+    let got = p.receive(1, 1, Duration::from_secs(5));
+    let m = got
+        .first()
+        .ok_or("the frame with a bad checksum did not arrive")?;
+    if m.ol_flags() & RX_IP_CKSUM_BAD == 0 {
+        return Err(format!("bad IPv4 checksum flagged {:#x}", m.ol_flags()));
+    }
+    Ok("filled by the sender's device, verified by the receiver's; a bad one flagged".into())
+}
+
+/// A UDP/IPv4 frame of `payload` bytes, checksums zero.
+fn udp_frame(dst: MacAddr, src: MacAddr, payload: usize) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&0x0800u16.to_be_bytes());
+    let total = (20 + 8 + payload) as u16;
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0x12, 0x34, 0, 0, 64, 17, 0, 0]);
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&4000u16.to_be_bytes());
+    f.extend_from_slice(&5000u16.to_be_bytes());
+    f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend((0..payload).map(|k| k as u8));
+    f
+}
+
+/// A tag inserted by the sender's device and stripped by the receiver's.
+pub fn vlan(p: &mut Pair) -> R<String> {
+    let (a, b) = (p.mac(0), p.mac(1));
+    let f = frame(b, a, 300, 9);
+    let mut m = p.mbuf(&f, 2048)?;
+    m.set_vlan_tci(0x2064);
+    m.set_ol_flags(TX_VLAN);
+    let mut out = Pkts::new();
+    let _ = out.push(m);
+    p.send(0, &mut out)?;
+    let got = p.receive(1, 1, Duration::from_secs(5));
+    let m = got.first().ok_or("the tagged frame did not arrive")?;
+    if m.ol_flags() & RX_VLAN_STRIPPED == 0 || m.vlan_tci() != 0x2064 {
+        return Err(format!(
+            "flags {:#x}, TCI {:#x}: want the tag stripped, TCI 0x2064",
+            m.ol_flags(),
+            m.vlan_tci()
+        ));
+    }
+    if bytes_of(m) != f {
+        return Err("the frame after stripping is not the frame sent".into());
+    }
+    Ok("TCI 0x2064 inserted and stripped, frame unchanged".into())
+}
+
+/// Whether port 1 receives a frame to `dst` (sent from port 0).
+fn reaches(p: &mut Pair, dst: MacAddr, seq: u32) -> R<bool> {
+    let a = p.mac(0);
+    let m = p.mbuf(&frame(dst, a, 100, seq), 2048)?;
+    let mut out = Pkts::new();
+    let _ = out.push(m);
+    p.send(0, &mut out)?;
+    Ok(!p.receive(1, 1, Duration::from_millis(500)).is_empty())
+}
+
+/// The receive filter: another address only in promiscuous mode or when
+/// listed; a multicast group only when listed.
+pub fn filter(p: &mut Pair) -> R<String> {
+    let other: MacAddr = "02:00:00:00:00:99".parse().map_err(s)?;
+    let group: MacAddr = "01:00:5e:00:00:fb".parse().map_err(s)?;
+    let stranger: MacAddr = "01:00:5e:00:00:fc".parse().map_err(s)?;
+    let mut steps = Vec::new();
+    let mut check = |p: &mut Pair, what: &str, dst, want: bool, seq| -> R<()> {
+        let got = reaches(p, dst, seq)?;
+        steps.push(format!("{what}: {got}"));
+        if got != want {
+            return Err(format!("{what}: received {got}, want {want}"));
+        }
+        Ok(())
+    };
+    check(p, "other unicast", other, false, 1)?;
+    p.port(1).0.set_promiscuous(true).map_err(s)?;
+    check(p, "other unicast, promiscuous", other, true, 2)?;
+    p.port(1).0.set_promiscuous(false).map_err(s)?;
+    check(p, "multicast group", group, false, 3)?;
+    p.port(1).0.set_mac_filter(&[other], &[group]).map_err(s)?;
+    check(p, "listed unicast", other, true, 4)?;
+    check(p, "listed group", group, true, 5)?;
+    check(p, "unlisted group", stranger, false, 6)?;
+    p.port(1).0.set_allmulticast(true).map_err(s)?;
+    check(p, "unlisted group, all-multicast", stranger, true, 7)?;
+    p.port(1).0.set_allmulticast(false).map_err(s)?;
+    p.port(1).0.set_mac_filter(&[], &[]).map_err(s)?;
+    Ok(steps.join(", "))
+}
+
+/// A 9014-byte frame: a chain out, a chain of 2 KiB buffers in.
+pub fn jumbo(p: &mut Pair) -> R<String> {
+    p.restart(0, 9000)?;
+    p.restart(1, 9000)?;
+    let (a, b) = (p.mac(0), p.mac(1));
+    let f = frame(b, a, 9014, 11);
+    let got = exchange(p, 0, 1, std::slice::from_ref(&f))?;
+    let segs = got[0].nb_segs();
+    if segs < 5 {
+        return Err(format!("{segs} segments: want one per 2 KiB buffer"));
+    }
+    drop(got);
+    p.restart(0, 1500)?;
+    p.restart(1, 1500)?;
+    Ok(format!(
+        "9014 bytes in {segs} receive buffers, byte for byte"
+    ))
+}
+
+/// The device's counters against what was sent and received.
+pub fn counters(p: &mut Pair) -> R<String> {
+    let x = |p: &mut Pair, k: usize, name: &str| -> u64 {
+        p.port(k)
+            .0
+            .xstats()
+            .iter()
+            .find(|x| x.name == name)
+            .map_or(0, |x| x.value)
+    };
+    let sent = x(p, 0, "tx_good_packets");
+    let got = x(p, 1, "rx_good_packets");
+    let st = p.port(1).0.stats();
+    if sent == 0 || got == 0 || got > sent {
+        return Err(format!(
+            "tx_good_packets {sent} on A, rx_good_packets {got} on B"
+        ));
+    }
+    Ok(format!(
+        "A sent {sent}, B received {got} (the filter's drops between), B ipackets {}, imissed {}",
+        st.ipackets, st.imissed
+    ))
+}

@@ -1,0 +1,563 @@
+//! An 82576 port as an rpmd [`Port`](rpmd_pmd::Port): the generic
+//! [`EthDev`] over [`IgbDevice`], opened as `pci:BDF` through the
+//! registry (the driver is picked by vendor and device ID).
+//!
+//! Open resets the device, reads its MAC address and EEPROM image
+//! version, zeroes its statistics and brings the link up. `start`
+//! programs the receive filter (the port's own address in entry 0,
+//! further unicast addresses in entries 1-15, multicast groups in the
+//! 4096-bit hash table), the receive and transmit control, and per queue
+//! a descriptor ring (receive rings filled with buffers from the pool);
+//! `stop` disables the queues and waits until the device says they are
+//! off before any buffer it could still write goes home.
+use crate::counters::Counters;
+use crate::hw::Hw;
+use crate::regs::*;
+use crate::ring::DescRing;
+use crate::rxtx::{Graveyard, Running, RxMode, RxRing, TxRing};
+use crate::Error;
+use crossbeam_utils::CachePadded;
+use rpmd_pmd::function::PciFunction;
+use rpmd_pmd::mbuf::Slots;
+use rpmd_pmd::port::stats::StatsBlock;
+use rpmd_pmd::port::{
+    Capabilities, Device, EthDev, Link, MacAddr, Offloads, PortConfig, Queues, RxFilter,
+    StartContext, Xstat, MAX_BURST,
+};
+use rpmd_pmd::{Mempool, Pkts};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Most queues each way a port hands out (the 82576 has 16 of each;
+/// receive queues beyond one need RSS to be fed).
+pub const MAX_TX_QUEUES: u16 = MAX_QUEUES;
+/// Most receive queues.
+pub const MAX_RX_QUEUES: u16 = 1;
+/// Descriptors per ring: at least, at most (datasheet: RDLEN up to
+/// 64K descriptors; DPDK's igb takes 32..4096).
+pub const MIN_DESC: u16 = 32;
+/// See [`MIN_DESC`].
+pub const MAX_DESC: u16 = 4096;
+/// Largest MTU: a 9728-byte frame (the 82576's jumbo limit) less the
+/// Ethernet header, a VLAN tag and the CRC.
+pub const MAX_MTU: u16 = 9728 - 14 - 4 - 4;
+/// Unicast addresses beyond the port's own (receive-address entries
+/// 1-15).
+pub const MAX_UNICAST: usize = 15;
+
+/// What the device does itself.
+const OFFLOADS: Offloads = Offloads(
+    Offloads::RX_CHECKSUM.0
+        | Offloads::RX_SCATTER.0
+        | Offloads::RX_VLAN_STRIP.0
+        | Offloads::TX_CHECKSUM.0
+        | Offloads::TX_MULTI_SEGS.0
+        | Offloads::TX_VLAN_INSERT.0,
+);
+
+/// One 82576 port: the generic port over its device.
+pub type IgbPort = EthDev<IgbDevice>;
+
+/// The receive filter a port starts with: its own address and broadcast.
+const OWN_ONLY: RxFilter = RxFilter {
+    promiscuous: false,
+    allmulticast: false,
+    unicast: Vec::new(),
+    multicast: Vec::new(),
+};
+
+/// Opens the 82576 at `func` as port `name` (its device string), stamping
+/// received mbufs with `port_id`: reset, MAC address, EEPROM version,
+/// statistics zeroed, link up.
+pub fn open_port(name: &str, func: Arc<dyn PciFunction>, port_id: u16) -> Result<IgbPort, Error> {
+    let hw = Hw::open(func)?;
+    hw.reset()?;
+    let mac = match hw.mac()? {
+        Some(m) => m,
+        None => hw.eeprom_mac()?,
+    };
+    let fw = hw.fw_version()?;
+    let counters = Counters::default();
+    counters.clear(&hw);
+    hw.set_link_up()?;
+    let dev = IgbDevice {
+        name: name.to_string(),
+        hw,
+        mac,
+        fw,
+        counters,
+        started: None,
+        filter: OWN_ONLY,
+        mtu: 1500,
+        offloads: Offloads::NONE,
+    };
+    Ok(EthDev::named(name, port_id, dev).with_filter(OWN_ONLY))
+}
+
+/// What a start made.
+struct Started {
+    running: Running,
+    graveyard: Graveyard,
+    rx_queues: u16,
+    tx_queues: u16,
+}
+
+/// The device side of one 82576 port.
+pub struct IgbDevice {
+    /// The device string, for errors.
+    name: String,
+    hw: Hw,
+    mac: MacAddr,
+    fw: String,
+    counters: Counters,
+    started: Option<Started>,
+    filter: RxFilter,
+    mtu: u16,
+    offloads: Offloads,
+}
+
+impl IgbDevice {
+    /// The device's registers and function, for what only igb offers.
+    pub fn hw(&self) -> &Hw {
+        &self.hw
+    }
+
+    fn err(&self, what: &str, e: Error) -> rpmd_pmd::Error {
+        rpmd_pmd::Error::Driver {
+            port: self.name.clone(),
+            what: what.to_string(),
+            source: Box::new(e),
+        }
+    }
+
+    fn config_err(&self, what: &'static str, detail: String) -> rpmd_pmd::Error {
+        rpmd_pmd::Error::Config {
+            port: self.name.clone(),
+            what,
+            detail,
+        }
+    }
+
+    /// The receive buffer size the pool's mbufs allow, in KiB (the
+    /// device's unit), if at least one.
+    fn buffer_kib(pool: &Mempool) -> u32 {
+        (pool.data_room() as u32 >> SRRCTL_BSIZEPKT_SHIFT).min(127)
+    }
+
+    /// The largest frame the MTU admits: header, a VLAN tag, the MTU.
+    fn max_frame(mtu: u16) -> u32 {
+        mtu as u32 + 14 + 4
+    }
+
+    /// RCTL for the filter and MTU, receiver on or off.
+    fn rctl(&self, enable: bool) -> u32 {
+        let mut r = RCTL_BAM | RCTL_SECRC;
+        if enable {
+            r |= RCTL_EN;
+        }
+        if self.filter.promiscuous {
+            r |= RCTL_UPE | RCTL_MPE;
+        }
+        if self.filter.allmulticast {
+            r |= RCTL_MPE;
+        }
+        if self.mtu > 1500 {
+            r |= RCTL_LPE;
+        }
+        r
+    }
+
+    /// Programs the address filter: entry 0 the port's own address,
+    /// entries 1-15 the unicast list, the hash table the multicast list.
+    fn program_filter(&self) -> Result<(), Error> {
+        let hw = &self.hw;
+        let own = std::iter::once(&self.mac).chain(&self.filter.unicast);
+        for k in 0..RAR_ENTRIES {
+            let (lo, hi) = match own.clone().nth(k as usize) {
+                Some(m) => rar_words(m),
+                None => (0, 0),
+            };
+            // High word first (valid bit off) so that no half-written
+            // entry is ever valid.
+            hw.write(RAH0 + 8 * k, 0)?;
+            hw.write(RAL0 + 8 * k, lo)?;
+            hw.write(RAH0 + 8 * k, hi)?;
+        }
+        let mut mta = [0u32; MTA_LEN as usize];
+        for m in &self.filter.multicast {
+            let h = mta_hash(m);
+            mta[(h >> 5) as usize] |= 1 << (h & 31);
+        }
+        for (k, w) in mta.iter().enumerate() {
+            hw.write(MTA + 4 * k as u64, *w)?;
+        }
+        let rctl = hw.read(RCTL)? & RCTL_EN != 0;
+        hw.write(RCTL, self.rctl(rctl))
+    }
+
+    /// Receive queue `q`'s registers: ring, buffer size, enabled.
+    fn start_rx_regs(&self, q: u16, ring: &DescRing, kib: u32) -> Result<(), Error> {
+        let hw = &self.hw;
+        hw.write(rxdctl(q), 0)?;
+        hw.write(rdbal(q), ring.iova() as u32)?;
+        hw.write(rdbah(q), (ring.iova() >> 32) as u32)?;
+        hw.write(rdlen(q), ring.len() * crate::ring::DESC as u32)?;
+        hw.write(rdh(q), 0)?;
+        hw.write(rdt(q), 0)?;
+        hw.write(srrctl(q), kib | SRRCTL_DESCTYPE_ADV_ONEBUF | SRRCTL_DROP_EN)?;
+        hw.write(rxdctl(q), RXDCTL_THRESH | DCTL_ENABLE)?;
+        hw.wait_reg("igb rx queue enable (RXDCTL.ENABLE)", rxdctl(q), |v| {
+            v & DCTL_ENABLE != 0
+        })
+    }
+
+    /// Transmit queue `q`'s registers.
+    fn start_tx_regs(&self, q: u16, ring: &DescRing) -> Result<(), Error> {
+        let hw = &self.hw;
+        hw.write(txdctl(q), 0)?;
+        hw.write(tdbal(q), ring.iova() as u32)?;
+        hw.write(tdbah(q), (ring.iova() >> 32) as u32)?;
+        hw.write(tdlen(q), ring.len() * crate::ring::DESC as u32)?;
+        hw.write(tdh(q), 0)?;
+        hw.write(tdt(q), 0)?;
+        hw.write(txdctl(q), TXDCTL_THRESH | DCTL_ENABLE)?;
+        hw.wait_reg("igb tx queue enable (TXDCTL.ENABLE)", txdctl(q), |v| {
+            v & DCTL_ENABLE != 0
+        })
+    }
+
+    /// Everything `start` sets up, queues handed out.
+    fn start_queues(&mut self, ctx: &StartContext<'_>, st: &Started) -> Result<Queues, Error> {
+        let conf = ctx.conf;
+        let pool = conf.rx_pool.clone().ok_or_else(|| Error::Ring {
+            what: "receive queues".into(),
+            detail: "no rx_pool in the configuration".into(),
+        })?;
+        let func = self.hw.function().clone();
+        func.domain()
+            .register_pool(&pool)
+            .map_err(|e| Error::Memory {
+                what: "registering the receive pool for the device".into(),
+                source: e,
+            })?;
+        self.configure_device(conf)?;
+        let mut tx = Vec::new();
+        for q in 0..conf.tx_queues {
+            let ring = DescRing::new(&*func, &format!("igb tx ring {q}"), conf.tx_desc as u32)?;
+            self.start_tx_regs(q, &ring)?;
+            tx.push(
+                Box::new(self.tx_ring(ctx, st, q, ring, &pool)) as Box<dyn rpmd_pmd::port::TxQueue>
+            );
+        }
+        let kib = Self::buffer_kib(&pool);
+        let mut rx = Vec::new();
+        for q in 0..conf.rx_queues {
+            let ring = DescRing::new(&*func, &format!("igb rx ring {q}"), conf.rx_desc as u32)?;
+            self.start_rx_regs(q, &ring, kib)?;
+            let mut r = self.rx_ring(ctx, st, q, ring, &pool);
+            r.fill().map_err(|e| Error::Memory {
+                what: format!("filling rx ring {q} from the pool"),
+                source: e,
+            })?;
+            rx.push(Box::new(r) as Box<dyn rpmd_pmd::port::RxQueue>);
+        }
+        self.hw
+            .write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD)?;
+        self.hw.write(RCTL, self.rctl(true))?;
+        Ok(Queues::new(rx, tx))
+    }
+
+    /// The port-wide registers of a configuration: filter, checksum and
+    /// VLAN offloads, the longest frame.
+    fn configure_device(&self, conf: &PortConfig) -> Result<(), Error> {
+        let hw = &self.hw;
+        hw.write(RCTL, 0)?;
+        self.program_filter()?;
+        let mut rxcsum = 0;
+        if conf.offloads.contains(Offloads::RX_CHECKSUM) {
+            rxcsum |= RXCSUM_IPOFLD | RXCSUM_TUOFLD;
+        }
+        hw.write(RXCSUM, rxcsum)?;
+        let ctrl = hw.read(CTRL)?;
+        let vme = conf.offloads.contains(Offloads::RX_VLAN_STRIP)
+            || conf.offloads.contains(Offloads::TX_VLAN_INSERT);
+        hw.write(
+            CTRL,
+            if vme {
+                ctrl | CTRL_VME
+            } else {
+                ctrl & !CTRL_VME
+            },
+        )?;
+        hw.write(VET, 0x8100)?;
+        hw.write(RLPML, Self::max_frame(self.mtu))
+    }
+
+    fn rx_ring(
+        &self,
+        ctx: &StartContext<'_>,
+        st: &Started,
+        q: u16,
+        ring: DescRing,
+        pool: &Mempool,
+    ) -> RxRing {
+        let n = ring.len();
+        let off = ctx.conf.offloads;
+        RxRing {
+            running: st.running.clone(),
+            gate: ctx.rx_live[q as usize].clone(),
+            graveyard: st.graveyard.clone(),
+            ring: Some(ring),
+            slots: Slots::new(n as usize),
+            regs: self.hw.regs().clone(),
+            rdt: rdt(q),
+            next: 0,
+            mask: n - 1,
+            pool: pool.clone(),
+            refill: Pkts::new(),
+            partial: None,
+            discarding: false,
+            mode: RxMode {
+                checksum: off.contains(Offloads::RX_CHECKSUM),
+                vlan_strip: off.contains(Offloads::RX_VLAN_STRIP),
+                rss: false,
+            },
+            stamp: ctx.stamp,
+            stats: ctx.stats.rx(q as usize),
+        }
+    }
+
+    fn tx_ring(
+        &self,
+        ctx: &StartContext<'_>,
+        st: &Started,
+        q: u16,
+        ring: DescRing,
+        pool: &Mempool,
+    ) -> TxRing {
+        let n = ring.len();
+        TxRing {
+            running: st.running.clone(),
+            gate: ctx.tx_live[q as usize].clone(),
+            graveyard: st.graveyard.clone(),
+            ring: Some(ring),
+            slots: Slots::new(n as usize),
+            last: vec![0; n as usize],
+            lasts: vec![0; MAX_BURST],
+            regs: self.hw.regs().clone(),
+            tdt: tdt(q),
+            prod: 0,
+            clean: 0,
+            mask: n - 1,
+            context: None,
+            pool: pool.clone(),
+            done: Pkts::new(),
+            stats: ctx.stats.tx(q as usize),
+        }
+    }
+
+    /// Turns the receiver, the transmitter and every queue of `st` off,
+    /// waits until the device reports each queue off, then frees what
+    /// dropped handles left for it.
+    fn teardown(&mut self, st: Started) -> Result<(), Error> {
+        let hw = &self.hw;
+        st.running.store(false, Ordering::Relaxed);
+        hw.write(RCTL, self.rctl(false))?;
+        hw.write(TCTL, TCTL_PSP)?;
+        let mut result = Ok(());
+        for q in 0..st.rx_queues {
+            hw.write(rxdctl(q), 0)?;
+            let r = hw.wait_reg("igb rx queue disable", rxdctl(q), |v| v & DCTL_ENABLE == 0);
+            result = result.and(r);
+        }
+        for q in 0..st.tx_queues {
+            hw.write(txdctl(q), 0)?;
+            let r = hw.wait_reg("igb tx queue disable", txdctl(q), |v| v & DCTL_ENABLE == 0);
+            result = result.and(r);
+        }
+        if result.is_ok() {
+            st.graveyard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+        } else {
+            // A device that does not say its queues are off may still
+            // write their buffers: they stay out of the pool for good.
+            std::mem::forget(std::mem::take(
+                &mut *st.graveyard.lock().unwrap_or_else(|e| e.into_inner()),
+            ));
+        }
+        result
+    }
+}
+
+/// Receive-address words of `m`: low four bytes, then the last two with
+/// the valid bit.
+fn rar_words(m: &MacAddr) -> (u32, u32) {
+    let b = m.0;
+    (
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        u16::from_le_bytes([b[4], b[5]]) as u32 | RAH_AV,
+    )
+}
+
+/// The multicast table bit of `m` with RCTL.MO = 00: destination bits
+/// 47:36 (datasheet §8.10.15: the upper 12 bits of the address).
+fn mta_hash(m: &MacAddr) -> u32 {
+    let b = m.0;
+    ((b[4] as u32) >> 4 | (b[5] as u32) << 4) & 0xfff
+}
+
+impl Device for IgbDevice {
+    fn driver(&self) -> &'static str {
+        "igb"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_rx_queues: MAX_RX_QUEUES,
+            max_tx_queues: MAX_TX_QUEUES,
+            min_desc: MIN_DESC,
+            max_desc: MAX_DESC,
+            desc_pow2: true,
+            offloads: OFFLOADS,
+            min_mtu: 68,
+            max_mtu: MAX_MTU,
+            rx_interrupts: false,
+            needs_rx_pool: true,
+        }
+    }
+
+    fn configure(&mut self, name: &str, conf: &PortConfig) -> Result<(), rpmd_pmd::Error> {
+        let mtu = conf.mtu.unwrap_or(self.mtu);
+        if let Some(pool) = &conf.rx_pool {
+            let kib = Self::buffer_kib(pool);
+            if kib == 0 {
+                return Err(self.config_err(
+                    "rx_pool",
+                    format!(
+                        "{name}: mbufs of {} bytes; igb receive buffers are 1 KiB at least",
+                        pool.data_room()
+                    ),
+                ));
+            }
+            let fits = Self::max_frame(mtu) <= kib << SRRCTL_BSIZEPKT_SHIFT;
+            if !fits && !conf.offloads.contains(Offloads::RX_SCATTER) {
+                return Err(self.config_err(
+                    "mtu",
+                    format!(
+                        "{name}: MTU {mtu} needs {}-byte frames, more than one {kib} KiB buffer; \
+                         ask for rx-scatter or a pool with larger mbufs",
+                        Self::max_frame(mtu)
+                    ),
+                ));
+            }
+        }
+        self.offloads = conf.offloads;
+        Ok(())
+    }
+
+    fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, rpmd_pmd::Error> {
+        let st = Started {
+            running: Arc::new(CachePadded::new(AtomicBool::new(true))),
+            graveyard: Graveyard::default(),
+            rx_queues: ctx.conf.rx_queues,
+            tx_queues: ctx.conf.tx_queues,
+        };
+        match self.start_queues(&ctx, &st) {
+            Ok(q) => {
+                self.started = Some(st);
+                Ok(q)
+            }
+            Err(e) => {
+                let _ = self.teardown(st);
+                Err(self.err("starting the queues", e))
+            }
+        }
+    }
+
+    fn stop(&mut self, _name: &str) -> Result<(), rpmd_pmd::Error> {
+        match self.started.take() {
+            Some(st) => self
+                .teardown(st)
+                .map_err(|e| self.err("stopping the queues", e)),
+            None => Ok(()),
+        }
+    }
+
+    fn link(&self, _started: bool) -> Link {
+        match self.hw.link() {
+            Ok(l) => Link {
+                up: l.up,
+                speed_mbps: if l.up { l.speed_mbps } else { 0 },
+                full_duplex: l.full_duplex,
+            },
+            Err(_) => Link::default(),
+        }
+    }
+
+    fn mac_addr(&self) -> MacAddr {
+        self.mac
+    }
+
+    fn has_mac_filter(&self) -> bool {
+        true
+    }
+
+    fn set_rx_filter(&mut self, name: &str, filter: &RxFilter) -> Result<(), rpmd_pmd::Error> {
+        if filter.unicast.len() > MAX_UNICAST {
+            return Err(self.config_err(
+                "unicast filter",
+                format!(
+                    "{name}: {} addresses; igb has room for {MAX_UNICAST} beside its own",
+                    filter.unicast.len()
+                ),
+            ));
+        }
+        let old = std::mem::replace(&mut self.filter, filter.clone());
+        if let Err(e) = self.program_filter() {
+            self.filter = old;
+            return Err(self.err("programming the receive filter", e));
+        }
+        Ok(())
+    }
+
+    fn set_mtu(&mut self, name: &str, mtu: u16, started: bool) -> Result<(), rpmd_pmd::Error> {
+        if started && Self::max_frame(mtu) > Self::max_frame(self.mtu) {
+            return Err(rpmd_pmd::Error::Port {
+                port: name.to_string(),
+                detail: format!(
+                    "MTU {mtu} above {} while started: the receive buffers were sized at start; stop the port first",
+                    self.mtu
+                ),
+            });
+        }
+        self.mtu = mtu;
+        let set = || -> Result<(), Error> {
+            self.hw.write(RLPML, Self::max_frame(mtu))?;
+            let rctl = self.hw.read(RCTL)?;
+            self.hw.write(RCTL, self.rctl(rctl & RCTL_EN != 0))
+        };
+        set().map_err(|e| self.err("setting the MTU", e))
+    }
+
+    fn missed(&self) -> u64 {
+        self.counters.missed(&self.hw)
+    }
+
+    fn xstats(&self, _stats: &StatsBlock, out: &mut Vec<Xstat>) {
+        self.counters.xstats(&self.hw, out);
+    }
+
+    fn fw_version(&self) -> Option<String> {
+        Some(self.fw.clone())
+    }
+}
+
+impl Drop for IgbDevice {
+    fn drop(&mut self) {
+        if let Some(st) = self.started.take() {
+            let _ = self.teardown(st);
+        }
+    }
+}
