@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the guest's initramfs: static busybox, the kernel modules VFIO and
-# virtio-net need (dependencies read from each module's `depends=` field,
+# virtio-net need (and igb and 8021q, listed in late-order for the test to
+# load) (dependencies read from each module's `depends=` field,
 # since Debian's kernel package ships no modules.dep), our /init, and the
 # payload files under /rpmd.
 #   usage: build-initramfs.sh OUT.cpio.gz PAYLOAD...
@@ -12,6 +13,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 KVER=$(ls "$VM_DIR/kernel/lib/modules" | head -1)
 MODDIR="$VM_DIR/kernel/lib/modules/$KVER"
 WANT="virtio_pci virtio_net vfio vfio_iommu_type1 vfio-pci"
+# Loaded by the test, not at boot: Linux's igb driver (the peer of rpmd's
+# on the second 82576, which must stay unbound until then) and VLANs.
+LATE="igb 8021q"
 
 declare -A KO SEEN
 while IFS= read -r f; do
@@ -40,14 +44,16 @@ visit() {
     for d in $(plain "$f" | strings -a | sed -n 's/^depends=//p' | tr ',' ' '); do visit "$d"; done
     ORDER+=("$m")
 }
-for m in $WANT; do visit "$m"; done
+for m in $WANT $LATE; do visit "$m"; done
 
 ROOT=$(mktemp -d)
 trap 'rm -rf "$ROOT"' EXIT
 mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,rpmd,lib/modules}
 cp "$VM_DIR/busybox/bin/busybox" "$ROOT/bin/busybox"
 for m in "${ORDER[@]}"; do plain "${KO[$m]}" > "$ROOT/lib/modules/$m.ko"; done
-printf '%s\n' "${ORDER[@]}" > "$ROOT/lib/modules/load-order"
+for m in "${ORDER[@]}"; do
+    case " $LATE " in *" $m "*) echo "$m" ;; *) echo "$m" >&3 ;; esac
+done > "$ROOT/lib/modules/late-order" 3> "$ROOT/lib/modules/load-order"
 for p in "$@"; do cp "$p" "$ROOT/rpmd/"; done
 cp "$HERE/guest-init.sh" "$ROOT/init"
 cp "${GUEST_TEST:-$HERE/guest-test.sh}" "$ROOT/rpmd/guest-test.sh"

@@ -6,7 +6,7 @@
 # vfio_guest on every NIC, then virtio_guest (rpmd's virtio-net PCI
 # driver) on the modern ones, then mlx4_guest (the ConnectX-3 driver's VFIO
 # path) on a modern one and the e1000e, then igb_guest (the 82576 driver)
-# on the two 82576s. Exit 0 iff every case passed; the last line is
+# on the two 82576s, and against Linux's igb on the second. Exit 0 iff every case passed; the last line is
 # "N passed, M failed".
 pass=0; fail=0
 ok() { pass=$((pass + 1)); echo "case $1: ok"; }
@@ -139,5 +139,42 @@ p=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1
 f=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
 pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
 [ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
+# rpmd's igb against Linux's: the second 82576 goes to Linux's igb driver
+# with 10.9.0.2/24, and 10.9.1.2/24 on VLAN 100; rpmd keeps the first.
+set -- $IGB
+if [ $# -eq 2 ]; then
+    for m in $(cat /lib/modules/late-order); do
+        insmod /lib/modules/$m.ko || bad "insmod $m" "rc=$?"
+    done
+    sysctl -qw net.ipv4.icmp_ratelimit=0
+    $B --bind igb $2 >/dev/null || bad "rpmd-bind --bind igb $2" "rc=$?"
+    dev=""; i=0
+    while [ -z "$dev" ] && [ $i -lt 50 ]; do
+        dev=$(ls /sys/bus/pci/devices/$2/net/ 2>/dev/null | head -1); i=$((i + 1)); sleep 0.1
+    done
+    if [ -z "$dev" ]; then
+        bad "Linux igb on $2" "no network interface appeared"
+    else
+        ip link set $dev up && ip addr add 10.9.0.2/24 dev $dev &&
+        ip link add link $dev name $dev.100 type vlan id 100 &&
+        ip link set $dev.100 up && ip addr add 10.9.1.2/24 dev $dev.100 ||
+            bad "Linux igb on $2" "configuring $dev failed"
+        i=0
+        while [ "$(cat /sys/class/net/$dev/carrier 2>/dev/null)" != 1 ] && [ $i -lt 50 ]; do
+            i=$((i + 1)); sleep 0.1
+        done
+        peer=$(cat /sys/class/net/$dev/address)
+        rx0=$(cat /sys/class/net/$dev/statistics/rx_packets)
+        out=$(/rpmd/igb_guest --linux-peer $1,$peer); rc=$?
+        echo "$out"
+        p=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+        f=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+        pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
+        [ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
+        rx=$(( $(cat /sys/class/net/$dev/statistics/rx_packets) - rx0 ))
+        [ $rx -ge 8 ] && ok "Linux igb counted $rx frames from rpmd" ||
+            bad "Linux igb counters" "rx_packets grew by $rx, want at least 8"
+    fi
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

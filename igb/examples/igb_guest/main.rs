@@ -22,12 +22,16 @@
 //! and VLAN offloads, the receive filter, a jumbo frame, the counters,
 //! every mbuf home after the stop.
 //!
+//! With `--linux-peer BDF,MAC`: the port at BDF against Linux's igb
+//! driver and stack on the other 82576 (MAC) ([`linux_peer`]).
+//!
 //! ```text
-//! igb_guest [--not-igb BDF] [--pair A,B] BDF=MAC...
+//! igb_guest [--not-igb BDF] [--pair A,B] [--linux-peer BDF,MAC] BDF=MAC...
 //! ```
 //!
 //! Prints `case ...: ok|FAIL` lines and `igb_guest: N passed, M failed`.
 mod frames;
+mod linux_peer;
 
 use rpmd_igb::hw::Hw;
 use rpmd_igb::regs::{PHY_STATUS, PHY_STATUS_LINK};
@@ -118,6 +122,28 @@ fn pair_cases(a: &str, b: &str, case: &mut impl FnMut(String, R<String>)) {
     case("igb stop: every mbuf home".into(), p.close());
 }
 
+/// The cases against Linux's igb on the other 82576.
+fn linux_cases(bdf: &str, peer: MacAddr, case: &mut impl FnMut(String, R<String>)) {
+    let mut p = match linux_peer::Peer::open(bdf, peer) {
+        Ok(p) => p,
+        Err(e) => return case(format!("igb pci:{bdf} facing Linux starts"), Err(e)),
+    };
+    type Case = fn(&mut linux_peer::Peer) -> R<String>;
+    let cases: [(&str, Case); 4] = [
+        ("ARP answered by Linux", linux_peer::arp),
+        ("ping answered by Linux", linux_peer::ping),
+        (
+            "offloaded UDP checksums, judged by Linux",
+            linux_peer::udp_checksums,
+        ),
+        ("ping over VLAN 100 with Linux", linux_peer::vlan_ping),
+    ];
+    for (name, f) in cases {
+        case(format!("igb {name}"), f(&mut p));
+    }
+    case("igb facing Linux stops".into(), p.close());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut pass, mut fail) = (0, 0);
@@ -139,6 +165,18 @@ fn main() {
                 continue;
             };
             case(format!("igb refuses {bdf}"), refuses(bdf));
+            continue;
+        }
+        if a == "--linux-peer" {
+            let arg = it.next().and_then(|p| p.split_once(','));
+            let Some((bdf, mac)) = arg else {
+                case("--linux-peer".into(), Err("needs BDF,MAC".into()));
+                continue;
+            };
+            match mac.parse::<MacAddr>() {
+                Ok(m) => linux_cases(bdf, m, &mut case),
+                Err(e) => case("--linux-peer".into(), Err(format!("{mac}: {e}"))),
+            }
             continue;
         }
         if a == "--pair" {
