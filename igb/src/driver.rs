@@ -26,11 +26,14 @@ const IDS: [PciId; DEVICE_IDS.len()] = {
 
 /// What an igb port offers beyond the generic port.
 const FEATURES: &[Declared] = &[
+    (Feature::LinkStatusEvent, Support::Yes),
+    (Feature::RxInterrupt, Support::Yes),
     (Feature::ScatteredRx, Support::Yes),
     (Feature::MultiSegmentTx, Support::Yes),
     (Feature::PromiscuousMode, Support::Yes),
     (Feature::AllmulticastMode, Support::Yes),
     (Feature::MacFilter, Support::Yes),
+    (Feature::RssHash, Support::Yes),
     (Feature::VlanOffload, Support::Yes),
     (Feature::ChecksumOffload, Support::Yes),
     (Feature::FwVersion, Support::Yes),

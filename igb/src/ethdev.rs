@@ -6,12 +6,16 @@
 //! version, zeroes its statistics and brings the link up. `start`
 //! programs the receive filter (the port's own address in entry 0,
 //! further unicast addresses in entries 1-15, multicast groups in the
-//! 4096-bit hash table), the receive and transmit control, and per queue
+//! 4096-bit hash table), RSS over several receive queues (Toeplitz with
+//! the default key, the redirection table spread round-robin, IPv4 and
+//! IPv6 with their TCP and UDP ports hashed, the hash in each mbuf), the
+//! receive and transmit control, and per queue
 //! a descriptor ring (receive rings filled with buffers from the pool);
 //! `stop` disables the queues and waits until the device says they are
 //! off before any buffer it could still write goes home.
 use crate::counters::Counters;
 use crate::hw::Hw;
+use crate::irq::{self, LinkWatch};
 use crate::regs::*;
 use crate::ring::DescRing;
 use crate::rxtx::{Graveyard, Running, RxMode, RxRing, TxRing};
@@ -19,6 +23,8 @@ use crate::Error;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::mbuf::Slots;
+use rpmd_pmd::net::rss::RSS_KEY;
+use rpmd_pmd::port::events::LinkEvents;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, Device, EthDev, Link, MacAddr, Offloads, PortConfig, Queues, RxFilter,
@@ -29,10 +35,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Most queues each way a port hands out (the 82576 has 16 of each;
-/// receive queues beyond one need RSS to be fed).
+/// several receive queues are fed by RSS).
 pub const MAX_TX_QUEUES: u16 = MAX_QUEUES;
 /// Most receive queues.
-pub const MAX_RX_QUEUES: u16 = 1;
+pub const MAX_RX_QUEUES: u16 = MAX_QUEUES;
+/// The flows RSS hashes: IPv4 and IPv6 on addresses, and their TCP and
+/// UDP flows on addresses and ports.
+const RSS_FIELDS: u32 = MRQC_RSS_FIELD_IPV4
+    | MRQC_RSS_FIELD_IPV4_TCP
+    | MRQC_RSS_FIELD_IPV4_UDP
+    | MRQC_RSS_FIELD_IPV6
+    | MRQC_RSS_FIELD_IPV6_TCP
+    | MRQC_RSS_FIELD_IPV6_UDP;
 /// Descriptors per ring: at least, at most (datasheet: RDLEN up to
 /// 64K descriptors; DPDK's igb takes 32..4096).
 pub const MIN_DESC: u16 = 32;
@@ -50,6 +64,7 @@ const OFFLOADS: Offloads = Offloads(
     Offloads::RX_CHECKSUM.0
         | Offloads::RX_SCATTER.0
         | Offloads::RX_VLAN_STRIP.0
+        | Offloads::RX_RSS.0
         | Offloads::TX_CHECKSUM.0
         | Offloads::TX_MULTI_SEGS.0
         | Offloads::TX_VLAN_INSERT.0,
@@ -90,6 +105,7 @@ pub fn open_port(name: &str, func: Arc<dyn PciFunction>, port_id: u16) -> Result
         filter: OWN_ONLY,
         mtu: 1500,
         offloads: Offloads::NONE,
+        link_events: None,
     };
     Ok(EthDev::named(name, port_id, dev).with_filter(OWN_ONLY))
 }
@@ -100,6 +116,12 @@ struct Started {
     graveyard: Graveyard,
     rx_queues: u16,
     tx_queues: u16,
+    /// MSI-X is on.
+    msix: bool,
+    /// The other causes' vector, until a link watch takes it.
+    other: Option<rpmd_pmd::function::EventFd>,
+    /// The link watch, once the app asked for link events.
+    watch: Option<LinkWatch>,
 }
 
 /// The device side of one 82576 port.
@@ -114,6 +136,8 @@ pub struct IgbDevice {
     filter: RxFilter,
     mtu: u16,
     offloads: Offloads,
+    /// The link events, once the app asked for them.
+    link_events: Option<LinkEvents>,
 }
 
 impl IgbDevice {
@@ -227,7 +251,7 @@ impl IgbDevice {
     }
 
     /// Everything `start` sets up, queues handed out.
-    fn start_queues(&mut self, ctx: &StartContext<'_>, st: &Started) -> Result<Queues, Error> {
+    fn start_queues(&mut self, ctx: &StartContext<'_>, st: &mut Started) -> Result<Queues, Error> {
         let conf = ctx.conf;
         let pool = conf.rx_pool.clone().ok_or_else(|| Error::Ring {
             what: "receive queues".into(),
@@ -250,11 +274,21 @@ impl IgbDevice {
             );
         }
         let kib = Self::buffer_kib(&pool);
+        let mut irqs = match irq::enable(&self.hw, conf.rx_queues)? {
+            Some(v) => {
+                st.msix = true;
+                st.other = Some(v.other);
+                v.rx.into_iter().map(Some).collect()
+            }
+            None => Vec::new(),
+        }
+        .into_iter();
         let mut rx = Vec::new();
         for q in 0..conf.rx_queues {
             let ring = DescRing::new(&*func, &format!("igb rx ring {q}"), conf.rx_desc as u32)?;
             self.start_rx_regs(q, &ring, kib)?;
             let mut r = self.rx_ring(ctx, st, q, ring, &pool);
+            r.irq = irqs.next().flatten();
             r.fill().map_err(|e| Error::Memory {
                 what: format!("filling rx ring {q} from the pool"),
                 source: e,
@@ -264,7 +298,23 @@ impl IgbDevice {
         self.hw
             .write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD)?;
         self.hw.write(RCTL, self.rctl(true))?;
+        self.watch_if_asked(st);
         Ok(Queues::new(rx, tx))
+    }
+
+    /// Starts the link watch of `st`, if the app asked for link events
+    /// and MSI-X is on.
+    fn watch_if_asked(&self, st: &mut Started) {
+        let Some(events) = &self.link_events else {
+            return;
+        };
+        if let Some(other) = st.other.take() {
+            st.watch = Some(LinkWatch::spawn(
+                self.hw.regs().clone(),
+                other,
+                events.clone(),
+            ));
+        }
     }
 
     /// The port-wide registers of a configuration: filter, checksum and
@@ -276,6 +326,14 @@ impl IgbDevice {
         let mut rxcsum = 0;
         if conf.offloads.contains(Offloads::RX_CHECKSUM) {
             rxcsum |= RXCSUM_IPOFLD | RXCSUM_TUOFLD;
+        }
+        if rss_on(conf) {
+            // The hash takes the write-back's checksum field (the
+            // checksum status bits stay).
+            rxcsum |= RXCSUM_PCSD;
+            self.program_rss(conf.rx_queues)?;
+        } else {
+            hw.write(MRQC, 0)?;
         }
         hw.write(RXCSUM, rxcsum)?;
         let ctrl = hw.read(CTRL)?;
@@ -291,6 +349,28 @@ impl IgbDevice {
         )?;
         hw.write(VET, 0x8100)?;
         hw.write(RLPML, Self::max_frame(self.mtu))
+    }
+
+    /// RSS over `queues` receive queues: the key, the redirection table
+    /// (entry `k` to queue `k mod queues`, as DPDK's default), the flows
+    /// hashed.
+    fn program_rss(&self, queues: u16) -> Result<(), Error> {
+        let hw = &self.hw;
+        for (k, w) in RSS_KEY
+            .chunks_exact(4)
+            .enumerate()
+            .take(RSSRK_REGS as usize)
+        {
+            hw.write(
+                RSSRK + 4 * k as u64,
+                u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
+            )?;
+        }
+        for r in 0..RETA_ENTRIES / 4 {
+            let entry = |j: u32| ((4 * r + j) % queues as u32) << (8 * j);
+            hw.write(RETA + 4 * r as u64, (0..4).map(entry).fold(0, |a, b| a | b))?;
+        }
+        hw.write(MRQC, MRQC_ENABLE_RSS_MQ | RSS_FIELDS)
     }
 
     fn rx_ring(
@@ -320,10 +400,11 @@ impl IgbDevice {
             mode: RxMode {
                 checksum: off.contains(Offloads::RX_CHECKSUM),
                 vlan_strip: off.contains(Offloads::RX_VLAN_STRIP),
-                rss: false,
+                rss: rss_on(ctx.conf),
             },
             stamp: ctx.stamp,
             stats: ctx.stats.rx(q as usize),
+            irq: None,
         }
     }
 
@@ -359,9 +440,13 @@ impl IgbDevice {
     /// Turns the receiver, the transmitter and every queue of `st` off,
     /// waits until the device reports each queue off, then frees what
     /// dropped handles left for it.
-    fn teardown(&mut self, st: Started) -> Result<(), Error> {
+    fn teardown(&mut self, mut st: Started) -> Result<(), Error> {
         let hw = &self.hw;
         st.running.store(false, Ordering::Relaxed);
+        drop(st.watch.take());
+        if st.msix {
+            irq::disable(hw)?;
+        }
         hw.write(RCTL, self.rctl(false))?;
         hw.write(TCTL, TCTL_PSP)?;
         let mut result = Ok(());
@@ -389,6 +474,13 @@ impl IgbDevice {
         }
         result
     }
+}
+
+/// Whether a configuration spreads frames by RSS: asked for, or implied
+/// by several receive queues (which only RSS feeds). The hash then lands
+/// in every mbuf.
+fn rss_on(conf: &PortConfig) -> bool {
+    conf.rx_queues > 1 || conf.offloads.contains(Offloads::RX_RSS)
 }
 
 /// Receive-address words of `m`: low four bytes, then the last two with
@@ -423,7 +515,7 @@ impl Device for IgbDevice {
             offloads: OFFLOADS,
             min_mtu: 68,
             max_mtu: MAX_MTU,
-            rx_interrupts: false,
+            rx_interrupts: self.hw.function().msix_vectors() >= 2,
             needs_rx_pool: true,
         }
     }
@@ -458,13 +550,16 @@ impl Device for IgbDevice {
     }
 
     fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, rpmd_pmd::Error> {
-        let st = Started {
+        let mut st = Started {
             running: Arc::new(CachePadded::new(AtomicBool::new(true))),
             graveyard: Graveyard::default(),
             rx_queues: ctx.conf.rx_queues,
             tx_queues: ctx.conf.tx_queues,
+            msix: false,
+            other: None,
+            watch: None,
         };
-        match self.start_queues(&ctx, &st) {
+        match self.start_queues(&ctx, &mut st) {
             Ok(q) => {
                 self.started = Some(st);
                 Ok(q)
@@ -547,10 +642,36 @@ impl Device for IgbDevice {
 
     fn xstats(&self, _stats: &StatsBlock, out: &mut Vec<Xstat>) {
         self.counters.xstats(&self.hw, out);
+        let watch = self.started.as_ref().and_then(|s| s.watch.as_ref());
+        if let Some(w) = watch {
+            for (name, c) in ["other_interrupts", "link_change_interrupts"]
+                .into_iter()
+                .zip(w.counts.iter())
+            {
+                out.push(Xstat {
+                    name: name.into(),
+                    value: c.load(Ordering::Relaxed),
+                });
+            }
+        }
     }
 
     fn fw_version(&self) -> Option<String> {
         Some(self.fw.clone())
+    }
+
+    /// Link changes interrupt through the other causes' MSI-X vector
+    /// while the port runs; without MSI-X the device cannot say.
+    fn watch_link(&mut self, _name: &str, events: &LinkEvents) -> Result<bool, rpmd_pmd::Error> {
+        if self.hw.function().msix_vectors() < 2 {
+            return Ok(false);
+        }
+        self.link_events = Some(events.clone());
+        if let Some(mut st) = self.started.take() {
+            self.watch_if_asked(&mut st);
+            self.started = Some(st);
+        }
+        Ok(true)
     }
 }
 

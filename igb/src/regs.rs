@@ -355,3 +355,60 @@ pub const TPT: u64 = 0x40D4;
 pub const MPTC: u64 = 0x40F0;
 /// Broadcast Packets Transmitted Count.
 pub const BPTC: u64 = 0x40F4;
+
+/// MRQC: RSS over the receive queues (bits 2:0 = 010).
+pub const MRQC_ENABLE_RSS_MQ: u32 = 0x2;
+/// MRQC: hash IPv4 TCP flows on addresses and ports.
+pub const MRQC_RSS_FIELD_IPV4_TCP: u32 = 1 << 16;
+/// MRQC: hash IPv4 on addresses.
+pub const MRQC_RSS_FIELD_IPV4: u32 = 1 << 17;
+/// MRQC: hash IPv6 on addresses.
+pub const MRQC_RSS_FIELD_IPV6: u32 = 1 << 20;
+/// MRQC: hash IPv6 TCP flows on addresses and ports.
+pub const MRQC_RSS_FIELD_IPV6_TCP: u32 = 1 << 21;
+/// MRQC: hash IPv4 UDP flows on addresses and ports.
+pub const MRQC_RSS_FIELD_IPV4_UDP: u32 = 1 << 22;
+/// MRQC: hash IPv6 UDP flows on addresses and ports.
+pub const MRQC_RSS_FIELD_IPV6_UDP: u32 = 1 << 23;
+/// Redirection table entries (four to a RETA register).
+pub const RETA_ENTRIES: u32 = 128;
+/// RSS key registers (40 bytes, byte 0 in the low byte of the first).
+pub const RSSRK_REGS: u64 = 10;
+
+/// Interrupt Mask Set (the causes ICR reports that may interrupt).
+pub const IMS: u64 = 0x00D0;
+/// ICR/IMS: link status change.
+pub const ICR_LSC: u32 = 1 << 2;
+/// General Purpose Interrupt Enable.
+pub const GPIE: u64 = 0x1514;
+/// GPIE: non-selective interrupt clear on ICR read.
+pub const GPIE_NSICR: u32 = 1 << 0;
+/// GPIE: MSI-X mode (each cause to the vector IVAR names).
+pub const GPIE_MSIX_MODE: u32 = 1 << 4;
+/// GPIE: extended interrupt auto-mask enable (EIAM applies).
+pub const GPIE_EIAME: u32 = 1 << 30;
+/// GPIE: PBA support (pending bits in the MSI-X table's PBA).
+pub const GPIE_PBA: u32 = 1 << 31;
+/// Extended Interrupt Cause Read.
+pub const EICR: u64 = 0x1580;
+/// Extended Interrupt Mask Set: a vector's bit lets it interrupt.
+pub const EIMS: u64 = 0x1524;
+/// Extended Interrupt Auto Clear: its vectors' EICR bits clear when the
+/// message goes out.
+pub const EIAC: u64 = 0x152C;
+/// Extended Interrupt Auto Mask: its vectors' EIMS bits clear when the
+/// message goes out (with GPIE.EIAME), so a vector fires once per arming.
+pub const EIAM: u64 = 0x1530;
+/// Interrupt Vector Allocation: 8 registers, each four 8-bit entries
+/// (datasheet §8.8.15 for the 82576: RX queue n, TX queue n, RX queue
+/// n + 8, TX queue n + 8 in register n).
+pub const IVAR0: u64 = 0x1700;
+/// IVAR for other causes: the vector of link changes and the rest in
+/// bits 15:8.
+pub const IVAR_MISC: u64 = 0x1740;
+/// IVAR entry: valid.
+pub const IVAR_VALID: u32 = 0x80;
+/// Extended Interrupt Throttle for vector `v` (0: none).
+pub const fn eitr(v: u32) -> u64 {
+    0x1680 + 4 * v as u64
+}

@@ -15,6 +15,7 @@
 //! frames are reclaimed at the start of each burst, and the tail is
 //! written once per burst.
 use crate::desc::{RxRead, RxWb, TxContext, TxData, TxWb};
+use crate::irq::RxIrq;
 use crate::regs::*;
 use crate::ring::DescRing;
 use crossbeam_utils::CachePadded;
@@ -24,6 +25,7 @@ use rpmd_pmd::mbuf::{self, Slots};
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{LiveFlag, RxQueue, RxStamp, TxQueue};
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -69,6 +71,8 @@ pub(crate) struct RxRing {
     pub mode: RxMode,
     pub stamp: RxStamp,
     pub stats: Arc<CachePadded<QueueStats>>,
+    /// The queue's MSI-X vector, when the function has enough.
+    pub irq: Option<RxIrq>,
 }
 
 impl RxRing {
@@ -256,6 +260,17 @@ impl RxQueue for RxRing {
         self.stats.packets.add(got as u64);
         self.stats.bytes.add(bytes);
         self.stamp.apply(out, got)
+    }
+
+    fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.irq.as_ref().map(|i| i.fd.as_fd())
+    }
+
+    fn set_interrupt(&mut self, enabled: bool) -> Result<(), rpmd_pmd::Error> {
+        match &self.irq {
+            Some(i) => i.arm(enabled),
+            None => Ok(()),
+        }
     }
 
     fn has_work(&self) -> bool {

@@ -39,6 +39,15 @@ fn registers(v: &mut Vec<Check>) {
         ("RAL16", RAL16, "E1000_RAL(16)"),
         ("RAH0 + 8 * 15", RAH0 + 8 * 15, "E1000_RAH(15)"),
         ("MRQC", MRQC, "E1000_MRQC"),
+        ("IMS", IMS, "E1000_IMS"),
+        ("GPIE", GPIE, "E1000_GPIE"),
+        ("EICR", EICR, "E1000_EICR"),
+        ("EIMS", EIMS, "E1000_EIMS"),
+        ("EIAC", EIAC, "E1000_EIAC"),
+        ("EIAM", EIAM, "E1000_EIAM"),
+        ("IVAR0", IVAR0, "E1000_IVAR0"),
+        ("IVAR_MISC", IVAR_MISC, "E1000_IVAR_MISC"),
+        ("eitr(3)", eitr(3), "E1000_EITR(3)"),
         ("RETA", RETA, "E1000_RETA(0)"),
         ("RSSRK", RSSRK, "E1000_RSSRK(0)"),
         ("MPC", MPC, "E1000_MPC"),
@@ -84,7 +93,48 @@ fn registers(v: &mut Vec<Check>) {
 
 /// Bits and shifts inside registers and descriptors.
 fn bits(v: &mut Vec<Check>) {
-    let bits: [(&str, u32, &str); 65] = [
+    let bits: [(&str, u32, &str); 78] = [
+        ("ICR_LSC", ICR_LSC, "E1000_ICR_LSC"),
+        ("GPIE_NSICR", GPIE_NSICR, "E1000_GPIE_NSICR"),
+        ("GPIE_MSIX_MODE", GPIE_MSIX_MODE, "E1000_GPIE_MSIX_MODE"),
+        ("GPIE_EIAME", GPIE_EIAME, "E1000_GPIE_EIAME"),
+        ("GPIE_PBA", GPIE_PBA, "E1000_GPIE_PBA"),
+        ("IVAR_VALID", IVAR_VALID, "E1000_IVAR_VALID"),
+        (
+            "MRQC_ENABLE_RSS_MQ",
+            MRQC_ENABLE_RSS_MQ,
+            "E1000_MRQC_ENABLE_RSS_MQ",
+        ),
+        (
+            "MRQC_RSS_FIELD_IPV4_TCP",
+            MRQC_RSS_FIELD_IPV4_TCP,
+            "E1000_MRQC_RSS_FIELD_IPV4_TCP",
+        ),
+        (
+            "MRQC_RSS_FIELD_IPV4",
+            MRQC_RSS_FIELD_IPV4,
+            "E1000_MRQC_RSS_FIELD_IPV4",
+        ),
+        (
+            "MRQC_RSS_FIELD_IPV6",
+            MRQC_RSS_FIELD_IPV6,
+            "E1000_MRQC_RSS_FIELD_IPV6",
+        ),
+        (
+            "MRQC_RSS_FIELD_IPV6_TCP",
+            MRQC_RSS_FIELD_IPV6_TCP,
+            "E1000_MRQC_RSS_FIELD_IPV6_TCP",
+        ),
+        (
+            "MRQC_RSS_FIELD_IPV4_UDP",
+            MRQC_RSS_FIELD_IPV4_UDP,
+            "E1000_MRQC_RSS_FIELD_IPV4_UDP",
+        ),
+        (
+            "MRQC_RSS_FIELD_IPV6_UDP",
+            MRQC_RSS_FIELD_IPV6_UDP,
+            "E1000_MRQC_RSS_FIELD_IPV6_UDP",
+        ),
         ("CTRL_FD", CTRL_FD, "E1000_CTRL_FD"),
         ("CTRL_SLU", CTRL_SLU, "E1000_CTRL_SLU"),
         ("CTRL_RST", CTRL_RST, "E1000_CTRL_RST"),

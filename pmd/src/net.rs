@@ -2,7 +2,9 @@
 //! sum a sender puts in the L4 checksum field before asking the device to
 //! finish it (as DPDK's `rte_ipv4_phdr_cksum`), the IPv4 header checksum,
 //! and the full one's-complement sum to check or complete a checksum in
-//! software.
+//! software; and [`rss`], the Toeplitz hash receive-side scaling uses.
+
+pub mod rss;
 
 /// One's-complement sum of `bytes` (big-endian 16-bit words, an odd last
 /// byte padded with zero) added to `init`, not folded.

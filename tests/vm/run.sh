@@ -12,7 +12,8 @@
 # A sixth NIC, a modern virtio-net with two queue pairs, has DPDK testpmd
 # as its backend (vhost-user, io forwarding, every frame back on the queue
 # pair it came in on), so the guest RAM is a shared memfd.
-# Logs: $VM_DIR/run/serial.log, $VM_DIR/run/peer.log, $VM_DIR/run/testpmd.log.
+# Logs: $VM_DIR/run/serial.log, $VM_DIR/run/peer.log, $VM_DIR/run/testpmd.log,
+# $VM_DIR/run/monitor.log (QEMU monitor commands the guest asked for).
 # Env: VM_DIR (/var/tmp/rpmd-vm), PORT_BASE (17001), TIMEOUT (300 s),
 # QEMU_WRAP (a command to run QEMU under, e.g. "gdb -batch -ex run -ex bt --args").
 set -euo pipefail
@@ -65,6 +66,7 @@ args=(-nodefaults -display none -no-reboot -m 512M -smp 2
       -device intel-iommu,intremap=on,caching-mode=on,device-iotlb=on
       -device isa-debug-exit,iobase=0xf4,iosize=0x04
       -device pci-bridge,id=br0,chassis_nr=1
+      -monitor "unix:$RUN/monitor.sock,server=on,wait=off"
       -serial "file:$RUN/serial.log")
 ports=()
 for i in "${!nics[@]}"; do
@@ -114,9 +116,15 @@ args+=(-kernel "$kernel" -initrd "$RUN/initrd.cpio.gz"
 
 python3 "$HERE/peer.py" --timeout $((TIMEOUT + 30)) "${ports[@]}" > "$RUN/peer.log" 2>&1 &
 PEER=$!
+rm -f "$RUN/serial.log"
+# Monitor commands the guest asks for on its console (set_link for the
+# igb link events).
+python3 "$HERE/monitor.py" --timeout $((TIMEOUT + 30)) "$RUN/serial.log" "$RUN/monitor.sock" \
+    > "$RUN/monitor.log" 2>&1 &
+MONITOR=$!
 TESTPMD=""
 cleanup() {
-    kill $PEER 2>/dev/null || true
+    kill $PEER $MONITOR 2>/dev/null || true
     [ -n "$TESTPMD" ] && kill $TESTPMD 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -132,7 +140,6 @@ if command -v dpdk-testpmd >/dev/null; then
     for _ in $(seq 300); do [ -S "$VHU" ] && break; sleep 0.1; done
     [ -S "$VHU" ] || { say "testpmd made no vhost-user socket; see $RUN/testpmd.log"; exit 1; }
 fi
-rm -f "$RUN/serial.log"
 say "booting the guest (TCG)"
 set +e
 timeout "$TIMEOUT" ${QEMU_WRAP:-} qemu-system-x86_64 "${args[@]}" > "$RUN/qemu.log" 2>&1

@@ -2,10 +2,14 @@
 //! QEMU's dgram netdevs), both driven by rpmd through `pci:BDF` ports:
 //! every frame checked byte for byte, and the device's offloads, filter,
 //! jumbo frames and counters checked from the far side.
+use rpmd_igb::regs::RETA_ENTRIES;
+use rpmd_pmd::function::EventFd;
+use rpmd_pmd::mbuf::RX_RSS_HASH;
 use rpmd_pmd::mbuf::{
     RX_IP_CKSUM_BAD, RX_IP_CKSUM_GOOD, RX_L4_CKSUM_GOOD, RX_L4_CKSUM_MASK, RX_VLAN_STRIPPED,
     TX_IP_CKSUM, TX_UDP_CKSUM, TX_VLAN,
 };
+use rpmd_pmd::net::rss::{ipv4_input, toeplitz, RSS_KEY};
 use rpmd_pmd::net::{fold, ipv4_header_checksum, ones_sum, pseudo_header_sum};
 use rpmd_pmd::port::{MacAddr, Offloads};
 use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, Pkts, Port, PortConfig, Queues, Registry};
@@ -40,7 +44,7 @@ impl Pair {
     pub fn open(a: &str, b: &str) -> R<Pair> {
         let mut reg = Registry::new();
         rpmd_igb::register(&mut reg);
-        let pool = Mempool::new(&MempoolConfig::new("igb-guest", 4096)).map_err(s)?;
+        let pool = Mempool::new(&MempoolConfig::new("igb-guest", 8192)).map_err(s)?;
         reg.domain().register_pool(&pool).map_err(s)?;
         let mut pair = Pair {
             reg,
@@ -65,6 +69,11 @@ impl Pair {
 
     /// Stops port `k` and starts it again with `mtu`, waiting for link.
     pub fn restart(&mut self, k: usize, mtu: u16) -> R<()> {
+        self.restart_with(k, mtu, 1)
+    }
+
+    /// [`restart`](Self::restart) with `rx_queues` receive queues.
+    pub fn restart_with(&mut self, k: usize, mtu: u16, rx_queues: u16) -> R<()> {
         let pool = self.pool.clone();
         let (p, q) = self.port(k);
         p.stop().map_err(s)?;
@@ -73,6 +82,7 @@ impl Pair {
             offloads: OFFLOADS,
             mtu: Some(mtu),
             tx_queues: 2,
+            rx_queues,
             ..PortConfig::with_pool(&pool)
         })
         .map_err(s)?;
@@ -117,6 +127,29 @@ impl Pair {
             self.port(k).1.rx_burst(0, &mut inb, 32);
             while let Some(m) = inb.pop() {
                 got.push(m);
+            }
+        }
+        got
+    }
+
+    /// What port `k`'s first `queues` receive queues take until `n`
+    /// frames came or `wait` passed, with the queue of each.
+    fn receive_queues(
+        &mut self,
+        k: usize,
+        queues: u16,
+        n: usize,
+        wait: Duration,
+    ) -> Vec<(u16, Mbuf)> {
+        let mut got = Vec::new();
+        let mut inb = Pkts::new();
+        let t = Instant::now();
+        while got.len() < n && t.elapsed() < wait {
+            for q in 0..queues {
+                self.port(k).1.rx_burst(q, &mut inb, 32);
+                while let Some(m) = inb.pop() {
+                    got.push((q, m));
+                }
             }
         }
         got
@@ -254,6 +287,143 @@ pub fn second_queue(p: &mut Pair) -> R<String> {
     Ok("16 frames on tx queue 1; none left in flight".into())
 }
 
+/// An armed receive queue's MSI-X vector fires when a frame arrives,
+/// and stays quiet while disarmed. The port starts again afterwards
+/// whatever happened (the test takes its queue).
+pub fn rx_interrupt(p: &mut Pair) -> R<String> {
+    let r = interrupt_once(p);
+    p.restart(1, 1500)?;
+    r
+}
+
+fn interrupt_once(p: &mut Pair) -> R<String> {
+    let (a, b) = (p.mac(0), p.mac(1));
+    let mut rxq = p.port(1).1.take_rx(0).map_err(s)?;
+    let fd = rxq
+        .interrupt_fd()
+        .ok_or("no interrupt eventfd on rx queue 0")?;
+    let efd = EventFd::from_fd(fd.try_clone_to_owned().map_err(s)?);
+    let wait = |ms: u64| -> R<bool> { Ok(efd.wait(Duration::from_millis(ms)).map_err(s)? > 0) };
+    let mut inb = Pkts::new();
+    rxq.rx_burst(&mut inb, 32);
+    drop(inb);
+    let _ = wait(0)?;
+    let send = |p: &mut Pair, seq| -> R<()> {
+        let mut out = Pkts::new();
+        let _ = out.push(p.mbuf(&frame(b, a, 80, seq), 2048)?);
+        p.send(0, &mut out)
+    };
+    // Disarmed: a frame arrives without an interrupt.
+    rxq.set_interrupt(false).map_err(s)?;
+    send(p, 1)?;
+    std::thread::sleep(Duration::from_millis(300));
+    if wait(0)? {
+        return Err("an interrupt while disarmed".into());
+    }
+    let mut inb = Pkts::new();
+    let t = Instant::now();
+    while inb.is_empty() && t.elapsed() < Duration::from_secs(2) {
+        rxq.rx_burst(&mut inb, 32);
+    }
+    if inb.is_empty() {
+        return Err("the frame sent while disarmed did not arrive".into());
+    }
+    inb.clear();
+    // Armed: the next frame interrupts, within 2 s.
+    rxq.set_interrupt(true).map_err(s)?;
+    if rxq.has_work() {
+        return Err("work reported on an empty queue".into());
+    }
+    let t = Instant::now();
+    send(p, 2)?;
+    if !wait(2000)? {
+        return Err("armed, a frame sent, and no interrupt within 2 s".into());
+    }
+    let woke_ms = t.elapsed().as_secs_f64() * 1e3;
+    if !rxq.has_work() {
+        return Err("woken, but the queue reports no work".into());
+    }
+    // Disarmed on waking, as the run loop does: quiet again.
+    rxq.set_interrupt(false).map_err(s)?;
+    let _ = wait(0)?;
+    send(p, 3)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let again = wait(0)?;
+    let t = Instant::now();
+    while inb.len() < 2 && t.elapsed() < Duration::from_secs(2) {
+        rxq.rx_burst(&mut inb, 32);
+    }
+    drop(inb);
+    drop(rxq);
+    if again {
+        return Err("an interrupt after disarming".into());
+    }
+    Ok(format!(
+        "woken {woke_ms:.1} ms after the send (TCG); quiet while disarmed, before and after"
+    ))
+}
+
+/// Link down and up from QEMU's monitor (`set_link`, asked for through
+/// the serial console, which run.sh watches) arrive as link events. The
+/// link is asked up again whatever happened.
+pub fn link_events(p: &mut Pair) -> R<String> {
+    let r = link_down_and_up(p);
+    if r.is_err() {
+        let _ = ask_host("set_link n7 on");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    r
+}
+
+fn link_down_and_up(p: &mut Pair) -> R<String> {
+    let events = p.port(0).0.link_events().map_err(s)?;
+    let _ = events.take();
+    let mut steps = Vec::new();
+    for (state, up) in [("off", false), ("on", true)] {
+        ask_host(&format!("set_link n7 {state}"))?;
+        let t = Instant::now();
+        let mut seen = false;
+        while t.elapsed() < Duration::from_secs(10) {
+            if events.wait(Duration::from_millis(100)).map_err(s)? {
+                seen = true;
+            }
+            if seen && p.port(0).0.link().up == up {
+                break;
+            }
+        }
+        let now = p.port(0).0.link().up;
+        if !seen || now != up {
+            let x: Vec<String> = p
+                .port(0)
+                .0
+                .xstats()
+                .into_iter()
+                .filter(|x| x.name.ends_with("interrupts"))
+                .map(|x| format!("{} {}", x.name, x.value))
+                .collect();
+            return Err(format!(
+                "set_link {state}: event {seen}, link up {now} ({})",
+                x.join(", ")
+            ));
+        }
+        steps.push(format!(
+            "{state}: event, link up {now}, {:.0} ms",
+            t.elapsed().as_secs_f64() * 1e3
+        ));
+    }
+    Ok(steps.join("; "))
+}
+
+/// A request to the host's QEMU monitor, through the serial console.
+fn ask_host(cmd: &str) -> R<()> {
+    use std::io::Write;
+    let mut c = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/console")
+        .map_err(|e| format!("/dev/console: {e}"))?;
+    writeln!(c, "@@RPMD monitor {cmd}").map_err(s)
+}
+
 /// A three-segment chain sent as one frame.
 pub fn chained(p: &mut Pair) -> R<String> {
     let (a, b) = (p.mac(0), p.mac(1));
@@ -336,6 +506,56 @@ fn udp_frame(dst: MacAddr, src: MacAddr, payload: usize) -> Vec<u8> {
     f.extend_from_slice(&[0, 0]);
     f.extend((0..payload).map(|k| k as u8));
     f
+}
+
+/// RSS over four receive queues: each UDP flow's frame lands on the
+/// queue the redirection table gives its Toeplitz hash, with that hash in
+/// the mbuf.
+pub fn rss(p: &mut Pair) -> R<String> {
+    p.restart_with(1, 1500, 4)?;
+    let (a, b) = (p.mac(0), p.mac(1));
+    let flows = 64u16;
+    let mut out = Pkts::new();
+    for k in 0..flows {
+        let mut f = udp_frame(b, a, 32);
+        f[34..36].copy_from_slice(&(1000 + 7 * k).to_be_bytes());
+        let c = ipv4_header_checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let _ = out.push(p.mbuf(&f, 2048)?);
+        if out.len() == 16 || k + 1 == flows {
+            p.send(0, &mut out)?;
+        }
+    }
+    let got = p.receive_queues(1, 4, flows as usize, Duration::from_secs(5));
+    let mut per_queue = [0usize; 4];
+    for (q, m) in &got {
+        let d = bytes_of(m);
+        let sport = u16::from_be_bytes([d[34], d[35]]);
+        let input = ipv4_input([10, 0, 0, 1], [10, 0, 0, 2], Some((sport, 5000)));
+        let want = toeplitz(&RSS_KEY, &input);
+        if m.ol_flags() & RX_RSS_HASH == 0 || m.rss_hash() != want {
+            return Err(format!(
+                "port {sport}: hash {:#x} (flags {:#x}), Toeplitz gives {want:#x}",
+                m.rss_hash(),
+                m.ol_flags()
+            ));
+        }
+        let on = (want % RETA_ENTRIES) as u16 % 4;
+        if *q != on {
+            return Err(format!("port {sport}: on queue {q}, the table says {on}"));
+        }
+        per_queue[*q as usize] += 1;
+    }
+    p.restart(1, 1500)?;
+    if got.len() != flows as usize {
+        return Err(format!("{} of {flows} frames arrived", got.len()));
+    }
+    if per_queue.iter().filter(|&&n| n > 0).count() < 3 {
+        return Err(format!("frames per queue {per_queue:?}: not spread"));
+    }
+    Ok(format!(
+        "{flows} UDP flows over 4 queues {per_queue:?}, every hash Toeplitz's"
+    ))
 }
 
 /// A tag inserted by the sender's device and stripped by the receiver's.

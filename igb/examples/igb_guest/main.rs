@@ -106,12 +106,15 @@ fn pair_cases(a: &str, b: &str, case: &mut impl FnMut(String, R<String>)) {
     };
     case("igb ports start".into(), Ok(format!("pci:{a}, pci:{b}")));
     type Case = fn(&mut frames::Pair) -> R<String>;
-    let cases: [(&str, Case); 8] = [
+    let cases: [(&str, Case); 11] = [
         ("frames both ways", frames::both_ways),
         ("second tx queue", frames::second_queue),
         ("chained send", frames::chained),
         ("checksum offload", frames::checksums),
         ("VLAN insert and strip", frames::vlan),
+        ("RSS over four queues", frames::rss),
+        ("rx interrupt (MSI-X)", frames::rx_interrupt),
+        ("link events from the QEMU monitor", frames::link_events),
         ("receive filter", frames::filter),
         ("jumbo frame", frames::jumbo),
         ("hardware counters", frames::counters),

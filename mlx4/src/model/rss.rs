@@ -48,7 +48,7 @@ impl RssState {
         if n == 0 {
             return (self.default_qpn, 0);
         }
-        let h = toeplitz(&self.key, &input[..n]);
+        let h = rpmd_pmd::net::rss::toeplitz(&self.key, &input[..n]);
         (self.base + (h & ((1 << self.log_n) - 1)), h)
     }
 
@@ -85,73 +85,5 @@ impl RssState {
             n += 4;
         }
         n
-    }
-}
-
-/// The Toeplitz hash of `input` under `key`: for every set bit of the
-/// input, from the first byte's top bit on, the 32 key bits starting at
-/// that bit's position are XORed in.
-pub(super) fn toeplitz(key: &[u8; p::RSS_KEY], input: &[u8]) -> u32 {
-    let bit = |i: usize| key.get(i / 8).map_or(0, |b| (b >> (7 - i % 8)) as u32 & 1);
-    let mut window = u32::from_be_bytes([key[0], key[1], key[2], key[3]]);
-    let mut h = 0;
-    for (i, byte) in input.iter().enumerate() {
-        for j in 0..8 {
-            if byte >> (7 - j) & 1 == 1 {
-                h ^= window;
-            }
-            window = window << 1 | bit(32 + 8 * i + j);
-        }
-    }
-    h
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Microsoft's RSS verification suite, IPv4 (the first rows).
-    #[test]
-    fn toeplitz_matches_the_specifications_verification_table() {
-        let key = crate::ethdev::RSS_KEY;
-        // (source, port, destination, port, IP-only hash, with ports)
-        type Row = ([u8; 4], u16, [u8; 4], u16, u32, u32);
-        let rows: [Row; 3] = [
-            (
-                [66, 9, 149, 187],
-                2794,
-                [161, 142, 100, 80],
-                1766,
-                0x323e_8fc2,
-                0x51cc_c178,
-            ),
-            (
-                [199, 92, 111, 2],
-                14230,
-                [65, 69, 140, 83],
-                4739,
-                0xd718_262a,
-                0xc626_b0ea,
-            ),
-            (
-                [24, 19, 198, 95],
-                12898,
-                [12, 22, 207, 184],
-                38024,
-                0xd2d0_a5de,
-                0x5c2b_394a,
-            ),
-        ];
-        for (src, sport, dst, dport, ip, tcp) in rows {
-            let mut input = [src, dst].concat();
-            assert_eq!(toeplitz(&key, &input), ip, "{src:?} -> {dst:?}");
-            input.extend_from_slice(&sport.to_be_bytes());
-            input.extend_from_slice(&dport.to_be_bytes());
-            assert_eq!(
-                toeplitz(&key, &input),
-                tcp,
-                "{src:?}:{sport} -> {dst:?}:{dport}"
-            );
-        }
     }
 }

@@ -17,6 +17,13 @@ impl EventFd {
             .map_err(|e| Error::io("eventfd", e))
     }
 
+    /// An eventfd made elsewhere: a duplicate of a queue's
+    /// [`interrupt_fd`](crate::port::RxQueue::interrupt_fd), to wait on it
+    /// as the run loop does. `fd` must be an eventfd.
+    pub fn from_fd(fd: OwnedFd) -> Self {
+        EventFd(fd)
+    }
+
     /// Waits up to `timeout` for a signal; returns the count consumed, or
     /// `Ok(0)` on timeout.
     pub fn wait(&self, timeout: Duration) -> Result<u64, Error> {
