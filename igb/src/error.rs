@@ -15,6 +15,15 @@ pub enum Error {
         /// The IDs it takes.
         known: String,
     },
+    /// The EEPROM image's checksum is wrong: its contents (the MAC
+    /// address among them) cannot be trusted.
+    #[error("{addr}: the EEPROM checksum is not valid (words 0x00-0x3F sum to {sum:#06x}, not 0xbaba): the NVM image is corrupt")]
+    EepromChecksum {
+        /// The function's address.
+        addr: String,
+        /// What the words summed to.
+        sum: u16,
+    },
     /// A PHY register access that no PHY answered.
     #[error("{addr}: PHY register {reg}: the MDI access failed (MDIC error bit)")]
     Phy {

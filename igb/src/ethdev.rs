@@ -87,6 +87,7 @@ const OWN_ONLY: RxFilter = RxFilter {
 pub fn open_port(name: &str, func: Arc<dyn PciFunction>, port_id: u16) -> Result<IgbPort, Error> {
     let hw = Hw::open(func)?;
     hw.reset()?;
+    hw.check_eeprom()?;
     let mac = match hw.mac()? {
         Some(m) => m,
         None => hw.eeprom_mac()?,

@@ -149,6 +149,23 @@ impl Hw {
         Ok((v >> EERD_DATA_SHIFT) as u16)
     }
 
+    /// Checks the EEPROM image's checksum: words 0x00-0x3F sum to
+    /// [`NVM_SUM`] (datasheet §6.1; Linux refuses the device otherwise,
+    /// "The NVM Checksum Is Not Valid").
+    pub fn check_eeprom(&self) -> Result<(), Error> {
+        let mut sum = 0u16;
+        for w in 0..=NVM_CHECKSUM_WORD {
+            sum = sum.wrapping_add(self.eeprom_word(w)?);
+        }
+        if sum != NVM_SUM {
+            return Err(Error::EepromChecksum {
+                addr: self.addr.clone(),
+                sum,
+            });
+        }
+        Ok(())
+    }
+
     /// The MAC address the EEPROM holds (words 0-2).
     pub fn eeprom_mac(&self) -> Result<MacAddr, Error> {
         let mut m = [0u8; 6];

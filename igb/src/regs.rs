@@ -102,6 +102,10 @@ pub const RAH_AV: u32 = 1 << 31;
 
 /// EEPROM words: the MAC address in words 0-2, low byte first.
 pub const NVM_MAC: [u16; 3] = [0x00, 0x01, 0x02];
+/// The EEPROM's checksum word: words 0x00 to it sum to [`NVM_SUM`].
+pub const NVM_CHECKSUM_WORD: u16 = 0x3F;
+/// What the EEPROM's first 64 words sum to in a valid image.
+pub const NVM_SUM: u16 = 0xBABA;
 /// EEPROM word of the NVM image version ("EEPROM Image
 /// Version").
 pub const NVM_VERSION: u16 = 0x05;

@@ -29,6 +29,9 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// The longest frame a receive queue gathers (RLPML's 14 bits).
+const MAX_FRAME: usize = 16383;
+
 /// Set while the port's start stands (its queues enabled in the device).
 pub(crate) type Running = Arc<CachePadded<AtomicBool>>;
 
@@ -188,6 +191,15 @@ impl RxRing {
             return None;
         }
         if let Some(mut head) = self.partial.take() {
+            // A frame longer than any the device may receive (RLPML is 14
+            // bits) is a device that never ends its frames: dropped.
+            if head.pkt_len() + len > MAX_FRAME {
+                drop(head);
+                drop(m);
+                self.discarding = !eop;
+                self.stats.errors.add(1);
+                return None;
+            }
             if let Err(m) = head.chain(m) {
                 drop(m);
                 self.discarding = !eop;

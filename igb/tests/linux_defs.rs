@@ -93,13 +93,19 @@ fn registers(v: &mut Vec<Check>) {
 
 /// Bits and shifts inside registers and descriptors.
 fn bits(v: &mut Vec<Check>) {
-    let bits: [(&str, u32, &str); 78] = [
+    let bits: [(&str, u32, &str); 80] = [
         ("ICR_LSC", ICR_LSC, "E1000_ICR_LSC"),
         ("GPIE_NSICR", GPIE_NSICR, "E1000_GPIE_NSICR"),
         ("GPIE_MSIX_MODE", GPIE_MSIX_MODE, "E1000_GPIE_MSIX_MODE"),
         ("GPIE_EIAME", GPIE_EIAME, "E1000_GPIE_EIAME"),
         ("GPIE_PBA", GPIE_PBA, "E1000_GPIE_PBA"),
         ("IVAR_VALID", IVAR_VALID, "E1000_IVAR_VALID"),
+        ("NVM_SUM", NVM_SUM as u32, "NVM_SUM"),
+        (
+            "NVM_CHECKSUM_WORD",
+            NVM_CHECKSUM_WORD as u32,
+            "NVM_CHECKSUM_REG",
+        ),
         (
             "MRQC_ENABLE_RSS_MQ",
             MRQC_ENABLE_RSS_MQ,

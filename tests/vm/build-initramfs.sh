@@ -55,6 +55,20 @@ for m in "${ORDER[@]}"; do
     case " $LATE " in *" $m "*) echo "$m" ;; *) echo "$m" >&3 ;; esac
 done > "$ROOT/lib/modules/late-order" 3> "$ROOT/lib/modules/load-order"
 for p in "$@"; do cp "$p" "$ROOT/rpmd/"; done
+# DPDK's testpmd with the igb PMD, the peer of rpmd's igb driver in the
+# guest: the binary, the two plugins it loads (-d), and every library they
+# load (the host's glibc and loader included; the guest runs it through
+# that loader).
+if TESTPMD=$(command -v dpdk-testpmd); then
+    D="$ROOT/rpmd/dpdk"
+    mkdir -p "$D/lib" "$D/pmds"
+    PMDS=$(ls -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-* | head -1)
+    cp "$TESTPMD" "$D/"
+    for m in mempool_ring net_e1000; do cp -L "$PMDS/librte_$m.so" "$D/pmds/"; done
+    for f in "$TESTPMD" "$D"/pmds/*.so; do
+        ldd "$f" | awk '/=> \// {print $3} /^[[:space:]]*\/.*ld-linux/ {print $1}'
+    done | sort -u | while read -r l; do cp -L "$l" "$D/lib/"; done
+fi
 cp "$HERE/guest-init.sh" "$ROOT/init"
 cp "${GUEST_TEST:-$HERE/guest-test.sh}" "$ROOT/rpmd/guest-test.sh"
 chmod +x "$ROOT/init" "$ROOT/bin/busybox"

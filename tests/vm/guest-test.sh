@@ -6,7 +6,8 @@
 # vfio_guest on every NIC, then virtio_guest (rpmd's virtio-net PCI
 # driver) on the modern ones, then mlx4_guest (the ConnectX-3 driver's VFIO
 # path) on a modern one and the e1000e, then igb_guest (the 82576 driver)
-# on the two 82576s, and against Linux's igb on the second. Exit 0 iff every case passed; the last line is
+# on the two 82576s, and against DPDK's testpmd and then Linux's igb on
+# the second. Exit 0 iff every case passed; the last line is
 # "N passed, M failed".
 pass=0; fail=0
 ok() { pass=$((pass + 1)); echo "case $1: ok"; }
@@ -139,6 +140,49 @@ p=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1
 f=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
 pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
 [ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
+# rpmd's igb against DPDK's: testpmd (net_e1000_igb) on the second 82576,
+# still bound to vfio-pci, in macswap forwarding; rpmd on the first.
+set -- $IGB
+TP=/rpmd/dpdk
+if [ $# -eq 2 ] && [ -x $TP/dpdk-testpmd ]; then
+    mkdir -p /mnt/huge /var/run && mount -t hugetlbfs nodev /mnt/huge
+    mkfifo /tmp/testpmd.in
+    $TP/lib/ld-linux-x86-64.so.2 --library-path $TP/lib $TP/dpdk-testpmd \
+        -l 0-1 -n 1 -m 64 --huge-dir /mnt/huge --file-prefix=igb -a $2 \
+        -d $TP/pmds/librte_mempool_ring.so \
+        -d $TP/pmds/librte_net_e1000.so -- \
+        --forward-mode=macswap --port-topology=loop --nb-cores=1 \
+        --total-num-mbufs=2048 -a < /tmp/testpmd.in > /tmp/testpmd.log 2>&1 &
+    tp=$!
+    exec 3>/tmp/testpmd.in
+    i=0
+    while ! grep -q "Press enter to exit" /tmp/testpmd.log && [ $i -lt 600 ] &&
+        kill -0 $tp 2>/dev/null; do
+        i=$((i + 1)); sleep 0.1
+    done
+    if grep -q "Press enter to exit" /tmp/testpmd.log; then
+        ok "testpmd (net_e1000_igb) on $2"
+        out=$(/rpmd/igb_guest --dpdk-peer $1,52:54:00:00:00:09); rc=$?
+        echo "$out"
+        p=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+        f=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+        pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
+        [ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
+    else
+        bad "testpmd (net_e1000_igb) on $2" "not forwarding within 60 s"
+        tail -20 /tmp/testpmd.log | sed 's/^/testpmd: /'
+    fi
+    # In a subshell: a write to a FIFO testpmd no longer reads is SIGPIPE.
+    (echo >&3) 2>/dev/null; exec 3>&-
+    i=0
+    while kill -0 $tp 2>/dev/null && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+    kill $tp 2>/dev/null
+    sed 's/^/testpmd: /' /tmp/testpmd.log | grep -E "Port 0|RX-packets|TX-packets|EAL: (Error|Cannot)|Fail|error" | head -20
+    umount /mnt/huge
+elif [ $# -eq 2 ]; then
+    bad "testpmd in the guest" "no /rpmd/dpdk/dpdk-testpmd (install dpdk-dev on the host)"
+fi
+
 # rpmd's igb against Linux's: the second 82576 goes to Linux's igb driver
 # with 10.9.0.2/24, and 10.9.1.2/24 on VLAN 100; rpmd keeps the first.
 set -- $IGB

@@ -209,8 +209,7 @@ fn bytes_of(m: &Mbuf) -> Vec<u8> {
 }
 
 /// Sends `frames` from port `from` and checks that port `to` receives
-/// exactly them, byte for byte (as a set per round: `pop` reverses a
-/// burst). Sixteen at a time, each round received before the next is
+/// exactly them, byte for byte (as a set per round). Sixteen at a time, each round received before the next is
 /// sent: QEMU carries the "wire" over a host UDP socket, which drops
 /// what its buffer cannot hold when the sender's vCPU outruns the
 /// receiver's I/O thread, which a cable would not.

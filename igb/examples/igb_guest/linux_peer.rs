@@ -23,14 +23,17 @@ const PEER: [u8; 4] = [10, 9, 0, 2];
 const OURS_VLAN: [u8; 4] = [10, 9, 1, 1];
 const PEER_VLAN: [u8; 4] = [10, 9, 1, 2];
 
-/// rpmd's port facing Linux.
+/// rpmd's port facing a peer on the other 82576 (Linux's stack, or
+/// DPDK's testpmd).
 pub struct Peer {
     _reg: Registry,
     pool: Mempool,
     port: Box<dyn Port>,
     q: Queues,
-    mac: MacAddr,
-    peer: MacAddr,
+    /// The port's MAC address, and the peer's.
+    pub mac: MacAddr,
+    /// See [`mac`](Self::mac).
+    pub peer: MacAddr,
 }
 
 fn s<E: std::fmt::Display>(e: E) -> String {
@@ -77,7 +80,7 @@ impl Peer {
     /// Sends `frame` (with `flags`, `vlan` and header lengths for the
     /// offloads), then waits up to 2 s for a frame that `want` accepts,
     /// ignoring others (Linux's own traffic: router solicitations, ARP).
-    fn ask(
+    pub fn ask(
         &mut self,
         frame: &[u8],
         flags: u64,
@@ -126,7 +129,8 @@ impl Peer {
     }
 }
 
-fn eth(dst: MacAddr, src: MacAddr, ty: u16) -> Vec<u8> {
+/// An Ethernet header.
+pub fn eth(dst: MacAddr, src: MacAddr, ty: u16) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&dst.0);
     f.extend_from_slice(&src.0);

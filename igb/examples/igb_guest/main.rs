@@ -22,14 +22,18 @@
 //! and VLAN offloads, the receive filter, a jumbo frame, the counters,
 //! every mbuf home after the stop.
 //!
+//! With `--dpdk-peer BDF,MAC`: the port at BDF against DPDK's igb PMD in
+//! testpmd on the other 82576 (MAC) ([`dpdk_peer`]).
+//!
 //! With `--linux-peer BDF,MAC`: the port at BDF against Linux's igb
 //! driver and stack on the other 82576 (MAC) ([`linux_peer`]).
 //!
 //! ```text
-//! igb_guest [--not-igb BDF] [--pair A,B] [--linux-peer BDF,MAC] BDF=MAC...
+//! igb_guest [--not-igb BDF] [--pair A,B] [--dpdk-peer BDF,MAC] [--linux-peer BDF,MAC] BDF=MAC...
 //! ```
 //!
 //! Prints `case ...: ok|FAIL` lines and `igb_guest: N passed, M failed`.
+mod dpdk_peer;
 mod frames;
 mod linux_peer;
 
@@ -125,6 +129,19 @@ fn pair_cases(a: &str, b: &str, case: &mut impl FnMut(String, R<String>)) {
     case("igb stop: every mbuf home".into(), p.close());
 }
 
+/// The cases against DPDK's igb PMD (testpmd) on the other 82576.
+fn dpdk_cases(bdf: &str, peer: MacAddr, case: &mut impl FnMut(String, R<String>)) {
+    let mut p = match linux_peer::Peer::open(bdf, peer) {
+        Ok(p) => p,
+        Err(e) => return case(format!("igb pci:{bdf} facing DPDK starts"), Err(e)),
+    };
+    case(
+        "igb frames through DPDK's igb (testpmd macswap)".into(),
+        dpdk_peer::macswap(&mut p),
+    );
+    case("igb facing DPDK stops".into(), p.close());
+}
+
 /// The cases against Linux's igb on the other 82576.
 fn linux_cases(bdf: &str, peer: MacAddr, case: &mut impl FnMut(String, R<String>)) {
     let mut p = match linux_peer::Peer::open(bdf, peer) {
@@ -168,6 +185,18 @@ fn main() {
                 continue;
             };
             case(format!("igb refuses {bdf}"), refuses(bdf));
+            continue;
+        }
+        if a == "--dpdk-peer" {
+            let arg = it.next().and_then(|p| p.split_once(','));
+            let Some((bdf, mac)) = arg else {
+                case("--dpdk-peer".into(), Err("needs BDF,MAC".into()));
+                continue;
+            };
+            match mac.parse::<MacAddr>() {
+                Ok(m) => dpdk_cases(bdf, m, &mut case),
+                Err(e) => case("--dpdk-peer".into(), Err(format!("{mac}: {e}"))),
+            }
             continue;
         }
         if a == "--linux-peer" {

@@ -1,6 +1,6 @@
 //! The model's firmware commands (digest §4 items 3–4, as far as the
 //! driver goes today).
-use super::{Dma, Mlx4Model, State};
+use super::{Mlx4Model, State};
 use crate::prm::{self, dev_cap as d, op, page_list, query_fw, query_port as qp, status};
 
 /// Ports (digest §4 asks for one; a dual-port card, as rpmd drives

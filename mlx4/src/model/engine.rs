@@ -6,7 +6,7 @@
 //! the wire to the other port, or to a host-side sink; a host-side source
 //! injects frames.
 use super::qp::QpState;
-use super::{lock, Dma, Mlx4Model, State};
+use super::{lock, Mlx4Model, State};
 use crate::prm::layout::{Cqe, CtrlSeg, DataSeg};
 use crate::prm::mem::Wire;
 use crate::prm::{cq as c, mpt, qp as p, uar, unwire32, wqe};

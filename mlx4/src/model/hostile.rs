@@ -2,7 +2,7 @@
 //! could, for the fuzz targets and hostile-device tests. Nothing here
 //! runs unless a test calls it.
 use super::objects::QBuf;
-use super::{lock, Dma, Mlx4Model};
+use super::{lock, Mlx4Model};
 use crate::prm::{cq as c, eq as e};
 
 impl Mlx4Model {

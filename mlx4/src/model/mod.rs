@@ -16,7 +16,6 @@
 //! Options make it misbehave the ways hardware does: a busy HCR that
 //! never completes, a device owned by someone else, no FLR, a chosen
 //! command failing.
-#![allow(unsafe_code)]
 
 mod commands;
 mod csum;
@@ -109,37 +108,6 @@ pub struct Mlx4Model {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Device DMA through the model's IOMMU.
-trait Dma {
-    fn read(&self, a: u64, out: &mut [u8]) -> bool;
-    fn write(&self, a: u64, data: &[u8]) -> bool;
-}
-
-impl Dma for ModelIommu {
-    /// Device DMA read of `out.len()` bytes at `a`; false if unmapped.
-    fn read(&self, a: u64, out: &mut [u8]) -> bool {
-        let Some(p) = self.translate(a, out.len()) else {
-            return false;
-        };
-        // SAFETY: `p..p+len` lies in a region mapped for the device, which
-        // lives while its mapping does (the guard is dropped before the
-        // region); the copy makes no reference into it.
-        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
-        true
-    }
-
-    /// Device DMA write of `data` at `a`; false if unmapped.
-    fn write(&self, a: u64, data: &[u8]) -> bool {
-        let Some(p) = self.translate(a, data.len()) else {
-            return false;
-        };
-        // SAFETY: as for `read`; the driver handed these bytes to the
-        // device for writing (an output mailbox, the firmware area).
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
-        true
-    }
 }
 
 /// What a driver opened on the model sees.

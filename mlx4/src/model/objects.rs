@@ -2,7 +2,7 @@
 //! MTT entries read from the ICM, the EQs with their event mask, and the
 //! CQs. Queue buffers are reached only through their MTT entries, read by
 //! DMA every time (§4 item 9), never cached.
-use super::{Dma, Mlx4Model, State};
+use super::{Mlx4Model, State};
 use crate::prm::layout::{CqCtx, EqCtx, Eqe, Mpt};
 use crate::prm::mem::Wire;
 use crate::prm::{cq as c, eq as e, mpt, status};

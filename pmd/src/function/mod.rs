@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod eventfd;
+mod iommu;
 pub mod regs;
 mod sys;
 

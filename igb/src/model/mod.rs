@@ -1,0 +1,340 @@
+//! A register-level model of the 82576, behind the same [`PciFunction`]
+//! trait VFIO implements, so that the driver runs on it unchanged on a
+//! host with no such NIC (QEMU's own model, in the guest of
+//! `tests/vm/run.sh`, is the peer others wrote; this one is rpmd's, for
+//! the host tests and for what QEMU's cannot be made to do).
+//!
+//! It models what the driver uses: reset, EEPROM reads (with the image's
+//! checksum word), the PHY through MDIC, link and status, the receive
+//! filter's registers, the queues' registers, the statistics registers
+//! (clear on read), and the data path through DMA on its own IOMMU (the
+//! regions the domain and the driver mapped): a write of TDT sends every
+//! descriptor up to it (to a sink, or back to the receive side with
+//! `loopback`), and [`IgbModel::receive`] writes a frame into the receive
+//! ring as the device would. A DMA outside the mapped memory is refused
+//! and recorded as a violation, which tests assert to be none.
+//!
+//! [`ModelOptions`] make it misbehave the ways hardware does: stuck in
+//! reset, an EEPROM whose checksum is wrong, and hostile receive
+//! write-backs ([`Hostile`]).
+use crate::regs::*;
+use rpmd_pmd::domain::{DmaGuard, DmaTarget};
+use rpmd_pmd::function::{ModelIommu, PciFunction, RegisterSpace, Regs};
+use rpmd_pmd::pci::PciAddr;
+use rpmd_pmd::port::MacAddr;
+use rpmd_pmd::{DmaDomain, DmaRegion, Error};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+mod dma;
+
+/// A receive write-back no real device would make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hostile {
+    /// A length beyond the buffer the descriptor gave.
+    LengthBeyondBuffer,
+    /// Every descriptor done but none the end of its frame.
+    NeverEndOfPacket,
+    /// The frame flagged with a receive (CRC) error.
+    FrameError,
+}
+
+/// How the model should (mis)behave.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ModelOptions {
+    /// CTRL.RST never clears.
+    pub stuck_in_reset: bool,
+    /// The EEPROM's checksum word is off by one.
+    pub bad_eeprom_checksum: bool,
+    /// Config space shows this device ID instead of 0x10C9.
+    pub device_id: Option<u16>,
+    /// What it sends comes back to its own receive side.
+    pub loopback: bool,
+    /// Receive write-backs broken this way (from the first frame on).
+    pub hostile: Option<Hostile>,
+}
+
+/// The MAC address in the model's EEPROM.
+pub const MODEL_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x82, 0x57, 0x60];
+
+/// Register file and the rest of the device's state.
+#[derive(Default)]
+struct State {
+    regs: HashMap<u64, u32>,
+    eeprom: Vec<u16>,
+    phy: [u16; 32],
+    config: Vec<u32>,
+    /// Frames sent (without `loopback`).
+    sent: VecDeque<Vec<u8>>,
+    /// Transmit contexts (index 0 only: the driver uses one).
+    tx_ctx: (u32, u32),
+    /// A frame being gathered from data descriptors.
+    tx_frame: Vec<u8>,
+    violations: Vec<String>,
+}
+
+/// An 82576 in software.
+pub struct IgbModel {
+    addr: PciAddr,
+    opts: ModelOptions,
+    state: Mutex<State>,
+    iommu: ModelIommu,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a driver opened on the model sees.
+struct Function {
+    model: Arc<IgbModel>,
+    domain: DmaDomain,
+    iommu: Arc<ModelIommu>,
+}
+
+struct Config(Arc<IgbModel>);
+struct Bar0(Arc<IgbModel>);
+
+/// BAR 0's size (128 KiB).
+const BAR0_LEN: u64 = 0x20000;
+
+impl IgbModel {
+    /// An 82576 (8086:10C9) at `addr`.
+    pub fn new(addr: PciAddr, opts: ModelOptions) -> Arc<IgbModel> {
+        let mut s = State {
+            config: vec![0; 64],
+            ..State::default()
+        };
+        let device = opts.device_id.unwrap_or(0x10C9) as u32;
+        s.config[0] = device << 16 | VENDOR_INTEL as u32;
+        s.eeprom = eeprom_image(opts.bad_eeprom_checksum);
+        s.phy[PHY_ID1 as usize] = 0x02A8;
+        s.phy[PHY_ID2 as usize] = 0x0391;
+        Self::reset(&mut s);
+        Arc::new(IgbModel {
+            addr,
+            opts,
+            state: Mutex::new(s),
+            iommu: ModelIommu::new("igb model IOMMU"),
+        })
+    }
+
+    /// Opens it for a driver: its IOMMU joins `domain`.
+    pub fn open(self: &Arc<Self>, domain: &DmaDomain) -> Result<Arc<dyn PciFunction>, Error> {
+        let iommu = Arc::new(self.iommu.clone());
+        domain.attach(iommu.clone())?;
+        Ok(Arc::new(Function {
+            model: self.clone(),
+            domain: domain.clone(),
+            iommu,
+        }))
+    }
+
+    /// The device after a reset: registers at their reset values, the
+    /// MAC address loaded from the EEPROM into receive address 0.
+    fn reset(s: &mut State) {
+        s.regs.clear();
+        s.regs.insert(EECD, EECD_AUTO_RD);
+        let m = &s.eeprom;
+        let (lo, hi) = (m[0] as u32 | (m[1] as u32) << 16, m[2] as u32 | RAH_AV);
+        s.regs.insert(RAL0, lo);
+        s.regs.insert(RAH0, hi);
+        s.phy[PHY_CONTROL as usize] = PHY_CONTROL_AN_ENABLE;
+        s.tx_frame.clear();
+    }
+
+    /// Frames sent since the last call (without `loopback`).
+    pub fn take_sent(&self) -> Vec<Vec<u8>> {
+        lock(&self.state).sent.drain(..).collect()
+    }
+
+    /// Violations seen so far (DMA outside mapped memory, malformed
+    /// descriptors).
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.state).violations.clone()
+    }
+
+    /// A frame arriving on the wire: written into receive queue 0 if the
+    /// receiver and queue are on, the filter admits it and the ring has
+    /// room; counted missed (MPC) otherwise. Whether it was written.
+    pub fn receive(&self, frame: &[u8]) -> bool {
+        let mut s = lock(&self.state);
+        self.receive_locked(&mut s, frame)
+    }
+
+    fn violation(s: &mut State, what: String) {
+        s.violations.push(what);
+    }
+
+    fn reg(s: &State, off: u64) -> u32 {
+        s.regs.get(&off).copied().unwrap_or(0)
+    }
+
+    fn count(s: &mut State, off: u64, by: u32) {
+        let v = Self::reg(s, off).wrapping_add(by);
+        s.regs.insert(off, v);
+    }
+
+    /// STATUS as the driver reads it: link up once CTRL.SLU is set, full
+    /// duplex, 1000 Mb/s.
+    fn status(s: &State) -> u32 {
+        let up = Self::reg(s, CTRL) & CTRL_SLU != 0;
+        STATUS_FD | 2 << STATUS_SPEED_SHIFT | if up { STATUS_LU } else { 0 }
+    }
+
+    fn read_reg(&self, s: &mut State, off: u64) -> u32 {
+        match off {
+            STATUS => Self::status(s),
+            ICR => s.regs.remove(&ICR).unwrap_or(0),
+            0x4000..=0x40FF => s.regs.remove(&off).unwrap_or(0),
+            _ => Self::reg(s, off),
+        }
+    }
+
+    fn write_reg(&self, s: &mut State, off: u64, v: u32) {
+        match off {
+            CTRL if v & CTRL_RST != 0 => {
+                if self.opts.stuck_in_reset {
+                    s.regs.insert(CTRL, v);
+                } else {
+                    Self::reset(s);
+                    s.regs.insert(CTRL, v & !CTRL_RST);
+                }
+            }
+            EERD if v & EERD_START != 0 => {
+                let word = (v >> EERD_ADDR_SHIFT) as usize & 0x3fff;
+                let data = s.eeprom.get(word).copied().unwrap_or(0xffff) as u32;
+                s.regs.insert(EERD, data << EERD_DATA_SHIFT | EERD_DONE);
+            }
+            MDIC => {
+                let v = self.mdic(s, v);
+                s.regs.insert(MDIC, v);
+            }
+            _ => {
+                s.regs.insert(off, v);
+                if let Some(q) = (0..MAX_QUEUES).find(|&q| tdt(q) == off) {
+                    dma::transmit(self, s, q);
+                }
+            }
+        }
+    }
+
+    /// One MDI access: MDIC as the device leaves it.
+    fn mdic(&self, s: &mut State, v: u32) -> u32 {
+        let reg = (v >> MDIC_REG_SHIFT & 0x1f) as usize;
+        if (v >> MDIC_PHY_SHIFT & 0x1f) != PHY_ADDR {
+            return v | MDIC_ERROR | MDIC_READY;
+        }
+        if v & MDIC_OP_WRITE != 0 {
+            let data = v as u16 & !PHY_CONTROL_AN_RESTART;
+            s.phy[reg] = data;
+            return v | MDIC_READY;
+        }
+        let data = match reg as u32 {
+            PHY_STATUS if Self::reg(s, CTRL) & CTRL_SLU != 0 => PHY_STATUS_LINK,
+            _ => s.phy[reg],
+        };
+        (v & !0xffff) | data as u32 | MDIC_READY
+    }
+}
+
+/// The EEPROM image: the MAC address in words 0-2, the image version in
+/// word 5, and the checksum word 0x3F making words 0-0x3F sum to
+/// [`NVM_SUM`] (one more when `bad`).
+fn eeprom_image(bad: bool) -> Vec<u16> {
+    let mut e = vec![0u16; 0x40];
+    for k in 0..3 {
+        e[k] = u16::from_le_bytes([MODEL_MAC[2 * k], MODEL_MAC[2 * k + 1]]);
+    }
+    e[NVM_VERSION as usize] = 0x1234;
+    let sum = e.iter().fold(0u16, |a, &w| a.wrapping_add(w));
+    e[0x3f] = NVM_SUM.wrapping_sub(sum).wrapping_add(bad as u16);
+    e
+}
+
+impl RegisterSpace for Config {
+    fn read(&self, off: u64, width: u8) -> u64 {
+        let s = lock(&self.0.state);
+        (0..width as u64).fold(0, |v, i| {
+            let at = (off + i) as usize;
+            let byte = s
+                .config
+                .get(at / 4)
+                .map_or(0, |d| d >> (8 * (at % 4)) & 0xff);
+            v | (byte as u64) << (8 * i)
+        })
+    }
+    fn write(&self, off: u64, width: u8, v: u64) {
+        // The command register only (memory decoding, bus mastering).
+        if off == 4 && width == 2 {
+            let mut s = lock(&self.0.state);
+            s.config[1] = (s.config[1] & !0xffff) | (v as u32 & 0xffff);
+        }
+    }
+}
+
+impl RegisterSpace for Bar0 {
+    fn read(&self, off: u64, width: u8) -> u64 {
+        let mut s = lock(&self.0.state);
+        if width != 4 {
+            IgbModel::violation(&mut s, format!("BAR0 read of {width} bytes at {off:#x}"));
+            return 0;
+        }
+        self.0.read_reg(&mut s, off) as u64
+    }
+    fn write(&self, off: u64, width: u8, v: u64) {
+        let mut s = lock(&self.0.state);
+        if width != 4 {
+            IgbModel::violation(&mut s, format!("BAR0 write of {width} bytes at {off:#x}"));
+            return;
+        }
+        self.0.write_reg(&mut s, off, v as u32);
+    }
+}
+
+impl PciFunction for Function {
+    fn addr(&self) -> PciAddr {
+        self.model.addr
+    }
+    fn config(&self) -> Result<Regs, Error> {
+        let name = format!("{} config (igb model)", self.model.addr);
+        Ok(Regs::emulated(
+            Arc::new(Config(self.model.clone())),
+            256,
+            name,
+        ))
+    }
+    fn bar(&self, bar: u32) -> Result<Regs, Error> {
+        if bar != 0 {
+            return Err(Error::Pci {
+                addr: self.model.addr.to_string(),
+                detail: format!("BAR{bar} is not modelled"),
+                hint: None,
+            });
+        }
+        let name = format!("{} BAR0 (igb model)", self.model.addr);
+        Ok(Regs::emulated(
+            Arc::new(Bar0(self.model.clone())),
+            BAR0_LEN,
+            name,
+        ))
+    }
+    fn can_reset(&self) -> bool {
+        true
+    }
+    fn reset(&self) -> Result<(), Error> {
+        IgbModel::reset(&mut lock(&self.model.state));
+        Ok(())
+    }
+    fn domain(&self) -> &DmaDomain {
+        &self.domain
+    }
+    fn map_dma(&self, region: &DmaRegion) -> Result<DmaGuard, Error> {
+        self.iommu.map(region)
+    }
+}
+
+/// The model's MAC address.
+pub fn model_mac() -> MacAddr {
+    MacAddr(MODEL_MAC)
+}
