@@ -220,33 +220,32 @@ impl IgbDevice {
         hw.write(RCTL, self.rctl(rctl))
     }
 
-    /// Receive queue `q`'s registers: ring, buffer size, enabled.
-    fn start_rx_regs(&self, q: u16, ring: &DescRing, kib: u32) -> Result<(), Error> {
+    /// Queue `q`'s ring registers, given as `regs` (base low and high,
+    /// length, head, tail, control): the queue disabled, the ring's
+    /// address and length, head and tail 0, `setup` written (SRRCTL for
+    /// a receive queue), then the queue enabled with thresholds `dctl`
+    /// and awaited.
+    fn start_ring(
+        &self,
+        q: u16,
+        regs: [fn(u16) -> u64; 6],
+        ring: &DescRing,
+        setup: Option<(u64, u32)>,
+        dctl: u32,
+    ) -> Result<(), Error> {
         let hw = &self.hw;
-        hw.write(rxdctl(q), 0)?;
-        hw.write(rdbal(q), ring.iova() as u32)?;
-        hw.write(rdbah(q), (ring.iova() >> 32) as u32)?;
-        hw.write(rdlen(q), ring.len() * crate::ring::DESC as u32)?;
-        hw.write(rdh(q), 0)?;
-        hw.write(rdt(q), 0)?;
-        hw.write(srrctl(q), kib | SRRCTL_DESCTYPE_ADV_ONEBUF | SRRCTL_DROP_EN)?;
-        hw.write(rxdctl(q), RXDCTL_THRESH | DCTL_ENABLE)?;
-        hw.wait_reg("igb rx queue enable (RXDCTL.ENABLE)", rxdctl(q), |v| {
-            v & DCTL_ENABLE != 0
-        })
-    }
-
-    /// Transmit queue `q`'s registers.
-    fn start_tx_regs(&self, q: u16, ring: &DescRing) -> Result<(), Error> {
-        let hw = &self.hw;
-        hw.write(txdctl(q), 0)?;
-        hw.write(tdbal(q), ring.iova() as u32)?;
-        hw.write(tdbah(q), (ring.iova() >> 32) as u32)?;
-        hw.write(tdlen(q), ring.len() * crate::ring::DESC as u32)?;
-        hw.write(tdh(q), 0)?;
-        hw.write(tdt(q), 0)?;
-        hw.write(txdctl(q), TXDCTL_THRESH | DCTL_ENABLE)?;
-        hw.wait_reg("igb tx queue enable (TXDCTL.ENABLE)", txdctl(q), |v| {
+        let [bal, bah, len, head, tail, ctl] = regs.map(|r| r(q));
+        hw.write(ctl, 0)?;
+        hw.write(bal, ring.iova() as u32)?;
+        hw.write(bah, (ring.iova() >> 32) as u32)?;
+        hw.write(len, ring.len() * crate::ring::DESC as u32)?;
+        hw.write(head, 0)?;
+        hw.write(tail, 0)?;
+        if let Some((reg, v)) = setup {
+            hw.write(reg, v)?;
+        }
+        hw.write(ctl, dctl | DCTL_ENABLE)?;
+        hw.wait_reg("igb queue enable (RXDCTL/TXDCTL.ENABLE)", ctl, |v| {
             v & DCTL_ENABLE != 0
         })
     }
@@ -269,7 +268,8 @@ impl IgbDevice {
         let mut tx = Vec::new();
         for q in 0..conf.tx_queues {
             let ring = DescRing::new(&*func, &format!("igb tx ring {q}"), conf.tx_desc as u32)?;
-            self.start_tx_regs(q, &ring)?;
+            let regs = [tdbal, tdbah, tdlen, tdh, tdt, txdctl];
+            self.start_ring(q, regs, &ring, None, TXDCTL_THRESH)?;
             tx.push(
                 Box::new(self.tx_ring(ctx, st, q, ring, &pool)) as Box<dyn rpmd_pmd::port::TxQueue>
             );
@@ -287,7 +287,9 @@ impl IgbDevice {
         let mut rx = Vec::new();
         for q in 0..conf.rx_queues {
             let ring = DescRing::new(&*func, &format!("igb rx ring {q}"), conf.rx_desc as u32)?;
-            self.start_rx_regs(q, &ring, kib)?;
+            let regs = [rdbal, rdbah, rdlen, rdh, rdt, rxdctl];
+            let buffers = kib | SRRCTL_DESCTYPE_ADV_ONEBUF | SRRCTL_DROP_EN;
+            self.start_ring(q, regs, &ring, Some((srrctl(q), buffers)), RXDCTL_THRESH)?;
             let mut r = self.rx_ring(ctx, st, q, ring, &pool);
             r.irq = irqs.next().flatten();
             r.fill().map_err(|e| Error::Memory {

@@ -187,27 +187,19 @@ fn main() {
             case(format!("igb refuses {bdf}"), refuses(bdf));
             continue;
         }
-        if a == "--dpdk-peer" {
-            let arg = it.next().and_then(|p| p.split_once(','));
-            let Some((bdf, mac)) = arg else {
-                case("--dpdk-peer".into(), Err("needs BDF,MAC".into()));
-                continue;
+        if a == "--dpdk-peer" || a == "--linux-peer" {
+            let peer = it.next().and_then(|p| p.split_once(','));
+            let parsed = match peer {
+                Some((bdf, mac)) => mac
+                    .parse::<MacAddr>()
+                    .map(|m| (bdf, m))
+                    .map_err(|e| format!("{mac}: {e}")),
+                None => Err("needs BDF,MAC".into()),
             };
-            match mac.parse::<MacAddr>() {
-                Ok(m) => dpdk_cases(bdf, m, &mut case),
-                Err(e) => case("--dpdk-peer".into(), Err(format!("{mac}: {e}"))),
-            }
-            continue;
-        }
-        if a == "--linux-peer" {
-            let arg = it.next().and_then(|p| p.split_once(','));
-            let Some((bdf, mac)) = arg else {
-                case("--linux-peer".into(), Err("needs BDF,MAC".into()));
-                continue;
-            };
-            match mac.parse::<MacAddr>() {
-                Ok(m) => linux_cases(bdf, m, &mut case),
-                Err(e) => case("--linux-peer".into(), Err(format!("{mac}: {e}"))),
+            match parsed {
+                Ok((bdf, m)) if a == "--dpdk-peer" => dpdk_cases(bdf, m, &mut case),
+                Ok((bdf, m)) => linux_cases(bdf, m, &mut case),
+                Err(e) => case(a.clone(), Err(e)),
             }
             continue;
         }

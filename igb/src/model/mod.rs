@@ -18,13 +18,13 @@
 //! reset, an EEPROM whose checksum is wrong, and hostile receive
 //! write-backs ([`Hostile`]).
 use crate::regs::*;
-use rpmd_pmd::domain::{DmaGuard, DmaTarget};
-use rpmd_pmd::function::{ModelIommu, PciFunction, RegisterSpace, Regs};
+use rpmd_pmd::function::model::{DeviceModel, ModelConfig, ModelFunction};
+use rpmd_pmd::function::{ModelIommu, PciFunction, RegisterSpace};
 use rpmd_pmd::pci::PciAddr;
 use rpmd_pmd::port::MacAddr;
-use rpmd_pmd::{DmaDomain, DmaRegion, Error};
+use rpmd_pmd::{DmaDomain, Error};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 mod dma;
 
@@ -63,7 +63,6 @@ struct State {
     regs: HashMap<u64, u32>,
     eeprom: Vec<u16>,
     phy: [u16; 32],
-    config: Vec<u32>,
     /// Frames sent (without `loopback`).
     sent: VecDeque<Vec<u8>>,
     /// Transmit contexts (index 0 only: the driver uses one).
@@ -79,20 +78,15 @@ pub struct IgbModel {
     opts: ModelOptions,
     state: Mutex<State>,
     iommu: ModelIommu,
+    config: Arc<ModelConfig>,
+    /// Itself, for the BAR windows it hands out.
+    me: Weak<IgbModel>,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What a driver opened on the model sees.
-struct Function {
-    model: Arc<IgbModel>,
-    domain: DmaDomain,
-    iommu: Arc<ModelIommu>,
-}
-
-struct Config(Arc<IgbModel>);
 struct Bar0(Arc<IgbModel>);
 
 /// BAR 0's size (128 KiB).
@@ -102,32 +96,26 @@ impl IgbModel {
     /// An 82576 (8086:10C9) at `addr`.
     pub fn new(addr: PciAddr, opts: ModelOptions) -> Arc<IgbModel> {
         let mut s = State {
-            config: vec![0; 64],
+            eeprom: eeprom_image(opts.bad_eeprom_checksum),
             ..State::default()
         };
-        let device = opts.device_id.unwrap_or(0x10C9) as u32;
-        s.config[0] = device << 16 | VENDOR_INTEL as u32;
-        s.eeprom = eeprom_image(opts.bad_eeprom_checksum);
         s.phy[PHY_ID1 as usize] = 0x02A8;
         s.phy[PHY_ID2 as usize] = 0x0391;
         Self::reset(&mut s);
-        Arc::new(IgbModel {
+        let device = opts.device_id.unwrap_or(0x10C9);
+        Arc::new_cyclic(|me| IgbModel {
             addr,
             opts,
             state: Mutex::new(s),
             iommu: ModelIommu::new("igb model IOMMU"),
+            config: Arc::new(ModelConfig::new(VENDOR_INTEL, device)),
+            me: me.clone(),
         })
     }
 
     /// Opens it for a driver: its IOMMU joins `domain`.
     pub fn open(self: &Arc<Self>, domain: &DmaDomain) -> Result<Arc<dyn PciFunction>, Error> {
-        let iommu = Arc::new(self.iommu.clone());
-        domain.attach(iommu.clone())?;
-        Ok(Arc::new(Function {
-            model: self.clone(),
-            domain: domain.clone(),
-            iommu,
-        }))
+        ModelFunction::open(self.clone(), &self.iommu, domain)
     }
 
     /// The device after a reset: registers at their reset values, the
@@ -252,27 +240,6 @@ fn eeprom_image(bad: bool) -> Vec<u16> {
     e
 }
 
-impl RegisterSpace for Config {
-    fn read(&self, off: u64, width: u8) -> u64 {
-        let s = lock(&self.0.state);
-        (0..width as u64).fold(0, |v, i| {
-            let at = (off + i) as usize;
-            let byte = s
-                .config
-                .get(at / 4)
-                .map_or(0, |d| d >> (8 * (at % 4)) & 0xff);
-            v | (byte as u64) << (8 * i)
-        })
-    }
-    fn write(&self, off: u64, width: u8, v: u64) {
-        // The command register only (memory decoding, bus mastering).
-        if off == 4 && width == 2 {
-            let mut s = lock(&self.0.state);
-            s.config[1] = (s.config[1] & !0xffff) | (v as u32 & 0xffff);
-        }
-    }
-}
-
 impl RegisterSpace for Bar0 {
     fn read(&self, off: u64, width: u8) -> u64 {
         let mut s = lock(&self.0.state);
@@ -292,45 +259,22 @@ impl RegisterSpace for Bar0 {
     }
 }
 
-impl PciFunction for Function {
+impl DeviceModel for IgbModel {
     fn addr(&self) -> PciAddr {
-        self.model.addr
+        self.addr
     }
-    fn config(&self) -> Result<Regs, Error> {
-        let name = format!("{} config (igb model)", self.model.addr);
-        Ok(Regs::emulated(
-            Arc::new(Config(self.model.clone())),
-            256,
-            name,
-        ))
+    fn name(&self) -> &'static str {
+        "igb model"
     }
-    fn bar(&self, bar: u32) -> Result<Regs, Error> {
-        if bar != 0 {
-            return Err(Error::Pci {
-                addr: self.model.addr.to_string(),
-                detail: format!("BAR{bar} is not modelled"),
-                hint: None,
-            });
-        }
-        let name = format!("{} BAR0 (igb model)", self.model.addr);
-        Ok(Regs::emulated(
-            Arc::new(Bar0(self.model.clone())),
-            BAR0_LEN,
-            name,
-        ))
+    fn config_space(&self) -> Arc<dyn RegisterSpace> {
+        self.config.clone()
     }
-    fn can_reset(&self) -> bool {
-        true
+    fn bar_space(&self, bar: u32) -> Option<(Arc<dyn RegisterSpace>, u64)> {
+        let me = self.me.upgrade()?;
+        (bar == 0).then(|| (Arc::new(Bar0(me)) as Arc<dyn RegisterSpace>, BAR0_LEN))
     }
-    fn reset(&self) -> Result<(), Error> {
-        IgbModel::reset(&mut lock(&self.model.state));
-        Ok(())
-    }
-    fn domain(&self) -> &DmaDomain {
-        &self.domain
-    }
-    fn map_dma(&self, region: &DmaRegion) -> Result<DmaGuard, Error> {
-        self.iommu.map(region)
+    fn reset(&self) {
+        IgbModel::reset(&mut lock(&self.state));
     }
 }
 

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 mod eventfd;
 mod iommu;
+pub mod model;
 pub mod regs;
 mod sys;
 

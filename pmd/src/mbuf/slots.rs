@@ -61,26 +61,7 @@ impl Slots {
     /// home (a driver bug, but nothing is lost). Returns how many went.
     #[inline]
     pub fn give_run(&mut self, at: usize, count: usize, from: &mut Pkts) -> usize {
-        let mask = self.0.len().wrapping_sub(1);
-        let n = count.min(from.len());
-        let mut k = 0;
-        while k < n {
-            let Some(slot) = self.0.get_mut((at + k) & mask) else {
-                break;
-            };
-            // SAFETY: `from[k]` is live; it is moved out here and the
-            // burst forgets it below (`forget_front`), so it has one owner.
-            let m = unsafe { std::ptr::read(&from[k]) };
-            if let Some(old) = slot.replace(m.into_raw()) {
-                // SAFETY: `old` came from `give`/`give_run` and left its
-                // slot here, once.
-                drop(unsafe { Mbuf::from_raw(old) });
-            }
-            k += 1;
-        }
-        // SAFETY: the first `k` were moved into slots above.
-        unsafe { from.forget_front(k) };
-        k
+        self.give_each(from, count, |k| at + k)
     }
 
     /// Hands the first `count` mbufs of `from` (all if fewer) to the
