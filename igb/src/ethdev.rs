@@ -67,6 +67,7 @@ const OFFLOADS: Offloads = Offloads(
         | Offloads::RX_RSS.0
         | Offloads::TX_CHECKSUM.0
         | Offloads::TX_MULTI_SEGS.0
+        | Offloads::TX_TSO.0
         | Offloads::TX_VLAN_INSERT.0,
 );
 

@@ -314,17 +314,21 @@ impl Drop for RxRing {
     }
 }
 
-/// The offloads of a frame that need a context descriptor, as the
-/// context's words: (vlan_macip_lens, type_tucmd_mlhl), or `None`.
+/// A transmit context's words: vlan_macip_lens, type_tucmd_mlhl,
+/// mss_l4len_idx.
+pub(crate) type Context = (u32, u32, u32);
+
+/// The context the offloads of `m` need, or `None` without offloads.
 #[inline(always)]
-fn context_of(m: &Mbuf) -> Option<(u32, u32)> {
+fn context_of(m: &Mbuf) -> Option<Context> {
     let ol = m.ol_flags();
     let vlan = ol & mbuf::TX_VLAN != 0;
-    let csum = ol & (mbuf::TX_IP_CKSUM | mbuf::TX_L4_MASK) != 0;
+    let tso = ol & mbuf::TX_TCP_SEG != 0;
+    let csum = ol & (mbuf::TX_IP_CKSUM | mbuf::TX_L4_MASK) != 0 || tso;
     if !vlan && !csum {
         return None;
     }
-    let mut lens = 0;
+    let (mut lens, mut mss_l4) = (0, 0);
     let mut tucmd = ADVTXD_DTYP_CTXT | ADVTXD_DCMD_DEXT;
     if vlan {
         lens |= (m.vlan_tci() as u32) << ADVTXD_VLAN_SHIFT;
@@ -335,11 +339,42 @@ fn context_of(m: &Mbuf) -> Option<(u32, u32)> {
         if ol & mbuf::TX_IP_CKSUM != 0 {
             tucmd |= ADVTXD_TUCMD_IPV4;
         }
-        if ol & mbuf::TX_L4_MASK == mbuf::TX_TCP_CKSUM {
+        if tso || ol & mbuf::TX_L4_MASK == mbuf::TX_TCP_CKSUM {
             tucmd |= ADVTXD_TUCMD_L4T_TCP;
         }
     }
-    Some((lens, tucmd))
+    if tso {
+        let (l4, mss) = m.tso();
+        mss_l4 = (mss as u32) << ADVTXD_MSS_SHIFT | (l4 as u32) << ADVTXD_L4LEN_SHIFT;
+    }
+    Some((lens, tucmd, mss_l4))
+}
+
+/// The data descriptors' command and olinfo words for `m`: the VLAN,
+/// segmentation and checksum requests, and the payload length (without
+/// the headers when segmenting).
+#[inline(always)]
+fn data_words(m: &Mbuf) -> (u32, u32) {
+    let ol = m.ol_flags();
+    let tso = ol & mbuf::TX_TCP_SEG != 0;
+    let mut cmd = ADVTXD_DTYP_DATA | ADVTXD_DCMD_DEXT | ADVTXD_DCMD_IFCS;
+    if ol & mbuf::TX_VLAN != 0 {
+        cmd |= ADVTXD_DCMD_VLE;
+    }
+    let mut popts = 0;
+    if ol & mbuf::TX_IP_CKSUM != 0 {
+        popts |= ADVTXD_POPTS_IXSM;
+    }
+    if ol & mbuf::TX_L4_MASK != 0 || tso {
+        popts |= ADVTXD_POPTS_TXSM;
+    }
+    let mut paylen = m.pkt_len();
+    if tso {
+        cmd |= ADVTXD_DCMD_TSE;
+        let ((l2, l3), (l4, _)) = (m.tx_header_lens(), m.tso());
+        paylen = paylen.saturating_sub(l2 + l3 + l4);
+    }
+    (cmd, (paylen as u32) << ADVTXD_PAYLEN_SHIFT | popts)
 }
 
 /// A transmit queue.
@@ -362,8 +397,8 @@ pub(crate) struct TxRing {
     pub prod: u32,
     pub clean: u32,
     pub mask: u32,
-    /// The context last written (its two words), if any.
-    pub context: Option<(u32, u32)>,
+    /// The context last written, if any.
+    pub context: Option<Context>,
     pub pool: Mempool,
     /// Sent mbufs on their way back.
     pub done: Pkts,
@@ -403,7 +438,7 @@ impl TxRing {
     /// Descriptors `m` takes: its segments, and a context if its offloads
     /// differ from `ctx`'s.
     #[inline(always)]
-    fn descs_of(m: &Mbuf, ctx: Option<(u32, u32)>) -> (u32, Option<(u32, u32)>) {
+    fn descs_of(m: &Mbuf, ctx: Option<Context>) -> (u32, Option<Context>) {
         let want = context_of(m);
         let new_ctx = want.filter(|w| Some(*w) != ctx);
         (m.nb_segs() as u32 + new_ctx.is_some() as u32, new_ctx)
@@ -411,35 +446,23 @@ impl TxRing {
 
     /// Writes `m`'s descriptors from `prod`; returns its last.
     #[inline(always)]
-    fn post(&mut self, m: &Mbuf, new_ctx: Option<(u32, u32)>) -> u32 {
+    fn post(&mut self, m: &Mbuf, new_ctx: Option<Context>) -> u32 {
         let first = self.prod;
         let mut at = first;
-        if let Some((lens, tucmd)) = new_ctx {
+        if let Some((lens, tucmd, mss_l4)) = new_ctx {
             self.ring().put(
                 at,
                 TxContext {
                     vlan_macip_lens: Le32::new(lens),
                     seqnum_seed: Le32::new(0),
                     type_tucmd_mlhl: Le32::new(tucmd),
-                    mss_l4len_idx: Le32::new(0),
+                    mss_l4len_idx: Le32::new(mss_l4),
                 },
             );
-            self.context = Some((lens, tucmd));
+            self.context = new_ctx;
             at = at.wrapping_add(1);
         }
-        let ol = m.ol_flags();
-        let mut cmd = ADVTXD_DTYP_DATA | ADVTXD_DCMD_DEXT | ADVTXD_DCMD_IFCS;
-        if ol & mbuf::TX_VLAN != 0 {
-            cmd |= ADVTXD_DCMD_VLE;
-        }
-        let mut popts = 0;
-        if ol & mbuf::TX_IP_CKSUM != 0 {
-            popts |= ADVTXD_POPTS_IXSM;
-        }
-        if ol & mbuf::TX_L4_MASK != 0 {
-            popts |= ADVTXD_POPTS_TXSM;
-        }
-        let olinfo = (m.pkt_len() as u32) << ADVTXD_PAYLEN_SHIFT | popts;
+        let (cmd, olinfo) = data_words(m);
         let segs = m.nb_segs();
         for (k, (iova, len)) in m.segment_iovas().enumerate() {
             let end = if k + 1 == segs {

@@ -9,7 +9,7 @@ use rpmd_igb::model::{model_mac, Hostile, IgbModel, ModelOptions};
 use rpmd_igb::{open_port, Error, IgbPort};
 use rpmd_pmd::mbuf::{
     RX_IP_CKSUM_GOOD, RX_L4_CKSUM_GOOD, RX_L4_CKSUM_MASK, RX_VLAN_STRIPPED, TX_IP_CKSUM,
-    TX_UDP_CKSUM, TX_VLAN,
+    TX_TCP_SEG, TX_UDP_CKSUM, TX_VLAN,
 };
 use rpmd_pmd::net::{fold, ipv4_header_checksum, ones_sum, pseudo_header_sum};
 use rpmd_pmd::pci::PciAddr;
@@ -194,6 +194,59 @@ fn checksums_and_vlan_tags_are_offloaded_both_ways() {
     assert_ne!(fl & RX_VLAN_STRIPPED, 0, "{fl:#x}");
     assert_eq!(got[0].vlan_tci(), 0x0123);
     drop(got);
+    finish(&model, &pool, port, q);
+}
+
+#[test]
+fn tcp_segmentation_sends_mss_sized_segments() {
+    let (model, pool, port, mut q) = started(ModelOptions::default(), |p| PortConfig {
+        offloads: Offloads(Offloads::TX_TSO.0 | Offloads::TX_MULTI_SEGS.0),
+        ..PortConfig::with_pool(p)
+    });
+    let mut f = model_mac().0.to_vec();
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x08, 0x00]);
+    f.extend_from_slice(&[
+        0x45, 0, 0x0f, 0xa0, 0, 7, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ]);
+    f.extend_from_slice(&[
+        0x04, 0xd2, 0, 80, 0, 0, 1, 0, 0, 0, 0, 0, 0x50, 0x19, 0xff, 0xff, 0, 0, 0, 0,
+    ]);
+    let ph = rpmd_pmd::net::pseudo_header_sum_tso(&f[14..34]).unwrap();
+    f[50..52].copy_from_slice(&ph.to_be_bytes());
+    let data: Vec<u8> = (0..3960usize).map(|k| (k % 253) as u8).collect();
+    f.extend_from_slice(&data);
+    let mut m = mbuf(&pool, &f, 1500);
+    m.set_tx_header_lens(14, 20);
+    m.set_tso(20, 1000);
+    m.set_ol_flags(TX_TCP_SEG | TX_IP_CKSUM);
+    let mut out = Pkts::new();
+    let _ = out.push(m);
+    assert_eq!(q.tx_burst(0, &mut out), 1);
+    let segs = model.take_sent();
+    assert_eq!(segs.len(), 4);
+    let mut joined = Vec::new();
+    for (k, g) in segs.iter().enumerate() {
+        let len = (3960 - 1000 * k).min(1000);
+        assert_eq!(g.len(), 54 + len, "segment {k}");
+        assert_eq!(u16::from_be_bytes([g[16], g[17]]) as usize, 40 + len);
+        assert_eq!(
+            u32::from_be_bytes([g[38], g[39], g[40], g[41]]),
+            0x100 + 1000 * k as u32
+        );
+        assert_eq!(g[47] & 0x01 != 0, k == 3, "FIN on the last only");
+        assert_eq!(
+            ipv4_header_checksum(&g[14..34]),
+            u16::from_be_bytes([g[24], g[25]])
+        );
+        let ph = pseudo_header_sum(&g[14..34]).unwrap() as u32;
+        assert_eq!(
+            fold(ones_sum(&g[34..], ph)),
+            0xffff,
+            "TCP checksum of segment {k}"
+        );
+        joined.extend_from_slice(&g[54..]);
+    }
+    assert_eq!(joined, data);
     finish(&model, &pool, port, q);
 }
 

@@ -58,6 +58,14 @@ pub const TX_UDP_CKSUM: u64 = 3 << 52;
 pub const TX_L4_MASK: u64 = 3 << 52;
 /// TX: the IPv4 header checksum is to be filled (`RTE_MBUF_F_TX_IP_CKSUM`).
 pub const TX_IP_CKSUM: u64 = 1 << 54;
+/// TX: TCP segmentation (`RTE_MBUF_F_TX_TCP_SEG`): the device cuts the
+/// payload into segments of `tso_segsz` bytes, each with the headers
+/// (`l2_len`, `l3_len`, `l4_len`) and their lengths, sequence numbers and
+/// checksums fixed. As in DPDK, the sender sets those lengths, zeroes the
+/// IPv4 checksum and writes the pseudo-header sum *without* the length
+/// into the TCP checksum field (`rpmd_pmd::net::pseudo_header_sum_tso`);
+/// implies `TX_TCP_CKSUM`.
+pub const TX_TCP_SEG: u64 = 1 << 50;
 
 /// The mbuf header, at the start of each pool object (two cache lines, like
 /// `rte_mbuf`). Only software reads or writes it.
@@ -87,7 +95,11 @@ pub(crate) struct MbufHdr {
     pub(crate) l2_len: u16,
     /// TX offloads: length of the L3 header (IPv4 with options, IPv6).
     pub(crate) l3_len: u16,
-    _reserved: [u8; 58],
+    /// TSO: length of the L4 header (TCP with options).
+    pub(crate) l4_len: u16,
+    /// TSO: payload bytes per segment (the MSS).
+    pub(crate) tso_segsz: u16,
+    _reserved: [u8; 54],
 }
 
 const _: () = assert!(std::mem::size_of::<MbufHdr>() == 128);
@@ -120,7 +132,9 @@ impl MbufHdr {
             headroom,
             l2_len: 0,
             l3_len: 0,
-            _reserved: [0; 58],
+            l4_len: 0,
+            tso_segsz: 0,
+            _reserved: [0; 54],
         }
     }
 
@@ -521,6 +535,20 @@ impl Mbuf {
         let h = self.hdr_mut();
         h.l2_len = l2;
         h.l3_len = l3;
+    }
+
+    /// TCP segmentation's L4 header length and segment size (DPDK's
+    /// `l4_len` and `tso_segsz`), read with [`TX_TCP_SEG`].
+    pub fn tso(&self) -> (usize, usize) {
+        let h = self.hdr();
+        (h.l4_len as usize, h.tso_segsz as usize)
+    }
+
+    /// Sets what [`tso`](Self::tso) reads.
+    pub fn set_tso(&mut self, l4_len: u16, segsz: u16) {
+        let h = self.hdr_mut();
+        h.l4_len = l4_len;
+        h.tso_segsz = segsz;
     }
 
     /// Packet type (DPDK `RTE_PTYPE_*` encoding).

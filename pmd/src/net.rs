@@ -60,6 +60,16 @@ pub fn pseudo_header_sum(ipv4_header: &[u8]) -> Option<u16> {
     Some(fold(sum))
 }
 
+/// The IPv4 pseudo-header sum without the L4 length (source,
+/// destination, protocol), folded and not complemented: what goes into
+/// the TCP checksum field of a frame sent with `TX_TCP_SEG`, whose
+/// segments' lengths the device adds (DPDK's `rte_ipv4_phdr_cksum` with
+/// `RTE_MBUF_F_TX_TCP_SEG`).
+pub fn pseudo_header_sum_tso(ipv4_header: &[u8]) -> Option<u16> {
+    let addrs = ipv4_header.get(12..20)?;
+    Some(fold(ones_sum(addrs, ipv4_header[9] as u32)))
+}
+
 /// The checksum of an IPv4 header (its checksum field counted as zero).
 pub fn ipv4_header_checksum(ipv4_header: &[u8]) -> u16 {
     let ihl = ((ipv4_header.first().copied().unwrap_or(0) & 0xf) as usize * 4)

@@ -110,11 +110,12 @@ fn pair_cases(a: &str, b: &str, case: &mut impl FnMut(String, R<String>)) {
     };
     case("igb ports start".into(), Ok(format!("pci:{a}, pci:{b}")));
     type Case = fn(&mut frames::Pair) -> R<String>;
-    let cases: [(&str, Case); 11] = [
+    let cases: [(&str, Case); 12] = [
         ("frames both ways", frames::both_ways),
         ("second tx queue", frames::second_queue),
         ("chained send", frames::chained),
         ("checksum offload", frames::checksums),
+        ("TCP segmentation (TSO)", frames::tso),
         ("VLAN insert and strip", frames::vlan),
         ("RSS over four queues", frames::rss),
         ("rx interrupt (MSI-X)", frames::rx_interrupt),

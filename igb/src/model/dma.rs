@@ -46,7 +46,7 @@ pub(super) fn transmit(m: &IgbModel, s: &mut State, q: u16) {
         };
         let cmd = le32(&d, 8);
         if cmd & ADVTXD_DCMD_DEXT != 0 && cmd & (0xf << 20) == ADVTXD_DTYP_CTXT {
-            s.tx_ctx = (le32(&d, 0), le32(&d, 8));
+            s.tx_ctx = (le32(&d, 0), le32(&d, 8), le32(&d, 12));
         } else if cmd & ADVTXD_DCMD_DEXT != 0 && cmd & (0xf << 20) == ADVTXD_DTYP_DATA {
             gather(m, s, &d);
         } else {
@@ -86,19 +86,75 @@ fn gather(m: &IgbModel, s: &mut State, d: &[u8; 16]) {
         return;
     }
     let mut f = std::mem::take(&mut s.tx_frame);
-    offload(&mut f, s.tx_ctx, cmd, olinfo);
-    IgbModel::count(s, GPTC, 1);
-    if m.opts.loopback {
-        m.receive_locked(s, &f);
+    let frames = if cmd & ADVTXD_DCMD_TSE != 0 {
+        segment(&f, s.tx_ctx)
     } else {
-        s.sent.push_back(f);
+        offload(&mut f, s.tx_ctx, cmd, olinfo);
+        vec![f]
+    };
+    for f in frames {
+        IgbModel::count(s, GPTC, 1);
+        if m.opts.loopback {
+            m.receive_locked(s, &f);
+        } else {
+            s.sent.push_back(f);
+        }
     }
+}
+
+/// TCP segmentation of an IPv4 frame as the context describes it: the
+/// payload cut into MSS-sized pieces, each behind a copy of the headers
+/// with its IP length and identification, sequence number and flags
+/// (FIN and PSH on the last only) and both checksums made right.
+fn segment(f: &[u8], ctx: (u32, u32, u32)) -> Vec<Vec<u8>> {
+    let (lens, _, mss_l4) = ctx;
+    let l2 = (lens >> ADVTXD_MACLEN_SHIFT & 0x7f) as usize;
+    let l3 = (lens & 0x1ff) as usize;
+    let l4 = (mss_l4 >> ADVTXD_L4LEN_SHIFT & 0xff) as usize;
+    let mss = (mss_l4 >> ADVTXD_MSS_SHIFT) as usize;
+    let h = l2 + l3 + l4;
+    if mss == 0 || f.len() <= h || l3 < 20 || l4 < 20 {
+        return Vec::new();
+    }
+    let be16 = |b: &[u8]| u16::from_be_bytes([b[0], b[1]]);
+    let id0 = be16(&f[l2 + 4..]);
+    let seq0 = u32::from_be_bytes([
+        f[l2 + l3 + 4],
+        f[l2 + l3 + 5],
+        f[l2 + l3 + 6],
+        f[l2 + l3 + 7],
+    ]);
+    let pieces: Vec<&[u8]> = f[h..].chunks(mss).collect();
+    let last = pieces.len() - 1;
+    let mut out = Vec::new();
+    for (k, piece) in pieces.into_iter().enumerate() {
+        let mut g = f[..h].to_vec();
+        g.extend_from_slice(piece);
+        let ip = l2;
+        g[ip + 2..ip + 4].copy_from_slice(&((l3 + l4 + piece.len()) as u16).to_be_bytes());
+        g[ip + 4..ip + 6].copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
+        g[ip + 10..ip + 12].copy_from_slice(&[0, 0]);
+        let c = ipv4_header_checksum(&g[ip..ip + l3]);
+        g[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+        let tcp = ip + l3;
+        let seq = seq0.wrapping_add((k * mss) as u32);
+        g[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+        if k != last {
+            g[tcp + 13] &= !0x09;
+        }
+        g[tcp + 16..tcp + 18].copy_from_slice(&[0, 0]);
+        let ph = pseudo_header_sum(&g[ip..ip + l3]).unwrap_or(0) as u32;
+        let c = !fold(ones_sum(&g[tcp..], ph));
+        g[tcp + 16..tcp + 18].copy_from_slice(&c.to_be_bytes());
+        out.push(g);
+    }
+    out
 }
 
 /// The frame's offloads: checksums (computed whole, as QEMU's model
 /// does) and the VLAN tag from the context.
-fn offload(f: &mut Vec<u8>, ctx: (u32, u32), cmd: u32, olinfo: u32) {
-    let (lens, _) = ctx;
+fn offload(f: &mut Vec<u8>, ctx: (u32, u32, u32), cmd: u32, olinfo: u32) {
+    let (lens, _, _) = ctx;
     let l2 = (lens >> ADVTXD_MACLEN_SHIFT & 0x7f) as usize;
     let l3 = (lens & 0x1ff) as usize;
     if olinfo & ADVTXD_POPTS_IXSM != 0 && f.len() >= l2 + l3 && l3 >= 20 {

@@ -65,8 +65,9 @@ struct State {
     phy: [u16; 32],
     /// Frames sent (without `loopback`).
     sent: VecDeque<Vec<u8>>,
-    /// Transmit contexts (index 0 only: the driver uses one).
-    tx_ctx: (u32, u32),
+    /// The transmit context (index 0 only: the driver uses one): its
+    /// vlan_macip_lens, type_tucmd_mlhl and mss_l4len_idx words.
+    tx_ctx: (u32, u32, u32),
     /// A frame being gathered from data descriptors.
     tx_frame: Vec<u8>,
     violations: Vec<String>,
