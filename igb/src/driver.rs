@@ -34,6 +34,7 @@ const FEATURES: &[Declared] = &[
     (Feature::AllmulticastMode, Support::Yes),
     (Feature::MacFilter, Support::Yes),
     (Feature::RssHash, Support::Yes),
+    (Feature::VlanFilter, Support::Yes),
     (Feature::VlanOffload, Support::Yes),
     (Feature::ChecksumOffload, Support::Yes),
     (Feature::FwVersion, Support::Yes),

@@ -65,6 +65,7 @@ const OFFLOADS: Offloads = Offloads(
         | Offloads::RX_SCATTER.0
         | Offloads::RX_VLAN_STRIP.0
         | Offloads::RX_RSS.0
+        | Offloads::RX_VLAN_FILTER.0
         | Offloads::TX_CHECKSUM.0
         | Offloads::TX_MULTI_SEGS.0
         | Offloads::TX_TSO.0
@@ -108,6 +109,7 @@ pub fn open_port(name: &str, func: Arc<dyn PciFunction>, port_id: u16) -> Result
         mtu: 1500,
         offloads: Offloads::NONE,
         link_events: None,
+        vfta: vec![0; VFTA_LEN as usize],
     };
     Ok(EthDev::named(name, port_id, dev).with_filter(OWN_ONLY))
 }
@@ -140,6 +142,8 @@ pub struct IgbDevice {
     offloads: Offloads,
     /// The link events, once the app asked for them.
     link_events: Option<LinkEvents>,
+    /// The VLAN filter table as programmed (one bit per VLAN ID).
+    vfta: Vec<u32>,
 }
 
 impl IgbDevice {
@@ -189,6 +193,9 @@ impl IgbDevice {
         }
         if self.mtu > 1500 {
             r |= RCTL_LPE;
+        }
+        if self.offloads.contains(Offloads::RX_VLAN_FILTER) {
+            r |= RCTL_VFE;
         }
         r
     }
@@ -352,6 +359,9 @@ impl IgbDevice {
             },
         )?;
         hw.write(VET, 0x8100)?;
+        for (k, w) in self.vfta.iter().enumerate() {
+            hw.write(VFTA + 4 * k as u64, *w)?;
+        }
         hw.write(RLPML, Self::max_frame(self.mtu))
     }
 
@@ -642,6 +652,18 @@ impl Device for IgbDevice {
 
     fn missed(&self) -> u64 {
         self.counters.missed(&self.hw)
+    }
+
+    /// The device's VLAN filter table: one bit per VLAN ID, used while
+    /// `RX_VLAN_FILTER` is configured (RCTL.VFE); untagged frames pass.
+    fn set_vlan_filter(&mut self, _name: &str, id: u16, on: bool) -> Result<(), rpmd_pmd::Error> {
+        let (reg, bit) = ((id >> 5) as usize & 0x7f, 1u32 << (id & 31));
+        let w = &mut self.vfta[reg];
+        *w = if on { *w | bit } else { *w & !bit };
+        let v = *w;
+        self.hw
+            .write(VFTA + 4 * reg as u64, v)
+            .map_err(|e| self.err("programming the VLAN filter table", e))
     }
 
     fn xstats(&self, _stats: &StatsBlock, out: &mut Vec<Xstat>) {

@@ -13,7 +13,8 @@
 //!   (own address, 15 more unicast entries, the multicast hash table,
 //!   promiscuous and all-multicast), RSS over up to 16 receive queues
 //!   (Toeplitz, the hash in each mbuf), up to 16 transmit queues,
-//!   checksum, VLAN and TCP segmentation (TSO) offloads in the device, jumbo frames, the
+//!   checksum, VLAN (strip, insert, the filter table) and TCP
+//!   segmentation (TSO) offloads in the device, jumbo frames, the
 //!   statistics registers as xstats and `imissed`, and MSI-X (`irq`): a
 //!   vector per receive queue for the run loop's sleep, and link changes
 //!   as link events.
@@ -33,8 +34,7 @@
 //! second driven in turn by DPDK's igb PMD (testpmd) and by Linux's igb
 //! driver and network stack. The registers, bits and layouts are checked
 //! against Linux's igb headers at test time (`tests/linux_defs.rs`). Not
-//! yet: VLAN filtering in the device (the generic port's software filter
-//! serves meanwhile), SR-IOV.
+//! yet: SR-IOV, other members of the family.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

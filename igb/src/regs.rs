@@ -172,6 +172,8 @@ pub const MTA: u64 = 0x5200;
 pub const MTA_LEN: u64 = 128;
 /// VLAN Filter Table Array: 128 registers (one bit per VLAN ID).
 pub const VFTA: u64 = 0x5600;
+/// VFTA registers.
+pub const VFTA_LEN: u64 = 128;
 /// Receive-address entries 0-15 (RAL/RAH pairs 8 bytes apart from RAL0);
 /// entries 16-23 sit at [`RAL16`].
 pub const RAR_ENTRIES: u64 = 16;

@@ -39,6 +39,7 @@ const OFFLOADS: Offloads = Offloads(
         | Offloads::TX_MULTI_SEGS.0
         | Offloads::TX_VLAN_INSERT.0
         | Offloads::TX_TSO.0
+        | Offloads::RX_VLAN_FILTER.0
         | Offloads::RX_SCATTER.0,
 );
 
@@ -625,6 +626,7 @@ pub fn rss(p: &mut Pair) -> R<String> {
 /// A tag inserted by the sender's device and stripped by the receiver's.
 pub fn vlan(p: &mut Pair) -> R<String> {
     let (a, b) = (p.mac(0), p.mac(1));
+    p.port(1).0.set_vlan_filter(0x064, true).map_err(s)?;
     let f = frame(b, a, 300, 9);
     let mut m = p.mbuf(&f, 2048)?;
     m.set_vlan_tci(0x2064);
@@ -644,7 +646,20 @@ pub fn vlan(p: &mut Pair) -> R<String> {
     if bytes_of(m) != f {
         return Err("the frame after stripping is not the frame sent".into());
     }
-    Ok("TCI 0x2064 inserted and stripped, frame unchanged".into())
+    drop(got);
+    // The receiver's filter table admits VLAN 100 only: VLAN 200 stays out.
+    let mut m = p.mbuf(&f, 2048)?;
+    m.set_vlan_tci(200);
+    m.set_ol_flags(TX_VLAN);
+    let _ = out.push(m);
+    p.send(0, &mut out)?;
+    if !p.receive(1, 1, Duration::from_millis(500)).is_empty() {
+        return Err("a frame of VLAN 200 passed a filter that admits VLAN 100 only".into());
+    }
+    Ok(
+        "TCI 0x2064 inserted and stripped, frame unchanged; VLAN 200 filtered out by the device"
+            .into(),
+    )
 }
 
 /// Whether port 1 receives a frame to `dst` (sent from port 0).

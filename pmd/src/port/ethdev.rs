@@ -165,6 +165,14 @@ pub trait Device: Send {
         None
     }
 
+    /// Admits (`on`) or stops admitting VLAN `id` in the device's own
+    /// filter, for a device that offers `RX_VLAN_FILTER`; the layer keeps
+    /// the set either way (its software filter serves the devices that
+    /// do not). The default has nothing to program.
+    fn set_vlan_filter(&mut self, _name: &str, _id: u16, _on: bool) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// Applies an MTU the layer checked against the capabilities;
     /// `started` says whether the port is running (devices whose buffers
     /// are sized by the MTU refuse then).
@@ -570,6 +578,7 @@ impl<D: Device> Port for EthDev<D> {
                 detail: format!("{id}; VLAN ids are 0..=4095"),
             });
         }
+        self.dev.set_vlan_filter(&self.name, id, on)?;
         self.vlans.set(id, on);
         Ok(())
     }
