@@ -180,7 +180,9 @@ if [ $# -eq 2 ] && [ -x $TP/dpdk-testpmd ]; then
     sed 's/^/testpmd: /' /tmp/testpmd.log | grep -E "Port 0|RX-packets|TX-packets|EAL: (Error|Cannot)|Fail|error" | head -20
     umount /mnt/huge
 elif [ $# -eq 2 ]; then
-    bad "testpmd in the guest" "no /rpmd/dpdk/dpdk-testpmd (install dpdk-dev on the host)"
+    # run.sh refuses to boot without dpdk-testpmd under CI=true; here the
+    # peer is missing on a developer's host: said, not passed.
+    echo "case igb against DPDK's igb PMD: SKIPPED (no dpdk-testpmd on the host; install dpdk-dev)"
 fi
 
 # rpmd's igb against Linux's: the second 82576 goes to Linux's igb driver
