@@ -75,14 +75,6 @@ const OFFLOADS: Offloads = Offloads(
 /// One 82576 port: the generic port over its device.
 pub type IgbPort = EthDev<IgbDevice>;
 
-/// The receive filter a port starts with: its own address and broadcast.
-const OWN_ONLY: RxFilter = RxFilter {
-    promiscuous: false,
-    allmulticast: false,
-    unicast: Vec::new(),
-    multicast: Vec::new(),
-};
-
 /// Opens the 82576 at `func` as port `name` (its device string), stamping
 /// received mbufs with `port_id`: reset, MAC address, EEPROM version,
 /// statistics zeroed, link up.
@@ -105,13 +97,13 @@ pub fn open_port(name: &str, func: Arc<dyn PciFunction>, port_id: u16) -> Result
         fw,
         counters,
         started: None,
-        filter: OWN_ONLY,
+        filter: RxFilter::OWN_ADDRESS,
         mtu: 1500,
         offloads: Offloads::NONE,
         link_events: None,
         vfta: vec![0; VFTA_LEN as usize],
     };
-    Ok(EthDev::named(name, port_id, dev).with_filter(OWN_ONLY))
+    Ok(EthDev::named(name, port_id, dev).with_filter(RxFilter::OWN_ADDRESS))
 }
 
 /// What a start made.
@@ -283,15 +275,12 @@ impl IgbDevice {
             );
         }
         let kib = Self::buffer_kib(&pool);
-        let mut irqs = match irq::enable(&self.hw, conf.rx_queues)? {
-            Some(v) => {
-                st.msix = true;
-                st.other = Some(v.other);
-                v.rx.into_iter().map(Some).collect()
-            }
-            None => Vec::new(),
+        let mut irqs = Vec::new().into_iter();
+        if let Some(v) = irq::enable(&self.hw, conf.rx_queues)? {
+            st.msix = true;
+            st.other = Some(v.other);
+            irqs = v.rx.into_iter();
         }
-        .into_iter();
         let mut rx = Vec::new();
         for q in 0..conf.rx_queues {
             let ring = DescRing::new(&*func, &format!("igb rx ring {q}"), conf.rx_desc as u32)?;
@@ -299,7 +288,7 @@ impl IgbDevice {
             let buffers = kib | SRRCTL_DESCTYPE_ADV_ONEBUF | SRRCTL_DROP_EN;
             self.start_ring(q, regs, &ring, Some((srrctl(q), buffers)), RXDCTL_THRESH)?;
             let mut r = self.rx_ring(ctx, st, q, ring, &pool);
-            r.irq = irqs.next().flatten();
+            r.irq = irqs.next();
             r.fill().map_err(|e| Error::Memory {
                 what: format!("filling rx ring {q} from the pool"),
                 source: e,
@@ -401,7 +390,7 @@ impl IgbDevice {
             running: st.running.clone(),
             gate: ctx.rx_live[q as usize].clone(),
             graveyard: st.graveyard.clone(),
-            ring: Some(ring),
+            ring: Arc::new(ring),
             slots: Slots::new(n as usize),
             regs: self.hw.regs().clone(),
             rdt: rdt(q),
@@ -435,7 +424,7 @@ impl IgbDevice {
             running: st.running.clone(),
             gate: ctx.tx_live[q as usize].clone(),
             graveyard: st.graveyard.clone(),
-            ring: Some(ring),
+            ring: Arc::new(ring),
             slots: Slots::new(n as usize),
             last: vec![0; n as usize],
             lasts: vec![0; MAX_BURST],
@@ -455,36 +444,36 @@ impl IgbDevice {
     /// waits until the device reports each queue off, then frees what
     /// dropped handles left for it.
     fn teardown(&mut self, mut st: Started) -> Result<(), Error> {
-        let hw = &self.hw;
         st.running.store(false, Ordering::Relaxed);
         drop(st.watch.take());
-        if st.msix {
-            irq::disable(hw)?;
-        }
-        hw.write(RCTL, self.rctl(false))?;
-        hw.write(TCTL, TCTL_PSP)?;
-        let mut result = Ok(());
-        for q in 0..st.rx_queues {
-            hw.write(rxdctl(q), 0)?;
-            let r = hw.wait_reg("igb rx queue disable", rxdctl(q), |v| v & DCTL_ENABLE == 0);
-            result = result.and(r);
-        }
-        for q in 0..st.tx_queues {
-            hw.write(txdctl(q), 0)?;
-            let r = hw.wait_reg("igb tx queue disable", txdctl(q), |v| v & DCTL_ENABLE == 0);
-            result = result.and(r);
-        }
-        if result.is_ok() {
-            st.graveyard
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clear();
+        let quiet = self.quiesce(&st);
+        let mut parked = st.graveyard.lock().unwrap_or_else(|e| e.into_inner());
+        if quiet.is_ok() {
+            parked.clear();
         } else {
             // A device that does not say its queues are off may still
             // write their buffers: they stay out of the pool for good.
-            std::mem::forget(std::mem::take(
-                &mut *st.graveyard.lock().unwrap_or_else(|e| e.into_inner()),
-            ));
+            std::mem::forget(std::mem::take(&mut *parked));
+        }
+        quiet
+    }
+
+    /// Receiver, transmitter and the queues of `st` off, each queue
+    /// awaited, then MSI-X off; every step is tried, the first failure
+    /// returned.
+    fn quiesce(&self, st: &Started) -> Result<(), Error> {
+        let hw = &self.hw;
+        let mut result = hw.write(RCTL, self.rctl(false));
+        result = result.and(hw.write(TCTL, TCTL_PSP));
+        let queues = (0..st.rx_queues)
+            .map(|q| (rxdctl(q), "igb rx queue disable"))
+            .chain((0..st.tx_queues).map(|q| (txdctl(q), "igb tx queue disable")));
+        for (ctl, what) in queues {
+            result = result.and(hw.write(ctl, 0));
+            result = result.and(hw.wait_reg(what, ctl, |v| v & DCTL_ENABLE == 0));
+        }
+        if st.msix {
+            result = result.and(irq::disable(hw));
         }
         result
     }

@@ -29,6 +29,11 @@ pub struct DescRing {
 // SAFETY: `start` points into `region`, which the ring owns; volatile
 // accesses from whichever thread owns the ring are sound.
 unsafe impl Send for DescRing {}
+// SAFETY: `&DescRing` offers only volatile loads and stores of whole
+// descriptors or dwords, which are sound from any thread (as a device's
+// are); which thread may post what is the queue's protocol, and the one
+// other holder, a port's graveyard, never accesses it.
+unsafe impl Sync for DescRing {}
 
 impl DescRing {
     /// `n` descriptors (a power of two) mapped for `func` at IOVA = VA.

@@ -37,7 +37,7 @@ pub(crate) type Running = Arc<CachePadded<AtomicBool>>;
 
 /// What dropped queue handles held while the device could still use it:
 /// freed by the port once its queues are disabled.
-pub(crate) type Graveyard = Arc<Mutex<Vec<(DescRing, Slots)>>>;
+pub(crate) type Graveyard = Arc<Mutex<Vec<(Arc<DescRing>, Slots)>>>;
 
 /// What the receive side hands the device and reads back, fixed at
 /// start.
@@ -56,7 +56,9 @@ pub(crate) struct RxRing {
     pub running: Running,
     pub gate: LiveFlag,
     pub graveyard: Graveyard,
-    pub ring: Option<DescRing>,
+    /// The descriptor ring; shared only with the graveyard, which keeps
+    /// it mapped after a drop while the device may still use it.
+    pub ring: Arc<DescRing>,
     pub slots: Slots,
     pub regs: Arc<Regs>,
     /// This queue's tail register.
@@ -92,12 +94,6 @@ impl RxRing {
         Ok(())
     }
 
-    #[inline(always)]
-    fn ring(&self) -> &DescRing {
-        // Some from start until drop.
-        self.ring.as_ref().expect("a live queue has its ring")
-    }
-
     /// Buffer `m` into descriptor `i`.
     #[inline(always)]
     fn post(&mut self, i: u32, m: Mbuf) {
@@ -105,7 +101,7 @@ impl RxRing {
             pkt_addr: Le64::new(m.data_iova().raw()),
             hdr_addr: Le64::new(0),
         };
-        self.ring().put(i, d);
+        self.ring.put(i, d);
         if let Some(old) = self.slots.give((i & self.mask) as usize, m) {
             drop(old);
         }
@@ -123,6 +119,19 @@ impl RxRing {
         let _ = self
             .regs
             .write32(self.rdt, self.next.wrapping_sub(1) & self.mask);
+    }
+
+    /// How many descriptors from the next one on the device has completed
+    /// (status DD), up to `limit`.
+    #[inline(always)]
+    fn completed(&self, limit: u32) -> u32 {
+        let done = |k: u32| {
+            let st = self
+                .ring
+                .dword(self.next.wrapping_add(k), RxWb::STATUS_DWORD);
+            st & RXD_STAT_DD != 0
+        };
+        (0..limit).take_while(|&k| done(k)).count() as u32
     }
 
     /// Tops the refill burst up to `want` buffers (fewer if the pool is
@@ -232,17 +241,7 @@ impl RxQueue for RxRing {
         }
         // Every descriptor taken gets a fresh buffer in its place.
         self.top_up(room);
-        let want = room.min(self.refill.len()) as u32;
-        let mut ready = 0;
-        while ready < want {
-            let st = self
-                .ring()
-                .dword(self.next.wrapping_add(ready), RxWb::STATUS_DWORD);
-            if st & RXD_STAT_DD == 0 {
-                break;
-            }
-            ready += 1;
-        }
+        let ready = self.completed(room.min(self.refill.len()) as u32);
         if ready == 0 {
             return 0;
         }
@@ -254,14 +253,14 @@ impl RxQueue for RxRing {
         let mut bytes = 0;
         for k in 0..ready {
             let i = self.next.wrapping_add(k);
-            let wb: RxWb = self.ring().get(i);
+            let wb: RxWb = self.ring.get(i);
             let fresh = self.refill.pop().expect("topped up above");
-            let Some(m) = self.slots.take((i & self.mask) as usize) else {
+            let done = self.slots.take((i & self.mask) as usize);
+            self.post(i, fresh);
+            let Some(m) = done else {
                 self.stats.device_errors.add(1);
-                self.post(i, fresh);
                 continue;
             };
-            self.post(i, fresh);
             if let Some(b) = self.complete(&wb, m, out) {
                 bytes += b as u64;
             }
@@ -286,31 +285,18 @@ impl RxQueue for RxRing {
     }
 
     fn has_work(&self) -> bool {
-        self.ring
-            .as_ref()
-            .is_some_and(|r| r.dword(self.next, RxWb::STATUS_DWORD) & RXD_STAT_DD != 0)
+        self.completed(1) > 0
     }
 
     fn rx_pending(&self) -> Option<usize> {
-        let r = self.ring.as_ref()?;
-        let n = (0..=self.mask)
-            .take_while(|&k| {
-                r.dword(self.next.wrapping_add(k), RxWb::STATUS_DWORD) & RXD_STAT_DD != 0
-            })
-            .count();
-        Some(n)
+        Some(self.completed(self.mask + 1) as usize)
     }
 }
 
 impl Drop for RxRing {
     fn drop(&mut self) {
         drop(self.partial.take());
-        bury(
-            &self.running,
-            &self.graveyard,
-            self.ring.take(),
-            &mut self.slots,
-        );
+        bury(&self.running, &self.graveyard, &self.ring, &mut self.slots);
     }
 }
 
@@ -382,7 +368,9 @@ pub(crate) struct TxRing {
     pub running: Running,
     pub gate: LiveFlag,
     pub graveyard: Graveyard,
-    pub ring: Option<DescRing>,
+    /// The descriptor ring; shared only with the graveyard, which keeps
+    /// it mapped after a drop while the device may still use it.
+    pub ring: Arc<DescRing>,
     /// The mbuf of each frame, in the slot of its last descriptor.
     pub slots: Slots,
     /// For each frame's first descriptor, its last (free-running).
@@ -406,18 +394,13 @@ pub(crate) struct TxRing {
 }
 
 impl TxRing {
-    #[inline(always)]
-    fn ring(&self) -> &DescRing {
-        self.ring.as_ref().expect("a live queue has its ring")
-    }
-
     /// Reclaims every frame whose last descriptor the device marked done.
     #[inline]
     fn reclaim(&mut self) {
         let mut freed = 0;
         while self.clean != self.prod {
             let last = self.last[(self.clean & self.mask) as usize];
-            if self.ring().dword(last, TxWb::STATUS_DWORD) & TXD_STAT_DD == 0 {
+            if self.ring.dword(last, TxWb::STATUS_DWORD) & TXD_STAT_DD == 0 {
                 break;
             }
             if let Some(m) = self.slots.take((last & self.mask) as usize) {
@@ -450,7 +433,7 @@ impl TxRing {
         let first = self.prod;
         let mut at = first;
         if let Some((lens, tucmd, mss_l4)) = new_ctx {
-            self.ring().put(
+            self.ring.put(
                 at,
                 TxContext {
                     vlan_macip_lens: Le32::new(lens),
@@ -470,7 +453,7 @@ impl TxRing {
             } else {
                 0
             };
-            self.ring().put(
+            self.ring.put(
                 at,
                 TxData {
                     addr: Le64::new(iova.raw()),
@@ -535,26 +518,19 @@ impl TxQueue for TxRing {
 
 impl Drop for TxRing {
     fn drop(&mut self) {
-        bury(
-            &self.running,
-            &self.graveyard,
-            self.ring.take(),
-            &mut self.slots,
-        );
+        bury(&self.running, &self.graveyard, &self.ring, &mut self.slots);
     }
 }
 
 /// A dropped handle's ring and mbufs: while its port runs, the device may
 /// still use them, so they wait in the port's graveyard until its queues
 /// are disabled; otherwise they go now (the mbufs home).
-fn bury(running: &Running, graveyard: &Graveyard, ring: Option<DescRing>, slots: &mut Slots) {
-    if let Some(ring) = ring {
-        if running.load(Ordering::Relaxed) {
-            let held = std::mem::replace(slots, Slots::new(0));
-            graveyard
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((ring, held));
-        }
+fn bury(running: &Running, graveyard: &Graveyard, ring: &Arc<DescRing>, slots: &mut Slots) {
+    if running.load(Ordering::Relaxed) {
+        let held = std::mem::replace(slots, Slots::new(0));
+        graveyard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((ring.clone(), held));
     }
 }

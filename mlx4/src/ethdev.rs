@@ -76,14 +76,6 @@ pub use rpmd_pmd::net::rss::RSS_KEY;
 /// One Ethernet port of a ConnectX-3: the generic port over its device.
 pub type Mlx4Port = EthDev<Mlx4Device>;
 
-/// The receive filter a port starts with: its own address and broadcast.
-const NO_FILTER: RxFilter = RxFilter {
-    promiscuous: false,
-    allmulticast: false,
-    unicast: Vec::new(),
-    multicast: Vec::new(),
-};
-
 /// Port `port` (1-based) of `card`, named `name` (its device string),
 /// stamping received mbufs with `port_id`.
 pub fn open_port(name: &str, card: Card, port: u8, port_id: u16) -> Result<Mlx4Port, Error> {
@@ -98,10 +90,10 @@ pub fn open_port(name: &str, card: Card, port: u8, port_id: u16) -> Result<Mlx4P
         card,
         port,
         started: None,
-        filter: NO_FILTER,
+        filter: RxFilter::OWN_ADDRESS,
         mtu: 1500,
     };
-    Ok(EthDev::named(name, port_id, dev).with_filter(NO_FILTER))
+    Ok(EthDev::named(name, port_id, dev).with_filter(RxFilter::OWN_ADDRESS))
 }
 
 /// The device side of one ConnectX-3 port.

@@ -48,6 +48,17 @@ pub struct RxFilter {
     pub multicast: Vec<MacAddr>,
 }
 
+impl RxFilter {
+    /// The port's own address and broadcast only: what a hardware port
+    /// with an address filter starts with ([`EthDev::with_filter`]).
+    pub const OWN_ADDRESS: RxFilter = RxFilter {
+        promiscuous: false,
+        allmulticast: false,
+        unicast: Vec::new(),
+        multicast: Vec::new(),
+    };
+}
+
 impl Default for RxFilter {
     /// Everything: software ports deliver every frame, and hardware ones
     /// start that way until the app narrows them.
