@@ -53,8 +53,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get install -y -q --no-install-recommends "${qemu_suite[@]}" qemu-system-x86 qemu-utils
     apt-get install -y -q --no-install-recommends cpio binutils xz-utils zstd \
         libxdp1 libbpf1 iputils-ping tshark gnuplot-nox
-    # Linux's igb headers, which igb/tests/linux_defs.rs extracts at test
-    # time to check the driver's registers, bits and layouts against.
+    # Linux's igb and mlx4 sources, which igb/ and mlx4/tests/linux_defs.rs
+    # extract at test time to check the drivers' definitions against.
     apt-get install -y -q --no-install-recommends linux-source
     qemu-system-x86_64 --version | head -1
 else

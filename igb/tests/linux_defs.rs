@@ -7,16 +7,11 @@
 //! test says so and passes, except under `CI=true`, where it fails.
 use rpmd_igb::desc::{RxWb, TxData, TxWb};
 use rpmd_igb::regs::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// One definition: what rpmd calls it, rpmd's value, and the C
-/// expression over Linux's definitions that must equal it.
-type Check = (String, u64, String);
+use rpmd_pmd::testing::linux_source::{Check, LinuxSource};
 
 /// Register offsets, per-queue ones for every queue.
 fn registers(v: &mut Vec<Check>) {
-    let mut add = |name: &str, ours: u64, c: &str| v.push((name.into(), ours, c.into()));
+    let mut add = |name: &str, ours: u64, c: &str| v.push(Check::new(name, ours, c));
     for (n, off, c) in [
         ("CTRL", CTRL, "E1000_CTRL"),
         ("STATUS", STATUS, "E1000_STATUS"),
@@ -288,7 +283,7 @@ fn bits(v: &mut Vec<Check>) {
         ),
     ];
     for (n, ours, c) in bits {
-        v.push((n.into(), ours as u64, c.into()));
+        v.push(Check::new(n, ours as u64, c));
     }
 }
 
@@ -339,122 +334,34 @@ fn layouts(v: &mut Vec<Check>) {
         ),
     ];
     for (n, ours, c) in layout {
-        v.push((n.into(), ours as u64, c));
+        v.push(Check::new(n, ours as u64, c));
     }
 }
 
-/// The newest `linux-source-*.tar.xz` under /usr/src.
-fn tarball() -> Option<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/src")
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            n.starts_with("linux-source-") && n.ends_with(".tar.xz")
-        })
-        .collect();
-    found.sort();
-    found.pop()
-}
-
-/// Extracts the igb headers from `tar` into `dir`; returns their folder.
-fn extract(tar: &Path, dir: &Path) -> PathBuf {
-    let st = Command::new("tar")
-        .arg("-xJf")
-        .arg(tar)
-        .arg("-C")
-        .arg(dir)
-        .args(["--wildcards", "*/drivers/net/ethernet/intel/igb/e1000_*.h"])
-        .status()
-        .expect("run tar");
-    assert!(
-        st.success(),
-        "extracting the igb headers from {}",
-        tar.display()
-    );
-    let top = std::fs::read_dir(dir)
-        .expect("read the extraction")
-        .filter_map(|e| e.ok())
-        .find(|e| e.file_name().to_string_lossy().starts_with("linux-source-"))
-        .expect("the tarball's top folder");
-    top.path().join("drivers/net/ethernet/intel/igb")
-}
-
-/// The C program printing each expression's value, one per line.
-fn program(checks: &[Check]) -> String {
-    let mut c = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n\
-         typedef uint8_t u8; typedef uint16_t u16; typedef uint32_t u32; typedef uint64_t u64;\n\
-         typedef int32_t s32; typedef uint16_t __le16; typedef uint32_t __le32;\n\
-         typedef uint64_t __le64; typedef _Bool bool;\n\
-         #include \"e1000_defines.h\"\n#include \"e1000_regs.h\"\n#include \"e1000_82575.h\"\n\
-         int main(void) {\n",
-    );
-    for (_, _, expr) in checks {
-        c.push_str(&format!(
-            "    printf(\"%llu\\n\", (unsigned long long)({expr}));\n"
-        ));
-    }
-    c.push_str("    return 0;\n}\n");
-    c
-}
-
-/// Compiles and runs `program` against `headers`; one value per line.
-fn values(headers: &Path, dir: &Path, program: &str) -> Vec<u64> {
-    let src = dir.join("defs.c");
-    std::fs::write(&src, program).expect("write defs.c");
-    let exe = dir.join("defs");
-    let out = Command::new("cc")
-        .arg("-I")
-        .arg(headers)
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "compiling against Linux's igb headers: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run = Command::new(&exe).output().expect("run defs");
-    String::from_utf8_lossy(&run.stdout)
-        .lines()
-        .map(|l| l.trim().parse().expect("a number"))
-        .collect()
-}
+/// The headers' prelude: the kernel types they use, then the headers.
+const PRELUDE: &str = "#include <stdio.h>\n#include <stddef.h>\n#include <stdint.h>\n\
+    typedef uint8_t u8; typedef uint16_t u16; typedef uint32_t u32; typedef uint64_t u64;\n\
+    typedef int32_t s32; typedef uint16_t __le16; typedef uint32_t __le32;\n\
+    typedef uint64_t __le64; typedef _Bool bool;\n\
+    #include \"e1000_defines.h\"\n#include \"e1000_regs.h\"\n#include \"e1000_82575.h\"\n";
 
 #[test]
 fn registers_bits_and_layouts_match_linux() {
-    let Some(tar) = tarball() else {
-        let msg = "no /usr/src/linux-source-*.tar.xz (apt-get install linux-source): \
-                   the igb definitions were not checked against Linux's";
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-        eprintln!("SKIP: {msg}");
+    let test = "igb registers_bits_and_layouts_match_linux";
+    let igb = "drivers/net/ethernet/intel/igb";
+    let Some(linux) = LinuxSource::extract(test, &[&format!("{igb}/e1000_*.h")]) else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("rpmd-igb-linux-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let headers = extract(&tar, &dir);
     let mut checks = Vec::new();
     registers(&mut checks);
     bits(&mut checks);
     layouts(&mut checks);
-    let linux = values(&headers, &dir, &program(&checks));
-    let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(linux.len(), checks.len(), "one value per definition");
-    let wrong: Vec<String> = checks
-        .iter()
-        .zip(&linux)
-        .filter(|((_, ours, _), linux)| ours != *linux)
-        .map(|((name, ours, c), linux)| format!("{name}: rpmd {ours:#x}, Linux's {c} = {linux:#x}"))
-        .collect();
+    let wrong = linux.evaluate(Some(&linux.path(igb)), PRELUDE, &checks);
     assert!(
         wrong.is_empty(),
         "definitions that differ from Linux's ({}):\n{}",
-        tar.display(),
+        linux.name(),
         wrong.join("\n")
     );
-    eprintln!("{} definitions agree with {}", checks.len(), tar.display());
+    eprintln!("{} definitions agree with {}", checks.len(), linux.name());
 }

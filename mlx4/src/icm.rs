@@ -22,7 +22,7 @@ use crate::prm::layout::InitHca;
 use crate::prm::mem::{DevBuf, Wire};
 use crate::prm::{op, page_list};
 use crate::Error;
-use rpmd_pmd::endian::{Be16, Be32, Be64};
+use rpmd_pmd::endian::{Be32, Be64};
 use rpmd_pmd::function::PciFunction;
 
 /// How many of each object the driver asks for (each rounded up to a
@@ -202,9 +202,9 @@ impl Layout {
         let rdmarc_per_qp = self.log(Table::Rdmarc) - self.log(Table::Qpc);
         m.rdmarc = with_log(Table::Rdmarc, rdmarc_per_qp);
         m.mc_base = Be64::new(self.get(Table::Mcg).base);
-        m.log_mgm_entry = Be16::new(p::LOG_MGM_ENTRY as u16);
+        m.log_mgm_entry = p::LOG_MGM_ENTRY as u8;
         let log_mcgs = self.log(Table::Mcg);
-        m.log_mc_hash = Be16::new(log_mcgs.saturating_sub(1) as u16);
+        m.log_mc_hash = log_mcgs.saturating_sub(1);
         m.log_mc_table = log_mcgs;
         if cap.steering == Steering::B0 {
             m.uc_steering = ih::UC_STEERING;

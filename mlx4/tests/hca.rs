@@ -236,7 +236,7 @@ fn the_model_refuses_a_wrong_init_hca_as_the_digest_says() {
         (
             "MCG hash size",
             status::BAD_PARAM,
-            Box::new(move |i| i.log_mc_hash = (mcg.count.trailing_zeros() as u16).into()),
+            Box::new(move |i| i.log_mc_hash = mcg.count.trailing_zeros() as u8),
         ),
     ];
     for (what, want, spoil) in cases {

@@ -10,6 +10,10 @@
 //!   `ierrors`, the mbuf returned to its pool).
 //! - [`missing_peer`] and [`missing_capability`]: how a test that cannot
 //!   run here says so, in a form the test command counts.
+//! - [`linux_source`]: definitions a driver transcribed, held against
+//!   Linux's own, extracted from Debian's `linux-source` at test time.
+pub mod linux_source;
+
 use crate::port::ethdev::EthDev;
 use crate::port::ring::RingDevice;
 use crate::port::{

@@ -306,7 +306,7 @@ impl Mlx4Model {
             dmpt: t.dmpt,
             mtt_base: t.mtt.base,
             mcg: t.mcg,
-            log_mc_hash: m.log_mc_hash.get(),
+            log_mc_hash: m.log_mc_hash.into(),
             uc_steering: m.uc_steering & ih::UC_STEERING != 0,
         })
     }
@@ -427,15 +427,15 @@ impl Mlx4Model {
     /// The multicast table INIT_HCA asks for.
     fn init_hca_mcg(m: &InitHca) -> Result<Tbl, Refusal> {
         let log_mcg = m.log_mc_table;
-        let mgm = m.log_mgm_entry.get();
+        let mgm = m.log_mgm_entry;
         if log_mcg > CAPS.max_mcgs
             || log_mcg == 0
-            || mgm != p::LOG_MGM_ENTRY as u16
-            || m.log_mc_hash.get() != log_mcg as u16 - 1
+            || u32::from(mgm) != p::LOG_MGM_ENTRY
+            || m.log_mc_hash != log_mcg - 1
         {
             return bad(format!(
                 "MCG: 2^{log_mcg} entries of 2^{mgm}, hash 2^{}",
-                m.log_mc_hash.get()
+                m.log_mc_hash
             ));
         }
         Ok(Tbl {

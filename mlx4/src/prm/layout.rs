@@ -64,12 +64,12 @@ pub struct InitHca {
     _r9: [u8; 0x28],
     /// MCG table base.
     pub mc_base: Be64,
-    _r10: [u8; 0x0a],
+    _r10: [u8; 0x0b],
     /// log2 bytes of an MGM entry.
-    pub log_mgm_entry: Be16,
-    _r11: [u8; 2],
+    pub log_mgm_entry: u8,
+    _r11: [u8; 3],
     /// log2 MGM hash entries.
-    pub log_mc_hash: Be16,
+    pub log_mc_hash: u8,
     /// [`super::init_hca::UC_STEERING`] in B0 mode.
     pub uc_steering: u8,
     _r12: [u8; 2],
@@ -100,7 +100,7 @@ layout!(InitHca, 0x200, {
     version: 0x00, cacheline: 0x0e, flags: 0x14, recoverable: 0x18,
     qpc: 0x30, srqc: 0x48, cqc: 0x50, eqe_cqe: 0x58, altc: 0x60, auxc: 0x70,
     eqc: 0x80, num_sys_eqs: 0x8a, rdmarc: 0x90, mc_base: 0xc0,
-    log_mgm_entry: 0xd2, log_mc_hash: 0xd6, uc_steering: 0xd8,
+    log_mgm_entry: 0xd3, log_mc_hash: 0xd7, uc_steering: 0xd8,
     log_mc_table: 0xdb, dmpt_base: 0xf0, mw_enable: 0xf8, log_mpts: 0xfb,
     mtt_base: 0x100, cmpt_base: 0x108, log_uar_pages: 0x12a, uar_page_sz: 0x12b,
 });
