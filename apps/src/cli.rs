@@ -135,6 +135,17 @@ pub fn registry() -> Registry {
     reg
 }
 
+/// Turns promiscuous mode on, as DPDK's l2fwd and testpmd do at start: a
+/// forwarder, switch or generator takes frames for any address, not only
+/// the port's own (a NIC's MAC filter would drop the rest). A port that
+/// cannot is used as it is, with a warning (testpmd's behaviour). A
+/// kernel interface gets its mode back when the port closes.
+pub fn promiscuous(port: &mut dyn rpmd_pmd::Port, name: &str) {
+    if let Err(e) = port.set_promiscuous(true) {
+        tracing::warn!("{name}: promiscuous mode not enabled, so frames for other addresses may not arrive: {e}");
+    }
+}
+
 /// Bad usage unless every device's kind has a driver.
 pub fn check_devices(devices: &[String]) -> Result<(), Exit> {
     let reg = registry();

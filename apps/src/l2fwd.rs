@@ -331,6 +331,7 @@ fn open_ports(
         };
         p.configure(&pc).map_err(|e| e.to_string())?;
         let q = p.start().map_err(|e| e.to_string())?;
+        crate::cli::promiscuous(p.as_mut(), d);
         o.macs.push(p.mac_addr());
         o.queues.push(Some(q));
         o.ports.push(p);
@@ -552,9 +553,7 @@ impl L2fwd {
         } else {
             cfg.devices.clone()
         };
-        let mut reg = Registry::new();
-        rpmd_virtio::register(&mut reg);
-        rpmd_kernel::register(&mut reg);
+        let reg = crate::cli::registry();
         check_portmask(cfg.portmask, devices.len())?;
         let pools = make_pools(cfg, &reg, devices.len())?;
         let mut opened = open_ports(cfg, &reg, &devices, &pools)?;

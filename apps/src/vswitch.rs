@@ -306,6 +306,7 @@ fn open_ports(
         })
         .map_err(|e| format!("{d}: {e}"))?;
         queues.push(p.start().map_err(|e| format!("{d}: {e}"))?);
+        crate::cli::promiscuous(p.as_mut(), d);
     }
     Ok((ports, queues))
 }

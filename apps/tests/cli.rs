@@ -156,3 +156,58 @@ fn every_app_shows_its_policy_and_what_its_lcores_cost() {
         }
     }
 }
+
+/// What the usage check accepts, every app opens: each app used to open
+/// its ports through a registry of its own, without mlx4 and igb, after a
+/// check that listed them. The mlx4 model (two cabled ports) stands in
+/// for a card; rr's transactions cross the cable because the apps turn
+/// promiscuous mode on, as DPDK's l2fwd and testpmd do, so the server's
+/// port takes frames for rr's fixed addresses.
+#[test]
+fn every_app_opens_what_its_usage_check_accepts() {
+    let pair = |card: &'static str| {
+        vec![
+            "--dev".to_string(),
+            format!("mlx4-model:{card},wire=1"),
+            "--dev".to_string(),
+            format!("mlx4-model:{card},port=2,wire=1"),
+        ]
+    };
+    let one = vec!["--dev".to_string(), "mlx4-model:g".to_string()];
+    for (bin, devs, extra) in [
+        (env!("CARGO_BIN_EXE_l2fwd"), pair("l2"), vec![]),
+        (env!("CARGO_BIN_EXE_l3fwd"), pair("l3"), vec![]),
+        (env!("CARGO_BIN_EXE_vswitch"), pair("vs"), vec![]),
+        (env!("CARGO_BIN_EXE_gen"), one, vec![]),
+        (env!("CARGO_BIN_EXE_rr"), pair("rr"), vec!["--no-bound"]),
+    ] {
+        let mut args: Vec<&str> = vec!["--duration", "1", "--no-telemetry"];
+        args.extend(devs.iter().map(String::as_str));
+        args.extend(extra);
+        let (rc, out, err) = run(bin, &args);
+        assert_eq!(rc, 0, "{bin} {args:?}: {out}{err}");
+        assert!(!err.contains("no transaction completed"), "{bin}: {err}");
+    }
+    // The usage lists both PCI drivers and the model.
+    let (rc, _, err) = run(env!("CARGO_BIN_EXE_l2fwd"), &["--dev", "bogus:1"]);
+    assert_eq!(rc, 2, "{err}");
+    for want in ["mlx4 15b3:1003", "igb 8086:10c9", "mlx4-model:NAME"] {
+        assert!(err.contains(want), "{want} missing from the usage: {err}");
+    }
+    // A port asking otherwise than the card's first (rr opens its server
+    // first) is refused, not silently ignored.
+    let (rc, _, err) = run(
+        env!("CARGO_BIN_EXE_rr"),
+        &[
+            "--no-bound",
+            "--duration",
+            "1",
+            "--dev",
+            "mlx4-model:c,wire=0",
+            "--dev",
+            "mlx4-model:c,port=2,wire=1",
+        ],
+    );
+    assert_ne!(rc, 0, "{err}");
+    assert!(err.contains("was made with wire=1"), "{err}");
+}

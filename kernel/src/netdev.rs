@@ -5,6 +5,7 @@ use crate::sys;
 use rpmd_pmd::port::{Link, MacAddr, Xstat};
 use rpmd_pmd::Error;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Mutex;
 
 /// An interface looked up by name.
 pub(crate) struct Netdev {
@@ -12,6 +13,10 @@ pub(crate) struct Netdev {
     pub(crate) ifindex: u32,
     ctl: OwnedFd,
     port: String,
+    /// The receive modes (IFF_PROMISC, IFF_ALLMULTI) the port changed,
+    /// each with whether it was on before: put back on drop, so that an
+    /// app's promiscuous mode does not outlive it on the interface.
+    changed_modes: Mutex<Vec<(i32, bool)>>,
 }
 
 /// Checks an interface name as the kernel would (1..=15 bytes, no '/',
@@ -51,6 +56,7 @@ impl Netdev {
             ifindex,
             ctl,
             port: port.into(),
+            changed_modes: Mutex::new(Vec::new()),
         })
     }
 
@@ -72,8 +78,21 @@ impl Netdev {
         Ok(sys::ifreq_flags(&r))
     }
 
-    /// Sets or clears `flag` (IFF_PROMISC, IFF_ALLMULTI, IFF_UP).
+    /// Sets or clears `flag` (IFF_PROMISC, IFF_ALLMULTI, IFF_UP). A
+    /// receive mode's first change is remembered and undone on drop.
     pub(crate) fn set_flag(&self, flag: i32, on: bool) -> Result<(), Error> {
+        let was = self.write_flag(flag, on)?;
+        if was != on && (flag == libc::IFF_PROMISC || flag == libc::IFF_ALLMULTI) {
+            let mut changed = self.changed_modes.lock().unwrap_or_else(|e| e.into_inner());
+            if !changed.iter().any(|&(f, _)| f == flag) {
+                changed.push((flag, was));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets or clears `flag`; returns whether it was set.
+    fn write_flag(&self, flag: i32, on: bool) -> Result<bool, Error> {
         let mut r = sys::ifreq(&self.name);
         self.ioctl(libc::SIOCGIFFLAGS, &mut r, "reading the flags")?;
         let f = sys::ifreq_flags(&r) as i32;
@@ -82,7 +101,7 @@ impl Netdev {
             sys::set_ifreq_flags(&mut r, want as i16);
             self.ioctl(libc::SIOCSIFFLAGS, &mut r, "setting the flags")?;
         }
-        Ok(())
+        Ok(f & flag != 0)
     }
 
     /// Whether `flag` is set (false when the interface cannot be read).
@@ -207,5 +226,28 @@ pub(crate) fn driver(port: &str, what: &str, e: std::io::Error) -> Error {
         port: port.into(),
         what: what.into(),
         source: Box::new(e),
+    }
+}
+
+impl Drop for Netdev {
+    fn drop(&mut self) {
+        let changed = std::mem::take(
+            self.changed_modes
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        // Only on the interface the port opened (not one made again under
+        // its name since).
+        if changed.is_empty() || sys::ifindex(&self.name) != self.ifindex {
+            return;
+        }
+        for (flag, was) in changed {
+            if let Err(e) = self.write_flag(flag, was) {
+                eprintln!(
+                    "rpmd: warning: {}: putting back the receive mode of {}: {e}",
+                    self.port, self.name
+                );
+            }
+        }
     }
 }

@@ -357,8 +357,11 @@ fn control_path_is_the_kernel_interface() {
             .start()
             .unwrap_or_else(|e| panic!("{kind}: restart: {e}"));
         assert!(port.link().up, "{kind}: up again");
+        // An app's promiscuous mode does not outlive its port.
+        port.set_promiscuous(true).unwrap();
         drop(q);
         drop(port);
+        assert!(!flags().contains("PROMISC"), "{kind}: mode put back");
         assert_eq!(pool.available(), pool.size(), "{kind}");
     }
     // Zero-copy where the driver has none (veth): an error that says so.

@@ -48,11 +48,18 @@ pub(crate) struct CqPoll {
 }
 
 impl CqPoll {
+    /// Whether the device has written the next completion (its owner
+    /// bit), without consuming it.
+    #[inline(always)]
+    pub(crate) fn ready(&self) -> bool {
+        let owner = self.ring.get::<u8, 0x1f>(self.ci) & p::OWNER != 0;
+        owner == (self.ci & self.nent != 0)
+    }
+
     /// The next completion, if the device has written it.
     #[inline(always)]
     pub(crate) fn next(&mut self) -> Option<Completion> {
-        let owner = self.ring.get::<u8, 0x1f>(self.ci) & p::OWNER != 0;
-        if owner != (self.ci & self.nent != 0) {
+        if !self.ready() {
             return None;
         }
         // The CQE's body after its owner byte (the device writes the body

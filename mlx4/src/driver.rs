@@ -110,7 +110,8 @@ impl PciDriver for Mlx4Driver {
 /// ConnectX-3 cards in software, by name.
 #[derive(Default)]
 pub struct Mlx4ModelDriver {
-    models: Mutex<HashMap<String, Arc<Mlx4Model>>>,
+    /// Each card with whether its ports are cabled.
+    models: Mutex<HashMap<String, (Arc<Mlx4Model>, bool)>>,
 }
 
 impl Driver for Mlx4ModelDriver {
@@ -147,6 +148,20 @@ impl Driver for Mlx4ModelDriver {
         let model = {
             let mut models = self.models.lock().unwrap_or_else(|e| e.into_inner());
             let n = models.len() as u8;
+            if let Some((_, made_with)) = models.get(&name) {
+                // The cable is the card's, made with its first port: a
+                // later port asking otherwise would be silently ignored.
+                if args.opt("wire").is_some() && wire != *made_with {
+                    return Err(rpmd_pmd::Error::Config {
+                        port: args.raw().into(),
+                        what: "device options",
+                        detail: format!(
+                            "wire={}: card {name} was made with wire={} when its first port opened; give the same wire= on every port of a card (or only on the first)",
+                            wire as u8, *made_with as u8
+                        ),
+                    });
+                }
+            }
             models
                 .entry(name)
                 .or_insert_with(|| {
@@ -156,14 +171,13 @@ impl Driver for Mlx4ModelDriver {
                         dev: n % 32,
                         func: n / 32 % 8,
                     };
-                    Mlx4Model::new(
-                        addr,
-                        ModelOptions {
-                            wire,
-                            ..ModelOptions::default()
-                        },
-                    )
+                    let opts = ModelOptions {
+                        wire,
+                        ..ModelOptions::default()
+                    };
+                    (Mlx4Model::new(addr, opts), wire)
                 })
+                .0
                 .clone()
         };
         let func = model.open(domain)?;

@@ -205,8 +205,12 @@ impl RxQueue for RxRing {
         self.stamp.apply(out, got)
     }
 
+    /// A completion waits (the owner bit of the next CQE); a stopped
+    /// queue has none. A ring left without buffers by an empty pool is
+    /// refilled by the poll after the lcore's timed sleep (mlx4 offers no
+    /// interrupt fd, so its lcore never sleeps longer).
     fn has_work(&self) -> bool {
-        true
+        self.gate.load(Ordering::Relaxed) && self.cq.ready()
     }
 }
 

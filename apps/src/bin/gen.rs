@@ -184,9 +184,7 @@ fn run(a: &Args) -> Result<(), String> {
         .cores
         .clone()
         .unwrap_or_else(|| if embedded { "0-1" } else { "1" }.into());
-    let mut reg = Registry::new();
-    rpmd_virtio::register(&mut reg);
-    rpmd_kernel::register(&mut reg);
+    let reg = rpmd_apps::cli::registry();
     let mut pc = MempoolConfig::new("gen", a.mbufs);
     pc.cache_size = 256.min(a.mbufs / 4);
     pc.data_room = a.mbuf_size - pc.headroom;
@@ -303,6 +301,7 @@ fn start_port(
     })
     .map_err(|e| e.to_string())?;
     let mut q = p.start().map_err(|e| e.to_string())?;
+    rpmd_apps::cli::promiscuous(p.as_mut(), d);
     let n = rt.lcores().len();
     let (size, burst) = (a.size as usize, a.burst as usize);
     let txonly = |tx, rate| {

@@ -134,6 +134,7 @@ fn open(
     })
     .map_err(|e| e.to_string())?;
     let q = p.start().map_err(|e| e.to_string())?;
+    cli::promiscuous(p.as_mut(), dev);
     Ok((p, q))
 }
 
@@ -181,9 +182,7 @@ fn run(a: &Args) -> Result<ExitCode, String> {
     if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
         tracing::warn!("cannot catch Ctrl-C: {e}");
     }
-    let mut reg = Registry::new();
-    rpmd_virtio::register(&mut reg);
-    rpmd_kernel::register(&mut reg);
+    let reg = rpmd_apps::cli::registry();
     let pool = pool("rr")?;
     let (client_dev, server_dev) = devices(a)?;
     // The bound first, while the cores are idle.

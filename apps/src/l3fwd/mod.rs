@@ -228,9 +228,7 @@ impl L3fwd {
         let mut fwd: Vec<usize> = plan.iter().map(|e| e.0).collect();
         fwd.sort_unstable();
         fwd.dedup();
-        let mut reg = Registry::new();
-        rpmd_virtio::register(&mut reg);
-        rpmd_kernel::register(&mut reg);
+        let reg = crate::cli::registry();
         let mut pcfg = MempoolConfig::new("l3fwd", cfg.mbufs);
         pcfg.cache_size = 256.min(cfg.mbufs / 4);
         let pool = Mempool::new(&pcfg).map_err(|e| e.to_string())?;
