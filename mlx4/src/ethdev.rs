@@ -85,6 +85,8 @@ pub fn open_port(name: &str, card: Card, port: u8, port_id: u16) -> Result<Mlx4P
             "{name}: port {port}; the card has ports 1..={ports}"
         )));
     }
+    // The port's counters start at its open, as the other ports' do.
+    lock(&card).dump_eth_stats(port, true)?;
     let dev = Mlx4Device {
         name: name.to_string(),
         card,
@@ -520,8 +522,38 @@ impl Device for Mlx4Device {
         Ok(())
     }
 
+    /// Frames the device dropped for want of a receive buffer (its
+    /// `RdropOvflw` counter, read with DUMP_ETH_STATS); 0 when the
+    /// command fails.
+    fn missed(&self) -> u64 {
+        let port = self.port;
+        lock(&self.card)
+            .dump_eth_stats(port, false)
+            .map_or(0, |c| c.rx_overflow)
+    }
+
+    /// The port's hardware counters since its open (DUMP_ETH_STATS; none
+    /// when the command fails), then the firmware commands posted.
     fn xstats(&self, _stats: &StatsBlock, x: &mut Vec<Xstat>) {
-        let hca = lock(&self.card);
+        let mut hca = lock(&self.card);
+        if let Ok(c) = hca.dump_eth_stats(self.port, false) {
+            for (name, value) in [
+                ("rx_packets_phy", c.rx_frames),
+                ("rx_bytes_phy", c.rx_bytes),
+                ("tx_packets_phy", c.tx_frames),
+                ("tx_bytes_phy", c.tx_bytes),
+                ("rx_dropped_phy", c.rx_dropped),
+                ("rx_missed_errors", c.rx_overflow),
+                ("rx_length_errors", c.rx_bad_length),
+                ("rx_crc_errors", c.rx_crc_errors),
+                ("tx_dropped_phy", c.tx_dropped),
+            ] {
+                x.push(Xstat {
+                    name: name.into(),
+                    value,
+                });
+            }
+        }
         x.push(Xstat {
             name: "fw_commands".into(),
             value: hca.commands_posted(),

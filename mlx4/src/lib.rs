@@ -72,6 +72,7 @@ mod txrx;
 
 pub use error::Error;
 pub use hca::{Hca, Options};
+pub use port::EthCounters;
 
 /// Adds the ConnectX-3 PCI driver (`pci:BDF[,port=N]`) and the device
 /// model (`mlx4-model:NAME[,port=N][,wire=0|1]`) to `reg`.

@@ -126,6 +126,85 @@ fn the_registry_opens_both_ports_of_one_model_card() {
     assert!(reg.accepted_forms().contains("mlx4 15b3:1003"));
 }
 
+/// The device's own counters (DUMP_ETH_STATS) reach the port: frames a
+/// receive ring left unpolled had no room for are dropped in the device
+/// and are the port's `imissed`, which reset_stats zeroes; frames and
+/// bytes both ways are xstats, counted from the port's open.
+#[test]
+fn device_drops_are_imissed_and_its_counters_are_xstats() {
+    let p = pool("mlx4-eth-ctr");
+    let (_model, mut a, mut b) = cabled("ctr");
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    // 320 frames of 100 bytes at a 256-entry ring nobody polls.
+    let sent = 320u64;
+    for round in 0..sent / 32 {
+        let mut pkts = Pkts::new();
+        for k in 0..32 {
+            pkts.push(mbuf_of(&p, &udp_frame(mac2(), 100, (round * 32 + k) as u8)))
+                .unwrap();
+        }
+        assert_eq!(qa.tx_burst(0, &mut pkts), 32);
+    }
+    let mut taken = 0u64;
+    loop {
+        let mut got = Pkts::new();
+        let n = qb.rx_burst(0, &mut got, 32) as u64;
+        if n == 0 {
+            break;
+        }
+        taken += n;
+    }
+    let missed = b.stats().imissed;
+    assert!(taken > 0 && taken < sent, "taken {taken}");
+    assert_eq!(missed, sent - taken, "every frame taken or missed");
+    let x = |port: &dyn Port, name: &str| {
+        let all = port.xstats();
+        all.iter()
+            .find(|x| x.name == name)
+            .unwrap_or_else(|| panic!("no xstat {name}: {all:?}"))
+            .value
+    };
+    assert_eq!(x(a.as_ref(), "tx_packets_phy"), sent);
+    assert_eq!(x(a.as_ref(), "tx_bytes_phy"), sent * 100);
+    assert_eq!(x(b.as_ref(), "rx_packets_phy"), sent);
+    assert_eq!(x(b.as_ref(), "rx_bytes_phy"), sent * 100);
+    assert_eq!(x(b.as_ref(), "rx_missed_errors"), missed);
+    assert_eq!(x(b.as_ref(), "rx_dropped_phy"), missed);
+    assert_eq!(x(a.as_ref(), "rx_packets_phy"), 0, "per port");
+    b.reset_stats();
+    assert_eq!(b.stats().imissed, 0);
+    drop((qa, qb));
+    a.stop().unwrap();
+    b.stop().unwrap();
+}
+
+/// An idle receive queue says it has no work, so an idle lcore sleeps
+/// instead of spinning (it used to answer yes always); a completion
+/// waiting is work until it is taken.
+#[test]
+fn has_work_is_a_completion_waiting() {
+    let p = pool("mlx4-eth-work");
+    let (_model, mut a, mut b) = cabled("work");
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    assert!(!qb.rx[0].has_work(), "an idle queue");
+    let mut pkts = Pkts::new();
+    pkts.push(mbuf_of(&p, &udp_frame(mac2(), 60, 1))).unwrap();
+    assert_eq!(qa.tx_burst(0, &mut pkts), 1);
+    assert!(qb.rx[0].has_work(), "a frame came over the cable");
+    let mut got = Pkts::new();
+    assert_eq!(qb.rx_burst(0, &mut got, 32), 1);
+    assert!(!qb.rx[0].has_work(), "the frame was taken");
+    drop((qa, qb, got));
+    a.stop().unwrap();
+    b.stop().unwrap();
+}
+
 #[test]
 fn frames_cross_the_cable_both_ways_byte_for_byte() {
     let p = pool("mlx4-eth-both");

@@ -17,7 +17,7 @@ use rpmd_pmd::testing::linux_source::{Check, Definitions, LinuxSource, KERNEL_ST
 use std::mem::offset_of;
 
 /// The files the definitions come from, headers first.
-const FILES: [&str; 19] = [
+const FILES: [&str; 21] = [
     "include/linux/mlx4/cmd.h",
     "include/linux/mlx4/device.h",
     "include/linux/mlx4/cq.h",
@@ -26,6 +26,7 @@ const FILES: [&str; 19] = [
     "drivers/net/ethernet/mellanox/mlx4/mlx4.h",
     "drivers/net/ethernet/mellanox/mlx4/fw.h",
     "drivers/net/ethernet/mellanox/mlx4/en_port.h",
+    "drivers/net/ethernet/mellanox/mlx4/mlx4_stats.h",
     "drivers/net/ethernet/mellanox/mlx4/mlx4_en.h",
     "drivers/net/ethernet/mellanox/mlx4/fw.c",
     "drivers/net/ethernet/mellanox/mlx4/cmd.c",
@@ -37,6 +38,7 @@ const FILES: [&str; 19] = [
     "drivers/net/ethernet/mellanox/mlx4/reset.c",
     "drivers/net/ethernet/mellanox/mlx4/main.c",
     "drivers/net/ethernet/mellanox/mlx4/en_tx.c",
+    "drivers/net/ethernet/mellanox/mlx4/en_port.c",
 ];
 
 /// rpmd's layout offsets, keyed as `STRUCT FIELD` (`union NAME FIELD`),
@@ -437,6 +439,56 @@ fn mailboxes(v: &mut Vec<Check>) {
     layout(v, &all);
 }
 
+/// DUMP_ETH_STATS's output mailbox (`struct mlx4_en_stat_out_mbox`).
+fn eth_stats(v: &mut Vec<Check>) {
+    use prm::eth_stats as es;
+    let mbox = |f: &str| format!("offsetof(struct mlx4_en_stat_out_mbox, {f})");
+    for (n, ours, c) in [
+        (
+            "SIZE",
+            es::SIZE,
+            "sizeof(struct mlx4_en_stat_out_mbox)".to_string(),
+        ),
+        ("RX_FRAMES", es::RX_FRAMES, mbox("RTOT_prio_0")),
+        (
+            "RX_FRAMES + PRIO_STRIDE",
+            es::RX_FRAMES + es::PRIO_STRIDE,
+            mbox("RTOT_prio_1"),
+        ),
+        (
+            "RX_FRAMES, last slot",
+            es::RX_FRAMES + (es::PRIO_SLOTS - 1) * es::PRIO_STRIDE,
+            mbox("RTOT_novlan"),
+        ),
+        (
+            "RX_OCTETS, last slot",
+            es::RX_OCTETS + (es::PRIO_SLOTS - 1) * es::PRIO_STRIDE,
+            mbox("ROCT_novlan"),
+        ),
+        (
+            "TX_FRAMES, last slot",
+            es::TX_FRAMES + (es::PRIO_SLOTS - 1) * es::PRIO_STRIDE,
+            mbox("TTOT_novlan"),
+        ),
+        (
+            "TX_OCTETS, last slot",
+            es::TX_OCTETS + (es::PRIO_SLOTS - 1) * es::PRIO_STRIDE,
+            mbox("TOCT_novlan"),
+        ),
+        ("RX_OCTETS", es::RX_OCTETS, mbox("ROCT_prio_0")),
+        ("TX_FRAMES", es::TX_FRAMES, mbox("TTOT_prio_0")),
+        ("TX_OCTETS", es::TX_OCTETS, mbox("TOCT_prio_0")),
+        ("RX_CRC_ERRORS", es::RX_CRC_ERRORS, mbox("RCRC")),
+        ("RX_DROPPED", es::RX_DROPPED, mbox("RDROP")),
+        ("RX_OVERFLOW", es::RX_OVERFLOW, mbox("RdropOvflw")),
+        ("RX_BAD_LENGTH", es::RX_BAD_LENGTH, mbox("RdropLength")),
+        ("TX_DROPPED", es::TX_DROPPED, mbox("TDROP")),
+        ("PRIO_SLOTS", es::PRIO_SLOTS, "NUM_PRIORITIES".to_string()),
+    ] {
+        v.push(Check::new(format!("eth_stats::{n}"), ours as u64, c));
+    }
+}
+
 /// Command opcodes, by the name rpmd gives each (`op::name`): Linux's
 /// `MLX4_CMD_<name>` must carry the same value.
 fn opcodes(v: &mut Vec<Check>) {
@@ -481,6 +533,7 @@ fn opcodes(v: &mut Vec<Check>) {
         MGID_HASH,
         MODIFY_CQ,
         SET_MCAST_FLTR,
+        DUMP_ETH_STATS,
     ] {
         let name = name(op);
         v.push(Check::new(name, op.into(), format!("MLX4_CMD_{name}")));
@@ -913,6 +966,7 @@ fn definitions_match_linux() {
     statuses(&mut checks);
     registers(&mut checks);
     bits(&mut checks);
+    eth_stats(&mut checks);
     let texts: Vec<String> = FILES.iter().map(|f| linux.read(f)).collect();
     let defs = Definitions::parse(texts.iter().map(String::as_str));
     let exprs: Vec<String> = checks.iter().map(|c| c.linux.clone()).collect();

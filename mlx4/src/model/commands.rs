@@ -141,6 +141,7 @@ impl Mlx4Model {
             op::READ_MCG => self.read_mcg(s),
             op::WRITE_MCG => self.write_mcg(s, op_mod),
             op::SET_MCAST_FLTR => self.set_mcast_fltr(s, op_mod),
+            op::DUMP_ETH_STATS => self.dump_eth_stats(s),
             op::CONF_SPECIAL_QP | op::NOP => status::OK,
             _ => status::BAD_OP,
         }

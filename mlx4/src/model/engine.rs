@@ -295,6 +295,9 @@ impl Mlx4Model {
     /// A frame leaves `port`: over the wire to the other port, or into
     /// the host-side sink.
     fn transmit(&self, s: &mut State, port: u8, frame: Vec<u8>) {
+        if let Some(ps) = s.ports.get_mut(port.wrapping_sub(1) as usize) {
+            ps.counters.sent(&frame);
+        }
         if self.opts.wire {
             let other = if port == 1 { 2 } else { 1 };
             self.receive(s, other, &frame);
@@ -309,18 +312,21 @@ impl Mlx4Model {
 
     /// A frame arrives on `port` (1-based).
     pub(super) fn receive(&self, s: &mut State, port: u8, frame: &[u8]) -> RxOutcome {
-        let Some(ps) = s.ports.get(port.wrapping_sub(1) as usize) else {
+        let Some(ps) = s.ports.get_mut(port.wrapping_sub(1) as usize) else {
             return RxOutcome::LinkDown;
         };
         if !ps.up {
             s.stats.rx_dropped += 1;
             return RxOutcome::LinkDown;
         }
+        ps.counters.received(frame);
         // The frame MTU counts the FCS, which a frame from the host lacks.
         if frame.len() < 14 || frame.len() + 4 > ps.frame_mtu as usize {
+            ps.counters.rx_bad_length += 1;
             s.stats.rx_dropped += 1;
             return RxOutcome::BadLength;
         }
+        let ps = &s.ports[port as usize - 1];
         let dmac: [u8; 6] = frame[..6].try_into().unwrap_or_default();
         let mac = dmac.iter().fold(0u64, |v, &b| v << 8 | b as u64);
         if dmac[0] & 1 == 1 && ps.mcast_filter.as_ref().is_some_and(|f| !f.contains(&mac)) {
@@ -344,6 +350,7 @@ impl Mlx4Model {
             .count();
         if n == 0 {
             s.stats.rx_no_wqe += 1;
+            s.ports[port as usize - 1].counters.rx_overflow += 1;
             return RxOutcome::NoBuffer;
         }
         s.stats.rx_frames += 1;

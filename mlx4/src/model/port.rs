@@ -4,7 +4,7 @@ use super::commands::NUM_PORTS;
 use super::{Mlx4Model, State};
 use crate::prm::layout::{MacTable, SetPortGeneral};
 use crate::prm::mem::Wire;
-use crate::prm::{eq as e, mcg, set_port as sp, status};
+use crate::prm::{eq as e, eth_stats as es, mcg, set_port as sp, status};
 
 /// The largest MTU the model's ports take (QUERY_PORT says so).
 pub(super) const MAX_MTU: u16 = 9600;
@@ -27,6 +27,70 @@ pub(super) struct PortState {
     pub mcast_filter: Option<Vec<u64>>,
     /// The MACs SET_MCAST_FLTR CONFIG listed.
     pub mcast_macs: Vec<u64>,
+    /// What DUMP_ETH_STATS reports.
+    pub counters: PortCounters,
+}
+
+/// A port's counters as its MAC and receive engine keep them, for
+/// DUMP_ETH_STATS (`prm::eth_stats`): frames and bytes per priority slot
+/// (0 to 7 by a VLAN tag's PCP, 8 untagged), and the receive drops. Bytes
+/// are the frames' as the host sees them (the model has no FCS).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PortCounters {
+    pub rx_frames: [u64; es::PRIO_SLOTS],
+    pub rx_octets: [u64; es::PRIO_SLOTS],
+    pub tx_frames: [u64; es::PRIO_SLOTS],
+    pub tx_octets: [u64; es::PRIO_SLOTS],
+    /// Dropped for want of a receive WQE.
+    pub rx_overflow: u32,
+    /// Dropped for their length.
+    pub rx_bad_length: u32,
+}
+
+impl PortCounters {
+    /// The priority slot of `frame`: its PCP when VLAN-tagged, else the
+    /// untagged slot.
+    fn slot(frame: &[u8]) -> usize {
+        match frame.get(12..15) {
+            Some([0x81, 0x00, tci]) => (tci >> 5) as usize,
+            _ => es::PRIO_SLOTS - 1,
+        }
+    }
+
+    /// A frame arrived on a port whose link is up.
+    pub fn received(&mut self, frame: &[u8]) {
+        let k = Self::slot(frame);
+        self.rx_frames[k] += 1;
+        self.rx_octets[k] += frame.len() as u64;
+    }
+
+    /// A frame left.
+    pub fn sent(&mut self, frame: &[u8]) {
+        let k = Self::slot(frame);
+        self.tx_frames[k] += 1;
+        self.tx_octets[k] += frame.len() as u64;
+    }
+
+    /// The DUMP_ETH_STATS output mailbox.
+    fn mailbox(&self) -> Vec<u8> {
+        let mut b = vec![0u8; es::SIZE];
+        let mut put64 = |at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_be_bytes());
+        for k in 0..es::PRIO_SLOTS {
+            let at = k * es::PRIO_STRIDE;
+            put64(es::RX_FRAMES + at, self.rx_frames[k]);
+            put64(es::RX_OCTETS + at, self.rx_octets[k]);
+            put64(es::TX_FRAMES + at, self.tx_frames[k]);
+            put64(es::TX_OCTETS + at, self.tx_octets[k]);
+        }
+        let mut put32 = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+        put32(es::RX_OVERFLOW, self.rx_overflow);
+        put32(es::RX_BAD_LENGTH, self.rx_bad_length);
+        put32(
+            es::RX_DROPPED,
+            self.rx_overflow.wrapping_add(self.rx_bad_length),
+        );
+        b
+    }
 }
 
 impl Mlx4Model {
@@ -38,6 +102,25 @@ impl Mlx4Model {
             return None;
         }
         Some(port as usize - 1)
+    }
+
+    /// DUMP_ETH_STATS of the port in in_mod's low byte; bit 8 zeroes the
+    /// counters after the dump. Other bits (the flow-control dump) are
+    /// not modelled and refused.
+    pub(super) fn dump_eth_stats(&self, s: &mut State) -> u8 {
+        let Some(i) = Self::port_of(s, "DUMP_ETH_STATS") else {
+            return status::BAD_PARAM;
+        };
+        let in_mod = s.hcr[2];
+        if in_mod & !(0xff | es::RESET) != 0 {
+            Self::violation(s, format!("DUMP_ETH_STATS in_mod {in_mod:#x}"));
+            return status::BAD_PARAM;
+        }
+        let out = s.ports[i].counters.mailbox();
+        if in_mod & es::RESET != 0 {
+            s.ports[i].counters = PortCounters::default();
+        }
+        self.mailbox_out(s, &out)
     }
 
     pub(super) fn set_port(&self, s: &mut State, op_mod: u8) -> u8 {

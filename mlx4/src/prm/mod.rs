@@ -104,6 +104,7 @@ pub mod op {
     pub const MGID_HASH: u16 = 0x027;
     pub const MODIFY_CQ: u16 = 0x02c;
     pub const SET_MCAST_FLTR: u16 = 0x048;
+    pub const DUMP_ETH_STATS: u16 = 0x049;
 
     /// The command's name, for errors and logs.
     pub fn name(op: u16) -> &'static str {
@@ -147,6 +148,7 @@ pub mod op {
             MGID_HASH => "MGID_HASH",
             MODIFY_CQ => "MODIFY_CQ",
             SET_MCAST_FLTR => "SET_MCAST_FLTR",
+            DUMP_ETH_STATS => "DUMP_ETH_STATS",
             _ => "unknown command",
         }
     }
@@ -390,6 +392,41 @@ pub mod set_port {
     /// MAC_TABLE: 128 entries of `VALID | mac`.
     pub const MAC_ENTRIES: usize = 128;
     pub const MAC_VALID: u64 = 1 << 63;
+}
+
+/// DUMP_ETH_STATS (`core/en_port.c` `mlx4_en_DUMP_ETH_STATS`): in_mod =
+/// port | reset << 8; the output mailbox is `struct
+/// mlx4_en_stat_out_mbox` (`core/en_port.h`), of which these are the
+/// offsets rpmd reads. Per-priority counters come in nine slots (priority
+/// 0 to 7, then untagged frames) `PRIO_STRIDE` bytes apart, each a be64;
+/// the drop counters are be32s. The counters run from the card's start;
+/// `reset` zeroes them after the dump.
+pub mod eth_stats {
+    /// Bytes of the mailbox.
+    pub const SIZE: usize = 0xbb0;
+    /// in_mod bit 8: zero the counters after reading.
+    pub const RESET: u32 = 1 << 8;
+    /// Slots per counter: priorities 0 to 7 and untagged.
+    pub const PRIO_SLOTS: usize = 9;
+    pub const PRIO_STRIDE: usize = 0x18;
+    /// Frames received, bad ones included (`RTOT_prio_0`).
+    pub const RX_FRAMES: usize = 0x480;
+    /// Octets received (`ROCT_prio_0`).
+    pub const RX_OCTETS: usize = 0x3b8;
+    /// Frames sent (`TTOT_prio_0`).
+    pub const TX_FRAMES: usize = 0xa98;
+    /// Octets sent (`TOCT_prio_0`).
+    pub const TX_OCTETS: usize = 0x9b8;
+    /// Frames received with a bad CRC (`RCRC`).
+    pub const RX_CRC_ERRORS: usize = 0xb8c;
+    /// Frames received and dropped, for any reason (`RDROP`).
+    pub const RX_DROPPED: usize = 0xb98;
+    /// Of those, dropped for want of room: no receive WQE (`RdropOvflw`).
+    pub const RX_OVERFLOW: usize = 0xb9c;
+    /// Of those, dropped for their length (`RdropLength`).
+    pub const RX_BAD_LENGTH: usize = 0xba0;
+    /// Frames the port could not send (`TDROP`).
+    pub const TX_DROPPED: usize = 0xba8;
 }
 
 /// §2.3 QUERY_ADAPTER output mailbox.
