@@ -188,6 +188,32 @@ fn every_app_opens_what_its_usage_check_accepts() {
         assert_eq!(rc, 0, "{bin} {args:?}: {out}{err}");
         assert!(!err.contains("no transaction completed"), "{bin}: {err}");
     }
+    // The mlx4 queues' interrupts wake the run loop: with `--poll
+    // interrupt` every transaction is a sleep and a wake-up.
+    let (rc, out, err) = run(
+        env!("CARGO_BIN_EXE_rr"),
+        &[
+            "--no-bound",
+            "--duration",
+            "1",
+            "--no-telemetry",
+            "--poll",
+            "interrupt",
+            "--dev",
+            "mlx4-model:ri,wire=1",
+            "--dev",
+            "mlx4-model:ri,port=2,wire=1",
+        ],
+    );
+    assert_eq!(rc, 0, "{out}{err}");
+    let client = out
+        .lines()
+        .find(|l| l.starts_with("client lcore"))
+        .unwrap_or_else(|| panic!("no client line: {out}"));
+    assert!(
+        !client.contains("wake-ups 0 ") && !err.contains("no transaction completed"),
+        "{client}"
+    );
     // The usage lists both PCI drivers and the model.
     let (rc, _, err) = run(env!("CARGO_BIN_EXE_l2fwd"), &["--dev", "bogus:1"]);
     assert_eq!(rc, 2, "{err}");

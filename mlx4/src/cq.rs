@@ -85,6 +85,17 @@ impl CqPoll {
         u32::from_be(self.ring.get::<u32, 4>(self.ci.wrapping_sub(1)))
     }
 
+    /// The consumer index (free-running).
+    pub(crate) fn ci(&self) -> u32 {
+        self.ci
+    }
+
+    /// The doorbell record (set_ci in its first dword, the arm request in
+    /// its second).
+    pub(crate) fn record(&self) -> Arc<DevBuf> {
+        self.db.clone()
+    }
+
     /// Tells the device how far the driver has read (set_ci).
     #[inline]
     pub(crate) fn commit(&self) {
@@ -98,8 +109,13 @@ impl CqPoll {
 
 impl Hca {
     /// SW2HW_CQ of a CQ of `nent` entries (a power of two) whose
-    /// completions would go to the async EQ (rpmd never arms it).
-    pub(crate) fn create_cq(&mut self, nent: u32) -> Result<(Cq, CqPoll), Error> {
+    /// completion events go to EQ `comp_eqn` (a receive queue's, armed
+    /// while its lcore sleeps), else to the async EQ (never armed).
+    pub(crate) fn create_cq(
+        &mut self,
+        nent: u32,
+        comp_eqn: Option<u32>,
+    ) -> Result<(Cq, CqPoll), Error> {
         let func = self.function().clone();
         let buf = Arc::new(DevBuf::new(&*func, "mlx4 CQ", nent as usize * p::CQE)?);
         let ring = RingMem::new(buf, 0, nent)
@@ -115,7 +131,8 @@ impl Hca {
         };
         let mut c = CqCtx::zeroed();
         c.logsize_usrpage = Be32::new(nent.trailing_zeros() << 24 | uar::RESERVED as u32);
-        c.comp_eqn = self.eq.as_ref().map_or(0, |e| e.eqn as u8);
+        let async_eqn = self.eq.as_ref().map_or(0, |e| e.eqn);
+        c.comp_eqn = comp_eqn.unwrap_or(async_eqn) as u8;
         (c.mtt_h, c.mtt_l) = mtt.offset();
         c.db_rec_addr = Be64::new(db.iova());
         self.mailbox.clear();

@@ -78,6 +78,7 @@ const FEATURES: &[Declared] = &[
     (Feature::RssHash, Support::Yes),
     (Feature::ChecksumOffload, Support::Yes),
     (Feature::FwVersion, Support::Yes),
+    (Feature::RxInterrupt, Support::Yes),
 ];
 
 /// The ConnectX-3 PCI driver.

@@ -1,12 +1,13 @@
 //! The asynchronous event queue (digest §2.2 step 6, §2.7, §3.4;
 //! `core/eq.c`): where the firmware reports port changes, CQ errors and QP
-//! events. rpmd polls it (no interrupts): [`Hca::poll_events`] reads the
+//! events. rpmd polls it (receive queues have interrupts of their own,
+//! `irq`): [`Hca::poll_events`] reads the
 //! EQEs the device owns no more, by owner bit, and hands the consumer
 //! index back through the EQ doorbell in the UAR.
 use crate::hcr::Cmd;
 use crate::prm::layout::{EqCtx, Eqe};
 use crate::prm::mem::{DevBuf, Wire};
-use crate::prm::{eq as p, op, uar, wire32};
+use crate::prm::{eq as p, op, wire32};
 use crate::res::MttRange;
 use crate::{Error, Hca};
 use rpmd_pmd::endian::Be32;
@@ -173,7 +174,7 @@ impl Hca {
         }
         if !out.is_empty() {
             let (eqn, ci) = (eq.eqn, eq.ci);
-            let at = (eqn as u64 / 4) * uar::PAGE + uar::EQ + 8 * (eqn as u64 % 4);
+            let at = crate::irq::eq_doorbell(eqn);
             let uar = self.uar()?;
             uar.write32(at, wire32(ci & 0xff_ffff))
                 .map_err(|e| Error::Register {

@@ -19,6 +19,7 @@
 //! TCP/UDP ports (the hash lands in the mbuf, `RX_RSS_HASH`). Transmit
 //! queues: up to 8.
 use crate::cq::Cq;
+use crate::irq::CompEq;
 use crate::prm::layout::RssCtx;
 use crate::prm::mem::{RingMem, Wire};
 use crate::prm::qp;
@@ -58,6 +59,8 @@ struct Started {
     rss: Option<Qp>,
     /// MACs attached to the steering QP.
     attached: Vec<[u8; 6]>,
+    /// The receive queues' completion EQs (destroyed after their CQs).
+    comp_eqs: Vec<CompEq>,
 }
 
 impl Started {
@@ -222,7 +225,17 @@ impl Mlx4Device {
     ) -> Result<RxRing, Error> {
         let conf = ctx.conf;
         let n = conf.rx_desc as u32;
-        let (qp, cq, poll) = hca.create_queue(n, |cqn| QpSpec {
+        // Its interrupt: a completion EQ raising its own vector.
+        let eq = match hca.rx_eq(self.port, q) {
+            Some((eqn, vector)) => {
+                let eq = hca.create_comp_eq(eqn, vector as u8)?;
+                st.comp_eqs.push(eq);
+                Some(vector)
+            }
+            None => None,
+        };
+        let comp_eqn = eq.and(st.comp_eqs.last().map(|e| e.eqn));
+        let (qp, cq, poll) = hca.create_queue(n, comp_eqn, |cqn| QpSpec {
             port: self.port,
             sq_txbbs: 1,
             rq: Some((n, 16)),
@@ -240,7 +253,18 @@ impl Mlx4Device {
                 return Err(e);
             }
         };
+        let irq = match (eq, st.comp_eqs.last()) {
+            (Some(vector), Some(ceq)) => match hca.rx_irq(ceq, vector, cq.cqn, poll.record()) {
+                Ok(irq) => Some(irq),
+                Err(e) => {
+                    st.rx.push((qp, cq));
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
         let mut ring = RxRing {
+            irq,
             live: st.live.clone(),
             gate: ctx.rx_live[q as usize].clone(),
             wqes,
@@ -307,7 +331,7 @@ impl Mlx4Device {
         q: usize,
     ) -> Result<TxRing, Error> {
         let n = ctx.conf.tx_desc as u32;
-        let (qp, cq, poll) = hca.create_queue(n, |cqn| QpSpec {
+        let (qp, cq, poll) = hca.create_queue(n, None, |cqn| QpSpec {
             port: self.port,
             sq_txbbs: n,
             rq: None,
@@ -382,6 +406,11 @@ impl Mlx4Device {
                 eprintln!("rpmd: warning: {}: {e}", self.name);
             }
         }
+        for eq in st.comp_eqs {
+            if let Err(e) = hca.destroy_comp_eq(eq) {
+                eprintln!("rpmd: warning: {}: {e}", self.name);
+            }
+        }
         st.graveyard
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -422,7 +451,7 @@ impl Device for Mlx4Device {
                 | Offloads::RX_RSS,
             min_mtu: 68,
             max_mtu,
-            rx_interrupts: false,
+            rx_interrupts: hca.rx_vectors() > 0,
             needs_rx_pool: true,
         }
     }
@@ -451,6 +480,7 @@ impl Device for Mlx4Device {
             graveyard: Graveyard::default(),
             rss: None,
             attached: Vec::new(),
+            comp_eqs: Vec::new(),
         };
         let card = self.card.clone();
         let made = {

@@ -56,6 +56,9 @@ pub struct Hca {
     pub(crate) ports: Vec<PortCap>,
     board_id: String,
     closed: bool,
+    /// MSI-X vectors' eventfds (vector 0 the async EQ's, then one per
+    /// receive queue; `irq`); empty when the function has none.
+    pub(crate) msix: Vec<rpmd_pmd::function::EventFd>,
 }
 
 /// What the bring-up made, before it became an [`Hca`].
@@ -127,6 +130,7 @@ impl Hca {
                 ports: s.ports,
                 board_id: s.board_id,
                 closed: false,
+                msix: Vec::new(),
             }
             .setup(),
             Err(e) => {
@@ -160,7 +164,35 @@ impl Hca {
         self.mr = Some((index, lkey));
         let eqn = (1u32 << cap.log_rsvd_eqs).max(4 * cap.rsvd_uars as u32);
         self.create_async_eq(eqn)?;
+        self.enable_msix();
         Ok(self)
+    }
+
+    /// MSI-X: a vector for the async EQ and one per receive queue of
+    /// both ports, as many as the function has. Without them (or if
+    /// turning them on fails, which is said) the ports offer no receive
+    /// interrupts and their lcores sleep on a timer.
+    fn enable_msix(&mut self) {
+        let want = 1 + 2 * crate::ethdev::MAX_RX_QUEUES as u32;
+        let n = want.min(self.func.msix_vectors());
+        if n < 2 {
+            return;
+        }
+        match self.func.enable_msix(n) {
+            Ok(fds) => self.msix = fds,
+            Err(e) => eprintln!("rpmd: warning: mlx4: no receive interrupts: {e}"),
+        }
+    }
+
+    /// The EQ number of port `port`'s receive queue `q`'s completion EQ,
+    /// and its MSI-X vector, if it has one: the numbers after the async
+    /// EQ's, vectors after vector 0.
+    pub(crate) fn rx_eq(&self, port: u8, q: u32) -> Option<(u32, usize)> {
+        let k =
+            (port as usize).checked_sub(1)? * crate::ethdev::MAX_RX_QUEUES as usize + q as usize;
+        let vector = 1 + k;
+        let async_eqn = self.eq.as_ref()?.eqn;
+        (vector < self.msix.len()).then_some((async_eqn + 1 + k as u32, vector))
     }
 
     /// The lkey of the physical MR that WQEs name.
@@ -238,6 +270,11 @@ impl Hca {
             }
         }
         self.destroy_async_eq();
+        if !std::mem::take(&mut self.msix).is_empty() {
+            if let Err(e) = self.func.disable_msix() {
+                eprintln!("rpmd: warning: mlx4: {e}");
+            }
+        }
         if let Some((index, _)) = self.mr.take() {
             if let Err(e) = self.deregister_mr(index) {
                 eprintln!("rpmd: warning: mlx4: {e}");

@@ -35,6 +35,10 @@
 //!   indirection QP, Toeplitz), and the data path (receive and send rings:
 //!   owner bits, stamping, the UAR send doorbell, the RQ doorbell record,
 //!   checksum flags from CQEs).
+//! - Receive interrupts (`irq`): MSI-X, a completion EQ and vector per
+//!   receive queue, armed (EQ, then CQ `REQ_NOT`) only while its lcore
+//!   sleeps; the device's counters through DUMP_ETH_STATS (`imissed`,
+//!   xstats).
 //! - [`ethdev`]: a card's ports as rpmd [`Port`]s; [`driver`]: the
 //!   registry's `pci:BDF[,port=N]` driver and `mlx4-model:NAME` strings.
 //! - [`model`]: the device model of all of the above: commands checked
@@ -42,8 +46,8 @@
 //!   walking send queues by owner bit, an RX engine steering frames into
 //!   receive WQEs, a cable between its two ports.
 //!
-//! Not yet (issue 23): VLAN insertion and stripping, LSO, BlueFlame,
-//! interrupts.
+//! Not yet: VLAN insertion and stripping, LSO, BlueFlame; link events
+//! by interrupt (the async EQ is polled).
 //!
 //! [`Port`]: rpmd_pmd::Port
 //! [`PciFunction`]: rpmd_pmd::function::PciFunction
@@ -60,6 +64,7 @@ pub mod fw;
 mod hca;
 pub mod hcr;
 pub mod icm;
+mod irq;
 pub mod model;
 mod port;
 pub mod prm;

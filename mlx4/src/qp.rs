@@ -119,14 +119,16 @@ impl Hca {
         Ok(qp)
     }
 
-    /// A CQ of `nent` entries and the QP `spec` makes of its number (the
-    /// CQ destroyed again if the QP cannot be made).
+    /// A CQ of `nent` entries (its completion events to `comp_eqn`) and
+    /// the QP `spec` makes of its number (the CQ destroyed again if the
+    /// QP cannot be made).
     pub(crate) fn create_queue(
         &mut self,
         nent: u32,
+        comp_eqn: Option<u32>,
         spec: impl FnOnce(u32) -> QpSpec,
     ) -> Result<(Qp, Cq, CqPoll), Error> {
-        let (cq, poll) = self.create_cq(nent)?;
+        let (cq, poll) = self.create_cq(nent, comp_eqn)?;
         match self.create_qp(spec(cq.cqn)) {
             Ok(qp) => Ok((qp, cq, poll)),
             Err(e) => {

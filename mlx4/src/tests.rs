@@ -45,7 +45,7 @@ fn spec(cqn: u32, rq: Option<(u32, u32)>) -> QpSpec {
 #[test]
 fn qp_transitions_go_in_order_and_a_cq_in_use_stays() {
     let (m, mut hca) = hca();
-    let (cq, _poll) = hca.create_cq(64).unwrap();
+    let (cq, _poll) = hca.create_cq(64, None).unwrap();
     let qp = hca.create_qp(spec(cq.cqn, None)).unwrap();
     assert_eq!(m.qp_state(qp.qpn), Some(p::RTS));
     let mut again = QpModify::zeroed();
@@ -79,7 +79,7 @@ fn a_cq_smaller_than_its_queue_overruns_into_a_cq_error_event() {
     hca.init_port(1, 1500).unwrap();
     let pool = Mempool::new(&MempoolConfig::new("mlx4-overrun", 512)).unwrap();
     hca.function().domain().register_pool(&pool).unwrap();
-    let (cq, poll) = hca.create_cq(64).unwrap();
+    let (cq, poll) = hca.create_cq(64, None).unwrap();
     let qp = hca.create_qp(spec(cq.cqn, Some((256, 16)))).unwrap();
     hca.attach_mac(1, PORT_MAC, qp.qpn).unwrap();
     let mut ring = rx_ring(&hca, &qp, poll, &pool);
@@ -110,6 +110,7 @@ fn a_cq_smaller_than_its_queue_overruns_into_a_cq_error_event() {
 
 fn rx_ring(hca: &Hca, qp: &Qp, cq: CqPoll, pool: &Mempool) -> crate::txrx::RxRing {
     crate::txrx::RxRing {
+        irq: None,
         live: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
         gate: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
         wqes: RingMem::new(qp.buf.clone(), qp.rq_off, 256).unwrap(),
@@ -135,7 +136,7 @@ fn a_send_naming_a_key_no_mr_has_fails_and_the_qp_goes_to_err() {
     hca.init_port(1, 1500).unwrap();
     let pool = Mempool::new(&MempoolConfig::new("mlx4-badkey", 512)).unwrap();
     hca.function().domain().register_pool(&pool).unwrap();
-    let (cq, poll) = hca.create_cq(64).unwrap();
+    let (cq, poll) = hca.create_cq(64, None).unwrap();
     let qp = hca.create_qp(spec(cq.cqn, None)).unwrap();
     let mut ring = TxRing {
         live: Arc::new(crossbeam_utils::CachePadded::new(AtomicBool::new(true))),
@@ -180,7 +181,7 @@ fn the_multicast_filter_drops_groups_it_does_not_list_while_on() {
     hca.init_port(1, 1500).unwrap();
     let pool = Mempool::new(&MempoolConfig::new("mlx4-mcfltr", 512)).unwrap();
     hca.function().domain().register_pool(&pool).unwrap();
-    let (cq, poll) = hca.create_cq(256).unwrap();
+    let (cq, poll) = hca.create_cq(256, None).unwrap();
     let qp = hca.create_qp(spec(cq.cqn, Some((256, 16)))).unwrap();
     let group = [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01];
     hca.attach_mac(1, group, qp.qpn).unwrap();

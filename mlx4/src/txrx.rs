@@ -15,6 +15,7 @@
 //! WQE's TXBBs are stamped with the owner bit they had, so a stale one can
 //! never look posted to the device's prefetcher.
 use crate::cq::{Completion, CqPoll};
+use crate::irq::RxIrq;
 use crate::prm::layout::DataSeg;
 use crate::prm::mem::{DevBuf, RingMem, Wire};
 use crate::prm::{cq as c, qp as q, uar, wire32, wqe};
@@ -38,6 +39,8 @@ pub(crate) type Graveyard = Arc<Mutex<Vec<Slots>>>;
 
 /// A receive ring.
 pub(crate) struct RxRing {
+    /// Its interrupt, when the card has MSI-X vectors for it.
+    pub irq: Option<RxIrq>,
     /// The port's start still runs (its QPs not reset): what a dropped
     /// handle held must wait for the reset.
     pub live: Live,
@@ -206,11 +209,26 @@ impl RxQueue for RxRing {
     }
 
     /// A completion waits (the owner bit of the next CQE); a stopped
-    /// queue has none. A ring left without buffers by an empty pool is
-    /// refilled by the poll after the lcore's timed sleep (mlx4 offers no
-    /// interrupt fd, so its lcore never sleeps longer).
+    /// queue has none. (A ring an empty pool left without buffers gets no
+    /// CQE and no interrupt: the run loop's longest sleep bounds the
+    /// wait for its refill.)
     fn has_work(&self) -> bool {
         self.gate.load(Ordering::Relaxed) && self.cq.ready()
+    }
+
+    fn interrupt_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.irq.as_ref().map(RxIrq::fd)
+    }
+
+    /// Arms the queue's completion event and EQ (`true`), or consumes
+    /// the events that came and leaves the EQ unarmed.
+    fn set_interrupt(&mut self, enabled: bool) -> Result<(), rpmd_pmd::Error> {
+        let ci = self.cq.ci();
+        match self.irq.as_mut() {
+            Some(irq) if enabled => irq.arm(ci),
+            Some(irq) => irq.disarm(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -181,6 +181,68 @@ fn device_drops_are_imissed_and_its_counters_are_xstats() {
     b.stop().unwrap();
 }
 
+/// Receive interrupts through MSI-X: an armed queue's vector fires on
+/// the next frame, once per arming; disarmed, frames raise nothing.
+#[test]
+fn an_armed_queue_is_interrupted_once_by_the_next_frame() {
+    use rpmd_pmd::function::EventFd;
+    use std::time::Duration;
+    let p = pool("mlx4-eth-irq");
+    let (_model, mut a, mut b) = cabled("irq");
+    assert!(b.capabilities().rx_interrupts);
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    let fd = qb.rx[0].interrupt_fd().expect("an interrupt fd");
+    let fd = EventFd::from_fd(fd.try_clone_to_owned().unwrap());
+    let mut send = |seq: u8| {
+        let mut pkts = Pkts::new();
+        pkts.push(mbuf_of(&p, &udp_frame(mac2(), 60, seq))).unwrap();
+        assert_eq!(qa.tx_burst(0, &mut pkts), 1);
+    };
+    let short = Duration::from_millis(20);
+    // Not armed: a frame raises nothing.
+    send(1);
+    assert_eq!(fd.wait(short).unwrap(), 0, "unarmed");
+    let mut got = Pkts::new();
+    assert_eq!(qb.rx_burst(0, &mut got, 32), 1);
+    for round in 0..3u8 {
+        qb.rx[0].set_interrupt(true).unwrap();
+        assert!(!qb.rx[0].has_work());
+        assert_eq!(fd.wait(short).unwrap(), 0, "round {round}: armed, idle");
+        send(2 + 2 * round);
+        assert!(
+            fd.wait(Duration::from_secs(1)).unwrap() >= 1,
+            "round {round}: the frame wakes it"
+        );
+        send(3 + 2 * round);
+        assert_eq!(fd.wait(short).unwrap(), 0, "round {round}: once per arming");
+        qb.rx[0].set_interrupt(false).unwrap();
+        let mut got = Pkts::new();
+        assert_eq!(qb.rx_burst(0, &mut got, 32), 2, "round {round}");
+    }
+    drop((qa, qb, got));
+    a.stop().unwrap();
+    b.stop().unwrap();
+    // Restarted, the queues are interrupted again.
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    let fd = qb.rx[0]
+        .interrupt_fd()
+        .expect("an interrupt fd after restart");
+    let fd = EventFd::from_fd(fd.try_clone_to_owned().unwrap());
+    qb.rx[0].set_interrupt(true).unwrap();
+    let mut pkts = Pkts::new();
+    pkts.push(mbuf_of(&p, &udp_frame(mac2(), 60, 9))).unwrap();
+    assert_eq!(qa.tx_burst(0, &mut pkts), 1);
+    assert!(
+        fd.wait(Duration::from_secs(1)).unwrap() >= 1,
+        "after restart"
+    );
+    drop((qa, qb));
+}
+
 /// An idle receive queue says it has no work, so an idle lcore sleeps
 /// instead of spinning (it used to answer yes always); a completion
 /// waiting is work until it is taken.

@@ -676,7 +676,7 @@ fn registers(v: &mut Vec<Check>) {
 /// events, CQEs, QP contexts, WQEs, steering and SET_PORT.
 fn bits(v: &mut Vec<Check>) {
     use prm::{cq, eq, mcg, mpt, qp, set_port, wqe};
-    let table: [(&str, u64, &str); 57] = [
+    let table: [(&str, u64, &str); 59] = [
         (
             "dev_cap::FLAG_VEP_UC_STEER",
             d::FLAG_VEP_UC_STEER,
@@ -803,6 +803,16 @@ fn bits(v: &mut Vec<Check>) {
         ("cq::ST_TCP", cq::ST_TCP.into(), "MLX4_CQE_STATUS_TCP"),
         ("cq::ST_UDP", cq::ST_UDP.into(), "MLX4_CQE_STATUS_UDP"),
         ("cq::ST_IPOK", cq::ST_IPOK.into(), "MLX4_CQE_STATUS_IPOK"),
+        (
+            "cq::DB_REQ_NOT",
+            cq::DB_REQ_NOT.into(),
+            "MLX4_CQ_DB_REQ_NOT",
+        ),
+        (
+            "cq::DB_REQ_NOT_SOL",
+            cq::DB_REQ_NOT_SOL.into(),
+            "MLX4_CQ_DB_REQ_NOT_SOL",
+        ),
         ("qp::ST_MLX", qp::ST_MLX.into(), "MLX4_QP_ST_MLX << 16"),
         ("qp::PARAMS2_FPP", qp::PARAMS2_FPP.into(), "MLX4_QP_BIT_FPP"),
         (

@@ -78,12 +78,18 @@ impl Bar2 {
             // CQ arming (a polling driver never arms; §4 MAY): only of a
             // CQ that exists, on an initialised HCA.
             (uar::CQ_ARM, 4 | 8) => {
-                let cqn = unwire32(v as u32) & 0xff_ffff;
-                if s.icm.hca.is_none() || !s.obj.cqs.contains_key(&cqn) {
-                    Mlx4Model::violation(
+                let d0 = unwire32(v as u32);
+                let cqn = d0 & 0xff_ffff;
+                let ready = s.icm.hca.is_some();
+                match s.obj.cqs.get_mut(&cqn) {
+                    Some(cq) if ready => {
+                        let cmd = d0 & c::DB_CMD_MASK;
+                        cq.armed |= cmd == c::DB_REQ_NOT || cmd == c::DB_REQ_NOT_SOL;
+                    }
+                    _ => Mlx4Model::violation(
                         &mut s,
                         format!("CQ arm doorbell of CQ {cqn:#x}, which does not exist"),
-                    );
+                    ),
                 }
             }
             (0x24, 4) if s.icm.hca.is_none() => {
@@ -92,8 +98,19 @@ impl Bar2 {
             (0x24, 4) => {}
             (0x800..0x820, 4) if at % 8 == 0 => {
                 let eqn = (page * 4 + (at - uar::EQ) / 8) as u32;
+                let d = unwire32(v as u32);
                 match s.obj.eqs.get_mut(&eqn) {
-                    Some(eq) => eq.cons = unwire32(v as u32) & 0xff_ffff,
+                    Some(eq) => {
+                        eq.cons = d & 0xff_ffff;
+                        // Armed again: an event already waiting raises
+                        // the vector at once.
+                        if d & uar::EQ_ARM != 0 {
+                            eq.armed = true;
+                            if eq.prod.wrapping_sub(eq.cons) & 0xff_ffff != 0 {
+                                Mlx4Model::raise(&mut s, eqn);
+                            }
+                        }
+                    }
                     None => Mlx4Model::violation(
                         &mut s,
                         format!("EQ doorbell of EQ {eqn}, which does not exist"),

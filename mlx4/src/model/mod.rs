@@ -32,7 +32,7 @@ pub use engine::{ModelStats, RxOutcome};
 
 use crate::prm::{self, bar0, hcr, unwire32, wire32};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
-use rpmd_pmd::function::{cfg, ModelIommu, PciFunction};
+use rpmd_pmd::function::{cfg, EventFd, ModelIommu, PciFunction};
 use rpmd_pmd::function::{RegisterSpace, Regs};
 use rpmd_pmd::pci::{PciAddr, PciDevice, PciId};
 use rpmd_pmd::{DmaDomain, DmaRegion, Error};
@@ -92,7 +92,15 @@ struct State {
     commands: Vec<u16>,
     resets: u32,
     violations: Vec<String>,
+    /// The MSI-X vectors' eventfds, while enabled: an EQ whose context
+    /// names vector `intr` signals `msix[intr]` when an event lands in it
+    /// while it is armed.
+    msix: Vec<EventFd>,
 }
+
+/// MSI-X vectors the model's function offers (a ConnectX-3's table has
+/// more; rpmd takes one for the async EQ and one per receive queue).
+pub const MSIX_VECTORS: u32 = 32;
 
 /// A ConnectX-3 in software.
 pub struct Mlx4Model {
@@ -455,6 +463,31 @@ impl PciFunction for Function {
             bar0::LEN,
             name,
         ))
+    }
+    fn msix_vectors(&self) -> u32 {
+        MSIX_VECTORS
+    }
+    fn enable_msix(&self, n: u32) -> Result<Vec<EventFd>, Error> {
+        if n == 0 || n > MSIX_VECTORS {
+            return Err(Error::Pci {
+                addr: self.model.addr.to_string(),
+                detail: format!("MSI-X with {n} vectors; the model has 1..={MSIX_VECTORS}"),
+                hint: None,
+            });
+        }
+        let fds = (0..n)
+            .map(|_| EventFd::new())
+            .collect::<Result<Vec<_>, _>>()?;
+        let kept = fds
+            .iter()
+            .map(EventFd::try_clone)
+            .collect::<Result<Vec<_>, _>>()?;
+        lock(&self.model.state).msix = kept;
+        Ok(fds)
+    }
+    fn disable_msix(&self) -> Result<(), Error> {
+        lock(&self.model.state).msix.clear();
+        Ok(())
     }
     fn can_reset(&self) -> bool {
         !self.model.opts.no_flr

@@ -35,6 +35,11 @@ pub(super) struct EqState {
     pub cons: u32,
     /// MAP_EQ's event mask.
     pub mask: u64,
+    /// Its MSI-X vector (the context's `intr`).
+    pub intr: u8,
+    /// An event landing now raises the vector (then the EQ disarms until
+    /// its doorbell arms it again).
+    pub armed: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +49,10 @@ pub(super) struct CqState {
     pub prod: u32,
     pub db: u64,
     pub overrun: bool,
+    /// Where its completion events go.
+    pub comp_eqn: u32,
+    /// The next CQE posts a completion event (then it disarms).
+    pub armed: bool,
 }
 
 /// Every object the driver made.
@@ -282,6 +291,8 @@ impl Mlx4Model {
                 prod: 0,
                 cons: 0,
                 mask: 0,
+                intr: ctx.intr,
+                armed: true,
             };
             s.obj.eqs.insert(eqn, eq);
             Ok(())
@@ -329,7 +340,32 @@ impl Mlx4Model {
     /// Posts an event to the EQ mapped for its type; false if none is, or
     /// it is full.
     pub(super) fn post_eqe(&self, s: &mut State, kind: u8, subtype: u8, data: [u8; 24]) -> bool {
-        let Some((&eqn, &eq)) = s.obj.eqs.iter().find(|(_, q)| q.mask & 1 << kind != 0) else {
+        let Some((&eqn, _)) = s.obj.eqs.iter().find(|(_, q)| q.mask & 1 << kind != 0) else {
+            return false;
+        };
+        self.post_eqe_to(s, eqn, kind, subtype, data)
+    }
+
+    /// Raises EQ `eqn`'s MSI-X vector if the EQ is armed, and disarms it:
+    /// one interrupt per arming.
+    pub(super) fn raise(s: &mut State, eqn: u32) {
+        let Some(eq) = s.obj.eqs.get_mut(&eqn) else {
+            return;
+        };
+        if !eq.armed {
+            return;
+        }
+        eq.armed = false;
+        if let Some(fd) = s.msix.get(eq.intr as usize) {
+            let _ = fd.signal();
+        }
+    }
+
+    /// Posts an event to EQ `eqn`, raising its vector if armed; false if
+    /// the EQ does not exist or is full.
+    fn post_eqe_to(&self, s: &mut State, eqn: u32, kind: u8, subtype: u8, data: [u8; 24]) -> bool {
+        let Some(&eq) = s.obj.eqs.get(&eqn) else {
+            Self::violation(s, format!("event for EQ {eqn}, which does not exist"));
             return false;
         };
         let n = 1u32 << eq.log_n;
@@ -349,6 +385,7 @@ impl Mlx4Model {
         if let Some(q) = s.obj.eqs.get_mut(&eqn) {
             q.prod = q.prod.wrapping_add(1);
         }
+        Self::raise(s, eqn);
         true
     }
 
@@ -408,6 +445,8 @@ impl Mlx4Model {
                     prod: 0,
                     db,
                     overrun: false,
+                    comp_eqn: ctx.comp_eqn as u32,
+                    armed: false,
                 },
             );
             Ok(())
@@ -475,6 +514,14 @@ impl Mlx4Model {
         }
         if let Some(q) = s.obj.cqs.get_mut(&cqn) {
             q.prod = q.prod.wrapping_add(1);
+            q.armed = false;
+        }
+        if cq.armed {
+            // The completion event: the CQ's number in the EQE's first
+            // be32 (`inc/device.h` `event.comp.cqn`).
+            let mut data = [0u8; 24];
+            data[..4].copy_from_slice(&cqn.to_be_bytes());
+            self.post_eqe_to(s, cq.comp_eqn, e::EV_COMPLETION, 0, data);
         }
         true
     }

@@ -537,6 +537,14 @@ pub mod cq {
     pub const ST_IPOK: u16 = 1 << 12;
     /// CQ-error syndrome: overrun.
     pub const ERR_OVERRUN: u8 = 1;
+    /// Arming (`inc/cq.h` `mlx4_cq_arm`): the UAR's CQ doorbell takes two
+    /// be32s, `sn << 28 | cmd | cqn` and the consumer index, after the
+    /// doorbell record's second dword got `sn << 28 | cmd | ci`. `REQ_NOT`
+    /// asks for one completion event on the next CQE.
+    pub const DB_REQ_NOT_SOL: u32 = 1 << 24;
+    pub const DB_REQ_NOT: u32 = 2 << 24;
+    pub const DB_CMD_MASK: u32 = 3 << 24;
+    pub const ARM_SN_SHIFT: u32 = 28;
 }
 
 /// §2.8 QP contexts and transitions (`inc/qp.h`, `core/qp.c`,

@@ -24,6 +24,15 @@ impl EventFd {
         EventFd(fd)
     }
 
+    /// A second handle on the same eventfd (a device model keeps one to
+    /// signal, a queue hands one to the run loop).
+    pub fn try_clone(&self) -> Result<Self, Error> {
+        self.0
+            .try_clone()
+            .map(EventFd)
+            .map_err(|e| Error::io("dup eventfd", e))
+    }
+
     /// Waits up to `timeout` for a signal; returns the count consumed, or
     /// `Ok(0)` on timeout.
     pub fn wait(&self, timeout: Duration) -> Result<u64, Error> {
