@@ -237,3 +237,37 @@ fn every_app_opens_what_its_usage_check_accepts() {
     assert_ne!(rc, 0, "{err}");
     assert!(err.contains("was made with wire=1"), "{err}");
 }
+
+/// The run script for users with a real ConnectX-3 (the team has none)
+/// runs each of its steps on the model: the same apps and options a card
+/// gets, so that what it asks a user to run works.
+#[test]
+fn the_connectx3_script_runs_its_steps_on_the_model() {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_rr"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/mlx4-card.sh");
+    let report = std::env::temp_dir().join(format!("rpmd-mlx4-card-{}.txt", std::process::id()));
+    let out = Command::new("bash")
+        .args([script, "--model", "1"])
+        .env("RPMD_BIN", &bin)
+        .env("REPORT", &report)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    let _ = std::fs::remove_file(&report);
+    assert!(
+        out.status.success(),
+        "{}{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in ["vswitch", "rr", "--poll interrupt", "gen --mode txonly"] {
+        assert!(
+            text.contains(step),
+            "{step} missing from the report: {text}"
+        );
+    }
+    assert!(text.contains("\"transactions\""), "{text}");
+}
