@@ -74,6 +74,37 @@ pub struct PortCap {
     pub log_max_vlans: u8,
     /// The port's burned-in MAC address.
     pub mac: [u8; 6],
+    /// A VPI port: InfiniBand or Ethernet, as its cable says.
+    pub vpi: bool,
+    /// A VPI port whose cable SENSE_PORT found on an InfiniBand link
+    /// (read once the HCA is up): rpmd cannot run it.
+    pub senses_ib: bool,
+}
+
+impl PortCap {
+    /// SENSE_PORT of a VPI port, as Linux's mlx4_core senses it: an
+    /// InfiniBand link marks it; a failed or empty sense leaves it
+    /// Ethernet; a value that is no port type is an error.
+    pub(crate) fn sense(&mut self, hcr: &mut Hcr) -> Result<(), Error> {
+        if !self.vpi {
+            return Ok(());
+        }
+        let sensed = hcr
+            .exec(Cmd {
+                opcode: op::SENSE_PORT,
+                in_mod: self.port as u32,
+                ..Cmd::default()
+            })
+            .unwrap_or(0);
+        if sensed > p::TYPE_ETH {
+            return Err(Error::Firmware(format!(
+                "SENSE_PORT {}: {sensed:#x} is no port type (0 none, 1 InfiniBand, 2 Ethernet)",
+                self.port
+            )));
+        }
+        self.senses_ib = sensed == p::TYPE_IB;
+        Ok(())
+    }
 }
 
 impl DevCap {
@@ -189,7 +220,10 @@ impl PortCap {
         }
         let mut mac = [0u8; 6];
         mac.copy_from_slice(&m.mac.get().to_be_bytes()[2..]);
+        let both = p::SUPPORTS_IB | p::SUPPORTS_ETH;
         Ok(PortCap {
+            vpi: m.link & both == both,
+            senses_ib: false,
             port,
             link_up: m.link & p::LINK_UP != 0,
             mtu: m.eth_mtu.get(),

@@ -88,6 +88,11 @@ pub fn open_port(name: &str, card: Card, port: u8, port_id: u16) -> Result<Mlx4P
             "{name}: port {port}; the card has ports 1..={ports}"
         )));
     }
+    if lock(&card).ports()[port as usize - 1].senses_ib {
+        return Err(Error::Firmware(format!(
+            "{name}: port {port} is a VPI port on an InfiniBand link (SENSE_PORT); rpmd drives Ethernet only: cable it to Ethernet, or set its type with `mlxconfig set LINK_TYPE_P{port}=2` (ETH)"
+        )));
+    }
     // The port's counters start at its open, as the other ports' do.
     lock(&card).dump_eth_stats(port, true)?;
     let dev = Mlx4Device {

@@ -162,6 +162,9 @@ impl Hca {
         let index = 1u32 << cap.log_rsvd_mpts;
         let lkey = self.register_mr(index, self.pd)?;
         self.mr = Some((index, lkey));
+        for port in &mut self.ports {
+            port.sense(&mut self.hcr)?;
+        }
         let eqn = (1u32 << cap.log_rsvd_eqs).max(4 * cap.rsvd_uars as u32);
         self.create_async_eq(eqn)?;
         self.enable_msix();

@@ -38,7 +38,8 @@
 //! - Receive interrupts (`irq`): MSI-X, a completion EQ and vector per
 //!   receive queue, armed (EQ, then CQ `REQ_NOT`) only while its lcore
 //!   sleeps; the device's counters through DUMP_ETH_STATS (`imissed`,
-//!   xstats).
+//!   xstats); a VPI port's link type by SENSE_PORT (one on InfiniBand is
+//!   refused by name).
 //! - [`ethdev`]: a card's ports as rpmd [`Port`]s; [`driver`]: the
 //!   registry's `pci:BDF[,port=N]` driver and `mlx4-model:NAME` strings.
 //! - [`model`]: the device model of all of the above: commands checked

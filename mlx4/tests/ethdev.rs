@@ -682,3 +682,43 @@ fn queues_stop_and_start_one_by_one_on_the_device() {
     drop(qa);
     assert_eq!(p.available(), 2048, "all back once the QPs are reset");
 }
+
+/// A VPI card (ports that run InfiniBand or Ethernet, by their cable):
+/// a port that senses Ethernet, or nothing, runs; one on an InfiniBand
+/// link is refused by name with what to do, its sibling unharmed; a
+/// sense that is no port type refuses the card.
+#[test]
+fn a_vpi_port_on_an_infiniband_link_is_refused_by_name() {
+    use rpmd_mlx4::{ethdev, Hca, Options};
+    use std::sync::{Arc, Mutex};
+    let card = |vpi: [u64; 2]| {
+        let opts = ModelOptions {
+            vpi: Some(vpi),
+            ..ModelOptions::default()
+        };
+        let model = Mlx4Model::new("0000:00:0d.0".parse().unwrap(), opts);
+        let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+        Hca::open(func, &Options::default()).map(|h| (model, Arc::new(Mutex::new(h))))
+    };
+    let p = pool("mlx4-vpi");
+    let (_model, c) = card([2, 1]).unwrap();
+    let mut eth = ethdev::open_port("vpi-1", c.clone(), 1, 0).unwrap();
+    let e = ethdev::open_port("vpi-2", c.clone(), 2, 1)
+        .err()
+        .expect("port 2 senses InfiniBand")
+        .to_string();
+    assert!(
+        e.contains("InfiniBand") && e.contains("LINK_TYPE_P2=2"),
+        "{e}"
+    );
+    eth.configure(&conf(&p)).unwrap();
+    let q = eth.start().unwrap();
+    drop(q);
+    eth.stop().unwrap();
+    drop((eth, c));
+    let (_model, c) = card([0, 2]).unwrap();
+    assert!(ethdev::open_port("vpi-none", c.clone(), 1, 0).is_ok());
+    drop(c);
+    let e = card([3, 2]).err().expect("an illegal sense").to_string();
+    assert!(e.contains("no port type"), "{e}");
+}

@@ -534,6 +534,7 @@ fn opcodes(v: &mut Vec<Check>) {
         MODIFY_CQ,
         SET_MCAST_FLTR,
         DUMP_ETH_STATS,
+        SENSE_PORT,
     ] {
         let name = name(op);
         v.push(Check::new(name, op.into(), format!("MLX4_CMD_{name}")));
@@ -866,7 +867,7 @@ fn bits(v: &mut Vec<Check>) {
         ("set_port::MAC_VALID", set_port::MAC_VALID, "MLX4_MAC_VALID"),
     ];
     v.extend(table.into_iter().map(|(n, ours, c)| Check::new(n, ours, c)));
-    let codes: [(&str, u64, &str); 15] = [
+    let codes: [(&str, u64, &str); 17] = [
         ("qp::RST", qp::RST.into(), "MLX4_QP_STATE_RST"),
         ("qp::INIT", qp::INIT.into(), "MLX4_QP_STATE_INIT"),
         ("qp::RTR", qp::RTR.into(), "MLX4_QP_STATE_RTR"),
@@ -904,6 +905,8 @@ fn bits(v: &mut Vec<Check>) {
             set_port::OP_MOD_ETH.into(),
             "MLX4_SET_PORT_ETH_OPCODE",
         ),
+        ("query_port::TYPE_IB", p::TYPE_IB, "MLX4_PORT_TYPE_IB"),
+        ("query_port::TYPE_ETH", p::TYPE_ETH, "MLX4_PORT_TYPE_ETH"),
         (
             "set_port::GENERAL",
             set_port::GENERAL.into(),

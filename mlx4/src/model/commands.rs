@@ -142,6 +142,7 @@ impl Mlx4Model {
             op::WRITE_MCG => self.write_mcg(s, op_mod),
             op::SET_MCAST_FLTR => self.set_mcast_fltr(s, op_mod),
             op::DUMP_ETH_STATS => self.dump_eth_stats(s),
+            op::SENSE_PORT => self.sense_port(s),
             op::CONF_SPECIAL_QP | op::NOP => status::OK,
             _ => status::BAD_OP,
         }
@@ -364,6 +365,9 @@ impl Mlx4Model {
         }
         let mut b = [0u8; 0x20];
         b[qp::LINK] = qp::SUPPORTS_ETH;
+        if self.opts.vpi.is_some() {
+            b[qp::LINK] |= qp::SUPPORTS_IB;
+        }
         if s.ports[port as usize - 1].up {
             b[qp::LINK] |= qp::LINK_UP;
         }
@@ -375,6 +379,18 @@ impl Mlx4Model {
         mac[7] += port as u8 - 1;
         b[qp::MAC..qp::MAC + 8].copy_from_slice(&mac);
         self.mailbox_out(s, &b)
+    }
+
+    /// SENSE_PORT: what the VPI card's option says each port senses;
+    /// an Ethernet-only port senses Ethernet.
+    fn sense_port(&self, s: &mut State) -> u8 {
+        let port = s.hcr[2];
+        if port == 0 || port > NUM_PORTS as u32 {
+            return status::BAD_PARAM;
+        }
+        let sensed = self.opts.vpi.map_or(qp::TYPE_ETH, |t| t[port as usize - 1]);
+        Self::set_out_param(s, sensed);
+        status::OK
     }
 
     fn mod_stat_cfg(&self, s: &mut State) -> u8 {

@@ -65,6 +65,10 @@ pub struct ModelOptions {
     /// receives. Without it, sent frames go to the host-side sink
     /// ([`Mlx4Model::take_sent`]).
     pub wire: bool,
+    /// A VPI card: both ports take InfiniBand or Ethernet, and SENSE_PORT
+    /// answers each port's entry (0 nothing sensed, 1 InfiniBand, 2
+    /// Ethernet). Without it the ports are Ethernet only.
+    pub vpi: Option<[u64; 2]>,
 }
 
 /// The model's firmware state.

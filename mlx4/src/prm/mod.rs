@@ -105,6 +105,9 @@ pub mod op {
     pub const MODIFY_CQ: u16 = 0x02c;
     pub const SET_MCAST_FLTR: u16 = 0x048;
     pub const DUMP_ETH_STATS: u16 = 0x049;
+    /// Immediate output: the link type a VPI port senses on its cable
+    /// (`core/sense.c`): 0 none, 1 InfiniBand, 2 Ethernet.
+    pub const SENSE_PORT: u16 = 0x04d;
 
     /// The command's name, for errors and logs.
     pub fn name(op: u16) -> &'static str {
@@ -149,6 +152,7 @@ pub mod op {
             MODIFY_CQ => "MODIFY_CQ",
             SET_MCAST_FLTR => "SET_MCAST_FLTR",
             DUMP_ETH_STATS => "DUMP_ETH_STATS",
+            SENSE_PORT => "SENSE_PORT",
             _ => "unknown command",
         }
     }
@@ -317,7 +321,12 @@ pub mod query_port {
     /// Bit 7 link up; bits 1:0 supported types (bit 1 Ethernet).
     pub const LINK: usize = 0x00;
     pub const LINK_UP: u8 = 1 << 7;
+    pub const SUPPORTS_IB: u8 = 1 << 0;
     pub const SUPPORTS_ETH: u8 = 1 << 1;
+    /// Port types (`inc/device.h` `enum mlx4_port_type`), as SENSE_PORT
+    /// reports them.
+    pub const TYPE_IB: u64 = 1;
+    pub const TYPE_ETH: u64 = 2;
     /// be16 Ethernet MTU capability.
     pub const ETH_MTU: usize = 0x02;
     /// Speed code, mask `SPEED_MASK`.
