@@ -8,7 +8,7 @@ use common::wait_for;
 use rpmd_pmd::function::EventFd;
 use rpmd_pmd::port::BusyPoll;
 use rpmd_ring::{Consumer, Producer, Single};
-use rpmd_sched::{Lcore, LcoreConfig, SpinPolicy, Task, TaskId};
+use rpmd_sched::{Lcore, LcoreConfig, SignalKind, SpinPolicy, Task, TaskId};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -88,11 +88,14 @@ fn queue(policy: Option<BusyPoll>) -> (Feed, Queue) {
     )
 }
 
-/// An lcore that would not spin at all (its own policy: sleep at once).
+/// An lcore that would not spin at all (its own policy: sleep at once),
+/// and that never gives a spin up for another thread (what these tests
+/// count is the declared budget's spin, not the machine's load).
 fn lcore() -> Lcore {
     let cfg = LcoreConfig {
         spin: SpinPolicy::Fixed(Duration::ZERO),
         sleep: Duration::from_secs(5),
+        signal: SignalKind::Off,
         ..Default::default()
     };
     Lcore::spawn(0, cfg).unwrap()
@@ -107,6 +110,7 @@ fn busy(ms: u64, poll_others: bool) -> Option<BusyPoll> {
 
 #[test]
 fn a_declared_budget_replaces_the_lcore_spin_and_hears_hits_and_timeouts() {
+    let _one = common::one_at_a_time();
     let l = lcore();
     let (feed, q) = queue(busy(400, true));
     l.add(TaskId(1), q).unwrap();
@@ -135,6 +139,7 @@ fn a_declared_budget_replaces_the_lcore_spin_and_hears_hits_and_timeouts() {
 
 #[test]
 fn a_zero_budget_sleeps_at_once() {
+    let _one = common::one_at_a_time();
     let l = Lcore::spawn(0, LcoreConfig::default()).unwrap(); // its own spin: 50 us
     let (feed, q) = queue(busy(0, true));
     l.add(TaskId(1), q).unwrap();
@@ -160,6 +165,7 @@ fn a_zero_budget_sleeps_at_once() {
 /// vhost_net's TX busy loop. rx_poll=1: it is polled throughout.
 #[test]
 fn without_rx_polling_the_others_wait_for_their_wake_ups() {
+    let _one = common::one_at_a_time();
     for poll_others in [false, true] {
         let l = lcore();
         let (a, qa) = queue(busy(2000, poll_others));

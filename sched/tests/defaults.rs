@@ -18,14 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The tests pin lcores to CPU 0 and measure what runs there: one at a
-/// time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -114,7 +106,7 @@ fn sibling_round_trips(cfg: LcoreConfig, secs: f64) -> (u64, u64) {
 
 #[test]
 fn the_default_yields_its_spin_to_a_sibling_that_needs_the_cpu() {
-    let _serial = serial();
+    let _one = common::one_at_a_time();
     if cpus() < 2 {
         eprintln!("needs two CPUs: the sibling's partner runs on the other");
         return;
@@ -210,7 +202,7 @@ fn a_queue_is_drained_to_the_quota_in_one_round_and_to_empty_across_rounds() {
 
 #[test]
 fn an_idle_lcore_sleeps_and_a_frame_wakes_it() {
-    let _serial = serial();
+    let _one = common::one_at_a_time();
     let pool = Mempool::new(&MempoolConfig::new("idle-test", 1024)).unwrap();
     let (_ports, mut far, mut near) = ring_pair("idle-test", &pool);
     let lcore = Lcore::spawn(0, LcoreConfig::default()).unwrap();
@@ -240,7 +232,7 @@ fn an_idle_lcore_sleeps_and_a_frame_wakes_it() {
 
 #[test]
 fn an_lcore_on_an_interrupt_sleeps_for_good_and_wakes_on_it() {
-    let _serial = serial();
+    let _one = common::one_at_a_time();
     // A task with an eventfd: the idle lcore sleeps on it (no timer
     // wake-ups to speak of) and one signal wakes it.
     struct OnFd {
@@ -290,7 +282,7 @@ fn an_lcore_on_an_interrupt_sleeps_for_good_and_wakes_on_it() {
 
 #[test]
 fn the_adaptive_budget_grows_with_dense_traffic_and_shrinks_when_sparse() {
-    let _serial = serial();
+    let _one = common::one_at_a_time();
     let mut b = Budget::new(LcoreConfig::default().spin);
     for _ in 0..50 {
         b.observe_gap(Duration::from_micros(60));
@@ -325,7 +317,7 @@ fn the_adaptive_budget_grows_with_dense_traffic_and_shrinks_when_sparse() {
 
 #[test]
 fn presets_are_what_their_names_say() {
-    let _serial = serial();
+    let _one = common::one_at_a_time();
     let spin = LcoreConfig::preset(PollMode::Spin);
     assert_eq!(
         (spin.spin, &spin.signal),

@@ -85,6 +85,7 @@ fn task(cap: usize) -> (Feed, RingTask) {
 
 #[test]
 fn tasks_run_sleep_wake_and_finish() {
+    let _one = common::one_at_a_time();
     sleep_wake_and_finish(None);
 }
 
@@ -93,6 +94,7 @@ fn tasks_run_sleep_wake_and_finish() {
 /// sleeps as without).
 #[test]
 fn tasks_run_sleep_wake_and_finish_with_kernel_busy_polling() {
+    let _one = common::one_at_a_time();
     sleep_wake_and_finish(Some(rpmd_sched::KernelBusyPoll {
         usecs: 20,
         budget: 64,
@@ -151,6 +153,7 @@ fn sleep_wake_and_finish(kernel_busy_poll: Option<rpmd_sched::KernelBusyPoll>) {
 
 #[test]
 fn quota_shares_the_lcore_and_tasks_come_and_go() {
+    let _one = common::one_at_a_time();
     /// Always has a full quota of work; logs its tag for the first rounds.
     /// Logs its letter once `both` is set (after the second add, so a
     /// slow test thread cannot let the first task fill the log alone).
@@ -224,6 +227,7 @@ fn quota_shares_the_lcore_and_tasks_come_and_go() {
 
 #[test]
 fn no_spin_budget_sleeps_at_once_and_bad_cpus_are_errors() {
+    let _one = common::one_at_a_time();
     let l = Lcore::spawn(
         0,
         LcoreConfig {
@@ -247,6 +251,7 @@ fn num_cpus() -> usize {
 
 #[test]
 fn a_runtime_forwards_between_ports_and_runs_timers() {
+    let _one = common::one_at_a_time();
     use rpmd_pmd::port::Pkts;
     use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
     use rpmd_sched::{Forward, Runtime, Timer};
@@ -324,6 +329,7 @@ fn a_runtime_forwards_between_ports_and_runs_timers() {
 
 #[test]
 fn a_panicking_task_does_not_hang_the_control_side() {
+    let _one = common::one_at_a_time();
     struct Boom;
     impl Task for Boom {
         fn run(&mut self, _quota: usize) -> usize {
@@ -362,6 +368,7 @@ fn a_panicking_task_does_not_hang_the_control_side() {
 /// `shutdown` return the panic, while the other lcores stop normally.
 #[test]
 fn the_runtime_reports_a_dead_lcore() {
+    let _one = common::one_at_a_time();
     struct Boom;
     impl Task for Boom {
         fn run(&mut self, _quota: usize) -> usize {
@@ -396,6 +403,7 @@ impl Task for WhereAmI {
 
 #[test]
 fn tasks_live_on_cache_lines_of_their_own() {
+    let _one = common::one_at_a_time();
     // Two small tasks added one after the other: the lcore keeps each on
     // 128-byte blocks of its own (a pair of lines, what the adjacent-line
     // prefetcher moves), so no other allocation shares their lines.
@@ -416,6 +424,7 @@ fn tasks_live_on_cache_lines_of_their_own() {
 /// port's rx queue runs its work.
 #[test]
 fn tasks_come_back_at_shutdown_with_their_state() {
+    let _one = common::one_at_a_time();
     use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
     use rpmd_sched::{RxTask, Stopped};
     let mut c = MempoolConfig::new("sched-back", 256);
@@ -482,6 +491,7 @@ impl Task for OneAtATime {
 /// (`armed_with_work`) and polled without a sleep.
 #[test]
 fn a_short_round_completes_and_sleeps_despite_the_spin_budget() {
+    let _one = common::one_at_a_time();
     let l = Lcore::spawn(
         0,
         LcoreConfig {
