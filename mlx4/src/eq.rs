@@ -152,6 +152,9 @@ impl Hca {
     /// Every event the device posted since the last call, oldest first;
     /// port changes also update [`Hca::link_up`].
     pub fn poll_events(&mut self) -> Result<Vec<Event>, Error> {
+        if let Some(code) = self.failure() {
+            return Err(Error::Catastrophic { code });
+        }
         let Some(eq) = self.eq.as_mut() else {
             return Ok(Vec::new());
         };

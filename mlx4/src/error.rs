@@ -65,6 +65,13 @@ pub enum Error {
         /// How long.
         waited: Duration,
     },
+    /// The card reported an internal error in its catastrophic-error
+    /// buffer: it takes no commands and moves no frames until a reset.
+    #[error("mlx4: the card failed (catastrophic-error buffer {code:#010x}); it was reset and takes nothing more: close its ports and open them again")]
+    Catastrophic {
+        /// The buffer's first dword.
+        code: u32,
+    },
     /// The firmware reported something this driver cannot work with.
     #[error("mlx4: firmware: {0}")]
     Firmware(String),

@@ -383,6 +383,15 @@ impl Mlx4Device {
     fn teardown(&mut self, st: Started) {
         st.live.store(false, Ordering::Relaxed);
         let mut hca = lock(&self.card);
+        if hca.failure().is_some() {
+            // The failed card was reset: it reaches none of the queues'
+            // memory and takes no command, so all of it goes now.
+            st.graveyard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            return;
+        }
         if let Some(qpn) = st.steer_qpn() {
             for mac in &st.attached {
                 if let Err(e) = hca.detach_mac(self.port, *mac, qpn) {
@@ -519,8 +528,11 @@ impl Device for Mlx4Device {
 
     fn link(&self, _started: bool) -> Link {
         let mut hca = lock(&self.card);
-        if let Err(e) = hca.poll_events() {
-            eprintln!("rpmd: warning: {}: {e}", self.name);
+        // A failed card was said once when found; its links read down.
+        if hca.failure().is_none() {
+            if let Err(e) = hca.poll_events() {
+                eprintln!("rpmd: warning: {}: {e}", self.name);
+            }
         }
         let speed = hca.ports()[self.port as usize - 1].speed_mbps;
         let up = self.started.is_some() && hca.link_up(self.port);
@@ -592,6 +604,10 @@ impl Device for Mlx4Device {
         x.push(Xstat {
             name: "fw_commands".into(),
             value: hca.commands_posted(),
+        });
+        x.push(Xstat {
+            name: "catastrophic_errors".into(),
+            value: hca.failure().is_some() as u64,
         });
     }
 }

@@ -168,6 +168,13 @@ impl RunningFw {
 
     /// UNMAP_FA. The area is freed only if the device let it go: memory
     /// the firmware may still write is leaked rather than reused.
+    /// Lets the firmware area go without UNMAP_FA: the card was reset
+    /// and reaches it no more.
+    pub fn abandon(&mut self) {
+        self.area = None;
+    }
+
+    /// UNMAP_FA; the area is kept for good if the card would not let go.
     pub fn stop(&mut self, hcr: &mut Hcr) {
         let Some(area) = self.area.take() else {
             return;

@@ -165,6 +165,12 @@ impl Hca {
         for port in &mut self.ports {
             port.sense(&mut self.hcr)?;
         }
+        // The catastrophic-error buffer, where QUERY_FW put it.
+        let (bar, off, _) = self.fw.info.catas;
+        match self.func.bar(bar as u32) {
+            Ok(regs) => self.hcr.watch_catas(regs, off),
+            Err(e) => eprintln!("rpmd: warning: mlx4: the catastrophic-error buffer in BAR{bar} cannot be read, so a failure of the card shows only as commands timing out: {e}"),
+        }
         let eqn = (1u32 << cap.log_rsvd_eqs).max(4 * cap.rsvd_uars as u32);
         self.create_async_eq(eqn)?;
         self.enable_msix();
@@ -210,9 +216,31 @@ impl Hca {
             .ok_or_else(|| Error::Firmware("the HCA is closed".into()))
     }
 
+    /// The card's failure, if it failed (its catastrophic-error buffer,
+    /// read now): on first sight the function is reset, as Linux's
+    /// `mlx4_enter_error_state` does, so that it reaches no memory, and
+    /// said once; every command fails from then on, the links read down,
+    /// and the ports come back when closed and opened again.
+    pub fn failure(&mut self) -> Option<u32> {
+        let before = self.hcr.failed();
+        let now = self.hcr.catastrophe();
+        if let (None, Some(code)) = (before, now) {
+            let addr = self.func.addr();
+            eprintln!("rpmd: error: mlx4 {addr}: the card failed (catastrophic-error buffer {code:#010x}); resetting it: its ports are down until closed and opened again");
+            if let Err(e) = reset(&*self.func, &mut self.hcr) {
+                eprintln!("rpmd: error: mlx4 {addr}: resetting the failed card: {e}");
+            }
+            self.link = [false; 2];
+        }
+        now
+    }
+
     /// Whether `port`'s link is up, as the last port-change event said
-    /// ([`Hca::poll_events`] reads them).
+    /// ([`Hca::poll_events`] reads them); a failed card's links are down.
     pub fn link_up(&self, port: u8) -> bool {
+        if self.hcr.failed().is_some() {
+            return false;
+        }
         (port as usize)
             .checked_sub(1)
             .and_then(|i| self.link.get(i))
@@ -263,6 +291,20 @@ impl Hca {
 
     fn shut(&mut self) {
         if std::mem::replace(&mut self.closed, true) {
+            return;
+        }
+        if self.hcr.failed().is_some() {
+            // Reset when it failed: the card reaches no memory and takes
+            // no command, so everything is let go at once.
+            self.eq = None;
+            self.mr = None;
+            self.mtts = None;
+            self.icm = None;
+            self.fw.abandon();
+            if !std::mem::take(&mut self.msix).is_empty() {
+                let _ = self.func.disable_msix();
+            }
+            release_ownership(&self.hcr);
             return;
         }
         for port in 1..=2u8 {

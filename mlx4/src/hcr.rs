@@ -64,6 +64,12 @@ pub struct Hcr {
     timeouts: Timeouts,
     /// Commands posted, for telemetry.
     posted: u64,
+    /// The catastrophic-error buffer's first dword (its window and
+    /// offset), watched once QUERY_FW located it.
+    catas: Option<(Regs, u64)>,
+    /// What that buffer said when the card failed: no command is posted
+    /// after.
+    failed: Option<u32>,
 }
 
 impl Hcr {
@@ -74,7 +80,30 @@ impl Hcr {
             toggle: true,
             timeouts,
             posted: 0,
+            catas: None,
+            failed: None,
         }
+    }
+
+    /// Watches the catastrophic-error buffer at `off` of `regs` (QUERY_FW
+    /// says where), as Linux's `catas.c` polls it.
+    pub fn watch_catas(&mut self, regs: Regs, off: u64) {
+        self.catas = Some((regs, off));
+    }
+
+    /// The card's failure, if it failed: the buffer's first dword read now
+    /// (non-zero: failed), or what it read when it first did.
+    pub fn catastrophe(&mut self) -> Option<u32> {
+        if self.failed.is_none() {
+            let now = self.catas.as_ref().and_then(|(r, off)| r.read32(*off).ok());
+            self.failed = now.map(unwire32).filter(|&v| v != 0 && v != u32::MAX);
+        }
+        self.failed
+    }
+
+    /// Whether a failure was seen (without reading the buffer).
+    pub fn failed(&self) -> Option<u32> {
+        self.failed
     }
 
     /// BAR0, for the other fixed registers.
@@ -118,12 +147,24 @@ impl Hcr {
             })
     }
 
-    /// Dword 6 once the HCR is not busy, or a timeout naming `what`.
-    fn wait_free(&self, limit: Duration, what: impl Fn() -> String) -> Result<u32, Error> {
+    /// Dword 6 once the HCR is not busy, or a timeout naming `what`; a
+    /// card that failed meanwhile ends the wait at once.
+    fn wait_free(&mut self, limit: Duration, what: impl Fn() -> String) -> Result<u32, Error> {
         let mut d6 = 0;
+        let mut checks = 0u32;
         wait_until(limit, Duration::from_micros(100), what, || {
             d6 = self.read(6)?;
-            Ok(d6 & hcr::GO == 0 && (d6 & hcr::TOGGLE != 0) != self.toggle)
+            if d6 & hcr::GO == 0 && (d6 & hcr::TOGGLE != 0) != self.toggle {
+                return Ok(true);
+            }
+            // Every 100 polls (about 10 ms), the error buffer.
+            checks += 1;
+            if checks % 100 == 0 {
+                if let Some(code) = self.catastrophe() {
+                    return Err(Error::Catastrophic { code });
+                }
+            }
+            Ok(false)
         })?;
         Ok(d6)
     }
@@ -131,6 +172,9 @@ impl Hcr {
     /// Posts `c` and polls it to completion; the immediate output
     /// (dwords 3–4) on success.
     pub fn exec(&mut self, c: Cmd) -> Result<u64, Error> {
+        if let Some(code) = self.failed {
+            return Err(Error::Catastrophic { code });
+        }
         let name = op::name(c.opcode);
         self.wait_free(self.timeouts.hcr_free, || {
             format!("the HCR to be free before {name}")

@@ -39,7 +39,10 @@
 //!   receive queue, armed (EQ, then CQ `REQ_NOT`) only while its lcore
 //!   sleeps; the device's counters through DUMP_ETH_STATS (`imissed`,
 //!   xstats); a VPI port's link type by SENSE_PORT (one on InfiniBand is
-//!   refused by name).
+//!   refused by name); the catastrophic-error buffer watched (on every
+//!   link poll and during every command wait): a failed card is reset,
+//!   its links read down, commands fail at once, and its ports come back
+//!   when opened again.
 //! - [`ethdev`]: a card's ports as rpmd [`Port`]s; [`driver`]: the
 //!   registry's `pci:BDF[,port=N]` driver and `mlx4-model:NAME` strings.
 //! - [`model`]: the device model of all of the above: commands checked

@@ -722,3 +722,74 @@ fn a_vpi_port_on_an_infiniband_link_is_refused_by_name() {
     let e = card([3, 2]).err().expect("an illegal sense").to_string();
     assert!(e.contains("no port type"), "{e}");
 }
+
+/// A card that fails (its catastrophic-error buffer non-zero, firmware
+/// silent) is found within a link poll: both links read down, the xstat
+/// says so, commands fail at once naming the failure instead of waiting
+/// out their timeouts, stop and close let go of everything, and opening
+/// the ports again (the card reset and brought up anew) forwards again.
+#[test]
+fn a_failed_card_is_seen_and_recovers_when_its_ports_open_again() {
+    use std::time::{Duration, Instant};
+    let p = pool("mlx4-eth-catas");
+    let opts = ModelOptions {
+        wire: true,
+        ..ModelOptions::default()
+    };
+    let model = Mlx4Model::new("0000:00:0e.0".parse().unwrap(), opts);
+    let open = || {
+        let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+        let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
+        let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
+        let a = rpmd_mlx4::ethdev::open_port("catas-1", card.clone(), 1, 0).unwrap();
+        let b = rpmd_mlx4::ethdev::open_port("catas-2", card, 2, 1).unwrap();
+        (Box::new(a) as Box<dyn Port>, Box::new(b) as Box<dyn Port>)
+    };
+    let (mut a, mut b) = open();
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    let frame = udp_frame(mac2(), 100, 1);
+    assert_eq!(send_recv(&mut qa, &mut qb, &p, std::slice::from_ref(&frame)).len(), 1);
+    model.fail(0xdead);
+    let t0 = Instant::now();
+    assert!(!a.link().up && !b.link().up, "links down once failed");
+    let x = a.xstats();
+    assert!(
+        x.iter()
+            .any(|x| x.name == "catastrophic_errors" && x.value == 1),
+        "{x:?}"
+    );
+    let e = a
+        .set_allmulticast(true)
+        .expect_err("no command after the failure");
+    assert!(e.to_string().contains("failed"), "{e}");
+    // Frames go nowhere; the queues still answer.
+    let mut pkts = Pkts::new();
+    pkts.push(mbuf_of(&p, &frame)).unwrap();
+    let _ = qa.tx_burst(0, &mut pkts);
+    drop(pkts);
+    let mut got = Pkts::new();
+    assert_eq!(qb.rx_burst(0, &mut got, 32), 0);
+    drop((qa, qb, got));
+    a.stop().unwrap_or_else(|e| eprintln!("stop: {e}"));
+    b.stop().unwrap_or_else(|e| eprintln!("stop: {e}"));
+    drop((a, b));
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "no command waited out its timeout"
+    );
+    assert_eq!(p.available(), p.size(), "every mbuf home");
+    // Opened again: reset, brought up, forwarding.
+    let (mut a, mut b) = open();
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    assert!(a.link().up && b.link().up);
+    assert_eq!(send_recv(&mut qa, &mut qb, &p, &[frame]).len(), 1);
+    drop((qa, qb));
+    a.stop().unwrap();
+    b.stop().unwrap();
+}

@@ -179,7 +179,8 @@ impl Mlx4Model {
         put16(&mut b, query_fw::CMD_IF_REV, 3);
         b[query_fw::LOG_MAX_CMDS] = 4;
         // The catastrophic-error buffer: 16 zero dwords at BAR0 + 0x1000.
-        b[query_fw::CATAS_BASE..query_fw::CATAS_BASE + 8].copy_from_slice(&0x1000u64.to_be_bytes());
+        b[query_fw::CATAS_BASE..query_fw::CATAS_BASE + 8]
+            .copy_from_slice(&super::CATAS_BUFFER.to_be_bytes());
         b[query_fw::CATAS_SIZE..query_fw::CATAS_SIZE + 4].copy_from_slice(&16u32.to_be_bytes());
         self.mailbox_out(s, &b)
     }

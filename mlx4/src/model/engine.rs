@@ -72,6 +72,10 @@ impl RegisterSpace for Bar2 {
 impl Bar2 {
     fn write_locked(&self, off: u64, width: u8, v: u64) {
         let mut s = lock(&self.0.state);
+        // A failed card's engines move nothing.
+        if s.catas != 0 {
+            return;
+        }
         let (page, at) = (off / uar::PAGE, off % uar::PAGE);
         match (at, width) {
             (uar::SEND, 4) => self.0.send_doorbell(&mut s, page, unwire32(v as u32)),
@@ -329,6 +333,9 @@ impl Mlx4Model {
 
     /// A frame arrives on `port` (1-based).
     pub(super) fn receive(&self, s: &mut State, port: u8, frame: &[u8]) -> RxOutcome {
+        if s.catas != 0 {
+            return RxOutcome::LinkDown;
+        }
         let Some(ps) = s.ports.get_mut(port.wrapping_sub(1) as usize) else {
             return RxOutcome::LinkDown;
         };

@@ -100,7 +100,15 @@ struct State {
     /// names vector `intr` signals `msix[intr]` when an event lands in it
     /// while it is armed.
     msix: Vec<EventFd>,
+    /// The catastrophic-error buffer's first dword: non-zero once the
+    /// card failed; it then takes no commands and moves no frames until
+    /// a reset.
+    catas: u32,
 }
+
+/// Where QUERY_FW puts the catastrophic-error buffer: BAR0 + 0x1000,
+/// 16 dwords.
+pub(super) const CATAS_BUFFER: u64 = 0x1000;
 
 /// MSI-X vectors the model's function offers (a ConnectX-3's table has
 /// more; rpmd takes one for the async EQ and one per receive queue).
@@ -183,6 +191,18 @@ impl Mlx4Model {
     /// TX engine and the cable's RX engine they run.
     pub fn engine_ns(&self) -> u64 {
         self.engine_ns.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The card fails as a ConnectX-3 does on an internal error: `code`
+    /// appears in the catastrophic-error buffer (which QUERY_FW locates),
+    /// the firmware stops answering commands, the engines stop. Only a
+    /// reset brings it back.
+    pub fn fail(&self, code: u32) {
+        let mut s = lock(&self.state);
+        s.catas = code.max(1);
+        for p in &mut s.ports {
+            p.up = false;
+        }
     }
 
     /// Violations seen so far.
@@ -285,6 +305,7 @@ impl Mlx4Model {
         s.obj = Default::default();
         s.qps = Default::default();
         s.semaphore = false;
+        s.catas = 0;
         s.resets += 1;
     }
 
@@ -303,6 +324,7 @@ impl Mlx4Model {
                 s.semaphore = true;
                 was
             }
+            CATAS_BUFFER => s.catas,
             _ => 0,
         };
         wire32(v)
@@ -370,7 +392,8 @@ impl Mlx4Model {
             s.hcr6 = (crate::prm::status::BAD_SYS_STATE as u32) << hcr::STATUS_SHIFT | t;
             return;
         }
-        if self.opts.hcr_stuck {
+        // A failed card's firmware answers nothing: GO stays set.
+        if self.opts.hcr_stuck || s.catas != 0 {
             s.hcr6 = hcr::GO | t;
             return;
         }
