@@ -48,7 +48,8 @@
 //! - [`model`]: the device model of all of the above: commands checked
 //!   against the digest, contexts and the QP state machine, a TX engine
 //!   walking send queues by owner bit, an RX engine steering frames into
-//!   receive WQEs, a cable between its two ports.
+//!   receive WQEs, a cable between its two ports; on request a VPI card,
+//!   firmware that takes a real card's time, a card that fails.
 //!
 //! Not yet: VLAN insertion and stripping, LSO, BlueFlame; link events
 //! by interrupt (the async EQ is polled).

@@ -30,13 +30,14 @@ mod steer;
 pub use commands::PORT_MAC;
 pub use engine::{ModelStats, RxOutcome};
 
-use crate::prm::{self, bar0, hcr, unwire32, wire32};
+use crate::prm::{self, bar0, hcr, op, unwire32, wire32};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
 use rpmd_pmd::function::{cfg, EventFd, ModelIommu, PciFunction};
 use rpmd_pmd::function::{RegisterSpace, Regs};
 use rpmd_pmd::pci::{PciAddr, PciDevice, PciId};
 use rpmd_pmd::{DmaDomain, DmaRegion, Error};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// Where the model's PCIe capability sits in config space, and its
 /// Device and Link Control registers' reset values.
@@ -65,10 +66,54 @@ pub struct ModelOptions {
     /// receives. Without it, sent frames go to the host-side sink
     /// ([`Mlx4Model::take_sent`]).
     pub wire: bool,
+    /// Commands take the firmware's time: GO stays set until then.
+    /// Without it every command completes as it is posted.
+    pub fw_timing: Option<FwTiming>,
     /// A VPI card: both ports take InfiniBand or Ethernet, and SENSE_PORT
     /// answers each port's entry (0 nothing sensed, 1 InfiniBand, 2
     /// Ethernet). Without it the ports are Ethernet only.
     pub vpi: Option<[u64; 2]>,
+}
+
+/// How long the model's firmware takes over a command, by kind.
+#[derive(Clone, Copy, Debug)]
+pub struct FwTiming {
+    /// RUN_FW: the firmware starting.
+    pub run_fw: Duration,
+    /// INIT_HCA and CLOSE_HCA.
+    pub init_hca: Duration,
+    /// Each MAP_FA, MAP_ICM_AUX, MAP_ICM and their unmaps (a mailbox of
+    /// pages each).
+    pub map: Duration,
+    /// Everything else (queries, contexts, QP transitions, steering).
+    pub other: Duration,
+}
+
+impl FwTiming {
+    /// Times of the order a ConnectX-3's firmware takes (Linux allows
+    /// every command 60 s): starting the firmware and initialising the
+    /// HCA in hundreds of milliseconds, page mappings in milliseconds,
+    /// the rest in a hundred microseconds or so.
+    pub const REALISTIC: FwTiming = FwTiming {
+        run_fw: Duration::from_millis(300),
+        init_hca: Duration::from_millis(200),
+        map: Duration::from_millis(2),
+        other: Duration::from_micros(100),
+    };
+
+    fn of(&self, opcode: u16) -> Duration {
+        match opcode {
+            op::RUN_FW => self.run_fw,
+            op::INIT_HCA | op::CLOSE_HCA => self.init_hca,
+            op::MAP_FA
+            | op::UNMAP_FA
+            | op::MAP_ICM_AUX
+            | op::UNMAP_ICM_AUX
+            | op::MAP_ICM
+            | op::UNMAP_ICM => self.map,
+            _ => self.other,
+        }
+    }
 }
 
 /// The model's firmware state.
@@ -104,6 +149,9 @@ struct State {
     /// card failed; it then takes no commands and moves no frames until
     /// a reset.
     catas: u32,
+    /// A command the firmware is still working on (with `fw_timing`):
+    /// opcode, op_mod, the toggle it came with, when it completes.
+    pending: Option<(u16, u8, u32, Instant)>,
 }
 
 /// Where QUERY_FW puts the catastrophic-error buffer: BAR0 + 0x1000,
@@ -306,13 +354,23 @@ impl Mlx4Model {
         s.qps = Default::default();
         s.semaphore = false;
         s.catas = 0;
+        s.pending = None;
         s.resets += 1;
     }
 
     fn bar0_read(&self, s: &mut State, off: u64) -> u32 {
         let v = match off {
             o if (bar0::HCR..bar0::HCR + 24).contains(&o) => s.hcr[((o - bar0::HCR) / 4) as usize],
-            o if o == bar0::HCR + 24 => s.hcr6,
+            o if o == bar0::HCR + 24 => {
+                // A timed command completes once its time has passed.
+                if let Some((opcode, op_mod, t, at)) = s.pending {
+                    if s.catas == 0 && Instant::now() >= at {
+                        s.pending = None;
+                        self.complete(s, opcode, op_mod, t);
+                    }
+                }
+                s.hcr6
+            }
             bar0::OWNERSHIP => {
                 let was = s.owned as u32;
                 s.ours |= !s.owned;
@@ -399,6 +457,16 @@ impl Mlx4Model {
         }
         let opcode = (v & 0xfff) as u16;
         let op_mod = (v >> hcr::OP_MOD_SHIFT) as u8;
+        if let Some(timing) = self.opts.fw_timing {
+            s.pending = Some((opcode, op_mod, t, Instant::now() + timing.of(opcode)));
+            s.hcr6 = hcr::GO | t;
+            return;
+        }
+        self.complete(s, opcode, op_mod, t);
+    }
+
+    /// Runs a posted command and clears GO with its status.
+    fn complete(&self, s: &mut State, opcode: u16, op_mod: u8, t: u32) {
         s.commands.push(opcode);
         let status = match self.opts.fail {
             Some((o, st)) if o == opcode => st,

@@ -1,0 +1,164 @@
+//! A ConnectX-3's life beyond the data path, on the device model: a VPI
+//! card's port types, a card that fails and comes back, and firmware that
+//! takes a real card's time.
+mod common;
+use common::*;
+use rpmd_mlx4::model::{FwTiming, Mlx4Model, ModelOptions};
+use rpmd_pmd::port::Port;
+use rpmd_pmd::Pkts;
+
+/// A VPI card (ports that run InfiniBand or Ethernet, by their cable):
+/// a port that senses Ethernet, or nothing, runs; one on an InfiniBand
+/// link is refused by name with what to do, its sibling unharmed; a
+/// sense that is no port type refuses the card.
+#[test]
+fn a_vpi_port_on_an_infiniband_link_is_refused_by_name() {
+    use rpmd_mlx4::{ethdev, Hca, Options};
+    use std::sync::{Arc, Mutex};
+    let card = |vpi: [u64; 2]| {
+        let opts = ModelOptions {
+            vpi: Some(vpi),
+            ..ModelOptions::default()
+        };
+        let model = Mlx4Model::new("0000:00:0d.0".parse().unwrap(), opts);
+        let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+        Hca::open(func, &Options::default()).map(|h| (model, Arc::new(Mutex::new(h))))
+    };
+    let p = pool("mlx4-vpi");
+    let (_model, c) = card([2, 1]).unwrap();
+    let mut eth = ethdev::open_port("vpi-1", c.clone(), 1, 0).unwrap();
+    let e = ethdev::open_port("vpi-2", c.clone(), 2, 1)
+        .err()
+        .expect("port 2 senses InfiniBand")
+        .to_string();
+    assert!(
+        e.contains("InfiniBand") && e.contains("LINK_TYPE_P2=2"),
+        "{e}"
+    );
+    eth.configure(&conf(&p)).unwrap();
+    let q = eth.start().unwrap();
+    drop(q);
+    eth.stop().unwrap();
+    drop((eth, c));
+    let (_model, c) = card([0, 2]).unwrap();
+    assert!(ethdev::open_port("vpi-none", c.clone(), 1, 0).is_ok());
+    drop(c);
+    let e = card([3, 2]).err().expect("an illegal sense").to_string();
+    assert!(e.contains("no port type"), "{e}");
+}
+
+/// A card that fails (its catastrophic-error buffer non-zero, firmware
+/// silent) is found within a link poll: both links read down, the xstat
+/// says so, commands fail at once naming the failure instead of waiting
+/// out their timeouts, stop and close let go of everything, and opening
+/// the ports again (the card reset and brought up anew) forwards again.
+#[test]
+fn a_failed_card_is_seen_and_recovers_when_its_ports_open_again() {
+    use std::time::{Duration, Instant};
+    let p = pool("mlx4-eth-catas");
+    let opts = ModelOptions {
+        wire: true,
+        ..ModelOptions::default()
+    };
+    let model = Mlx4Model::new("0000:00:0e.0".parse().unwrap(), opts);
+    let open = || {
+        let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+        let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
+        let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
+        let a = rpmd_mlx4::ethdev::open_port("catas-1", card.clone(), 1, 0).unwrap();
+        let b = rpmd_mlx4::ethdev::open_port("catas-2", card, 2, 1).unwrap();
+        (Box::new(a) as Box<dyn Port>, Box::new(b) as Box<dyn Port>)
+    };
+    let (mut a, mut b) = open();
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    let frame = udp_frame(mac2(), 100, 1);
+    assert_eq!(
+        send_recv(&mut qa, &mut qb, &p, std::slice::from_ref(&frame)).len(),
+        1
+    );
+    model.fail(0xdead);
+    let t0 = Instant::now();
+    assert!(!a.link().up && !b.link().up, "links down once failed");
+    let x = a.xstats();
+    assert!(
+        x.iter()
+            .any(|x| x.name == "catastrophic_errors" && x.value == 1),
+        "{x:?}"
+    );
+    let e = a
+        .set_allmulticast(true)
+        .expect_err("no command after the failure");
+    assert!(e.to_string().contains("failed"), "{e}");
+    // Frames go nowhere; the queues still answer.
+    let mut pkts = Pkts::new();
+    pkts.push(mbuf_of(&p, &frame)).unwrap();
+    let _ = qa.tx_burst(0, &mut pkts);
+    drop(pkts);
+    let mut got = Pkts::new();
+    assert_eq!(qb.rx_burst(0, &mut got, 32), 0);
+    drop((qa, qb, got));
+    a.stop().unwrap_or_else(|e| eprintln!("stop: {e}"));
+    b.stop().unwrap_or_else(|e| eprintln!("stop: {e}"));
+    drop((a, b));
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "no command waited out its timeout"
+    );
+    assert_eq!(p.available(), p.size(), "every mbuf home");
+    // Opened again: reset, brought up, forwarding.
+    let (mut a, mut b) = open();
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    assert!(a.link().up && b.link().up);
+    assert_eq!(send_recv(&mut qa, &mut qb, &p, &[frame]).len(), 1);
+    drop((qa, qb));
+    a.stop().unwrap();
+    b.stop().unwrap();
+}
+
+/// Firmware that takes a real card's time (RUN_FW and INIT_HCA in
+/// hundreds of milliseconds, page mappings in milliseconds, the rest in a
+/// hundred microseconds): bring-up, both ports' start, traffic, stop and
+/// close all run under the driver's own timeouts, nothing shrunk, and
+/// the model sees nothing it would refuse.
+#[test]
+fn a_card_runs_at_its_firmware_s_pace_under_the_real_timeouts() {
+    use std::time::Instant;
+    let t = FwTiming::REALISTIC;
+    let opts = ModelOptions {
+        wire: true,
+        fw_timing: Some(t),
+        ..ModelOptions::default()
+    };
+    let model = Mlx4Model::new("0000:00:0f.0".parse().unwrap(), opts);
+    let t0 = Instant::now();
+    let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+    let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
+    let up = t0.elapsed();
+    assert!(up >= t.run_fw + t.init_hca, "bring-up took {up:?}");
+    let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
+    let mut a: Box<dyn Port> =
+        Box::new(rpmd_mlx4::ethdev::open_port("slow-1", card.clone(), 1, 0).unwrap());
+    let mut b: Box<dyn Port> =
+        Box::new(rpmd_mlx4::ethdev::open_port("slow-2", card, 2, 1).unwrap());
+    let p = pool("mlx4-slow");
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let mut qa = a.start().unwrap();
+    let mut qb = b.start().unwrap();
+    assert!(a.link().up && b.link().up);
+    let frames: Vec<Vec<u8>> = (0..8).map(|k| udp_frame(mac2(), 128, k)).collect();
+    assert_eq!(send_recv(&mut qa, &mut qb, &p, &frames).len(), 8);
+    drop((qa, qb));
+    a.stop().unwrap();
+    b.stop().unwrap();
+    drop((a, b));
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
+    assert!(!model.hca_initialised(), "CLOSE_HCA ran");
+    eprintln!("bring-up {up:?}, all {:?}", t0.elapsed());
+}
