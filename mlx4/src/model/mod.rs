@@ -20,6 +20,7 @@
 mod commands;
 mod csum;
 mod engine;
+mod engine_thread;
 mod hostile;
 mod icm;
 mod objects;
@@ -29,6 +30,7 @@ mod rss;
 mod steer;
 pub use commands::PORT_MAC;
 pub use engine::{ModelStats, RxOutcome};
+pub use engine_thread::EngineTiming;
 
 use crate::prm::{self, bar0, hcr, op, unwire32, wire32};
 use rpmd_pmd::domain::{DmaGuard, DmaTarget};
@@ -66,6 +68,9 @@ pub struct ModelOptions {
     /// receives. Without it, sent frames go to the host-side sink
     /// ([`Mlx4Model::take_sent`]).
     pub wire: bool,
+    /// The engines on a thread of their own: what a doorbell starts
+    /// happens later, on another CPU. Without it, inside the doorbell.
+    pub engine: Option<EngineTiming>,
     /// Commands take the firmware's time: GO stays set until then.
     /// Without it every command completes as it is posted.
     pub fw_timing: Option<FwTiming>,
@@ -172,6 +177,8 @@ pub struct Mlx4Model {
     /// there), so a benchmark can take the model's cost out of the
     /// driver's.
     engine_ns: std::sync::atomic::AtomicU64,
+    /// With [`ModelOptions::engine`]: the queue to the engine thread.
+    doorbells: std::sync::OnceLock<engine_thread::Doorbells>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -200,13 +207,20 @@ impl Mlx4Model {
         s.config[0] = (device as u32) << 16 | prm::id::VENDOR as u32;
         s.config[2] = 0x0200_0000; // class: Ethernet controller
         Self::pcie_defaults(&mut s);
-        Arc::new(Mlx4Model {
+        let model = Arc::new(Mlx4Model {
             addr,
             opts,
             state: Mutex::new(s),
             iommu: ModelIommu::new("mlx4 model IOMMU"),
             engine_ns: Default::default(),
-        })
+            doorbells: std::sync::OnceLock::new(),
+        });
+        if let Some(timing) = opts.engine {
+            let _ = model
+                .doorbells
+                .set(engine_thread::Doorbells::start(&model, timing));
+        }
+        model
     }
 
     /// How it appears on the bus.

@@ -470,6 +470,22 @@ impl Mlx4Model {
         })
     }
 
+    /// A CQ armed while CQEs past the driver's consumer index `ci` wait
+    /// posts its completion event now, and disarms.
+    pub(super) fn arm_with_pending(&self, s: &mut State, cqn: u32, ci: u32) {
+        let Some(cq) = s.obj.cqs.get_mut(&cqn) else {
+            return;
+        };
+        if !cq.armed || cq.prod.wrapping_sub(ci) & 0xff_ffff == 0 {
+            return;
+        }
+        cq.armed = false;
+        let eqn = cq.comp_eqn;
+        let mut data = [0u8; 24];
+        data[..4].copy_from_slice(&cqn.to_be_bytes());
+        self.post_eqe_to(s, eqn, e::EV_COMPLETION, 0, data);
+    }
+
     /// Writes a completion to CQ `cqn`; an overrun (the driver's set_ci,
     /// read now, a whole queue behind) posts a CQ-error event instead.
     pub(super) fn write_cqe(
