@@ -110,7 +110,8 @@ if command -v dpdk-test >/dev/null && [ "$(id -u)" = 0 ]; then
         target/release/backlog_port --runs 1 --seconds 0.3 &&
         target/release/txlock --runs 1 --seconds 0.3 --enqueuers 2 --cpus 0,1 &&
         target/release/yield_signal_cost | tail -2 &&
-        target/release/mlx4_fwd --seconds 0.3 --cpu 1)
+        target/release/mlx4_fwd --seconds 0.3 --cpu 1 &&
+        target/release/mlx4_fwd --seconds 0.3 --cpu 1 --engine-cpu 0)
 else
     skip_suite "benchmark smoke (benches/compare.sh ring)" "needs root and dpdk-test (apt-get install dpdk-dev)"
 fi

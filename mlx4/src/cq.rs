@@ -31,11 +31,16 @@ pub(crate) struct Completion {
     pub opcode: u8,
 }
 
-/// A CQ the device holds (a copy stays valid if destroying it fails).
-#[derive(Clone, Copy, Debug)]
+/// A CQ the device holds. Its memory (the CQEs the device writes, the
+/// doorbell record it reads) lives as long as this does, whatever became
+/// of the queue handle that polled it: the device may complete work until
+/// HW2SW_CQ, and then never reuse it if that fails (a clone keeps a
+/// failed destroy's CQ to try again).
+#[derive(Clone)]
 pub(crate) struct Cq {
     pub(crate) cqn: u32,
     mtt: MttRange,
+    mem: [Arc<DevBuf>; 2],
 }
 
 /// Reading completions.
@@ -45,6 +50,15 @@ pub(crate) struct CqPoll {
     nent: u32,
     /// Consumer index (free-running).
     ci: u32,
+}
+
+impl std::fmt::Debug for Cq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cq")
+            .field("cqn", &self.cqn)
+            .field("mtt", &self.mtt)
+            .finish()
+    }
 }
 
 impl CqPoll {
@@ -118,7 +132,7 @@ impl Hca {
     ) -> Result<(Cq, CqPoll), Error> {
         let func = self.function().clone();
         let buf = Arc::new(DevBuf::new(&*func, "mlx4 CQ", nent as usize * p::CQE)?);
-        let ring = RingMem::new(buf, 0, nent)
+        let ring = RingMem::new(buf.clone(), 0, nent)
             .ok_or_else(|| Error::Firmware(format!("a CQ of {nent} entries")))?;
         let db = Arc::new(DevBuf::new(&*func, "mlx4 CQ doorbell record", 64)?);
         let cqn = self.cqns.take("CQ")?;
@@ -153,19 +167,22 @@ impl Hca {
             nent,
             ci: 0,
         };
-        Ok((Cq { cqn, mtt }, poll))
+        let mem = [buf, poll.db.clone()];
+        Ok((Cq { cqn, mtt, mem }, poll))
     }
 
-    /// HW2SW_CQ (op_mod 1, no output); the number and MTT entries are
-    /// reused only if the device let go. Its poller's memory lives while
-    /// any queue handle holds it.
+    /// HW2SW_CQ (op_mod 1, no output); the number, MTT entries and
+    /// memory are let go only if the device did (else kept for good).
     pub(crate) fn destroy_cq(&mut self, cq: Cq) -> Result<(), Error> {
-        self.hcr.exec(Cmd {
+        if let Err(e) = self.hcr.exec(Cmd {
             opcode: op::HW2SW_CQ,
             op_mod: 1,
             in_mod: cq.cqn,
             ..Cmd::default()
-        })?;
+        }) {
+            std::mem::forget(cq.mem);
+            return Err(e);
+        }
         self.unmap_mtt(cq.mtt);
         self.cqns.give(cq.cqn);
         Ok(())

@@ -56,7 +56,7 @@ fn qp_transitions_go_in_order_and_a_cq_in_use_stays() {
         status::BAD_QP_STATE,
         "RST2INIT of a QP in RTS"
     );
-    let r = hca.destroy_cq(cq);
+    let r = hca.destroy_cq(cq.clone());
     assert_eq!(
         status_of(r),
         status::BAD_RES_STATE,

@@ -12,8 +12,10 @@
 //! frames then arrive from another core, when they arrive.
 use super::engine::Bar2;
 use super::Mlx4Model;
-use std::sync::mpsc::{channel, Receiver, Sender};
+use crossbeam_queue::ArrayQueue;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// When the engine thread performs a doorbell's work.
@@ -28,85 +30,198 @@ pub struct EngineTiming {
 }
 
 /// A BAR2 write waiting for the engine.
-pub(super) struct Rung {
+struct Rung {
     off: u64,
     width: u8,
     v: u64,
     due: Instant,
 }
 
+/// Doorbells that may wait at once; a driver ringing more waits for room.
+const QUEUE: usize = 4096;
+
+/// How long the engine keeps looking for work before it parks (a NIC
+/// never sleeps; a model shares the machine with the tests).
+const SPIN: Duration = Duration::from_micros(200);
+
+/// What the driver's side and the engine thread share.
+struct Shared {
+    queue: ArrayQueue<Rung>,
+    /// The engine is parked, or about to: a doorbell must unpark it.
+    parked: AtomicBool,
+    /// The model is gone: the engine ends.
+    closed: AtomicBool,
+    /// Doorbells rung, and done: equal when the engine has caught up.
+    rung: AtomicU64,
+    done: AtomicU64,
+    /// Nanoseconds drivers spent waiting for room in the queue.
+    waited_ns: AtomicU64,
+}
+
 /// The driver's side: where doorbells go.
 pub(super) struct Doorbells {
-    tx: Sender<Rung>,
+    shared: Arc<Shared>,
+    engine: Option<Thread>,
     timing: EngineTiming,
     /// xorshift state for the jitter.
-    seed: std::sync::atomic::AtomicU64,
+    seed: AtomicU64,
 }
 
 impl Doorbells {
     /// Starts the engine thread for `model`; it ends when the model goes.
     pub(super) fn start(model: &Arc<Mlx4Model>, timing: EngineTiming) -> Doorbells {
-        let (tx, rx) = channel();
-        let weak = Arc::downgrade(model);
+        let shared = Arc::new(Shared {
+            queue: ArrayQueue::new(QUEUE),
+            parked: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            rung: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            waited_ns: AtomicU64::new(0),
+        });
+        let (weak, s2) = (Arc::downgrade(model), shared.clone());
         let spawned = std::thread::Builder::new()
             .name("mlx4-model-engine".into())
-            .spawn(move || run(weak, rx, timing.cpu));
-        if let Err(e) = spawned {
-            // Without its thread the queue is never drained: the card
-            // looks dead, as one whose engines stopped.
-            eprintln!("mlx4 model: no engine thread: {e}");
-        }
+            .spawn(move || run(weak, &s2, timing.cpu));
+        let engine = match spawned {
+            Ok(h) => Some(h.thread().clone()),
+            Err(e) => {
+                // Without its thread nothing is done: the card looks dead,
+                // as one whose engines stopped.
+                eprintln!("mlx4 model: no engine thread: {e}");
+                None
+            }
+        };
         Doorbells {
-            tx,
+            shared,
+            engine,
             timing,
-            seed: std::sync::atomic::AtomicU64::new(0x9e37_79b9_7f4a_7c15),
+            seed: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
         }
     }
 
-    /// Queues a BAR2 write for the engine.
+    /// Queues a BAR2 write for the engine (no system call unless the
+    /// engine parked).
     pub(super) fn ring(&self, off: u64, width: u8, v: u64) {
         let j = self.timing.jitter.as_nanos() as u64;
         let extra = if j == 0 { 0 } else { self.random() % (j + 1) };
         let due = Instant::now() + self.timing.delay + Duration::from_nanos(extra);
-        let _ = self.tx.send(Rung { off, width, v, due });
+        let mut r = Rung { off, width, v, due };
+        self.shared.rung.fetch_add(1, Ordering::SeqCst);
+        if let Err(back) = self.shared.queue.push(r) {
+            // Full: the engine is behind. The wait is the model's, not
+            // the driver's (a real doorbell is a posted write): counted
+            // apart.
+            let t0 = Instant::now();
+            r = back;
+            while let Err(back) = self.shared.queue.push(r) {
+                r = back;
+                self.wake();
+                std::hint::spin_loop();
+            }
+            let waited = t0.elapsed().as_nanos() as u64;
+            self.shared.waited_ns.fetch_add(waited, Ordering::Relaxed);
+        }
+        self.wake();
+    }
+
+    /// Waits (at most a second) until the engine has done every doorbell
+    /// rung so far: a BAR0 or config access does not pass the BAR2
+    /// writes before it, as PCIe keeps posted writes in order and a read
+    /// behind them.
+    pub(super) fn flush(&self) {
+        let want = self.shared.rung.load(Ordering::SeqCst);
+        let t0 = Instant::now();
+        while self.shared.done.load(Ordering::SeqCst) < want {
+            self.wake();
+            if self.engine.is_none() || t0.elapsed() > Duration::from_secs(1) {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Nanoseconds drivers spent waiting for room in the queue (the
+    /// engine behind).
+    pub(super) fn waited_ns(&self) -> u64 {
+        self.shared.waited_ns.load(Ordering::Relaxed)
+    }
+
+    fn wake(&self) {
+        // Pairs with the engine's SeqCst store of `parked` before its last
+        // look at the queue: either it sees this push or this sees it
+        // parked.
+        if self.shared.parked.load(Ordering::SeqCst) {
+            if let Some(t) = &self.engine {
+                t.unpark();
+            }
+        }
     }
 
     fn random(&self) -> u64 {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut x = self.seed.load(Relaxed);
+        let mut x = self.seed.load(Ordering::Relaxed);
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        self.seed.store(x, Relaxed);
+        self.seed.store(x, Ordering::Relaxed);
         x
     }
 }
 
-/// The engine thread: each queued write, once due, as the model would
-/// have done it in the doorbell.
-fn run(model: Weak<Mlx4Model>, rx: Receiver<Rung>, cpu: Option<usize>) {
-    if let Some(cpu) = cpu {
-        if let Some(core) =
-            core_affinity::get_core_ids().and_then(|c| c.into_iter().find(|c| c.id == cpu))
-        {
-            core_affinity::set_for_current(core);
+impl Drop for Doorbells {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        if let Some(t) = &self.engine {
+            t.unpark();
         }
     }
-    while let Ok(r) = rx.recv() {
-        // Short waits spin (a sleep would oversleep them); long ones sleep.
-        loop {
-            let now = Instant::now();
-            if now >= r.due {
-                break;
-            }
-            let left = r.due - now;
-            if left > Duration::from_micros(100) {
-                std::thread::sleep(left - Duration::from_micros(50));
-            } else {
-                std::hint::spin_loop();
-            }
+}
+
+/// Waits until `due`: short waits spin (a sleep would oversleep them).
+fn wait_until(due: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
         }
-        let Some(m) = model.upgrade() else { return };
-        Bar2(m).perform(r.off, r.width, r.v);
+        let left = due - now;
+        if left > Duration::from_micros(100) {
+            std::thread::sleep(left - Duration::from_micros(50));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The engine thread: each queued write, once due, as the model would
+/// have done it in the doorbell; parks when idle for a while.
+fn run(model: Weak<Mlx4Model>, shared: &Shared, cpu: Option<usize>) {
+    // By number: the CPUs the spawning thread may use (what
+    // `get_core_ids` lists) need not include it.
+    if let Some(cpu) = cpu {
+        core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+    }
+    let mut idle_since = Instant::now();
+    while !shared.closed.load(Ordering::SeqCst) {
+        if let Some(r) = shared.queue.pop() {
+            wait_until(r.due);
+            let Some(m) = model.upgrade() else { return };
+            Bar2(m).perform(r.off, r.width, r.v);
+            shared.done.fetch_add(1, Ordering::SeqCst);
+            idle_since = Instant::now();
+            continue;
+        }
+        if idle_since.elapsed() < SPIN {
+            std::hint::spin_loop();
+            continue;
+        }
+        shared.parked.store(true, Ordering::SeqCst);
+        if shared.queue.is_empty() && !shared.closed.load(Ordering::SeqCst) {
+            std::thread::park_timeout(Duration::from_millis(50));
+        }
+        shared.parked.store(false, Ordering::SeqCst);
+        idle_since = Instant::now();
+        if model.strong_count() == 0 {
+            return;
+        }
     }
 }
