@@ -79,6 +79,7 @@ const FEATURES: &[Declared] = &[
     (Feature::ChecksumOffload, Support::Yes),
     (Feature::FwVersion, Support::Yes),
     (Feature::RxInterrupt, Support::Yes),
+    (Feature::LinkStatusEvent, Support::Yes),
 ];
 
 /// The ConnectX-3 PCI driver.

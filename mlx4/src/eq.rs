@@ -7,7 +7,7 @@
 use crate::hcr::Cmd;
 use crate::prm::layout::{EqCtx, Eqe};
 use crate::prm::mem::{DevBuf, Wire};
-use crate::prm::{eq as p, op, wire32};
+use crate::prm::{eq as p, op, uar, wire32};
 use crate::res::MttRange;
 use crate::{Error, Hca};
 use rpmd_pmd::endian::Be32;
@@ -176,14 +176,7 @@ impl Hca {
             eq.ci = eq.ci.wrapping_add(1);
         }
         if !out.is_empty() {
-            let (eqn, ci) = (eq.eqn, eq.ci);
-            let at = crate::irq::eq_doorbell(eqn);
-            let uar = self.uar()?;
-            uar.write32(at, wire32(ci & 0xff_ffff))
-                .map_err(|e| Error::Register {
-                    what: "EQ doorbell".into(),
-                    source: e,
-                })?;
+            self.ring_async_eq()?;
         }
         for ev in &out {
             if let Event::PortChange { port, up } = *ev {
@@ -191,8 +184,29 @@ impl Hca {
                 if let Some(l) = i.and_then(|i| self.link.get_mut(i)) {
                     *l = up;
                 }
+                if let Some(e) = i
+                    .and_then(|i| self.link_events.get(i))
+                    .and_then(Option::as_ref)
+                {
+                    e.raise();
+                }
             }
         }
         Ok(out)
+    }
+
+    /// Hands the async EQ's consumer index back, arming it too while a
+    /// link watcher sleeps on its vector.
+    pub(crate) fn ring_async_eq(&mut self) -> Result<(), Error> {
+        let Some(eq) = self.eq.as_ref() else {
+            return Ok(());
+        };
+        let arm = if self.link_watch { uar::EQ_ARM } else { 0 };
+        let at = crate::irq::eq_doorbell(eq.eqn);
+        let v = wire32(eq.ci & 0xff_ffff | arm);
+        self.uar()?.write32(at, v).map_err(|e| Error::Register {
+            what: "EQ doorbell".into(),
+            source: e,
+        })
     }
 }

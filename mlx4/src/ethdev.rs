@@ -28,6 +28,7 @@ use crate::txrx::{Graveyard, Live, RxRing, TxRing};
 use crate::{Error, Hca};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::endian::Be32;
+use rpmd_pmd::port::events::LinkEvents;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, Device, EthDev, Link, MacAddr, Offloads, PortConfig, Queues, RxFilter,
@@ -581,6 +582,13 @@ impl Device for Mlx4Device {
 
     /// The port's hardware counters since its open (DUMP_ETH_STATS; none
     /// when the command fails), then the firmware commands posted.
+    /// Port changes the async EQ's interrupt wakes the card's watcher
+    /// for (`linkwatch`); without MSI-X the link is polled.
+    fn watch_link(&mut self, _name: &str, events: &LinkEvents) -> Result<bool, rpmd_pmd::Error> {
+        crate::linkwatch::watch(&self.card, self.port, events)
+            .map_err(|e| self.err("starting the link watcher", e))
+    }
+
     fn xstats(&self, _stats: &StatsBlock, x: &mut Vec<Xstat>) {
         let mut hca = lock(&self.card);
         if let Ok(c) = hca.dump_eth_stats(self.port, false) {

@@ -59,6 +59,12 @@ pub struct Hca {
     /// MSI-X vectors' eventfds (vector 0 the async EQ's, then one per
     /// receive queue; `irq`); empty when the function has none.
     pub(crate) msix: Vec<rpmd_pmd::function::EventFd>,
+    /// The ports' link events, once their apps asked (`linkwatch`):
+    /// raised by whoever reads a port change from the async EQ.
+    pub(crate) link_events: [Option<rpmd_pmd::port::events::LinkEvents>; 2],
+    /// A watcher sleeps on vector 0: the async EQ is re-armed after each
+    /// read.
+    pub(crate) link_watch: bool,
 }
 
 /// What the bring-up made, before it became an [`Hca`].
@@ -131,6 +137,8 @@ impl Hca {
                 board_id: s.board_id,
                 closed: false,
                 msix: Vec::new(),
+                link_events: [None, None],
+                link_watch: false,
             }
             .setup(),
             Err(e) => {
@@ -216,6 +224,11 @@ impl Hca {
             .ok_or_else(|| Error::Firmware("the HCA is closed".into()))
     }
 
+    /// Whether the card was closed (its watcher then ends).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     /// The card's failure, if it failed (its catastrophic-error buffer,
     /// read now): on first sight the function is reset, as Linux's
     /// `mlx4_enter_error_state` does, so that it reaches no memory, and
@@ -231,6 +244,9 @@ impl Hca {
                 eprintln!("rpmd: error: mlx4 {addr}: resetting the failed card: {e}");
             }
             self.link = [false; 2];
+            for e in self.link_events.iter().flatten() {
+                e.raise();
+            }
         }
         now
     }

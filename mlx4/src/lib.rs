@@ -51,8 +51,10 @@
 //!   receive WQEs, a cable between its two ports; on request a VPI card,
 //!   firmware that takes a real card's time, a card that fails.
 //!
-//! Not yet: VLAN insertion and stripping, LSO, BlueFlame; link events
-//! by interrupt (the async EQ is polled).
+//! - Link events by interrupt (`linkwatch`): the async EQ raises MSI-X
+//!   vector 0, one watcher thread per card reads it.
+//!
+//! Not yet: VLAN insertion and stripping, LSO, BlueFlame.
 //!
 //! [`Port`]: rpmd_pmd::Port
 //! [`PciFunction`]: rpmd_pmd::function::PciFunction
@@ -70,6 +72,7 @@ mod hca;
 pub mod hcr;
 pub mod icm;
 mod irq;
+mod linkwatch;
 pub mod model;
 mod port;
 pub mod prm;

@@ -393,6 +393,43 @@ fn link_follows_the_cable_and_a_second_start_works() {
     );
 }
 
+/// Link events by interrupt: pulling and plugging a cable raises the
+/// port's events through the async EQ's vector and the card's watcher,
+/// with nobody polling the link, for each port of the card apart.
+#[test]
+fn link_events_come_by_interrupt_for_each_port() {
+    use std::time::Duration;
+    let p = pool("mlx4-eth-lsc");
+    let (model, mut a, mut b) = cabled("lsc");
+    a.configure(&conf(&p)).unwrap();
+    b.configure(&conf(&p)).unwrap();
+    let qa = a.start().unwrap();
+    let qb = b.start().unwrap();
+    let ea = a.link_events().expect("link events by interrupt");
+    let eb = b.link_events().unwrap();
+    let settle = Duration::from_millis(300);
+    let _ = (ea.wait(settle), eb.wait(settle));
+    let (_, _) = (ea.take(), eb.take());
+    let long = Duration::from_secs(2);
+    model.set_link(2, false);
+    assert!(eb.wait(long).unwrap(), "port 2's cable pulled");
+    assert!(!b.link().up && a.link().up);
+    model.set_link(2, true);
+    assert!(eb.wait(long).unwrap(), "port 2's cable back");
+    assert!(b.link().up);
+    let _ = eb.take();
+    model.set_link(1, false);
+    assert!(ea.wait(long).unwrap(), "port 1's cable pulled");
+    assert!(!a.link().up);
+    assert!(
+        !eb.wait(Duration::from_millis(100)).unwrap(),
+        "port 2 unchanged"
+    );
+    drop((qa, qb));
+    a.stop().unwrap();
+    b.stop().unwrap();
+}
+
 #[test]
 fn pci_device_strings_find_the_driver_by_id_and_share_the_card() {
     let opts = ModelOptions {
