@@ -193,6 +193,21 @@ fn same(ours: u64, linux: u64) -> bool {
     ours == linux || (sign_extended_int && ours == linux & 0xffff_ffff)
 }
 
+impl LinuxSource {
+    /// [`evaluate`](Self::evaluate)s the checks and fails listing every
+    /// definition that differs; else says how many agree.
+    pub fn assert_agree(&self, include: Option<&Path>, prelude: &str, checks: &[Check]) {
+        let wrong = self.evaluate(include, prelude, checks);
+        assert!(
+            wrong.is_empty(),
+            "definitions that differ from Linux's ({}):\n{}",
+            self.name(),
+            wrong.join("\n")
+        );
+        eprintln!("{} definitions agree with {}", checks.len(), self.name());
+    }
+}
+
 impl Drop for LinuxSource {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.scratch);
