@@ -164,9 +164,11 @@ fn a_card_runs_at_its_firmware_s_pace_under_the_real_timeouts() {
 }
 
 /// The card's engines on a thread of their own, pinned to the other CPU,
-/// doing a doorbell's work 2 to 22 us after it rang: frames cross the
-/// cable both ways in order and byte for byte however late their CQEs
-/// come, every mbuf comes home, an armed queue's interrupt fires from the
+/// doing a doorbell's work 2 to 22 us after it rang, every frame and
+/// entry written as poison first: frames cross the cable both ways in
+/// order and byte for byte however late their CQEs come (a driver that
+/// read a buffer or an entry ahead of its owner bit would read poison),
+/// every mbuf comes home, an armed queue's interrupt fires from the
 /// engine's thread, and the model sees nothing it would refuse.
 #[test]
 fn the_driver_keeps_up_with_an_engine_on_another_cpu() {
@@ -180,6 +182,7 @@ fn the_driver_keeps_up_with_an_engine_on_another_cpu() {
             delay: Duration::from_micros(2),
             jitter: Duration::from_micros(20),
             cpu: (cpus > 1).then_some(1),
+            poison: true,
         }),
         ..ModelOptions::default()
     };

@@ -106,6 +106,7 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         delay: Duration::from_nanos(a.engine_delay_ns),
         jitter: Duration::ZERO,
         cpu: Some(cpu),
+        poison: false,
     });
     let opts = ModelOptions {
         wire: true,

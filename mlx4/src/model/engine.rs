@@ -464,8 +464,7 @@ impl Mlx4Model {
                 break;
             }
             let n = (d.byte_count.get() as usize & 0x7fff_ffff).min(left.len());
-            if !Self::mr_covers(s, lkey, addr, n as u64, true)
-                || !self.iommu.write(addr, &left[..n])
+            if !Self::mr_covers(s, lkey, addr, n as u64, true) || !self.dma_write(addr, &left[..n])
             {
                 return Err((
                     c::SYN_LOCAL_PROT,

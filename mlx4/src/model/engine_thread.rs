@@ -27,6 +27,23 @@ pub struct EngineTiming {
     pub jitter: Duration,
     /// The CPU to pin the engine thread to.
     pub cpu: Option<usize>,
+    /// Every frame the RX engine writes, and every CQE and EQE, is first
+    /// written as a poison pattern and its contents only a microsecond
+    /// later (an entry's owner byte last, as ever): a driver that reads a
+    /// buffer before its CQE, or an entry before its owner bit, reads
+    /// poison.
+    pub poison: bool,
+}
+
+/// The pattern [`EngineTiming::poison`] writes first.
+pub(super) static POISON: [u8; 16384] = [0xa5; 16384];
+
+/// The pause between the poison and the contents.
+pub(super) fn poison_pause() {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_micros(1) {
+        std::hint::spin_loop();
+    }
 }
 
 /// A BAR2 write waiting for the engine.

@@ -533,6 +533,20 @@ impl Mlx4Model {
             d.flush();
         }
     }
+
+    /// Writes `data` to host memory at bus address `at`: with
+    /// [`EngineTiming::poison`], a poison pattern first and the contents
+    /// a microsecond later. False if the IOMMU refuses.
+    pub(super) fn dma_write(&self, at: u64, data: &[u8]) -> bool {
+        let poison = self.opts.engine.is_some_and(|e| e.poison);
+        if poison && data.len() <= engine_thread::POISON.len() {
+            if !self.iommu.write(at, &engine_thread::POISON[..data.len()]) {
+                return false;
+            }
+            engine_thread::poison_pause();
+        }
+        self.iommu.write(at, data)
+    }
 }
 
 impl RegisterSpace for Bar0 {

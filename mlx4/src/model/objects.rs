@@ -397,7 +397,7 @@ impl Mlx4Model {
             return false;
         };
         let last = bytes.len() - 1;
-        let ok = self.iommu.write(a, &bytes[..last]);
+        let ok = self.dma_write(a, &bytes[..last]);
         fence(Ordering::Release);
         ok && self.iommu.write(a + last as u64, &bytes[last..])
     }
