@@ -3,7 +3,8 @@
 //!
 //! The driver talks to the card through its BARs under vfio-pci, with no
 //! vendor libraries and no kernel mlx4 modules, in the order Linux's
-//! `mlx4_core` uses (digest `../shared/mlx4/PRM-DIGEST.md` §2.2). It
+//! `mlx4_core` uses (`drivers/net/ethernet/mellanox/mlx4/main.c`
+//! `mlx4_load_one`; [`prm`] says how the sources are cited). It
 //! reaches the device only through [`PciFunction`], so a VFIO function
 //! and [`model::Mlx4Model`] look the same to it.
 //!

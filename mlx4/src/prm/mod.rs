@@ -1,7 +1,13 @@
-//! ConnectX-3 programming constants, transcribed from
-//! `../shared/mlx4/PRM-DIGEST.md` (itself written from Linux's
-//! `drivers/net/ethernet/mellanox/mlx4/` and `include/linux/mlx4/`); each
-//! group names the digest section and the Linux file it comes from.
+//! ConnectX-3 programming constants. Their public source is Linux's mlx4
+//! driver: `core/` below stands for `drivers/net/ethernet/mellanox/mlx4/`
+//! and `inc/` for `include/linux/mlx4/`, and each group names the file
+//! (and function) it comes from. A reader with only a checkout follows
+//! them in Debian's `linux-source` package, which the test command
+//! installs: `mlx4/tests/linux_defs.rs` extracts those files at test time
+//! and holds every layout, offset, opcode, status code and flag bit here
+//! against them. The `§n` marks name sections of the team's programming
+//! digest the driver was first written from (not in the repository; the
+//! Linux file beside each is the authority).
 //!
 //! Everything the device sees is big-endian. Register values go through
 //! [`wire32`] / [`unwire32`], which give the integer whose little-endian
