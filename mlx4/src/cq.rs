@@ -70,6 +70,25 @@ impl CqPoll {
         owner == (self.ci & self.nent != 0)
     }
 
+    /// The next completion read the wrong way, for a test that shows the
+    /// model catches it: the body read ahead of the owner bit (as a
+    /// driver prefetching the next CQE at a burst's end would), the owner
+    /// bit looked at a couple of microseconds later.
+    #[cfg(test)]
+    pub(crate) fn careless_next(&mut self) -> Option<(u64, u64)> {
+        let lo = self.ring.get::<u64, 0x10>(self.ci);
+        let hi = self.ring.get::<u64, 0x18>(self.ci);
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_micros(2) {
+            std::hint::spin_loop();
+        }
+        if !self.ready() {
+            return None;
+        }
+        self.ci = self.ci.wrapping_add(1);
+        Some((lo, hi))
+    }
+
     /// The next completion, if the device has written it.
     #[inline(always)]
     pub(crate) fn next(&mut self) -> Option<Completion> {

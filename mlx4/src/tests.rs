@@ -218,3 +218,78 @@ fn the_multicast_filter_drops_groups_it_does_not_list_while_on() {
     hca.close_port(1).unwrap();
     assert!(m.violations().is_empty(), "{:?}", m.violations());
 }
+
+/// The model's poison mode catches a driver reading a CQE ahead of its
+/// owner bit: with every CQE written as poison first, a poller that reads
+/// the body before the owner bit sometimes takes poison for a completion,
+/// while the driver's own order (owner bit, acquire, body) never does.
+#[test]
+fn a_cqe_read_ahead_of_its_owner_bit_reads_poison() {
+    use crate::model::EngineTiming;
+    use std::time::Duration;
+    let cpus = core_affinity::get_core_ids().unwrap_or_default();
+    if cpus.len() < 2 {
+        rpmd_pmd::testing::missing_capability(
+            "a_cqe_read_ahead_of_its_owner_bit_reads_poison",
+            "one CPU: the reader and the device cannot overlap",
+        );
+        return;
+    }
+    let opts = ModelOptions {
+        engine: Some(EngineTiming {
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            cpu: None,
+            poison: true,
+        }),
+        ..ModelOptions::default()
+    };
+    let m = Mlx4Model::new("0000:00:0f.0".parse().unwrap(), opts);
+    let func = m.open(&DmaDomain::new()).unwrap();
+    let mut hca = Hca::open(func, &Options::default()).unwrap();
+    hca.init_port(1, 1500).unwrap();
+    let pool = Mempool::new(&MempoolConfig::new("mlx4-careless", 1024)).unwrap();
+    hca.function().domain().register_pool(&pool).unwrap();
+    let (cq, poll) = hca.create_cq(256, None).unwrap();
+    let qp = hca.create_qp(spec(cq.cqn, Some((256, 16)))).unwrap();
+    hca.attach_mac(1, PORT_MAC, qp.qpn).unwrap();
+    let mut ring = rx_ring(&hca, &qp, poll, &pool);
+    ring.fill().unwrap();
+    let mut f = vec![0u8; 64];
+    f[..6].copy_from_slice(&PORT_MAC);
+    let frames = 200u32;
+    // The device (this thread) on one CPU, the careless reader on the other.
+    core_affinity::set_for_current(cpus[0]);
+    let reader_cpu = cpus[1];
+    let reader = std::thread::spawn(move || {
+        core_affinity::set_for_current(reader_cpu);
+        let mut poisoned = 0;
+        for _ in 0..frames {
+            let t0 = std::time::Instant::now();
+            let (lo, _) = loop {
+                if let Some(c) = ring.cq.careless_next() {
+                    break c;
+                }
+                assert!(t0.elapsed() < Duration::from_secs(5), "no CQE");
+            };
+            // byte_cnt is the low half of the be64 at 0x10: the frame's 64
+            // bytes, or poison.
+            if u64::from_be(lo) as u32 != 64 {
+                poisoned += 1;
+            }
+        }
+        (ring, poisoned)
+    });
+    for _ in 0..frames {
+        assert_eq!(m.inject(1, &f), RxOutcome::Delivered(1));
+        std::thread::sleep(Duration::from_micros(20));
+    }
+    let (ring, poisoned) = reader.join().unwrap();
+    assert!(poisoned > 0, "reading ahead of the owner bit went unseen");
+    eprintln!("{poisoned} of {frames} completions read ahead were poison");
+    drop(ring);
+    hca.detach_mac(1, PORT_MAC, qp.qpn).unwrap();
+    hca.destroy_qp(qp);
+    hca.destroy_cq(cq).unwrap();
+    hca.close_port(1).unwrap();
+}
