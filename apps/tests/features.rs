@@ -9,7 +9,7 @@
 use rpmd_kernel::testing::{lab_available, Lab};
 use rpmd_pmd::mbuf::TX_VLAN;
 use rpmd_pmd::port::features::{Declared, Feature, Support};
-use rpmd_pmd::port::{MacAddr, Offloads, Pkts, Port, PortConfig, Queues};
+use rpmd_pmd::port::{MacAddr, Offloads, Pkts, Port, PortConfig, Queues, RssConfig};
 use rpmd_pmd::{Mempool, MempoolConfig};
 use std::time::{Duration, Instant};
 
@@ -252,6 +252,36 @@ fn check(s: &mut Subject, f: Feature) -> Result<(), String> {
             let q = s.start(&conf)?;
             s.stop(q)
         }
+        Feature::RssKeyUpdate => {
+            let rss = RssConfig {
+                key: std::array::from_fn(|i| i as u8 ^ 0x3c),
+                hash: s.port.rss_caps().hash,
+                reta: Vec::new(),
+            };
+            let conf = PortConfig {
+                rx_queues: 2.min(caps.max_rx_queues),
+                offloads: Offloads::RX_RSS,
+                rss,
+                ..s.conf()
+            };
+            let q = s.start(&conf)?;
+            s.stop(q)
+        }
+        Feature::RssRetaUpdate => {
+            let size = s.port.rss_caps().reta_size as usize;
+            let conf = PortConfig {
+                rx_queues: 2.min(caps.max_rx_queues),
+                offloads: Offloads::RX_RSS,
+                ..s.conf()
+            };
+            let q = s.start(&conf)?;
+            let set = s
+                .port
+                .set_rss_reta(&vec![1; size])
+                .map_err(|e| e.to_string());
+            s.stop(q)?;
+            set
+        }
         Feature::VlanFilter => {
             let conf = PortConfig {
                 offloads: Offloads::RX_VLAN_FILTER,
@@ -372,6 +402,8 @@ fn undeclared(s: &mut Subject, decl: &[Declared]) -> Vec<Feature> {
             caps.offloads.contains(Offloads::TX_MULTI_SEGS),
         ),
         (Feature::RssHash, caps.offloads.contains(Offloads::RX_RSS)),
+        (Feature::RssKeyUpdate, s.port.rss_caps().key),
+        (Feature::RssRetaUpdate, s.port.rss_caps().reta_size > 0),
         (
             Feature::ChecksumOffload,
             caps.offloads.0 & (Offloads::RX_CHECKSUM.0 | Offloads::TX_CHECKSUM.0) != 0,

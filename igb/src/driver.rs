@@ -26,6 +26,8 @@ const IDS: [PciId; DEVICE_IDS.len()] = {
 
 /// What an igb port offers beyond the generic port.
 const FEATURES: &[Declared] = &[
+    (Feature::RssKeyUpdate, Support::Yes),
+    (Feature::RssRetaUpdate, Support::Yes),
     (Feature::LinkStatusEvent, Support::Yes),
     (Feature::RxInterrupt, Support::Yes),
     (Feature::ScatteredRx, Support::Yes),

@@ -23,8 +23,8 @@ use crate::Error;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::mbuf::Slots;
-use rpmd_pmd::net::rss::RSS_KEY;
 use rpmd_pmd::port::events::LinkEvents;
+use rpmd_pmd::port::rss::{RssCaps, RssConfig, RssHash};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, Device, EthDev, Link, MacAddr, Offloads, PortConfig, Queues, RxFilter,
@@ -41,12 +41,14 @@ pub const MAX_TX_QUEUES: u16 = MAX_QUEUES;
 pub const MAX_RX_QUEUES: u16 = MAX_QUEUES;
 /// The flows RSS hashes: IPv4 and IPv6 on addresses, and their TCP and
 /// UDP flows on addresses and ports.
-const RSS_FIELDS: u32 = MRQC_RSS_FIELD_IPV4
-    | MRQC_RSS_FIELD_IPV4_TCP
-    | MRQC_RSS_FIELD_IPV4_UDP
-    | MRQC_RSS_FIELD_IPV6
-    | MRQC_RSS_FIELD_IPV6_TCP
-    | MRQC_RSS_FIELD_IPV6_UDP;
+const RSS_FIELDS: [(RssHash, u32); 6] = [
+    (RssHash::IPV4, MRQC_RSS_FIELD_IPV4),
+    (RssHash::IPV4_TCP, MRQC_RSS_FIELD_IPV4_TCP),
+    (RssHash::IPV4_UDP, MRQC_RSS_FIELD_IPV4_UDP),
+    (RssHash::IPV6, MRQC_RSS_FIELD_IPV6),
+    (RssHash::IPV6_TCP, MRQC_RSS_FIELD_IPV6_TCP),
+    (RssHash::IPV6_UDP, MRQC_RSS_FIELD_IPV6_UDP),
+];
 /// Descriptors per ring: at least, at most (datasheet: RDLEN up to
 /// 64K descriptors; DPDK's igb takes 32..4096).
 pub const MIN_DESC: u16 = 32;
@@ -331,7 +333,7 @@ impl IgbDevice {
             // The hash takes the write-back's checksum field (the
             // checksum status bits stay).
             rxcsum |= RXCSUM_PCSD;
-            self.program_rss(conf.rx_queues)?;
+            self.program_rss(&conf.rss, conf.rx_queues)?;
         } else {
             hw.write(MRQC, 0)?;
         }
@@ -354,12 +356,13 @@ impl IgbDevice {
         hw.write(RLPML, Self::max_frame(self.mtu))
     }
 
-    /// RSS over `queues` receive queues: the key, the redirection table
-    /// (entry `k` to queue `k mod queues`, as DPDK's default), the flows
-    /// hashed.
-    fn program_rss(&self, queues: u16) -> Result<(), Error> {
+    /// RSS over `queues` receive queues as `rss` says: the key, the
+    /// redirection table (by default entry `k` to queue `k mod queues`,
+    /// as DPDK's), the headers hashed.
+    fn program_rss(&self, rss: &RssConfig, queues: u16) -> Result<(), Error> {
         let hw = &self.hw;
-        for (k, w) in RSS_KEY
+        for (k, w) in rss
+            .key
             .chunks_exact(4)
             .enumerate()
             .take(RSSRK_REGS as usize)
@@ -369,11 +372,24 @@ impl IgbDevice {
                 u32::from_le_bytes([w[0], w[1], w[2], w[3]]),
             )?;
         }
-        for r in 0..RETA_ENTRIES / 4 {
-            let entry = |j: u32| ((4 * r + j) % queues as u32) << (8 * j);
-            hw.write(RETA + 4 * r as u64, (0..4).map(entry).fold(0, |a, b| a | b))?;
+        self.program_reta(&rss.table(RETA_ENTRIES as u16, queues))?;
+        let fields = RSS_FIELDS
+            .iter()
+            .filter(|(h, _)| rss.hash.contains(*h))
+            .fold(0, |a, (_, f)| a | f);
+        hw.write(MRQC, MRQC_ENABLE_RSS_MQ | fields)
+    }
+
+    /// The redirection table: four 8-bit entries a register.
+    fn program_reta(&self, table: &[u16]) -> Result<(), Error> {
+        for (r, four) in table.chunks(4).enumerate() {
+            let word = four
+                .iter()
+                .enumerate()
+                .fold(0u32, |a, (j, &q)| a | (q as u32 & 0xff) << (8 * j));
+            self.hw.write(RETA + 4 * r as u64, word)?;
         }
-        hw.write(MRQC, MRQC_ENABLE_RSS_MQ | RSS_FIELDS)
+        Ok(())
     }
 
     fn rx_ring(
@@ -641,6 +657,26 @@ impl Device for IgbDevice {
 
     fn missed(&self) -> u64 {
         self.counters.missed(&self.hw)
+    }
+
+    /// Toeplitz over every IPv4/IPv6 header kind, a settable key, a
+    /// 128-entry redirection table (datasheet §7.1.2.8).
+    fn rss_caps(&self) -> RssCaps {
+        RssCaps {
+            hash: RssHash::ALL,
+            reta_size: RETA_ENTRIES as u16,
+            key: true,
+        }
+    }
+
+    /// The redirection table's registers, which take effect at once.
+    fn set_rss_reta(&mut self, name: &str, reta: &[u16]) -> Result<(), rpmd_pmd::Error> {
+        self.program_reta(reta)
+            .map_err(|e| rpmd_pmd::Error::Driver {
+                port: name.to_string(),
+                what: "writing the RSS redirection table".into(),
+                source: Box::new(e),
+            })
     }
 
     /// The device's VLAN filter table: one bit per VLAN ID, used while

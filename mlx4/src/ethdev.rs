@@ -29,6 +29,7 @@ use crate::{Error, Hca};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::endian::Be32;
 use rpmd_pmd::port::events::LinkEvents;
+use rpmd_pmd::port::rss::{RssCaps, RssConfig, RssHash};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
     Capabilities, Device, EthDev, Link, MacAddr, Offloads, PortConfig, Queues, RxFilter,
@@ -208,7 +209,7 @@ impl Mlx4Device {
             rx.push(Box::new(ring) as Box<dyn rpmd_pmd::port::RxQueue>);
         }
         if let Some(base) = base {
-            self.start_rss(hca, st, base, n)?;
+            self.start_rss(hca, st, base, n, &conf.rss)?;
         }
         let mut tx = Vec::new();
         for q in 0..conf.tx_queues as usize {
@@ -300,19 +301,31 @@ impl Mlx4Device {
     /// over IPv4/IPv6 addresses and TCP/UDP ports, frames with nothing to
     /// hash to the first; it completes nothing itself (receive queue 0's
     /// CQ stands in its context).
-    fn start_rss(&self, hca: &mut Hca, st: &mut Started, base: u32, n: u32) -> Result<(), Error> {
+    fn start_rss(
+        &self,
+        hca: &mut Hca,
+        st: &mut Started,
+        base: u32,
+        n: u32,
+        rss: &RssConfig,
+    ) -> Result<(), Error> {
         let mut r = RssCtx::zeroed();
         r.base_qpn = Be32::new(n.trailing_zeros() << 24 | base);
         r.default_qpn = Be32::new(base);
         r.base_qpn_udp = Be32::new(base);
         r.hash_fn = qp::RSS_HASH_TOP;
-        r.flags = qp::RSS_IPV4
-            | qp::RSS_TCP_IPV4
-            | qp::RSS_UDP_IPV4
-            | qp::RSS_IPV6
-            | qp::RSS_TCP_IPV6
-            | qp::RSS_UDP_IPV6;
-        r.rss_key = RSS_KEY;
+        r.flags = [
+            (RssHash::IPV4, qp::RSS_IPV4),
+            (RssHash::IPV4_TCP, qp::RSS_TCP_IPV4),
+            (RssHash::IPV4_UDP, qp::RSS_UDP_IPV4),
+            (RssHash::IPV6, qp::RSS_IPV6),
+            (RssHash::IPV6_TCP, qp::RSS_TCP_IPV6),
+            (RssHash::IPV6_UDP, qp::RSS_UDP_IPV6),
+        ]
+        .into_iter()
+        .filter(|(h, _)| rss.hash.contains(*h))
+        .fold(0, |a, (_, f)| a | f);
+        r.rss_key = rss.key;
         let cqn = st.rx[0].1.cqn;
         let spec = QpSpec {
             port: self.port,
@@ -582,6 +595,17 @@ impl Device for Mlx4Device {
 
     /// The port's hardware counters since its open (DUMP_ETH_STATS; none
     /// when the command fails), then the firmware commands posted.
+    /// Toeplitz over every IPv4/IPv6 header kind, a settable key; no
+    /// redirection table (the hash's low bits pick one of a power of two
+    /// of QPs).
+    fn rss_caps(&self) -> RssCaps {
+        RssCaps {
+            hash: RssHash::ALL,
+            reta_size: 0,
+            key: true,
+        }
+    }
+
     /// Port changes the async EQ's interrupt wakes the card's watcher
     /// for (`linkwatch`); without MSI-X the link is polled.
     fn watch_link(&mut self, _name: &str, events: &LinkEvents) -> Result<bool, rpmd_pmd::Error> {

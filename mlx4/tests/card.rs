@@ -267,3 +267,66 @@ fn the_driver_keeps_up_with_an_engine_on_another_cpu() {
     assert!(model.violations().is_empty(), "{:?}", model.violations());
     assert_eq!(p.available(), p.size(), "every mbuf home");
 }
+
+/// The app's RSS settings reach the card: a key of its own, and only
+/// IPv4 addresses hashed (no ports), so every flow between two hosts lands
+/// on one queue with the hash Toeplitz gives for that key; a redirection
+/// table, which a ConnectX-3 has not, is refused by name.
+#[test]
+fn the_app_s_rss_key_and_hash_kinds_reach_the_card() {
+    use rpmd_pmd::net::rss::{ipv4_input, toeplitz};
+    use rpmd_pmd::port::{RssConfig, RssHash};
+    use rpmd_pmd::PortConfig;
+    let model = Mlx4Model::new("0000:00:12.0".parse().unwrap(), ModelOptions::default());
+    let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+    let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
+    let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
+    let mut port = rpmd_mlx4::ethdev::open_port("mlx4-rss-conf", card, 1, 0).unwrap();
+    let p = pool("mlx4-rss-conf");
+    let caps = port.rss_caps();
+    assert!(caps.hash.contains(RssHash::ALL) && caps.key && caps.reta_size == 0);
+    let key: [u8; 40] = std::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0x5c);
+    let rss = RssConfig {
+        hash: RssHash::IPV4,
+        key,
+        reta: Vec::new(),
+    };
+    let with_table = PortConfig {
+        rx_queues: 4,
+        rss: RssConfig {
+            reta: vec![0; 4],
+            ..rss.clone()
+        },
+        ..conf(&p)
+    };
+    let e = port.configure(&with_table).unwrap_err().to_string();
+    assert!(e.contains("redirection table"), "{e}");
+    port.configure(&PortConfig {
+        rx_queues: 4,
+        rss,
+        ..conf(&p)
+    })
+    .unwrap();
+    let mut q = port.start().unwrap();
+    let want = toeplitz(&key, &ipv4_input([10, 0, 0, 1], [10, 0, 0, 2], None));
+    for k in 0..32u16 {
+        let mut f = udp_frame(rpmd_mlx4::model::PORT_MAC, 80, k as u8);
+        f[34..36].copy_from_slice(&(1000 + k).to_be_bytes());
+        assert_eq!(
+            model.inject(1, &f),
+            rpmd_mlx4::model::RxOutcome::Delivered(1)
+        );
+        let on: Vec<(u16, u32)> = (0..4u16)
+            .flat_map(|rxq| {
+                let mut pkts = Pkts::new();
+                q.rx_burst(rxq, &mut pkts, 32);
+                pkts.iter().map(|m| (rxq, m.rss_hash())).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(on, vec![((want & 3) as u16, want)], "flow {k}");
+    }
+    let e = port.set_rss_reta(&[1, 1, 1, 1]).unwrap_err().to_string();
+    assert!(e.contains("redirection table"), "{e}");
+    drop(q);
+    port.stop().unwrap();
+}

@@ -252,6 +252,12 @@ impl Port for Faulty {
     fn set_vlan_filter(&mut self, id: u16, on: bool) -> Result<(), Error> {
         self.inner.set_vlan_filter(id, on)
     }
+    fn rss_caps(&self) -> crate::port::RssCaps {
+        self.inner.rss_caps()
+    }
+    fn set_rss_reta(&mut self, reta: &[u16]) -> Result<(), Error> {
+        self.inner.set_rss_reta(reta)
+    }
     fn set_mtu(&mut self, mtu: u16) -> Result<(), Error> {
         self.inner.set_mtu(mtu)
     }

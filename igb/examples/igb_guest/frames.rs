@@ -13,7 +13,7 @@ use rpmd_pmd::net::rss::{ipv4_input, toeplitz, RSS_KEY};
 use rpmd_pmd::net::{
     fold, ipv4_header_checksum, ones_sum, pseudo_header_sum, pseudo_header_sum_tso,
 };
-use rpmd_pmd::port::{MacAddr, Offloads};
+use rpmd_pmd::port::{MacAddr, Offloads, RssConfig, RssHash};
 use rpmd_pmd::{Mbuf, Mempool, MempoolConfig, Pkts, Port, PortConfig, Queues, Registry};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,11 @@ impl Pair {
 
     /// [`restart`](Self::restart) with `rx_queues` receive queues.
     pub fn restart_with(&mut self, k: usize, mtu: u16, rx_queues: u16) -> R<()> {
+        self.restart_rss(k, mtu, rx_queues, RssConfig::default())
+    }
+
+    /// [`restart_with`](Self::restart_with) with the RSS settings `rss`.
+    pub fn restart_rss(&mut self, k: usize, mtu: u16, rx_queues: u16, rss: RssConfig) -> R<()> {
         let pool = self.pool.clone();
         let (p, q) = self.port(k);
         p.stop().map_err(s)?;
@@ -87,6 +92,7 @@ impl Pair {
             mtu: Some(mtu),
             tx_queues: 2,
             rx_queues,
+            rss,
             ..PortConfig::with_pool(&pool)
         })
         .map_err(s)?;
@@ -611,15 +617,69 @@ pub fn rss(p: &mut Pair) -> R<String> {
         }
         per_queue[*q as usize] += 1;
     }
-    p.restart(1, 1500)?;
     if got.len() != flows as usize {
         return Err(format!("{} of {flows} frames arrived", got.len()));
     }
     if per_queue.iter().filter(|&&n| n > 0).count() < 3 {
         return Err(format!("frames per queue {per_queue:?}: not spread"));
     }
+    let reta = rss_by_the_app(p, flows)?;
+    p.restart(1, 1500)?;
     Ok(format!(
-        "{flows} UDP flows over 4 queues {per_queue:?}, every hash Toeplitz's"
+        "{flows} UDP flows over 4 queues {per_queue:?}, every hash Toeplitz's; {reta}"
+    ))
+}
+
+/// RSS as the app sets it: a redirection table replaced while the port
+/// runs (every entry queue 2: every flow there), then a key of its own
+/// with only IPv4 addresses hashed (no ports: every flow between two
+/// hosts on one queue, with the hash Toeplitz gives for that key).
+fn rss_by_the_app(p: &mut Pair, flows: u16) -> R<String> {
+    let (a, b) = (p.mac(0), p.mac(1));
+    let send_flows = |p: &mut Pair| -> R<Vec<(u16, Mbuf)>> {
+        let mut out = Pkts::new();
+        for k in 0..flows {
+            let mut f = udp_frame(b, a, 32);
+            f[34..36].copy_from_slice(&(1000 + 7 * k).to_be_bytes());
+            let c = ipv4_header_checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+            let _ = out.push(p.mbuf(&f, 2048)?);
+            if out.len() == 16 || k + 1 == flows {
+                p.send(0, &mut out)?;
+            }
+        }
+        Ok(p.receive_queues(1, 4, flows as usize, Duration::from_secs(5)))
+    };
+    p.port(1)
+        .0
+        .set_rss_reta(&[2; RETA_ENTRIES as usize])
+        .map_err(s)?;
+    let got = send_flows(p)?;
+    if got.len() != flows as usize || got.iter().any(|(q, _)| *q != 2) {
+        let on: Vec<u16> = got.iter().map(|(q, _)| *q).collect();
+        return Err(format!(
+            "table all 2: {} frames, on queues {on:?}",
+            got.len()
+        ));
+    }
+    let key: [u8; 40] = std::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0x5c);
+    let rss = RssConfig {
+        hash: RssHash::IPV4,
+        key,
+        reta: Vec::new(),
+    };
+    p.restart_rss(1, 1500, 4, rss)?;
+    let got = send_flows(p)?;
+    let want = toeplitz(&key, &ipv4_input([10, 0, 0, 1], [10, 0, 0, 2], None));
+    let on = (want % RETA_ENTRIES) as u16 % 4;
+    if got.len() != flows as usize || got.iter().any(|(q, m)| *q != on || m.rss_hash() != want) {
+        let seen: Vec<(u16, u32)> = got.iter().map(|(q, m)| (*q, m.rss_hash())).collect();
+        return Err(format!(
+            "own key, IPv4 only: want {want:#x} on {on}, got {seen:?}"
+        ));
+    }
+    Ok(format!(
+        "a table set while running and a key of the app's obeyed ({flows} flows on queue {on})"
     ))
 }
 

@@ -184,6 +184,21 @@ pub trait Device: Send {
         Ok(())
     }
 
+    /// What the device's RSS offers (none by default); the layer checks
+    /// a configuration's [`RssConfig`](super::RssConfig) against it.
+    fn rss_caps(&self) -> super::RssCaps {
+        super::RssCaps::default()
+    }
+
+    /// Programs a redirection table the layer checked (the device's size,
+    /// configured queues), started or not.
+    fn set_rss_reta(&mut self, name: &str, _reta: &[u16]) -> Result<(), Error> {
+        Err(Error::Port {
+            port: name.to_string(),
+            detail: "this device has no RSS redirection table".into(),
+        })
+    }
+
     /// Applies an MTU the layer checked against the capabilities;
     /// `started` says whether the port is running (devices whose buffers
     /// are sized by the MTU refuse then).
@@ -431,6 +446,10 @@ impl<D: Device> Port for EthDev<D> {
             return Err(self.err("configure while started; stop it first"));
         }
         conf.validate(&self.name, &self.capabilities())?;
+        if conf.rx_queues > 1 || conf.offloads.contains(Offloads::RX_RSS) {
+            conf.rss
+                .validate(&self.name, &self.dev.rss_caps(), conf.rx_queues)?;
+        }
         // The device sees only the offloads it offers itself.
         let soft = conf.offloads.minus(self.dev.capabilities().offloads);
         let conf = PortConfig {
@@ -579,6 +598,29 @@ impl<D: Device> Port for EthDev<D> {
             ..self.current_filter()
         };
         self.apply_filter(filter)
+    }
+
+    fn rss_caps(&self) -> super::RssCaps {
+        self.dev.rss_caps()
+    }
+
+    fn set_rss_reta(&mut self, reta: &[u16]) -> Result<(), Error> {
+        let caps = self.dev.rss_caps();
+        let queues = self.conf.as_ref().map_or(0, |c| c.rx_queues);
+        let bad = |detail: String| Error::Config {
+            port: self.name.clone(),
+            what: "rss",
+            detail,
+        };
+        if reta.is_empty() {
+            return Err(bad("an empty redirection table".into()));
+        }
+        super::RssConfig::check_reta(reta, &caps, queues).map_err(bad)?;
+        self.dev.set_rss_reta(&self.name, reta)?;
+        if let Some(c) = self.conf.as_mut() {
+            c.rss.reta = reta.to_vec();
+        }
+        Ok(())
     }
 
     fn set_vlan_filter(&mut self, id: u16, on: bool) -> Result<(), Error> {

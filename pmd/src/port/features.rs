@@ -37,6 +37,11 @@ pub enum Feature {
     MacFilter,
     /// Flows hashed and spread over the rx queues, the hash in the mbuf.
     RssHash,
+    /// The app's RSS key and hashed headers ([`RssConfig`](super::RssConfig)).
+    RssKeyUpdate,
+    /// The app's redirection table
+    /// ([`Port::set_rss_reta`](super::Port::set_rss_reta)).
+    RssRetaUpdate,
     /// VLAN filter ([`Port::set_vlan_filter`](super::Port::set_vlan_filter)).
     VlanFilter,
     /// VLAN strip and insert.
@@ -57,7 +62,7 @@ pub enum Feature {
 
 impl Feature {
     /// Every feature, in the matrix's order.
-    pub const ALL: [Feature; 19] = [
+    pub const ALL: [Feature; 21] = [
         Feature::LinkStatus,
         Feature::LinkStatusEvent,
         Feature::RxInterrupt,
@@ -69,6 +74,8 @@ impl Feature {
         Feature::AllmulticastMode,
         Feature::MacFilter,
         Feature::RssHash,
+        Feature::RssKeyUpdate,
+        Feature::RssRetaUpdate,
         Feature::VlanFilter,
         Feature::VlanOffload,
         Feature::ChecksumOffload,
@@ -93,6 +100,8 @@ impl Feature {
             Feature::AllmulticastMode => "Allmulticast mode",
             Feature::MacFilter => "Unicast/multicast MAC filter",
             Feature::RssHash => "RSS hash",
+            Feature::RssKeyUpdate => "RSS key update",
+            Feature::RssRetaUpdate => "RSS reta update",
             Feature::VlanFilter => "VLAN filter",
             Feature::VlanOffload => "VLAN offload",
             Feature::ChecksumOffload => "L3/L4 checksum offload",

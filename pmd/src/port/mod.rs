@@ -44,6 +44,7 @@ pub mod features;
 pub mod null;
 pub mod registry;
 pub mod ring;
+pub mod rss;
 pub mod shm;
 pub mod stats;
 pub mod vlan;
@@ -53,6 +54,7 @@ pub use ethdev::{Device, EthDev, RxFilter, StartContext};
 pub use events::{LinkEvents, LinkNotifier};
 pub use features::{Feature, Support};
 pub use registry::{Driver, PciDriver, Registry};
+pub use rss::{RssCaps, RssConfig, RssHash};
 pub use stats::{PortStats, QueueStats, Xstat};
 
 /// The most mbufs one burst holds. Bursts of 32 are the norm; the batch
@@ -306,6 +308,10 @@ pub struct PortConfig {
     /// it reads every frame's headers. None of rpmd's ports has hardware
     /// that does it, so it is done in software by all of them alike.
     pub rx_ptypes: bool,
+    /// How RSS hashes and spreads, when the port hashes (several receive
+    /// queues, or [`Offloads::RX_RSS`]); checked against
+    /// [`Port::rss_caps`].
+    pub rss: RssConfig,
 }
 
 impl PortConfig {
@@ -332,6 +338,7 @@ impl Default for PortConfig {
             rx_deferred: Vec::new(),
             tx_deferred: Vec::new(),
             rx_ptypes: false,
+            rss: RssConfig::default(),
         }
     }
 }
@@ -757,6 +764,22 @@ pub trait Port: Send {
     /// the frames stay with the caller) until the queue starts again.
     fn tx_queue_stop(&mut self, q: u16) -> Result<(), Error> {
         Err(no_queue_control(self, q))
+    }
+
+    /// What the port's RSS offers (none by default).
+    fn rss_caps(&self) -> RssCaps {
+        RssCaps::default()
+    }
+
+    /// Replaces the redirection table (DPDK's
+    /// `rte_eth_dev_rss_reta_update`), started or not: exactly
+    /// [`RssCaps::reta_size`] entries, each a configured receive queue.
+    fn set_rss_reta(&mut self, reta: &[u16]) -> Result<(), Error> {
+        let _ = reta;
+        Err(Error::Port {
+            port: self.name().to_string(),
+            detail: format!("the {} driver has no RSS redirection table", self.driver()),
+        })
     }
 
     /// Admits (`on`) or refuses tagged frames of VLAN `id` (0..=4095)
