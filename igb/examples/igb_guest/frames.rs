@@ -579,13 +579,10 @@ fn udp_frame(dst: MacAddr, src: MacAddr, payload: usize) -> Vec<u8> {
     f
 }
 
-/// RSS over four receive queues: each UDP flow's frame lands on the
-/// queue the redirection table gives its Toeplitz hash, with that hash in
-/// the mbuf.
-pub fn rss(p: &mut Pair) -> R<String> {
-    p.restart_with(1, 1500, 4)?;
+/// `flows` UDP flows (10.0.0.1 to 10.0.0.2, source ports apart) sent
+/// from port 0, and what port 1's four queues received, by queue.
+fn send_flows(p: &mut Pair, flows: u16) -> R<Vec<(u16, Mbuf)>> {
     let (a, b) = (p.mac(0), p.mac(1));
-    let flows = 64u16;
     let mut out = Pkts::new();
     for k in 0..flows {
         let mut f = udp_frame(b, a, 32);
@@ -597,7 +594,16 @@ pub fn rss(p: &mut Pair) -> R<String> {
             p.send(0, &mut out)?;
         }
     }
-    let got = p.receive_queues(1, 4, flows as usize, Duration::from_secs(5));
+    Ok(p.receive_queues(1, 4, flows as usize, Duration::from_secs(5)))
+}
+
+/// RSS over four receive queues: each UDP flow's frame lands on the
+/// queue the redirection table gives its Toeplitz hash, with that hash in
+/// the mbuf.
+pub fn rss(p: &mut Pair) -> R<String> {
+    p.restart_with(1, 1500, 4)?;
+    let flows = 64u16;
+    let got = send_flows(p, flows)?;
     let mut per_queue = [0usize; 4];
     for (q, m) in &got {
         let d = bytes_of(m);
@@ -635,26 +641,11 @@ pub fn rss(p: &mut Pair) -> R<String> {
 /// with only IPv4 addresses hashed (no ports: every flow between two
 /// hosts on one queue, with the hash Toeplitz gives for that key).
 fn rss_by_the_app(p: &mut Pair, flows: u16) -> R<String> {
-    let (a, b) = (p.mac(0), p.mac(1));
-    let send_flows = |p: &mut Pair| -> R<Vec<(u16, Mbuf)>> {
-        let mut out = Pkts::new();
-        for k in 0..flows {
-            let mut f = udp_frame(b, a, 32);
-            f[34..36].copy_from_slice(&(1000 + 7 * k).to_be_bytes());
-            let c = ipv4_header_checksum(&f[14..34]);
-            f[24..26].copy_from_slice(&c.to_be_bytes());
-            let _ = out.push(p.mbuf(&f, 2048)?);
-            if out.len() == 16 || k + 1 == flows {
-                p.send(0, &mut out)?;
-            }
-        }
-        Ok(p.receive_queues(1, 4, flows as usize, Duration::from_secs(5)))
-    };
     p.port(1)
         .0
         .set_rss_reta(&[2; RETA_ENTRIES as usize])
         .map_err(s)?;
-    let got = send_flows(p)?;
+    let got = send_flows(p, flows)?;
     if got.len() != flows as usize || got.iter().any(|(q, _)| *q != 2) {
         let on: Vec<u16> = got.iter().map(|(q, _)| *q).collect();
         return Err(format!(
@@ -669,7 +660,7 @@ fn rss_by_the_app(p: &mut Pair, flows: u16) -> R<String> {
         reta: Vec::new(),
     };
     p.restart_rss(1, 1500, 4, rss)?;
-    let got = send_flows(p)?;
+    let got = send_flows(p, flows)?;
     let want = toeplitz(&key, &ipv4_input([10, 0, 0, 1], [10, 0, 0, 2], None));
     let on = (want % RETA_ENTRIES) as u16 % 4;
     if got.len() != flows as usize || got.iter().any(|(q, m)| *q != on || m.rss_hash() != want) {
