@@ -28,7 +28,8 @@
 //!   INIT_HCA; then ([`res`], [`eq`]) the PD, one physical MR (SW2HW_MPT)
 //!   whose lkey every WQE names, MTT entries written straight into the
 //!   MTT table for each queue buffer, and the async EQ (SW2HW_EQ, MAP_EQ)
-//!   polled for port changes. Close (and drop) undoes each step in
+//!   read for port changes (on a link poll, or on its interrupt:
+//!   `linkwatch`). Close (and drop) undoes each step in
 //!   reverse and gives ownership back, so a second open works.
 //! - CQs (SW2HW_CQ), raw-Ethernet QPs (RST → INIT → RTR → RTS, 2RST),
 //!   B0 MAC steering ([`steer`]: MGID_HASH, READ_MCG, WRITE_MCG chains,
