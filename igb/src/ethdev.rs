@@ -373,11 +373,7 @@ impl IgbDevice {
             )?;
         }
         self.program_reta(&rss.table(RETA_ENTRIES as u16, queues))?;
-        let fields = RSS_FIELDS
-            .iter()
-            .filter(|(h, _)| rss.hash.contains(*h))
-            .fold(0, |a, (_, f)| a | f);
-        hw.write(MRQC, MRQC_ENABLE_RSS_MQ | fields)
+        hw.write(MRQC, MRQC_ENABLE_RSS_MQ | rss.hash.to_bits(&RSS_FIELDS))
     }
 
     /// The redirection table: four 8-bit entries a register.

@@ -78,6 +78,16 @@ impl Started {
 /// The Toeplitz key RSS hashes with (DPDK's default for most PMDs).
 pub use rpmd_pmd::net::rss::RSS_KEY;
 
+/// The RSS context's flag for each kind of header hashed.
+const RSS_FLAGS: [(RssHash, u8); 6] = [
+    (RssHash::IPV4, qp::RSS_IPV4),
+    (RssHash::IPV4_TCP, qp::RSS_TCP_IPV4),
+    (RssHash::IPV4_UDP, qp::RSS_UDP_IPV4),
+    (RssHash::IPV6, qp::RSS_IPV6),
+    (RssHash::IPV6_TCP, qp::RSS_TCP_IPV6),
+    (RssHash::IPV6_UDP, qp::RSS_UDP_IPV6),
+];
+
 /// One Ethernet port of a ConnectX-3: the generic port over its device.
 pub type Mlx4Port = EthDev<Mlx4Device>;
 
@@ -90,13 +100,16 @@ pub fn open_port(name: &str, card: Card, port: u8, port_id: u16) -> Result<Mlx4P
             "{name}: port {port}; the card has ports 1..={ports}"
         )));
     }
-    if lock(&card).ports()[port as usize - 1].senses_ib {
-        return Err(Error::Firmware(format!(
-            "{name}: port {port} is a VPI port on an InfiniBand link (SENSE_PORT); rpmd drives Ethernet only: cable it to Ethernet, or set its type with `mlxconfig set LINK_TYPE_P{port}=2` (ETH)"
-        )));
+    {
+        let mut hca = lock(&card);
+        if hca.ports()[port as usize - 1].senses_ib {
+            return Err(Error::Firmware(format!(
+                "{name}: port {port} is a VPI port on an InfiniBand link (SENSE_PORT); rpmd drives Ethernet only: cable it to Ethernet, or set its type with `mlxconfig set LINK_TYPE_P{port}=2` (ETH)"
+            )));
+        }
+        // The port's counters start at its open, as the other ports' do.
+        hca.dump_eth_stats(port, true)?;
     }
-    // The port's counters start at its open, as the other ports' do.
-    lock(&card).dump_eth_stats(port, true)?;
     let dev = Mlx4Device {
         name: name.to_string(),
         card,
@@ -233,16 +246,11 @@ impl Mlx4Device {
         let conf = ctx.conf;
         let n = conf.rx_desc as u32;
         // Its interrupt: a completion EQ raising its own vector.
-        let eq = match hca.rx_eq(self.port, q) {
-            Some((eqn, vector)) => {
-                let eq = hca.create_comp_eq(eqn, vector as u8)?;
-                st.comp_eqs.push(eq);
-                Some(vector)
-            }
-            None => None,
-        };
-        let comp_eqn = eq.and(st.comp_eqs.last().map(|e| e.eqn));
-        let (qp, cq, poll) = hca.create_queue(n, comp_eqn, |cqn| QpSpec {
+        let irq_eq = hca.rx_eq(self.port, q);
+        if let Some((eqn, vector)) = irq_eq {
+            st.comp_eqs.push(hca.create_comp_eq(eqn, vector as u8)?);
+        }
+        let (qp, cq, poll) = hca.create_queue(n, irq_eq.map(|(eqn, _)| eqn), |cqn| QpSpec {
             port: self.port,
             sq_txbbs: 1,
             rq: Some((n, 16)),
@@ -260,8 +268,8 @@ impl Mlx4Device {
                 return Err(e);
             }
         };
-        let irq = match (eq, st.comp_eqs.last()) {
-            (Some(vector), Some(ceq)) => match hca.rx_irq(ceq, vector, cq.cqn, poll.record()) {
+        let irq = match (irq_eq, st.comp_eqs.last()) {
+            (Some((_, vector)), Some(eq)) => match hca.rx_irq(eq, vector, cq.cqn, poll.record()) {
                 Ok(irq) => Some(irq),
                 Err(e) => {
                     st.rx.push((qp, cq));
@@ -314,17 +322,7 @@ impl Mlx4Device {
         r.default_qpn = Be32::new(base);
         r.base_qpn_udp = Be32::new(base);
         r.hash_fn = qp::RSS_HASH_TOP;
-        r.flags = [
-            (RssHash::IPV4, qp::RSS_IPV4),
-            (RssHash::IPV4_TCP, qp::RSS_TCP_IPV4),
-            (RssHash::IPV4_UDP, qp::RSS_UDP_IPV4),
-            (RssHash::IPV6, qp::RSS_IPV6),
-            (RssHash::IPV6_TCP, qp::RSS_TCP_IPV6),
-            (RssHash::IPV6_UDP, qp::RSS_UDP_IPV6),
-        ]
-        .into_iter()
-        .filter(|(h, _)| rss.hash.contains(*h))
-        .fold(0, |a, (_, f)| a | f);
+        r.flags = rss.hash.to_bits(&RSS_FLAGS);
         r.rss_key = rss.key;
         let cqn = st.rx[0].1.cqn;
         let spec = QpSpec {
@@ -593,8 +591,6 @@ impl Device for Mlx4Device {
             .map_or(0, |c| c.rx_overflow)
     }
 
-    /// The port's hardware counters since its open (DUMP_ETH_STATS; none
-    /// when the command fails), then the firmware commands posted.
     /// Toeplitz over every IPv4/IPv6 header kind, a settable key; no
     /// redirection table (the hash's low bits pick one of a power of two
     /// of QPs).
@@ -613,6 +609,9 @@ impl Device for Mlx4Device {
             .map_err(|e| self.err("starting the link watcher", e))
     }
 
+    /// The port's hardware counters since its open (DUMP_ETH_STATS; none
+    /// when the command fails), the firmware commands posted, and
+    /// whether the card failed.
     fn xstats(&self, _stats: &StatsBlock, x: &mut Vec<Xstat>) {
         let mut hca = lock(&self.card);
         if let Ok(c) = hca.dump_eth_stats(self.port, false) {

@@ -201,6 +201,15 @@ impl Hca {
         }
     }
 
+    /// Turns MSI-X off again, if it was on.
+    fn release_msix(&mut self) {
+        if !std::mem::take(&mut self.msix).is_empty() {
+            if let Err(e) = self.func.disable_msix() {
+                eprintln!("rpmd: warning: mlx4: {e}");
+            }
+        }
+    }
+
     /// The EQ number of port `port`'s receive queue `q`'s completion EQ,
     /// and its MSI-X vector, if it has one: the numbers after the async
     /// EQ's, vectors after vector 0.
@@ -317,9 +326,7 @@ impl Hca {
             self.mtts = None;
             self.icm = None;
             self.fw.abandon();
-            if !std::mem::take(&mut self.msix).is_empty() {
-                let _ = self.func.disable_msix();
-            }
+            self.release_msix();
             release_ownership(&self.hcr);
             return;
         }
@@ -331,11 +338,7 @@ impl Hca {
             }
         }
         self.destroy_async_eq();
-        if !std::mem::take(&mut self.msix).is_empty() {
-            if let Err(e) = self.func.disable_msix() {
-                eprintln!("rpmd: warning: mlx4: {e}");
-            }
-        }
+        self.release_msix();
         if let Some((index, _)) = self.mr.take() {
             if let Err(e) = self.deregister_mr(index) {
                 eprintln!("rpmd: warning: mlx4: {e}");

@@ -51,7 +51,10 @@ pub(crate) fn watch(
 
 fn run(card: Weak<Mutex<Hca>>, fd: rpmd_pmd::function::EventFd) {
     loop {
-        let _ = fd.wait(TICK);
+        // A wait that fails (it should not) still paces the loop.
+        if fd.wait(TICK).is_err() {
+            std::thread::sleep(TICK);
+        }
         let Some(card) = card.upgrade() else { return };
         let mut hca = card.lock().unwrap_or_else(|e| e.into_inner());
         if hca.is_closed() {

@@ -473,13 +473,26 @@ impl Mlx4Model {
     /// A CQ armed while CQEs past the driver's consumer index `ci` wait
     /// posts its completion event now, and disarms.
     pub(super) fn arm_with_pending(&self, s: &mut State, cqn: u32, ci: u32) {
+        let pending = s
+            .obj
+            .cqs
+            .get(&cqn)
+            .is_some_and(|cq| cq.prod.wrapping_sub(ci) & 0xff_ffff != 0);
+        if pending {
+            self.completion_event(s, cqn);
+        }
+    }
+
+    /// An armed CQ's completion event (then it disarms): the CQ's number
+    /// in the EQE's first be32 (`inc/device.h` `event.comp.cqn`), posted
+    /// to its completion EQ.
+    fn completion_event(&self, s: &mut State, cqn: u32) {
         let Some(cq) = s.obj.cqs.get_mut(&cqn) else {
             return;
         };
-        if !cq.armed || cq.prod.wrapping_sub(ci) & 0xff_ffff == 0 {
+        if !std::mem::take(&mut cq.armed) {
             return;
         }
-        cq.armed = false;
         let eqn = cq.comp_eqn;
         let mut data = [0u8; 24];
         data[..4].copy_from_slice(&cqn.to_be_bytes());
@@ -530,15 +543,8 @@ impl Mlx4Model {
         }
         if let Some(q) = s.obj.cqs.get_mut(&cqn) {
             q.prod = q.prod.wrapping_add(1);
-            q.armed = false;
         }
-        if cq.armed {
-            // The completion event: the CQ's number in the EQE's first
-            // be32 (`inc/device.h` `event.comp.cqn`).
-            let mut data = [0u8; 24];
-            data[..4].copy_from_slice(&cqn.to_be_bytes());
-            self.post_eqe_to(s, cq.comp_eqn, e::EV_COMPLETION, 0, data);
-        }
+        self.completion_event(s, cqn);
         true
     }
 }

@@ -58,6 +58,18 @@ impl RssHash {
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// A device's encoding of this set: the bits `table` gives each kind
+    /// in it, or'ed together.
+    pub fn to_bits<T>(self, table: &[(RssHash, T)]) -> T
+    where
+        T: Copy + Default + std::ops::BitOr<Output = T>,
+    {
+        table
+            .iter()
+            .filter(|(kind, _)| self.contains(*kind))
+            .fold(T::default(), |bits, &(_, b)| bits | b)
+    }
 }
 
 impl std::ops::BitOr for RssHash {
@@ -233,6 +245,12 @@ mod tests {
         let e = past.validate("p", &caps, 2).unwrap_err().to_string();
         assert!(e.contains("entry 2 is queue 2"), "{e}");
         assert_eq!(ok.table(4, 3), vec![0, 1, 2, 0]);
+        let bits = [
+            (RssHash::IPV4, 1u8),
+            (RssHash::IPV4_TCP, 4),
+            (RssHash::IPV6, 8),
+        ];
+        assert_eq!((RssHash::IPV4 | RssHash::IPV6).to_bits(&bits), 9);
         // A port with no RSS of its own takes the defaults, nothing else.
         let none = RssCaps::default();
         assert!(RssConfig::default().validate("p", &none, 4).is_ok());

@@ -4,7 +4,7 @@
 //! `/usr/src/linux-source-*.tar.xz`. A test extracts the driver's files
 //! ([`LinuxSource::extract`]), names each rpmd value beside a C expression
 //! over Linux's definitions ([`Check`]), and has a C compiler evaluate the
-//! expressions ([`LinuxSource::evaluate`]): a mismatch names the
+//! expressions ([`LinuxSource::assert_agree`]): a mismatch names the
 //! definition. No kernel source is committed.
 //!
 //! Headers that compile on their own (igb's) are included as they are.
@@ -141,7 +141,7 @@ impl LinuxSource {
     /// Compiles `prelude` and a `main` printing every check's C expression
     /// (with `include` on the include path), runs it, and returns what
     /// differs from rpmd's values, one line each.
-    pub fn evaluate(&self, include: Option<&Path>, prelude: &str, checks: &[Check]) -> Vec<String> {
+    fn evaluate(&self, include: Option<&Path>, prelude: &str, checks: &[Check]) -> Vec<String> {
         let mut c = String::from(prelude);
         c.push_str("\nint main(void) {\n");
         for check in checks {
@@ -194,8 +194,9 @@ fn same(ours: u64, linux: u64) -> bool {
 }
 
 impl LinuxSource {
-    /// [`evaluate`](Self::evaluate)s the checks and fails listing every
-    /// definition that differs; else says how many agree.
+    /// Evaluates the checks (a C program printing each expression) and
+    /// fails listing every definition that differs; else says how many
+    /// agree.
     pub fn assert_agree(&self, include: Option<&Path>, prelude: &str, checks: &[Check]) {
         let wrong = self.evaluate(include, prelude, checks);
         assert!(
