@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rpmd's test command (README "Quick start"; .ci/run runs exactly this).
 # Installs what the tests need, then runs every check: format, lints, docs,
-# unit and integration tests, release-mode stress tests, loom model checks,
+# unit and integration tests, mlx4 built with a deliberate defect,
+# release-mode stress tests, loom model checks,
 # the VFIO test in a QEMU guest with a virtual IOMMU (tests/vm/run.sh), two
 # QEMU guests on a vswitch through the vhost-user backend
 # (tests/vm/vhost-guest.sh), and
@@ -73,6 +74,8 @@ step "cargo test (debug)"
 cargo test --workspace
 step "release-mode stress tests"
 cargo test --release -p rpmd-ring --test stress -- --nocapture --test-threads=1
+step "mlx4 built with a deliberate defect fails where the real driver passes (mlx4/tests/defects.rs)"
+cargo test -p rpmd-mlx4 --features defects --test defects
 step "loom model checks"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p rpmd-ring --test loom
 if [ "$(id -u)" = 0 ] && command -v qemu-system-x86_64 >/dev/null; then

@@ -65,6 +65,8 @@
 
 pub mod caps;
 mod cq;
+#[cfg(feature = "defects")]
+pub mod defects;
 pub mod driver;
 pub mod eq;
 mod error;

@@ -225,6 +225,26 @@ fn the_firmware_area_is_split_into_naturally_aligned_blocks() {
     assert_eq!(total, 0x2_3000);
 }
 
+/// A real card's firmware area is not published: whatever QUERY_FW asks
+/// for (a power of two or not, small or 16 MiB), the driver maps all of
+/// it before RUN_FW, which the model refuses on less.
+#[test]
+fn the_firmware_area_is_as_large_as_the_firmware_asks() {
+    for pages in [1u16, 1000, 4096] {
+        let m = model(ModelOptions {
+            fw_area_pages: Some(pages),
+            ..ModelOptions::default()
+        });
+        let hca = open(&m).unwrap_or_else(|e| panic!("{pages} pages: {e}"));
+        drop(hca);
+        assert!(
+            m.violations().is_empty(),
+            "{pages} pages: {:?}",
+            m.violations()
+        );
+    }
+}
+
 #[test]
 fn capabilities_and_the_port_are_decoded() {
     let m = model(ModelOptions::default());
@@ -232,7 +252,20 @@ fn capabilities_and_the_port_are_decoded() {
     let c = hca.dev_cap();
     assert_eq!(c.num_ports, 2);
     assert_eq!(c.steering, Steering::B0);
-    assert_eq!((c.log_rsvd_qps, c.log_max_qps), (6, 17));
+    assert_eq!((c.log_rsvd_qps, c.log_max_qps), (6, 18));
+    // A real ConnectX-3's reservations, as its `ibv_devinfo -v` shows
+    // them through Linux's formulas (model::commands::CAPS cites it).
+    let (cqs, mpts, pds) = (1u32 << 16, 1u32 << 19, 1u32 << 15);
+    assert_eq!(cqs - (1 << c.log_rsvd_cqs), 65408, "max_cq");
+    assert_eq!(cqs - (1 << c.log_rsvd_srqs), 65472, "max_srq");
+    assert_eq!(mpts - (1 << c.log_rsvd_mpts), 524032, "max_mr");
+    assert_eq!(pds - c.rsvd_pds as u32, 32764, "max_pd");
+    assert_eq!((1u32 << c.log_max_qp_sz) - 33, 16351, "max_qp_wr");
+    assert_eq!(
+        !((1u32 << c.log_min_page) - 1),
+        0xffff_fe00,
+        "page_size_cap"
+    );
     assert_eq!(
         (c.log_rsvd_cqs, c.log_max_cqs, c.log_max_cq_sz),
         (7, 16, 22)

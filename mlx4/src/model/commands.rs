@@ -10,7 +10,16 @@ pub(super) const NUM_PORTS: u8 = 2;
 pub const PORT_MAC: [u8; 6] = [0x00, 0x02, 0xc9, 0x12, 0x34, 0x50];
 
 /// The log2 limits and reservations QUERY_DEV_CAP reports, which
-/// INIT_HCA is checked against.
+/// INIT_HCA is checked against. The reservations and queue sizes are a
+/// real ConnectX-3's (MT27500, device 0x1003, firmware 2.33.5100): its
+/// `ibv_devinfo -v`, published in github.com/claudebarthels/infinity
+/// issue 5, read back through Linux's `mlx4_ib_query_device` and
+/// `mlx4_init_quotas` (max_cq 65408 = 2^16 - 128 reserved CQs, max_srq
+/// 65472 = 2^16 - 64, max_mr 524032 = 2^19 - 256 reserved MPTs, max_pd
+/// 32764 = 2^15 - 4, max_qp_wr 16351 = 2^14 - 33 spare, max_srq_wr 16383
+/// = 2^14 - 1, max_cqe 2^22 - 1, 32 scatter entries, pages from 512
+/// bytes). The limits are what Linux's default profile asks of a card
+/// (2^18 QPs, 2^16 CQs and SRQs, 2^19 MPTs), which a real one grants.
 #[derive(Clone, Copy)]
 pub(super) struct Caps {
     pub rsvd_qps: u8,
@@ -39,15 +48,15 @@ pub(super) struct Caps {
 
 pub(super) const CAPS: Caps = Caps {
     rsvd_qps: 6,
-    max_qps: 17,
+    max_qps: 18,
     rsvd_srqs: 6,
     max_srqs: 16,
     rsvd_cqs: 7,
     max_cqs: 16,
     rsvd_eqs: 2,
     max_eqs: 9,
-    rsvd_mpts: 4,
-    max_mpts: 17,
+    rsvd_mpts: 8,
+    max_mpts: 19,
     rsvd_mtts: 4,
     max_mcgs: 13,
     log_uar_mb: 2,
@@ -58,9 +67,10 @@ pub(super) const CAPS: Caps = Caps {
     max_icm: 1 << 36,
 };
 
-/// The model's firmware area, in 4 KiB pages (digest §4: "a small
+/// The model's firmware area, in 4 KiB pages, unless
+/// `ModelOptions::fw_area_pages` says otherwise (digest §4: "a small
 /// fw_pages such as 16").
-pub(super) const FW_PAGES: u16 = 16;
+const FW_PAGES: u16 = 16;
 /// The version it reports: 2.42.5000.
 pub(super) const FW_VERSION: (u16, u16, u16) = (2, 42, 5000);
 /// Where the firmware marks each block of its area at RUN_FW, and what
@@ -168,11 +178,15 @@ impl Mlx4Model {
         }
     }
 
+    fn fw_area_pages(&self) -> u16 {
+        self.opts.fw_area_pages.unwrap_or(FW_PAGES)
+    }
+
     fn query_fw(&self, s: &mut State) -> u8 {
         let mut b = [0u8; 0x100];
         let put16 =
             |b: &mut [u8], at: usize, v: u16| b[at..at + 2].copy_from_slice(&v.to_be_bytes());
-        put16(&mut b, query_fw::FW_PAGES, FW_PAGES);
+        put16(&mut b, query_fw::FW_PAGES, self.fw_area_pages());
         put16(&mut b, query_fw::VER_MAJOR, FW_VERSION.0);
         put16(&mut b, query_fw::VER_MINOR, FW_VERSION.1);
         put16(&mut b, query_fw::VER_SUBMINOR, FW_VERSION.2);
@@ -290,7 +304,7 @@ impl Mlx4Model {
             return status::BAD_SYS_STATE;
         }
         let bytes: u64 = s.fa.iter().map(|&(_, log)| 1u64 << log).sum();
-        if bytes < FW_PAGES as u64 * 4096 {
+        if bytes < self.fw_area_pages() as u64 * 4096 {
             Self::violation(s, format!("RUN_FW with a firmware area of {bytes} bytes"));
             return status::BAD_SYS_STATE;
         }
@@ -312,7 +326,7 @@ impl Mlx4Model {
     fn query_dev_cap(&self, s: &mut State) -> u8 {
         let mut b = [0u8; 0x100];
         let bytes: [(usize, u8); 33] = [
-            (d::LOG_MAX_SRQ_SZ, 16),
+            (d::LOG_MAX_SRQ_SZ, 14),
             (d::LOG_MAX_QP_SZ, 14),
             (d::LOG_RSVD_QPS, CAPS.rsvd_qps),
             (d::LOG_MAX_QPS, CAPS.max_qps),
@@ -329,12 +343,12 @@ impl Mlx4Model {
             (d::NUM_PORTS, NUM_PORTS),
             (d::RSVD_UARS, 1 << 4),
             (d::LOG_UAR_SZ, CAPS.log_uar_mb),
-            (d::LOG_MIN_PAGE, 12),
+            (d::LOG_MIN_PAGE, 9),
             (d::MAX_SQ_SG, 32),
             (d::MAX_RQ_SG, 32),
             (d::LOG_MAX_MCGS, CAPS.max_mcgs),
-            (d::RSVD_PDS, 1 << 4),
-            (d::LOG_MAX_PDS, 17),
+            (d::RSVD_PDS, 4 << 4),
+            (d::LOG_MAX_PDS, 15),
             (d::RDMARC_ENTRY + 1, 32),
             (d::QPC_ENTRY, 1), // 256
             (d::AUXC_ENTRY + 1, 64),

@@ -78,6 +78,10 @@ pub struct ModelOptions {
     /// answers each port's entry (0 nothing sensed, 1 InfiniBand, 2
     /// Ethernet). Without it the ports are Ethernet only.
     pub vpi: Option<[u64; 2]>,
+    /// The firmware area QUERY_FW asks for, in 4 KiB pages (RUN_FW
+    /// refuses less). Without it, 16. A real card's size is not published;
+    /// the driver must take whatever it is told.
+    pub fw_area_pages: Option<u16>,
 }
 
 /// How long the model's firmware takes over a command, by kind.
