@@ -253,19 +253,37 @@ fn check(s: &mut Subject, f: Feature) -> Result<(), String> {
             s.stop(q)
         }
         Feature::RssKeyUpdate => {
+            let hash = s.port.rss_caps().hash;
             let rss = RssConfig {
                 key: std::array::from_fn(|i| i as u8 ^ 0x3c),
-                hash: s.port.rss_caps().hash,
+                hash,
                 reta: Vec::new(),
             };
             let conf = PortConfig {
                 rx_queues: 2.min(caps.max_rx_queues),
                 offloads: Offloads::RX_RSS,
-                rss,
+                rss: rss.clone(),
                 ..s.conf()
             };
             let q = s.start(&conf)?;
-            s.stop(q)
+            let shown = s.port.rss_conf().map_err(|e| e.to_string())?;
+            s.stop(q)?;
+            if (shown.hash, shown.key) != (rss.hash, rss.key) {
+                return Err(format!("configured {rss:?}, read back {shown:?}"));
+            }
+            // An update (a new key, the hashed headers kept), read back
+            // and kept across a start.
+            let key = std::array::from_fn(|i| i as u8 ^ 0xa5);
+            s.port
+                .set_rss_hash(hash, Some(key))
+                .map_err(|e| e.to_string())?;
+            let q = s.port.start().map_err(|e| format!("start: {e}"))?;
+            let shown = s.port.rss_conf().map_err(|e| e.to_string())?;
+            s.stop(q)?;
+            match shown.key == key {
+                true => Ok(()),
+                false => Err(format!("updated the key, read back {shown:?}")),
+            }
         }
         Feature::RssRetaUpdate => {
             let size = s.port.rss_caps().reta_size as usize;
@@ -278,9 +296,13 @@ fn check(s: &mut Subject, f: Feature) -> Result<(), String> {
             let set = s
                 .port
                 .set_rss_reta(&vec![1; size])
+                .and_then(|()| s.port.rss_conf())
                 .map_err(|e| e.to_string());
             s.stop(q)?;
-            set
+            match set?.reta == vec![1; size] {
+                true => Ok(()),
+                false => Err("the table set does not read back".into()),
+            }
         }
         Feature::VlanFilter => {
             let conf = PortConfig {

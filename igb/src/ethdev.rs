@@ -329,7 +329,7 @@ impl IgbDevice {
         if conf.offloads.contains(Offloads::RX_CHECKSUM) {
             rxcsum |= RXCSUM_IPOFLD | RXCSUM_TUOFLD;
         }
-        if rss_on(conf) {
+        if conf.rss_on() {
             // The hash takes the write-back's checksum field (the
             // checksum status bits stay).
             rxcsum |= RXCSUM_PCSD;
@@ -415,7 +415,7 @@ impl IgbDevice {
             mode: RxMode {
                 checksum: off.contains(Offloads::RX_CHECKSUM),
                 vlan_strip: off.contains(Offloads::RX_VLAN_STRIP),
-                rss: rss_on(ctx.conf),
+                rss: ctx.conf.rss_on(),
             },
             stamp: ctx.stamp,
             stats: ctx.stats.rx(q as usize),
@@ -489,13 +489,6 @@ impl IgbDevice {
         }
         result
     }
-}
-
-/// Whether a configuration spreads frames by RSS: asked for, or implied
-/// by several receive queues (which only RSS feeds). The hash then lands
-/// in every mbuf.
-fn rss_on(conf: &PortConfig) -> bool {
-    conf.rx_queues > 1 || conf.offloads.contains(Offloads::RX_RSS)
 }
 
 /// Receive-address words of `m`: low four bytes, then the last two with
@@ -671,6 +664,22 @@ impl Device for IgbDevice {
             .map_err(|e| rpmd_pmd::Error::Driver {
                 port: name.to_string(),
                 what: "writing the RSS redirection table".into(),
+                source: Box::new(e),
+            })
+    }
+
+    /// New hashed headers or key on a running port: RSSRK and MRQC (and
+    /// the table as it was), which take effect at once.
+    fn set_rss_hash(
+        &mut self,
+        name: &str,
+        rss: &RssConfig,
+        rx_queues: u16,
+    ) -> Result<(), rpmd_pmd::Error> {
+        self.program_rss(rss, rx_queues)
+            .map_err(|e| rpmd_pmd::Error::Driver {
+                port: name.to_string(),
+                what: "writing the RSS key and hashed headers".into(),
                 source: Box::new(e),
             })
     }

@@ -669,8 +669,43 @@ fn rss_by_the_app(p: &mut Pair, flows: u16) -> R<String> {
             "own key, IPv4 only: want {want:#x} on {on}, got {seen:?}"
         ));
     }
+    // The settings read back as programmed; then the ports hashed too,
+    // changed while running (rss_hash_update), the key kept.
+    let now = p.port(1).0.rss_conf().map_err(s)?;
+    let table: Vec<u16> = (0..RETA_ENTRIES as u16).map(|k| k % 4).collect();
+    if now.hash != RssHash::IPV4 || now.key != key || now.reta != table {
+        return Err(format!("read back: {now:?}"));
+    }
+    p.port(1)
+        .0
+        .set_rss_hash(RssHash::IPV4 | RssHash::IPV4_UDP, None)
+        .map_err(s)?;
+    let got = send_flows(p, flows)?;
+    let mut queues = [0usize; 4];
+    for (q, m) in &got {
+        let d = bytes_of(m);
+        let sport = u16::from_be_bytes([d[34], d[35]]);
+        let want = toeplitz(
+            &key,
+            &ipv4_input([10, 0, 0, 1], [10, 0, 0, 2], Some((sport, 5000))),
+        );
+        if m.rss_hash() != want || *q != (want % RETA_ENTRIES) as u16 % 4 {
+            return Err(format!(
+                "ports hashed after the update: port {sport} hash {:#x} on {q}, want {want:#x}",
+                m.rss_hash()
+            ));
+        }
+        queues[*q as usize] += 1;
+    }
+    if got.len() != flows as usize || queues.iter().filter(|&&n| n > 0).count() < 2 {
+        return Err(format!(
+            "after the update: {} frames over {queues:?}",
+            got.len()
+        ));
+    }
     Ok(format!(
-        "a table set while running and a key of the app's obeyed ({flows} flows on queue {on})"
+        "a table set while running and a key of the app's obeyed ({flows} flows on queue {on}); \
+         read back as set; UDP ports hashed from an update while running ({queues:?})"
     ))
 }
 

@@ -199,6 +199,22 @@ pub trait Device: Send {
         })
     }
 
+    /// Programs RSS settings the layer checked (new hashed headers or
+    /// key; the table as it was) on a running port that spreads frames
+    /// by RSS over `rx_queues` queues. A stopped port takes them at its
+    /// next start without the device being asked.
+    fn set_rss_hash(
+        &mut self,
+        name: &str,
+        _rss: &super::RssConfig,
+        _rx_queues: u16,
+    ) -> Result<(), Error> {
+        Err(Error::Port {
+            port: name.to_string(),
+            detail: "this device takes RSS settings only while stopped".into(),
+        })
+    }
+
     /// Applies an MTU the layer checked against the capabilities;
     /// `started` says whether the port is running (devices whose buffers
     /// are sized by the MTU refuse then).
@@ -324,6 +340,28 @@ impl<D: Device> EthDev<D> {
         Error::Port {
             port: self.name.clone(),
             detail: detail.to_string(),
+        }
+    }
+
+    /// The configuration, if it spreads frames by the device's own RSS;
+    /// else an error saying why there are no RSS settings to use.
+    fn rss_in_use(&self, caps: &super::RssCaps) -> Result<&PortConfig, Error> {
+        let bad = |detail: &str| Error::Config {
+            port: self.name.clone(),
+            what: "rss",
+            detail: detail.into(),
+        };
+        if caps.hash.is_empty() {
+            return Err(bad(
+                "none of its own: this port spreads frames over its queues by its own rule",
+            ));
+        }
+        match &self.conf {
+            None => Err(bad("the port is not configured")),
+            Some(c) if !c.rss_on() => Err(bad(
+                "not in use: configure RX_RSS or several receive queues",
+            )),
+            Some(c) => Ok(c),
         }
     }
 
@@ -623,6 +661,36 @@ impl<D: Device> Port for EthDev<D> {
         Ok(())
     }
 
+    fn rss_conf(&self) -> Result<super::RssConfig, Error> {
+        let caps = self.dev.rss_caps();
+        let conf = self.rss_in_use(&caps)?;
+        let mut rss = conf.rss.clone();
+        rss.reta = match caps.reta_size {
+            0 => Vec::new(),
+            size => rss.table(size, conf.rx_queues),
+        };
+        Ok(rss)
+    }
+
+    fn set_rss_hash(&mut self, hash: super::RssHash, key: Option<[u8; 40]>) -> Result<(), Error> {
+        let caps = self.dev.rss_caps();
+        let conf = self.rss_in_use(&caps)?;
+        let rss = super::RssConfig {
+            hash,
+            key: key.unwrap_or(conf.rss.key),
+            reta: conf.rss.reta.clone(),
+        };
+        let queues = conf.rx_queues;
+        rss.validate(&self.name, &caps, queues)?;
+        if self.is_started() {
+            self.dev.set_rss_hash(&self.name, &rss, queues)?;
+        }
+        if let Some(c) = self.conf.as_mut() {
+            c.rss = rss;
+        }
+        Ok(())
+    }
+
     fn set_vlan_filter(&mut self, id: u16, on: bool) -> Result<(), Error> {
         if id > 4095 {
             return Err(Error::Config {
@@ -673,7 +741,7 @@ impl<D: Device> Port for EthDev<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::{Offloads, Pkts, RxQueue, TxQueue};
+    use crate::port::{Offloads, Pkts, RssHash, RxQueue, TxQueue};
     use std::sync::atomic::AtomicU64;
     use std::sync::Mutex;
 
@@ -684,6 +752,7 @@ mod tests {
         stops: AtomicU64,
         missed: AtomicU64,
         filters: Mutex<Vec<RxFilter>>,
+        rss_sets: Mutex<Vec<crate::port::RssConfig>>,
     }
 
     /// A device with one queue each way whose rx queue counts a frame
@@ -693,6 +762,8 @@ mod tests {
         mac_filter: bool,
         refuse_filters: bool,
         modes: Option<(bool, bool)>,
+        /// Toeplitz over IPv4 and IPv4/TCP, a key, an 8-entry table.
+        rss: bool,
     }
 
     struct CountingRx {
@@ -793,6 +864,25 @@ mod tests {
         fn missed(&self) -> u64 {
             self.seen.missed.load(Relaxed)
         }
+        fn rss_caps(&self) -> crate::port::RssCaps {
+            match self.rss {
+                true => crate::port::RssCaps {
+                    hash: RssHash::IPV4 | RssHash::IPV4_TCP,
+                    reta_size: 8,
+                    key: true,
+                },
+                false => crate::port::RssCaps::default(),
+            }
+        }
+        fn set_rss_hash(
+            &mut self,
+            _name: &str,
+            rss: &crate::port::RssConfig,
+            _rx_queues: u16,
+        ) -> Result<(), Error> {
+            self.seen.rss_sets.lock().unwrap().push(rss.clone());
+            Ok(())
+        }
     }
 
     fn port() -> (EthDev<TestDevice>, Arc<Seen>) {
@@ -808,6 +898,7 @@ mod tests {
             mac_filter: false,
             refuse_filters: false,
             modes: None,
+            rss: false,
         };
         (EthDev::named("test0", 3, dev), seen)
     }
@@ -955,5 +1046,72 @@ mod tests {
         let _q = p.start().unwrap();
         assert!(detail(p.set_mtu(1500).unwrap_err()).contains("not while started"));
         assert_eq!(p.mtu(), 2000);
+    }
+
+    /// RSS settings are queried as programmed and changed started or
+    /// not (DPDK's rss_hash_conf_get, reta_query and rss_hash_update):
+    /// the device is asked only while running, the record keeps the
+    /// change across a restart, and a hash, key or port that cannot take
+    /// it is refused by name.
+    #[test]
+    fn rss_settings_are_queried_and_updated_started_or_not() {
+        let (mut p, seen) = port();
+        p.dev.rss = true;
+        assert!(detail(p.rss_conf().unwrap_err()).contains("not configured"));
+        p.configure(&PortConfig::default()).unwrap();
+        let e = p.set_rss_hash(RssHash::IPV4, None).unwrap_err();
+        assert!(detail(e).contains("not in use"));
+        let conf = PortConfig {
+            rx_queues: 2,
+            rss: crate::port::RssConfig {
+                hash: RssHash::IPV4,
+                ..Default::default()
+            },
+            ..PortConfig::default()
+        };
+        p.configure(&conf).unwrap();
+        let rss = p.rss_conf().unwrap();
+        assert_eq!(rss.hash, RssHash::IPV4);
+        assert_eq!(rss.key, crate::net::rss::RSS_KEY);
+        assert_eq!(
+            rss.reta,
+            [0, 1, 0, 1, 0, 1, 0, 1],
+            "the table as programmed"
+        );
+        // Stopped: recorded, the device not asked.
+        p.set_rss_hash(RssHash::IPV4_TCP, Some([7; 40])).unwrap();
+        assert!(seen.rss_sets.lock().unwrap().is_empty());
+        let q = p.start().unwrap();
+        // Started: the device asked, the key kept when none is given.
+        p.set_rss_hash(RssHash::IPV4 | RssHash::IPV4_TCP, None)
+            .unwrap();
+        let sets = seen.rss_sets.lock().unwrap().clone();
+        assert_eq!(sets.len(), 1);
+        assert_eq!(
+            (sets[0].hash, sets[0].key),
+            (RssHash::IPV4 | RssHash::IPV4_TCP, [7; 40])
+        );
+        let e = p.set_rss_hash(RssHash::IPV6, None).unwrap_err();
+        assert!(detail(e).contains("ipv6"), "a hash the device lacks");
+        assert_eq!(
+            p.rss_conf().unwrap().hash,
+            RssHash::IPV4 | RssHash::IPV4_TCP
+        );
+        drop(q);
+        p.stop().unwrap();
+        let _q = p.start().unwrap();
+        assert_eq!(p.rss_conf().unwrap().key, [7; 40], "kept across a restart");
+        // A port with no RSS of its own has no settings to show or change.
+        let (mut plain, _) = port();
+        plain.configure(&conf_two_queues()).unwrap();
+        assert!(detail(plain.rss_conf().unwrap_err()).contains("its own rule"));
+        assert!(plain.set_rss_hash(RssHash::IPV4, None).is_err());
+    }
+
+    fn conf_two_queues() -> PortConfig {
+        PortConfig {
+            rx_queues: 2,
+            ..PortConfig::default()
+        }
     }
 }

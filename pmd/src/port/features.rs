@@ -37,10 +37,13 @@ pub enum Feature {
     MacFilter,
     /// Flows hashed and spread over the rx queues, the hash in the mbuf.
     RssHash,
-    /// The app's RSS key and hashed headers ([`RssConfig`](super::RssConfig)).
+    /// The app's RSS key and hashed headers ([`RssConfig`](super::RssConfig)),
+    /// read back ([`Port::rss_conf`](super::Port::rss_conf)) and changed
+    /// ([`Port::set_rss_hash`](super::Port::set_rss_hash)).
     RssKeyUpdate,
     /// The app's redirection table
-    /// ([`Port::set_rss_reta`](super::Port::set_rss_reta)).
+    /// ([`Port::set_rss_reta`](super::Port::set_rss_reta)), read back by
+    /// [`Port::rss_conf`](super::Port::rss_conf).
     RssRetaUpdate,
     /// VLAN filter ([`Port::set_vlan_filter`](super::Port::set_vlan_filter)).
     VlanFilter,

@@ -323,6 +323,13 @@ impl PortConfig {
             ..PortConfig::default()
         }
     }
+
+    /// Whether the configuration spreads frames by RSS: asked for
+    /// ([`Offloads::RX_RSS`]), or implied by several receive queues
+    /// (which only RSS feeds). [`rss`](Self::rss) then applies.
+    pub fn rss_on(&self) -> bool {
+        self.rx_queues > 1 || self.offloads.contains(Offloads::RX_RSS)
+    }
 }
 
 impl Default for PortConfig {
@@ -779,6 +786,31 @@ pub trait Port: Send {
         Err(Error::Port {
             port: self.name().to_string(),
             detail: format!("the {} driver has no RSS redirection table", self.driver()),
+        })
+    }
+
+    /// The RSS settings in use (DPDK's `rte_eth_dev_rss_hash_conf_get`
+    /// and `rte_eth_dev_rss_reta_query`): the hashed headers, the key,
+    /// and the redirection table as programmed ([`RssCaps::reta_size`]
+    /// entries; empty where the device has none). An error for a port
+    /// not configured or with no RSS of its own.
+    fn rss_conf(&self) -> Result<RssConfig, Error> {
+        Err(Error::Port {
+            port: self.name().to_string(),
+            detail: format!("the {} driver has no RSS of its own", self.driver()),
+        })
+    }
+
+    /// Changes the hashed headers and, if `key` is given, the Toeplitz
+    /// key (DPDK's `rte_eth_dev_rss_hash_update`), started or not, on a
+    /// configuration that spreads frames by RSS
+    /// ([`PortConfig::rss_on`]); each must be among what
+    /// [`rss_caps`](Port::rss_caps) offers.
+    fn set_rss_hash(&mut self, hash: RssHash, key: Option<[u8; 40]>) -> Result<(), Error> {
+        let _ = (hash, key);
+        Err(Error::Port {
+            port: self.name().to_string(),
+            detail: format!("the {} driver has no RSS of its own", self.driver()),
         })
     }
 
