@@ -29,7 +29,7 @@ use crate::port::{frame_len, kernel_port, rx_pool, Backend, Live, KERNEL_FEATURE
 use crate::sys;
 use crossbeam_utils::CachePadded;
 use prog::{Attachment, Mode};
-use ring::XskRing;
+use ring::{XdpDesc, XskRing};
 use rpmd_pmd::port::features::Declared;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{
@@ -467,7 +467,7 @@ impl RxQueue for XdpRx {
         }
         let (mut got, mut bytes, mut bad) = (0usize, 0u64, 0u64);
         for i in 0..n {
-            let (addr, len) = self.rx.desc(i);
+            let XdpDesc { addr, len, .. } = self.rx.desc(i);
             match self.posted.take_rx(&self.pool, addr, len) {
                 Some(m) => {
                     bytes += len as u64;
@@ -596,8 +596,12 @@ impl TxQueue for XdpTx {
                 continue;
             };
             let len = m.data_len();
-            self.tx
-                .put_desc(k, (slot.buf_offset + m.headroom()) as u64, len as u32);
+            let desc = XdpDesc {
+                addr: (slot.buf_offset + m.headroom()) as u64,
+                len: len as u32,
+                options: 0,
+            };
+            self.tx.put_desc(k, desc);
             self.posted.slots[slot.index] = Some(m);
             bytes += len as u64;
             k += 1;

@@ -7,7 +7,39 @@
 //! A-D: our consumer's load-acquire of the producer pairs with the
 //! kernel's store-release of it, and so on.
 use crate::sys::Mapping;
+use std::mem::{offset_of, size_of};
 use std::sync::atomic::Ordering;
+
+/// An RX or TX ring entry (`struct xdp_desc` of the kernel's
+/// `include/uapi/linux/if_xdp.h`): a frame's offset in the UMEM and its
+/// length, in host byte order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct XdpDesc {
+    /// The frame's first byte, as an offset into the UMEM.
+    pub addr: u64,
+    /// The frame's length in bytes.
+    pub len: u32,
+    /// `XDP_PKT_CONTD` and friends; zero for one-buffer frames.
+    pub options: u32,
+}
+
+/// A fill or completion ring entry: a UMEM offset.
+pub(crate) type UmemAddr = u64;
+
+// The layout the kernel reads and writes, checked against libc's
+// transcription of the uapi header.
+const _: () = {
+    assert!(size_of::<XdpDesc>() == 16 && size_of::<XdpDesc>() == size_of::<libc::xdp_desc>());
+    assert!(offset_of!(XdpDesc, addr) == offset_of!(libc::xdp_desc, addr));
+    assert!(offset_of!(XdpDesc, len) == offset_of!(libc::xdp_desc, len));
+    assert!(offset_of!(XdpDesc, options) == offset_of!(libc::xdp_desc, options));
+};
+
+/// Bytes of a fill or completion ring entry.
+pub(crate) const ADDR_ENTRY: usize = size_of::<UmemAddr>();
+/// Bytes of an RX or TX ring entry.
+pub(crate) const DESC_ENTRY: usize = size_of::<XdpDesc>();
 
 /// One ring's mapping and our cached view of its counters.
 pub(crate) struct XskRing {
@@ -91,20 +123,24 @@ impl XskRing {
             .min(self.size)
     }
 
-    /// Producer: writes a fill/completion-style address entry.
+    /// The offset of entry `i` past `counter`, for entries of `T`.
     #[inline(always)]
-    pub(crate) fn put_addr(&mut self, i: u32, addr: u64) {
-        let at = self.desc + (self.cached_prod.wrapping_add(i) & self.mask) as usize * 8;
-        self.map.write::<u64>(at, addr);
+    fn entry_at<T>(&self, counter: u32, i: u32) -> usize {
+        self.desc + (counter.wrapping_add(i) & self.mask) as usize * size_of::<T>()
     }
 
-    /// Producer: writes a TX descriptor entry.
+    /// Producer: writes a fill ring entry.
     #[inline(always)]
-    pub(crate) fn put_desc(&mut self, i: u32, addr: u64, len: u32) {
-        let at = self.desc + (self.cached_prod.wrapping_add(i) & self.mask) as usize * 16;
-        self.map.write::<u64>(at, addr);
-        self.map.write::<u32>(at + 8, len);
-        self.map.write::<u32>(at + 12, 0);
+    pub(crate) fn put_addr(&mut self, i: u32, addr: UmemAddr) {
+        self.map
+            .write::<UmemAddr>(self.entry_at::<UmemAddr>(self.cached_prod, i), addr);
+    }
+
+    /// Producer: writes a TX ring entry.
+    #[inline(always)]
+    pub(crate) fn put_desc(&mut self, i: u32, desc: XdpDesc) {
+        self.map
+            .write::<XdpDesc>(self.entry_at::<XdpDesc>(self.cached_prod, i), desc);
     }
 
     /// Producer: publishes `n` entries written with `put_*`.
@@ -135,18 +171,18 @@ impl XskRing {
         n.min(self.size).min(max)
     }
 
-    /// Consumer: the address entry `i` past the consumer.
+    /// Consumer: the completion ring entry `i` past the consumer.
     #[inline(always)]
-    pub(crate) fn addr(&self, i: u32) -> u64 {
+    pub(crate) fn addr(&self, i: u32) -> UmemAddr {
         self.map
-            .read::<u64>(self.desc + (self.cached_cons.wrapping_add(i) & self.mask) as usize * 8)
+            .read::<UmemAddr>(self.entry_at::<UmemAddr>(self.cached_cons, i))
     }
 
-    /// Consumer: the RX descriptor `i` past the consumer (address, length).
+    /// Consumer: the RX ring entry `i` past the consumer.
     #[inline(always)]
-    pub(crate) fn desc(&self, i: u32) -> (u64, u32) {
-        let at = self.desc + (self.cached_cons.wrapping_add(i) & self.mask) as usize * 16;
-        (self.map.read::<u64>(at), self.map.read::<u32>(at + 8))
+    pub(crate) fn desc(&self, i: u32) -> XdpDesc {
+        self.map
+            .read::<XdpDesc>(self.entry_at::<XdpDesc>(self.cached_cons, i))
     }
 
     /// Consumer: hands `n` entries back.

@@ -2,7 +2,7 @@
 //! four rings sized and mapped, the bind to an interface queue, the
 //! busy-poll options and the XSKMAP entry that steers the queue to it.
 use super::prog::Attachment;
-use super::ring::XskRing;
+use super::ring::{XskRing, ADDR_ENTRY, DESC_ENTRY};
 use super::{Options, Posted};
 use crate::netdev::{driver, Netdev};
 use crate::sys::{self, Mapping};
@@ -168,16 +168,34 @@ fn make_rings(port: &str, b: BorrowedFd<'_>, rx_n: u32, tx_n: u32) -> Result<Rin
         })
     };
     Ok(RingSet {
-        fill: map(&off.fr, rx_n, 8, libc::XDP_UMEM_PGOFF_FILL_RING, true)?,
+        fill: map(
+            &off.fr,
+            rx_n,
+            ADDR_ENTRY,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            true,
+        )?,
         comp: map(
             &off.cr,
             tx_n,
-            8,
+            ADDR_ENTRY,
             libc::XDP_UMEM_PGOFF_COMPLETION_RING,
             false,
         )?,
-        rx: map(&off.rx, rx_n, 16, libc::XDP_PGOFF_RX_RING as u64, false)?,
-        tx: map(&off.tx, tx_n, 16, libc::XDP_PGOFF_TX_RING as u64, true)?,
+        rx: map(
+            &off.rx,
+            rx_n,
+            DESC_ENTRY,
+            libc::XDP_PGOFF_RX_RING as u64,
+            false,
+        )?,
+        tx: map(
+            &off.tx,
+            tx_n,
+            DESC_ENTRY,
+            libc::XDP_PGOFF_TX_RING as u64,
+            true,
+        )?,
     })
 }
 

@@ -14,7 +14,7 @@ const OFF: libc::xdp_ring_offset = libc::xdp_ring_offset {
     flags: 128,
     desc: 256,
 };
-const LEN: usize = 256 + SIZE as usize * 16;
+const LEN: usize = 256 + SIZE as usize * ring::DESC_ENTRY;
 
 /// A ring for the queue and the kernel's view of the same memory.
 fn ring_pair(entry: usize, producer: bool) -> (XskRing, Mapping) {
@@ -65,8 +65,12 @@ fn live() -> Live {
 /// Plays the kernel's producer: entries `descs` on an RX ring.
 fn produce_rx(k: &Mapping, descs: &[(u64, u32)]) {
     for (i, &(addr, len)) in descs.iter().enumerate() {
-        k.write::<u64>(256 + i * 16, addr);
-        k.write::<u32>(256 + i * 16 + 8, len);
+        let desc = XdpDesc {
+            addr,
+            len,
+            options: 0,
+        };
+        k.write::<XdpDesc>(256 + i * ring::DESC_ENTRY, desc);
     }
     k.atomic_u32(0).store(descs.len() as u32, Ordering::Release);
 }
@@ -74,8 +78,8 @@ fn produce_rx(k: &Mapping, descs: &[(u64, u32)]) {
 #[test]
 fn rx_hands_out_only_buffers_it_posted_with_lengths_that_fit() {
     let pool = pool("xdp-rx", 256);
-    let (fill, kfill) = ring_pair(8, true);
-    let (rx, krx) = ring_pair(16, false);
+    let (fill, kfill) = ring_pair(ring::ADDR_ENTRY, true);
+    let (rx, krx) = ring_pair(ring::DESC_ENTRY, false);
     let stats: Arc<CachePadded<QueueStats>> = Arc::default();
     let mut h = XdpRx::new(
         socket(),
@@ -89,7 +93,7 @@ fn rx_hands_out_only_buffers_it_posted_with_lengths_that_fit() {
     h.refill();
     let posted = kfill.atomic_u32(0).load(Ordering::Acquire);
     assert_eq!(posted, SIZE, "the whole fill ring is posted");
-    let addr = |i: usize| kfill.read::<u64>(256 + i * 8);
+    let addr = |i: usize| kfill.read::<u64>(256 + i * ring::ADDR_ENTRY);
     // The kernel takes every fill entry, then reports frames.
     kfill.atomic_u32(64).store(posted, Ordering::Release);
     let shift = libc::XSK_UNALIGNED_BUF_OFFSET_SHIFT;
@@ -137,8 +141,8 @@ fn rx_hands_out_only_buffers_it_posted_with_lengths_that_fit() {
 fn tx_sends_from_the_umem_copies_foreign_mbufs_and_checks_completions() {
     let pool = pool("xdp-tx", 64);
     let other = pool_other();
-    let (comp, kcomp) = ring_pair(8, false);
-    let (tx, ktx) = ring_pair(16, true);
+    let (comp, kcomp) = ring_pair(ring::ADDR_ENTRY, false);
+    let (tx, ktx) = ring_pair(ring::DESC_ENTRY, true);
     let stats: Arc<CachePadded<QueueStats>> = Arc::default();
     let sock = socket();
     let mut h = XdpTx::new(sock.clone(), comp, tx, pool.clone(), live(), stats.clone());
@@ -157,10 +161,12 @@ fn tx_sends_from_the_umem_copies_foreign_mbufs_and_checks_completions() {
     );
     let mut addrs = Vec::new();
     for i in 0..3 {
-        let (a, len) = (
-            ktx.read::<u64>(256 + i * 16),
-            ktx.read::<u32>(256 + i * 16 + 8),
-        );
+        let XdpDesc {
+            addr: a,
+            len,
+            options,
+        } = ktx.read::<XdpDesc>(256 + i * ring::DESC_ENTRY);
+        assert_eq!(options, 0, "one buffer a frame");
         assert_eq!(len, 60);
         assert!(
             pool.buffer_at(a as usize).is_some(),
@@ -175,7 +181,7 @@ fn tx_sends_from_the_umem_copies_foreign_mbufs_and_checks_completions() {
     }
     // Completions: two good, one nonsense, one repeated.
     for (i, a) in [addrs[0], 12345678, addrs[1], addrs[1]].iter().enumerate() {
-        kcomp.write::<u64>(256 + i * 8, *a);
+        kcomp.write::<u64>(256 + i * ring::ADDR_ENTRY, *a);
     }
     kcomp.atomic_u32(0).store(4, Ordering::Release);
     assert_eq!(h.in_flight(), 1);
