@@ -6,6 +6,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rpmd_virtio::driver::packed::{PackedLayout, PackedQueue};
+use rpmd_virtio::driver::Ring;
 
 #[path = "common.rs"]
 mod common;

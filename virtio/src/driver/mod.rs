@@ -7,7 +7,10 @@ mod ctrl;
 pub(crate) mod net;
 pub mod packed;
 pub mod pci;
+mod ring;
 pub mod split;
 #[cfg(test)]
 mod testdev;
 pub mod user;
+
+pub use ring::Ring;

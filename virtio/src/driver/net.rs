@@ -4,7 +4,7 @@
 //! vhost-user, an MMIO write for PCI.
 type PmdError = rpmd_pmd::Error;
 use crate::consts::{CSUM_OFFSET_TCP, CSUM_OFFSET_UDP, NET_HDR_F_NEEDS_CSUM, NET_HDR_LEN};
-use crate::driver::packed::PackedQueue;
+pub(crate) use crate::driver::ring::Ring;
 use crate::driver::split::{SplitQueue, Tokens, MAX_CHAIN};
 use crate::fd::CallFd;
 use crate::vring::NetHdr;
@@ -24,144 +24,6 @@ use std::sync::atomic::{
 };
 use std::sync::{Arc, Mutex};
 use vmm_sys_util::eventfd::EventFd;
-
-/// A virtqueue as the data path uses it: split (§2.7) or packed (§2.8).
-pub(crate) trait Ring: Send + 'static {
-    fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf>;
-    /// Segments from index `writable_from` on are for the device to
-    /// write (none: `segs.len()`).
-    fn push_chain(
-        &mut self,
-        m: Mbuf,
-        segs: &[(u64, u32)],
-        writable_from: usize,
-    ) -> Result<(), Mbuf>;
-    /// Up to `count` one-segment mbufs from the front of `bufs`, one
-    /// descriptor each at `desc(m)`, as far as there is room; how many.
-    fn push_run<const N: usize>(
-        &mut self,
-        bufs: &mut Burst<Mbuf, N>,
-        count: usize,
-        device_writes: bool,
-        desc: impl Fn(&Mbuf) -> (u64, u32),
-    ) -> usize;
-    fn publish(&mut self) -> bool;
-    fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), crate::Error>>;
-    /// Used one-descriptor buffers with lengths below `limit`, whole
-    /// lines of four at a time, into `out` (at most `room`), each kept
-    /// only if `accept` says so; (kept, refused). Zero for `pop_used` to
-    /// go on with.
-    fn pop_used_lines<const N: usize>(
-        &mut self,
-        _out: &mut Burst<Mbuf, N>,
-        _room: usize,
-        _limit: u32,
-        _accept: impl FnMut(&mut Mbuf, u32) -> bool,
-    ) -> (usize, usize) {
-        (0, 0)
-    }
-    fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize;
-    fn free(&self) -> usize;
-    fn has_used(&self) -> bool;
-    fn set_interrupts(&mut self, on: bool);
-    /// Whether the device broke the ring's protocol (the ring then refuses
-    /// everything until `restart`).
-    fn is_broken(&self) -> bool;
-    /// IOVAs of the three areas (descriptors; avail or driver events;
-    /// used or device events).
-    fn addresses(&self) -> (u64, u64, u64);
-    fn size(&self) -> u16;
-    /// Starts over at index 0, dropping what is in flight (their count).
-    fn restart(&mut self) -> usize;
-    /// Buffers the device marked used that were not taken yet.
-    fn completed_unread(&self) -> usize;
-    /// Takes the mbufs in flight out (the ring is not used afterwards).
-    fn take_tokens(&mut self) -> Tokens;
-}
-
-/// `Ring` for a queue type; `ring_impl!(T, pop_used_lines)` for one that has
-/// the batched receive.
-macro_rules! ring_impl {
-    ($t:ty $(, $batch:ident)?) => {
-        impl Ring for $t {
-            $(
-                #[inline(always)]
-                fn $batch<const N: usize>(
-                    &mut self,
-                    out: &mut Burst<Mbuf, N>,
-                    room: usize,
-                    limit: u32,
-                    accept: impl FnMut(&mut Mbuf, u32) -> bool,
-                ) -> (usize, usize) {
-                    <$t>::$batch(self, out, room, limit, accept)
-                }
-            )?
-            #[inline(always)]
-            fn push(&mut self, m: Mbuf, a: u64, l: u32, w: bool) -> Result<(), Mbuf> {
-                <$t>::push(self, m, a, l, w)
-            }
-            #[inline(always)]
-            fn push_chain(&mut self, m: Mbuf, s: &[(u64, u32)], w: usize) -> Result<(), Mbuf> {
-                <$t>::push_chain(self, m, s, w)
-            }
-            #[inline(always)]
-            fn push_run<const N: usize>(
-                &mut self,
-                b: &mut Burst<Mbuf, N>,
-                n: usize,
-                w: bool,
-                d: impl Fn(&Mbuf) -> (u64, u32),
-            ) -> usize {
-                <$t>::push_run(self, b, n, w, d)
-            }
-            #[inline(always)]
-            fn publish(&mut self) -> bool {
-                <$t>::publish(self)
-            }
-            #[inline(always)]
-            fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), crate::Error>> {
-                <$t>::pop_used(self)
-            }
-            #[inline(always)]
-            fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
-                <$t>::reclaim_into(self, out)
-            }
-            #[inline(always)]
-            fn free(&self) -> usize {
-                <$t>::free(self)
-            }
-            #[inline(always)]
-            fn has_used(&self) -> bool {
-                <$t>::has_used(self)
-            }
-            #[inline(always)]
-            fn set_interrupts(&mut self, on: bool) {
-                <$t>::set_interrupts(self, on)
-            }
-            #[inline(always)]
-            fn is_broken(&self) -> bool {
-                <$t>::is_broken(self)
-            }
-            fn addresses(&self) -> (u64, u64, u64) {
-                <$t>::addresses(self)
-            }
-            fn size(&self) -> u16 {
-                <$t>::size(self)
-            }
-            fn completed_unread(&self) -> usize {
-                <$t>::completed_unread(self)
-            }
-            fn restart(&mut self) -> usize {
-                <$t>::restart(self)
-            }
-            fn take_tokens(&mut self) -> Tokens {
-                <$t>::take_tokens(self)
-            }
-        }
-    };
-}
-ring_impl!(SplitQueue);
-ring_impl!(PackedQueue, pop_used_lines);
 
 /// How the driver tells the device that a queue has new buffers.
 pub(crate) enum Kick {
@@ -1002,6 +864,7 @@ pub(crate) fn feature_xstats(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::packed::PackedQueue;
 
     /// A header left over from receiving (num_buffers set) is zeroed; a
     /// zero one is left as it is.

@@ -38,6 +38,7 @@
 #![allow(unsafe_code)]
 
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+use crate::driver::Ring;
 use crate::vring::{FlagBatch, PackedView};
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
@@ -165,30 +166,6 @@ impl PackedQueue {
         })
     }
 
-    /// Starts the ring over as `new` left it (wrap counters 1, every slot
-    /// free), for a device that begins there (a new vhost-user backend
-    /// after a reconnection): every buffer in flight returns to its pool,
-    /// and their number is returned. Only while no device uses the ring.
-    /// Notifications end up enabled; the caller sets them as it wants.
-    pub fn restart(&mut self) -> usize {
-        let dropped = crate::driver::split::release_tokens(&mut self.tokens);
-        // SAFETY: the queue's own memory (checked in `new`), which no
-        // device accesses now.
-        unsafe { self.base.write_bytes(0, self.layout.len) };
-        self.next_avail = 0;
-        self.avail_wrap = true;
-        self.next_used = 0;
-        self.used_wrap = true;
-        self.free_slots = self.layout.size as usize;
-        self.free_ids.clear();
-        self.free_ids.extend((0..self.layout.size).rev());
-        self.chain.fill(0);
-        self.batch.clear();
-        self.batch_end = None;
-        self.broken = false;
-        dropped
-    }
-
     /// Uses descriptors in order (VIRTIO_F_IN_ORDER was negotiated); call
     /// before the queue is used.
     pub fn set_in_order(&mut self, on: bool) {
@@ -205,31 +182,6 @@ impl PackedQueue {
         }
     }
 
-    /// IOVAs of the descriptor ring, the driver area and the device area.
-    pub fn addresses(&self) -> (u64, u64, u64) {
-        (
-            self.iova_base,
-            self.iova_base + self.layout.driver as u64,
-            self.iova_base + self.layout.device as u64,
-        )
-    }
-
-    /// Entries.
-    pub fn size(&self) -> u16 {
-        self.layout.size
-    }
-
-    /// Buffers that can be added now (one descriptor each).
-    pub fn free(&self) -> usize {
-        if self.broken {
-            0
-        } else if self.in_order {
-            self.free_slots
-        } else {
-            self.free_slots.min(self.free_ids.len())
-        }
-    }
-
     /// The flags word of descriptor `slot`, which the device also
     /// accesses atomically.
     #[inline(always)]
@@ -241,49 +193,6 @@ impl PackedQueue {
     #[cfg(test)]
     pub(crate) fn view(&self) -> PackedView {
         self.ring
-    }
-
-    /// Asks the device not to interrupt (we poll), or to interrupt on the
-    /// next used buffer.
-    pub fn set_interrupts(&mut self, on: bool) {
-        let flags = if on { EVENT_ENABLE } else { EVENT_DISABLE };
-        // The driver event area's flags, ours to write.
-        self.ring.set_driver_flags(flags);
-        // P4: the arming before the caller's next look at the ring (pairs
-        // with the device's fence between writing a used descriptor and
-        // reading our event flags), so a buffer used just before the
-        // arming is either seen or interrupts.
-        crate::driver::split::full_fence();
-    }
-
-    /// Whether a used buffer waits.
-    pub fn has_used(&self) -> bool {
-        self.is_used(self.next_used)
-    }
-
-    /// Buffers the device has marked used that were not taken yet: 1 if
-    /// the next one is (a packed ring's used descriptors can be counted
-    /// only by walking them, which a restart after a fault of the device
-    /// does not trust), else 0.
-    pub fn completed_unread(&self) -> usize {
-        let f = u16::from_le(self.flags(self.next_used).load(Ordering::Acquire));
-        let w = self.used_wrap;
-        usize::from(
-            self.free_slots != self.layout.size as usize
-                && (f & F_AVAIL != 0) == w
-                && (f & F_USED != 0) == w,
-        )
-    }
-
-    /// Takes the mbufs in flight out of the queue, which must not be used
-    /// afterwards (see [`Tokens`](crate::driver::split::Tokens)).
-    pub(crate) fn take_tokens(&mut self) -> crate::driver::split::Tokens {
-        crate::driver::split::Tokens::take(&mut self.tokens)
-    }
-
-    /// Whether the device broke the protocol (see the `broken` field).
-    pub fn is_broken(&self) -> bool {
-        self.broken
     }
 
     /// Whether descriptor `slot` (the next used one) holds a used buffer.
@@ -320,186 +229,6 @@ impl PackedQueue {
         }
         self.free_slots -= 1;
         (slot, flags)
-    }
-
-    /// Adds `m` as one descriptor (device-writable for RX), without
-    /// publishing; gives `m` back when the ring is full.
-    #[inline(always)]
-    pub fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
-        if self.free_slots == 0 || self.broken {
-            return Err(m);
-        }
-        let Some(id) = self.alloc_id() else {
-            return Err(m);
-        };
-        let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
-        let (slot, f) = self.write_desc(addr, len, id, w);
-        self.batch.put(&self.ring, slot, f);
-        self.tokens[id as usize] = Some(m.into_raw());
-        self.chain[id as usize] = 1;
-        Ok(())
-    }
-
-    /// Adds a chain of descriptors (one per `(address, length)`, linked
-    /// with NEXT, all carrying the buffer id) holding `m`; those from index
-    /// `writable_from` on are device-writable.
-    pub fn push_chain(
-        &mut self,
-        m: Mbuf,
-        segs: &[(u64, u32)],
-        writable_from: usize,
-    ) -> Result<(), Mbuf> {
-        let n = segs.len();
-        if n == 0 || n > self.free() || n > crate::driver::split::MAX_CHAIN {
-            return Err(m);
-        }
-        let Some(id) = self.alloc_id() else {
-            return Err(m);
-        };
-        // Flags in ring order: the burst's first is held back until
-        // `publish`, so the device never sees half a chain.
-        for (k, &(addr, len)) in segs.iter().enumerate() {
-            let next = if k + 1 < n { VRING_DESC_F_NEXT } else { 0 };
-            let w = if k >= writable_from {
-                VRING_DESC_F_WRITE
-            } else {
-                0
-            };
-            let (slot, f) = self.write_desc(addr, len, id, w | next);
-            self.batch.put(&self.ring, slot, f);
-        }
-        self.tokens[id as usize] = Some(m.into_raw());
-        self.chain[id as usize] = n as u16;
-        Ok(())
-    }
-
-    /// Adds up to `count` one-segment mbufs from the front of `bufs`, one
-    /// descriptor each (`desc(m)`: its address and length), as far as the
-    /// ring has room, without publishing; returns how many it took (they
-    /// leave `bufs`, in order). In order (§2.8.9), a buffer's id is its
-    /// slot, so the burst goes in as runs of consecutive slots: every
-    /// descriptor of a run written first, then the ids' tokens and the
-    /// flags (the batched half of DPDK's packed enqueue, in portable
-    /// Rust). Other queues go through [`push`](Self::push) one by one.
-    #[inline(always)]
-    pub fn push_run<const N: usize>(
-        &mut self,
-        bufs: &mut Burst<Mbuf, N>,
-        count: usize,
-        device_writes: bool,
-        desc: impl Fn(&Mbuf) -> (u64, u32),
-    ) -> usize {
-        if !self.in_order {
-            let push = |m, a, l| self.push(m, a, l, device_writes);
-            return crate::driver::split::push_each(bufs, count, desc, push);
-        }
-        let want = count.min(bufs.len()).min(self.free());
-        let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
-        let mut done = 0;
-        while done < want {
-            let slot = self.next_avail;
-            let run = (want - done).min(usize::from(self.layout.size - slot));
-            let f = w | if self.avail_wrap { F_AVAIL } else { F_USED };
-            let Some(descs) = self.ring.run(slot, run) else {
-                break;
-            };
-            let mbufs = &bufs[..run];
-            // The slots are free (counted in `free_slots`): the device
-            // reads none of them before its flags say so.
-            // Indexed by the run's own length, so that the run's bound
-            // test folds into the loop's (an iterator over `mbufs` kept one
-            // per descriptor: `benches/virtio_instr.sh`).
-            #[allow(clippy::needless_range_loop)]
-            for k in 0..descs.len() {
-                let (addr, len) = desc(&mbufs[k]);
-                descs.set_desc(k, addr, len, slot + k as u16);
-            }
-            let from = usize::from(slot);
-            let tokens = &mut self.tokens[from..from + run];
-            let chain = &mut self.chain[from..from + run];
-            for (k, m) in mbufs.iter().enumerate() {
-                // SAFETY: a bitwise copy of an mbuf of `bufs`, which
-                // forgets the run's mbufs right after this loop: the token
-                // becomes its one owner. Nothing in between can panic.
-                tokens[k] = Some(unsafe { std::ptr::read(m) }.into_raw());
-                chain[k] = 1;
-            }
-            // SAFETY: the first `run` mbufs were moved into tokens above.
-            unsafe { bufs.forget_front(run) };
-            self.batch.put_run(&descs, slot, f);
-            self.next_avail += run as u16;
-            if self.next_avail == self.layout.size {
-                self.next_avail = 0;
-                self.avail_wrap = !self.avail_wrap;
-            }
-            self.free_slots -= run;
-            done += run;
-        }
-        done
-    }
-
-    /// Publishes what `push` added; returns whether the device wants a
-    /// notification.
-    #[inline]
-    pub fn publish(&mut self) -> bool {
-        // P1.
-        if !self.batch.publish(&self.ring) {
-            return false;
-        }
-        // P3: publication before reading what the device asks for.
-        crate::driver::split::full_fence();
-        // The device event area's flags, which the device writes.
-        self.ring.device_flags() != EVENT_DISABLE
-    }
-
-    /// Takes the next used buffer: the mbuf and the length the device
-    /// wrote. A used descriptor naming no buffer in flight is an error (a
-    /// misbehaving peer); it is skipped.
-    #[inline(always)]
-    pub fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
-        let slot = self.next_used;
-        let (len, id) = if let Some(end) = self.batch_end {
-            // In order: the rest of a batch whose used descriptor named
-            // `end`; these buffers' own slots were not written.
-            if end == slot {
-                self.batch_end = None;
-            }
-            (0, slot)
-        } else {
-            if !self.is_used(slot) {
-                return None;
-            }
-            // A used descriptor, written by the device before the flags
-            // read in `is_used`.
-            let (id, len) = self.ring.used(slot);
-            if self.in_order && id != slot {
-                // §2.8.9: one used descriptor for a batch ending at buffer
-                // `id`, which must be in flight; this slot's buffer is the
-                // batch's first.
-                if id >= self.layout.size || self.tokens[id as usize].is_none() {
-                    return Some(self.skip_bad(id));
-                }
-                self.batch_end = Some(id);
-                (0, slot)
-            } else {
-                (len, id)
-            }
-        };
-        let tok = (id < self.layout.size)
-            .then(|| self.tokens[id as usize].take())
-            .flatten();
-        let Some(p) = tok else {
-            self.batch_end = None;
-            return Some(self.skip_bad(id));
-        };
-        let count = self.chain[id as usize].max(1);
-        self.advance_used(count);
-        if !self.in_order {
-            self.free_ids.push(id);
-        }
-        // SAFETY: `p` came from `into_raw` in `push`, and the device
-        // returned the buffer, so it no longer touches it.
-        Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))
     }
 
     /// Takes four used buffers at once, the batch path of DPDK's packed
@@ -559,6 +288,304 @@ impl PackedQueue {
         }))
     }
 
+    /// Moves past `count` used slots.
+    #[inline(always)]
+    fn advance_used(&mut self, count: u16) {
+        self.next_used += count;
+        if self.next_used >= self.layout.size {
+            self.next_used -= self.layout.size;
+            self.used_wrap = !self.used_wrap;
+        }
+        self.free_slots += count as usize;
+    }
+
+    /// A used descriptor naming no buffer in flight: the ring's position
+    /// is lost (how many slots the device meant it to cover is unknown),
+    /// so the queue breaks.
+    #[cold]
+    fn skip_bad(&mut self, id: u16) -> Result<(Mbuf, u32), Error> {
+        self.broken = true;
+        self.batch_end = None;
+        Err(Error::Peer(format!(
+            "packed ring: used descriptor at slot {} names buffer {id}, which is not in flight; queue stopped until restarted",
+            self.next_used
+        )))
+    }
+}
+
+impl Ring for PackedQueue {
+    /// Starts the ring over as `new` left it (wrap counters 1, every slot
+    /// free), for a device that begins there (a new vhost-user backend
+    /// after a reconnection): every buffer in flight returns to its pool,
+    /// and their number is returned. Only while no device uses the ring.
+    /// Notifications end up enabled; the caller sets them as it wants.
+    fn restart(&mut self) -> usize {
+        let dropped = crate::driver::split::release_tokens(&mut self.tokens);
+        // SAFETY: the queue's own memory (checked in `new`), which no
+        // device accesses now.
+        unsafe { self.base.write_bytes(0, self.layout.len) };
+        self.next_avail = 0;
+        self.avail_wrap = true;
+        self.next_used = 0;
+        self.used_wrap = true;
+        self.free_slots = self.layout.size as usize;
+        self.free_ids.clear();
+        self.free_ids.extend((0..self.layout.size).rev());
+        self.chain.fill(0);
+        self.batch.clear();
+        self.batch_end = None;
+        self.broken = false;
+        dropped
+    }
+
+    /// IOVAs of the descriptor ring, the driver area and the device area.
+    fn addresses(&self) -> (u64, u64, u64) {
+        (
+            self.iova_base,
+            self.iova_base + self.layout.driver as u64,
+            self.iova_base + self.layout.device as u64,
+        )
+    }
+
+    /// Entries.
+    fn size(&self) -> u16 {
+        self.layout.size
+    }
+
+    /// Buffers that can be added now (one descriptor each).
+    fn free(&self) -> usize {
+        if self.broken {
+            0
+        } else if self.in_order {
+            self.free_slots
+        } else {
+            self.free_slots.min(self.free_ids.len())
+        }
+    }
+
+    /// Asks the device not to interrupt (we poll), or to interrupt on the
+    /// next used buffer.
+    fn set_interrupts(&mut self, on: bool) {
+        let flags = if on { EVENT_ENABLE } else { EVENT_DISABLE };
+        // The driver event area's flags, ours to write.
+        self.ring.set_driver_flags(flags);
+        // P4: the arming before the caller's next look at the ring (pairs
+        // with the device's fence between writing a used descriptor and
+        // reading our event flags), so a buffer used just before the
+        // arming is either seen or interrupts.
+        crate::driver::split::full_fence();
+    }
+
+    /// Whether a used buffer waits.
+    fn has_used(&self) -> bool {
+        self.is_used(self.next_used)
+    }
+
+    /// Buffers the device has marked used that were not taken yet: 1 if
+    /// the next one is (a packed ring's used descriptors can be counted
+    /// only by walking them, which a restart after a fault of the device
+    /// does not trust), else 0.
+    fn completed_unread(&self) -> usize {
+        let f = u16::from_le(self.flags(self.next_used).load(Ordering::Acquire));
+        let w = self.used_wrap;
+        usize::from(
+            self.free_slots != self.layout.size as usize
+                && (f & F_AVAIL != 0) == w
+                && (f & F_USED != 0) == w,
+        )
+    }
+
+    /// Takes the mbufs in flight out of the queue, which must not be used
+    /// afterwards (see [`Tokens`](crate::driver::split::Tokens)).
+    fn take_tokens(&mut self) -> crate::driver::split::Tokens {
+        crate::driver::split::Tokens::take(&mut self.tokens)
+    }
+
+    /// Whether the device broke the protocol (see the `broken` field).
+    fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Adds `m` as one descriptor (device-writable for RX), without
+    /// publishing; gives `m` back when the ring is full.
+    #[inline(always)]
+    fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
+        if self.free_slots == 0 || self.broken {
+            return Err(m);
+        }
+        let Some(id) = self.alloc_id() else {
+            return Err(m);
+        };
+        let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+        let (slot, f) = self.write_desc(addr, len, id, w);
+        self.batch.put(&self.ring, slot, f);
+        self.tokens[id as usize] = Some(m.into_raw());
+        self.chain[id as usize] = 1;
+        Ok(())
+    }
+
+    /// Adds a chain of descriptors (one per `(address, length)`, linked
+    /// with NEXT, all carrying the buffer id) holding `m`; those from index
+    /// `writable_from` on are device-writable.
+    fn push_chain(
+        &mut self,
+        m: Mbuf,
+        segs: &[(u64, u32)],
+        writable_from: usize,
+    ) -> Result<(), Mbuf> {
+        let n = segs.len();
+        if n == 0 || n > self.free() || n > crate::driver::split::MAX_CHAIN {
+            return Err(m);
+        }
+        let Some(id) = self.alloc_id() else {
+            return Err(m);
+        };
+        // Flags in ring order: the burst's first is held back until
+        // `publish`, so the device never sees half a chain.
+        for (k, &(addr, len)) in segs.iter().enumerate() {
+            let next = if k + 1 < n { VRING_DESC_F_NEXT } else { 0 };
+            let w = if k >= writable_from {
+                VRING_DESC_F_WRITE
+            } else {
+                0
+            };
+            let (slot, f) = self.write_desc(addr, len, id, w | next);
+            self.batch.put(&self.ring, slot, f);
+        }
+        self.tokens[id as usize] = Some(m.into_raw());
+        self.chain[id as usize] = n as u16;
+        Ok(())
+    }
+
+    /// Adds up to `count` one-segment mbufs from the front of `bufs`, one
+    /// descriptor each (`desc(m)`: its address and length), as far as the
+    /// ring has room, without publishing; returns how many it took (they
+    /// leave `bufs`, in order). In order (§2.8.9), a buffer's id is its
+    /// slot, so the burst goes in as runs of consecutive slots: every
+    /// descriptor of a run written first, then the ids' tokens and the
+    /// flags (the batched half of DPDK's packed enqueue, in portable
+    /// Rust). Other queues go through [`push`](Self::push) one by one.
+    #[inline(always)]
+    fn push_run<const N: usize>(
+        &mut self,
+        bufs: &mut Burst<Mbuf, N>,
+        count: usize,
+        device_writes: bool,
+        desc: impl Fn(&Mbuf) -> (u64, u32),
+    ) -> usize {
+        if !self.in_order {
+            let push = |m, a, l| self.push(m, a, l, device_writes);
+            return crate::driver::split::push_each(bufs, count, desc, push);
+        }
+        let want = count.min(bufs.len()).min(self.free());
+        let w = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+        let mut done = 0;
+        while done < want {
+            let slot = self.next_avail;
+            let run = (want - done).min(usize::from(self.layout.size - slot));
+            let f = w | if self.avail_wrap { F_AVAIL } else { F_USED };
+            let Some(descs) = self.ring.run(slot, run) else {
+                break;
+            };
+            let mbufs = &bufs[..run];
+            // The slots are free (counted in `free_slots`): the device
+            // reads none of them before its flags say so.
+            // Indexed by the run's own length, so that the run's bound
+            // test folds into the loop's (an iterator over `mbufs` kept one
+            // per descriptor: `benches/virtio_instr.sh`).
+            #[allow(clippy::needless_range_loop)]
+            for k in 0..descs.len() {
+                let (addr, len) = desc(&mbufs[k]);
+                descs.set_desc(k, addr, len, slot + k as u16);
+            }
+            let from = usize::from(slot);
+            let tokens = &mut self.tokens[from..from + run];
+            let chain = &mut self.chain[from..from + run];
+            for (k, m) in mbufs.iter().enumerate() {
+                // SAFETY: a bitwise copy of an mbuf of `bufs`, which
+                // forgets the run's mbufs right after this loop: the token
+                // becomes its one owner. Nothing in between can panic.
+                tokens[k] = Some(unsafe { std::ptr::read(m) }.into_raw());
+                chain[k] = 1;
+            }
+            // SAFETY: the first `run` mbufs were moved into tokens above.
+            unsafe { bufs.forget_front(run) };
+            self.batch.put_run(&descs, slot, f);
+            self.next_avail += run as u16;
+            if self.next_avail == self.layout.size {
+                self.next_avail = 0;
+                self.avail_wrap = !self.avail_wrap;
+            }
+            self.free_slots -= run;
+            done += run;
+        }
+        done
+    }
+
+    /// Publishes what `push` added; returns whether the device wants a
+    /// notification.
+    #[inline]
+    fn publish(&mut self) -> bool {
+        // P1.
+        if !self.batch.publish(&self.ring) {
+            return false;
+        }
+        // P3: publication before reading what the device asks for.
+        crate::driver::split::full_fence();
+        // The device event area's flags, which the device writes.
+        self.ring.device_flags() != EVENT_DISABLE
+    }
+
+    /// Takes the next used buffer: the mbuf and the length the device
+    /// wrote. A used descriptor naming no buffer in flight is an error (a
+    /// misbehaving peer); it is skipped.
+    #[inline(always)]
+    fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
+        let slot = self.next_used;
+        let (len, id) = if let Some(end) = self.batch_end {
+            // In order: the rest of a batch whose used descriptor named
+            // `end`; these buffers' own slots were not written.
+            if end == slot {
+                self.batch_end = None;
+            }
+            (0, slot)
+        } else {
+            if !self.is_used(slot) {
+                return None;
+            }
+            // A used descriptor, written by the device before the flags
+            // read in `is_used`.
+            let (id, len) = self.ring.used(slot);
+            if self.in_order && id != slot {
+                // §2.8.9: one used descriptor for a batch ending at buffer
+                // `id`, which must be in flight; this slot's buffer is the
+                // batch's first.
+                if id >= self.layout.size || self.tokens[id as usize].is_none() {
+                    return Some(self.skip_bad(id));
+                }
+                self.batch_end = Some(id);
+                (0, slot)
+            } else {
+                (len, id)
+            }
+        };
+        let tok = (id < self.layout.size)
+            .then(|| self.tokens[id as usize].take())
+            .flatten();
+        let Some(p) = tok else {
+            self.batch_end = None;
+            return Some(self.skip_bad(id));
+        };
+        let count = self.chain[id as usize].max(1);
+        self.advance_used(count);
+        if !self.in_order {
+            self.free_ids.push(id);
+        }
+        // SAFETY: `p` came from `into_raw` in `push`, and the device
+        // returned the buffer, so it no longer touches it.
+        Some(Ok((unsafe { Mbuf::from_raw(p) }, len)))
+    }
+
     /// Takes used one-descriptor buffers into `out`, whole lines of four
     /// at a time as [`pop_used4`](Self::pop_used4) finds them, up to
     /// `room` of them: each goes to `accept` with its length first, and
@@ -566,7 +593,7 @@ impl PackedQueue {
     /// line that is not whole, for `pop_used` to go on. Returns how many
     /// went into `out`, and how many were refused.
     #[inline(always)]
-    pub fn pop_used_lines<const N: usize>(
+    fn pop_used_lines<const N: usize>(
         &mut self,
         out: &mut Burst<Mbuf, N>,
         room: usize,
@@ -595,35 +622,11 @@ impl PackedQueue {
         (n, refused)
     }
 
-    /// Moves past `count` used slots.
-    #[inline(always)]
-    fn advance_used(&mut self, count: u16) {
-        self.next_used += count;
-        if self.next_used >= self.layout.size {
-            self.next_used -= self.layout.size;
-            self.used_wrap = !self.used_wrap;
-        }
-        self.free_slots += count as usize;
-    }
-
-    /// A used descriptor naming no buffer in flight: the ring's position
-    /// is lost (how many slots the device meant it to cover is unknown),
-    /// so the queue breaks.
-    #[cold]
-    fn skip_bad(&mut self, id: u16) -> Result<(Mbuf, u32), Error> {
-        self.broken = true;
-        self.batch_end = None;
-        Err(Error::Peer(format!(
-            "packed ring: used descriptor at slot {} names buffer {id}, which is not in flight; queue stopped until restarted",
-            self.next_used
-        )))
-    }
-
     /// Takes every used buffer that fits in `out`; returns how many used
     /// descriptors named no buffer in flight (at most one: the queue then
     /// breaks).
     #[inline]
-    pub fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
+    fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
         if self.in_order {
             return self.reclaim_in_order(out);
         }

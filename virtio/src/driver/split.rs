@@ -44,6 +44,7 @@
 use crate::consts::{
     VRING_AVAIL_F_NO_INTERRUPT, VRING_DESC_F_NEXT, VRING_DESC_F_WRITE, VRING_USED_F_NO_NOTIFY,
 };
+use crate::driver::Ring;
 use crate::vring::{DescFields, SplitView};
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
@@ -243,42 +244,6 @@ impl SplitQueue {
         })
     }
 
-    /// Buffers the device has marked used that were not taken yet (by its
-    /// used index, at most what is in flight): what a restart drops that
-    /// the device had filled.
-    pub fn completed_unread(&self) -> usize {
-        // V2 (Acquire), as in `load_used`.
-        let used = self.ring.used_idx(Ordering::Acquire);
-        used.wrapping_sub(self.last_used).min(self.in_flight) as usize
-    }
-
-    /// Starts the ring over as `new` left it, for a device that begins at
-    /// index 0 (a new vhost-user backend after a reconnection): every
-    /// buffer in flight returns to its pool, and their number is returned.
-    /// Only while no device uses the ring. Notifications end up
-    /// unsuppressed; the caller sets them as it wants.
-    pub fn restart(&mut self) -> usize {
-        let dropped = release_tokens(&mut self.tokens);
-        // SAFETY: the queue's own memory (checked in `new`), which no
-        // device accesses now.
-        unsafe { self.base.write_bytes(0, self.layout.len) };
-        let n = self.layout.size;
-        self.avail_idx = 0;
-        self.last_used = 0;
-        self.seen_used = 0;
-        self.free.clear();
-        self.free.extend((0..n).rev());
-        self.next.fill(0);
-        self.in_flight = 0;
-        self.broken = false;
-        self.chain_len.fill(0);
-        self.io_next = 0;
-        self.io_free = n as usize;
-        self.io_oldest = 0;
-        self.published = 0;
-        dropped
-    }
-
     /// Uses descriptors in order (VIRTIO_F_IN_ORDER was negotiated, §2.7.9):
     /// descriptors are handed out in table order, chains link `x` to
     /// `x + 1`, and a completion is the oldest buffer in flight whatever id
@@ -338,9 +303,119 @@ impl SplitQueue {
         Some(used)
     }
 
+    /// Uses event indices for notifications (VIRTIO_F_EVENT_IDX was
+    /// negotiated); call before the queue is used.
+    pub fn set_event_idx(&mut self, on: bool) {
+        self.event_idx = on;
+    }
+
+    /// The typed view of the ring, for tests that play the device.
+    #[cfg(test)]
+    pub(crate) fn view(&self) -> SplitView {
+        self.ring
+    }
+
+    /// Returns the descriptors of the buffer headed by `head` (in flight:
+    /// its token was just taken) to the free stack, following the links
+    /// we keep privately.
+    #[inline(always)]
+    fn release(&mut self, head: u16) {
+        self.in_flight -= 1;
+        let mut id = head;
+        for _ in 1..self.chain_len[head as usize] {
+            self.free.push(id);
+            id = self.next[id as usize];
+        }
+        self.free.push(id);
+    }
+
+    /// `reclaim_into` in order: everything before `used` is done, in
+    /// order, so no entry is read but the last, whose id must be the head
+    /// of the last buffer it completes (a device may write one entry for
+    /// a batch); checked before anything is completed, since a wrong one
+    /// means the device's order and ours have parted (the queue breaks).
+    /// The mbufs go straight into the burst's free slots.
+    #[inline(always)]
+    fn reclaim_in_order<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>, used: u16) -> usize {
+        let spare = out.spare_capacity_mut();
+        // `load_used` checked that `used` is at most `in_flight` ahead.
+        let due = used.wrapping_sub(self.last_used) as usize;
+        if due == 0 {
+            return 0;
+        }
+        if due <= spare.len() {
+            // The head of the buffer made available at index used - 1.
+            let last = self.heads[(used.wrapping_sub(1) & self.mask) as usize];
+            // The used entry before `used`, published by the device.
+            let id = self.ring.used_id(used.wrapping_sub(1));
+            if id != last as u32 {
+                self.broken = true;
+                return 1;
+            }
+        }
+        let mut k = 0;
+        while self.last_used != used && k < spare.len() {
+            self.last_used = self.last_used.wrapping_add(1);
+            if let (_, Some(m)) = self.complete_oldest() {
+                spare[k].write(m);
+                k += 1;
+            }
+        }
+        // SAFETY: the first `k` spare slots were written just above, and
+        // `k` is at most the spare capacity.
+        unsafe { out.assume_init_back(k) };
+        0
+    }
+
+    #[cold]
+    fn broken_error(&self) -> Error {
+        Error::Peer(format!(
+            "used index moved past the {} buffers in flight; queue stopped until restarted",
+            self.in_flight
+        ))
+    }
+}
+
+impl Ring for SplitQueue {
+    /// Buffers the device has marked used that were not taken yet (by its
+    /// used index, at most what is in flight): what a restart drops that
+    /// the device had filled.
+    fn completed_unread(&self) -> usize {
+        // V2 (Acquire), as in `load_used`.
+        let used = self.ring.used_idx(Ordering::Acquire);
+        used.wrapping_sub(self.last_used).min(self.in_flight) as usize
+    }
+
+    /// Starts the ring over as `new` left it, for a device that begins at
+    /// index 0 (a new vhost-user backend after a reconnection): every
+    /// buffer in flight returns to its pool, and their number is returned.
+    /// Only while no device uses the ring. Notifications end up
+    /// unsuppressed; the caller sets them as it wants.
+    fn restart(&mut self) -> usize {
+        let dropped = release_tokens(&mut self.tokens);
+        // SAFETY: the queue's own memory (checked in `new`), which no
+        // device accesses now.
+        unsafe { self.base.write_bytes(0, self.layout.len) };
+        let n = self.layout.size;
+        self.avail_idx = 0;
+        self.last_used = 0;
+        self.seen_used = 0;
+        self.free.clear();
+        self.free.extend((0..n).rev());
+        self.next.fill(0);
+        self.in_flight = 0;
+        self.broken = false;
+        self.chain_len.fill(0);
+        self.io_next = 0;
+        self.io_free = n as usize;
+        self.io_oldest = 0;
+        self.published = 0;
+        dropped
+    }
+
     /// Takes the mbufs in flight out of the queue, which must not be used
     /// afterwards (see [`Tokens`]).
-    pub(crate) fn take_tokens(&mut self) -> Tokens {
+    fn take_tokens(&mut self) -> Tokens {
         Tokens::take(&mut self.tokens)
     }
 
@@ -348,19 +423,13 @@ impl SplitQueue {
     /// buffers in flight): the queue then refuses everything until
     /// [`restart`](Self::restart), and the buffers in flight stay with it,
     /// since the device may still own them.
-    pub fn is_broken(&self) -> bool {
+    fn is_broken(&self) -> bool {
         self.broken
-    }
-
-    /// Uses event indices for notifications (VIRTIO_F_EVENT_IDX was
-    /// negotiated); call before the queue is used.
-    pub fn set_event_idx(&mut self, on: bool) {
-        self.event_idx = on;
     }
 
     /// Whether completions wait in the used ring.
     #[inline]
-    pub fn has_used(&self) -> bool {
+    fn has_used(&self) -> bool {
         // V2 (Acquire), as in `load_used`.
         !self.broken
             && (self.seen_used != self.last_used
@@ -368,7 +437,7 @@ impl SplitQueue {
     }
 
     /// IOVAs of descriptor table, available ring and used ring.
-    pub fn addresses(&self) -> (u64, u64, u64) {
+    fn addresses(&self) -> (u64, u64, u64) {
         (
             self.iova_base + self.layout.desc as u64,
             self.iova_base + self.layout.avail as u64,
@@ -377,12 +446,12 @@ impl SplitQueue {
     }
 
     /// Entries.
-    pub fn size(&self) -> u16 {
+    fn size(&self) -> u16 {
         self.layout.size
     }
 
     /// Free descriptors.
-    pub fn free(&self) -> usize {
+    fn free(&self) -> usize {
         if self.broken {
             0
         } else if self.in_order {
@@ -392,17 +461,11 @@ impl SplitQueue {
         }
     }
 
-    /// The typed view of the ring, for tests that play the device.
-    #[cfg(test)]
-    pub(crate) fn view(&self) -> SplitView {
-        self.ring
-    }
-
     /// Asks the other side not to interrupt (we poll), or to interrupt on
     /// the next completion. After arming, look at the used ring once more
     /// ([`has_used`](Self::has_used)): a completion published just before
     /// the arming raises no interrupt.
-    pub fn set_interrupts(&mut self, on: bool) {
+    fn set_interrupts(&mut self, on: bool) {
         // §2.7.7.1: with event indices the flags stay 0 and `used_event`
         // says when to interrupt: at the next used entry, or one lap away.
         let (flags, event) = match (self.event_idx, on) {
@@ -424,7 +487,7 @@ impl SplitQueue {
     /// avail slot, without publishing. Gives `m` back when no descriptor is
     /// free.
     #[inline(always)]
-    pub fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
+    fn push(&mut self, m: Mbuf, addr: u64, len: u32, device_writes: bool) -> Result<(), Mbuf> {
         if self.broken {
             return Err(m);
         }
@@ -454,7 +517,7 @@ impl SplitQueue {
     /// Adds up to `count` one-segment mbufs from the front of `bufs`
     /// through [`push`](Self::push), each at `desc(m)`; how many went in.
     #[inline(always)]
-    pub fn push_run<const N: usize>(
+    fn push_run<const N: usize>(
         &mut self,
         bufs: &mut Burst<Mbuf, N>,
         count: usize,
@@ -470,7 +533,7 @@ impl SplitQueue {
     /// linked with `NEXT`) holding `m`, at the next avail slot; those from
     /// index `writable_from` on are device-writable. Gives `m` back when
     /// fewer than `segs.len()` descriptors are free.
-    pub fn push_chain(
+    fn push_chain(
         &mut self,
         m: Mbuf,
         segs: &[(u64, u32)],
@@ -520,27 +583,13 @@ impl SplitQueue {
         Ok(())
     }
 
-    /// Returns the descriptors of the buffer headed by `head` (in flight:
-    /// its token was just taken) to the free stack, following the links
-    /// we keep privately.
-    #[inline(always)]
-    fn release(&mut self, head: u16) {
-        self.in_flight -= 1;
-        let mut id = head;
-        for _ in 1..self.chain_len[head as usize] {
-            self.free.push(id);
-            id = self.next[id as usize];
-        }
-        self.free.push(id);
-    }
-
     /// Takes every completed buffer that fits in `out` (reading `used.idx`
     /// once); returns how many used entries were wrong (naming no buffer
     /// in flight, or, in order, not the buffer due), for the caller to
     /// count, plus one when this call found the queue broken. The batch
     /// form of [`pop_used`](Self::pop_used), for TX completions.
     #[inline]
-    pub fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
+    fn reclaim_into<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>) -> usize {
         if self.broken {
             return 0;
         }
@@ -570,48 +619,10 @@ impl SplitQueue {
         bad
     }
 
-    /// `reclaim_into` in order: everything before `used` is done, in
-    /// order, so no entry is read but the last, whose id must be the head
-    /// of the last buffer it completes (a device may write one entry for
-    /// a batch); checked before anything is completed, since a wrong one
-    /// means the device's order and ours have parted (the queue breaks).
-    /// The mbufs go straight into the burst's free slots.
-    #[inline(always)]
-    fn reclaim_in_order<const N: usize>(&mut self, out: &mut Burst<Mbuf, N>, used: u16) -> usize {
-        let spare = out.spare_capacity_mut();
-        // `load_used` checked that `used` is at most `in_flight` ahead.
-        let due = used.wrapping_sub(self.last_used) as usize;
-        if due == 0 {
-            return 0;
-        }
-        if due <= spare.len() {
-            // The head of the buffer made available at index used - 1.
-            let last = self.heads[(used.wrapping_sub(1) & self.mask) as usize];
-            // The used entry before `used`, published by the device.
-            let id = self.ring.used_id(used.wrapping_sub(1));
-            if id != last as u32 {
-                self.broken = true;
-                return 1;
-            }
-        }
-        let mut k = 0;
-        while self.last_used != used && k < spare.len() {
-            self.last_used = self.last_used.wrapping_add(1);
-            if let (_, Some(m)) = self.complete_oldest() {
-                spare[k].write(m);
-                k += 1;
-            }
-        }
-        // SAFETY: the first `k` spare slots were written just above, and
-        // `k` is at most the spare capacity.
-        unsafe { out.assume_init_back(k) };
-        0
-    }
-
     /// Publishes what `push` added; returns whether the other side wants a
     /// notification (kick).
     #[inline]
-    pub fn publish(&mut self) -> bool {
+    fn publish(&mut self) -> bool {
         // V1 (Release): descriptors and ring entries before the index.
         self.ring.set_avail_idx(self.avail_idx, Ordering::Release);
         // V3: the index store before reading what the device asks for.
@@ -633,7 +644,7 @@ impl SplitQueue {
     /// past the buffers in flight breaks the queue: one error, then
     /// `None` until [`restart`](Self::restart).
     #[inline(always)]
-    pub fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
+    fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), Error>> {
         if self.broken {
             return None;
         }
@@ -679,14 +690,6 @@ impl SplitQueue {
                 self.layout.size
             )))),
         }
-    }
-
-    #[cold]
-    fn broken_error(&self) -> Error {
-        Error::Peer(format!(
-            "used index moved past the {} buffers in flight; queue stopped until restarted",
-            self.in_flight
-        ))
     }
 }
 
@@ -758,12 +761,12 @@ impl Drop for SplitQueue {
     }
 }
 
-/// The mbufs a ring had in flight, taken out of it ([`SplitQueue::take_tokens`],
-/// [`PackedQueue::take_tokens`](crate::driver::packed::PackedQueue::take_tokens))
+/// The mbufs a ring had in flight, taken out of it
+/// ([`Ring::take_tokens`])
 /// when its queue handle is dropped while a device may still use them:
 /// kept until the device has stopped, then returned to their pools on
 /// drop.
-pub(crate) struct Tokens(Vec<Option<NonNull<u8>>>);
+pub struct Tokens(Vec<Option<NonNull<u8>>>);
 
 // SAFETY: the tokens are owned mbuf handles (`Mbuf` is `Send`); moving
 // them to another thread moves that ownership.
