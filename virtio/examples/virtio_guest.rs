@@ -455,6 +455,12 @@ fn run(bdf: &str, opts: &str, pool: &Mempool) -> R<String> {
         }
         extra = "; receive filters (promiscuous, all-multicast, MAC tables) as QEMU applies them; an MSI-X rx interrupt; max MTU 9000 from the device".into();
     }
+    let link = link_down_and_up(p.as_mut(), mac).map_err(|e| format!("link events: {e}"));
+    if link.is_err() {
+        let _ = ask_host(&format!("set_link n{} on", mac[5].wrapping_sub(1)));
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    extra = format!("{extra}; link events: {}", link?);
     let feats = p
         .xstats()
         .iter()
@@ -472,6 +478,56 @@ fn run(bdf: &str, opts: &str, pool: &Mempool) -> R<String> {
         rpmd_pmd::port::MacAddr(mac),
         pool.region().iova_mode()
     ))
+}
+
+/// A request to the host's QEMU monitor, through the serial console
+/// (tests/vm/monitor.py carries it out).
+fn ask_host(cmd: &str) -> R<()> {
+    use std::io::Write;
+    let mut c = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/console")
+        .map_err(|e| format!("/dev/console: {e}"))?;
+    writeln!(c, "@@RPMD monitor {cmd}").map_err(|e| e.to_string())
+}
+
+/// QEMU's `set_link` off and on for this NIC (netdev `n<k>` for MAC
+/// ending in k + 1, as run.sh names them): each change arrives as a link
+/// event and the link reads as the device says.
+fn link_down_and_up(p: &mut dyn rpmd_pmd::Port, mac: [u8; 6]) -> R<String> {
+    let events = p.link_events().map_err(|e| e.to_string())?;
+    let _ = events.take();
+    let netdev = format!("n{}", mac[5].wrapping_sub(1));
+    let mut steps = Vec::new();
+    for (state, up) in [("off", false), ("on", true)] {
+        ask_host(&format!("set_link {netdev} {state}"))?;
+        let t = Instant::now();
+        let mut seen = false;
+        while t.elapsed() < Duration::from_secs(10) && !(seen && p.link().up == up) {
+            seen |= events
+                .wait(Duration::from_millis(100))
+                .map_err(|e| e.to_string())?;
+        }
+        let x: Vec<String> = p
+            .xstats()
+            .into_iter()
+            .filter(|x| x.name == "config_interrupts" || x.name == "link_changes")
+            .map(|x| format!("{} {}", x.name, x.value))
+            .collect();
+        if !seen || p.link().up != up {
+            return Err(format!(
+                "set_link {state}: event {seen}, link up {} ({})",
+                p.link().up,
+                x.join(", ")
+            ));
+        }
+        steps.push(format!(
+            "{state} in {:.0} ms ({})",
+            t.elapsed().as_secs_f64() * 1e3,
+            x.join(", ")
+        ));
+    }
+    Ok(steps.join("; "))
 }
 
 /// A function without a control queue: no CTRL_RX negotiated, receive

@@ -112,4 +112,9 @@ impl Legacy {
     pub(super) fn device_cfg(&self) -> (&Regs, u64) {
         (&self.bar, DEVICE_CFG)
     }
+
+    /// The same, owned.
+    pub(super) fn device_regs(&self) -> (Arc<Regs>, u64) {
+        (self.bar.clone(), DEVICE_CFG)
+    }
 }

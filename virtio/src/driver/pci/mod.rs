@@ -40,6 +40,7 @@
 //! bits never to accept, for a device with a broken feature or to test a
 //! device's refusal).
 mod legacy;
+mod linkwatch;
 #[cfg(test)]
 mod model;
 mod modern;
@@ -57,6 +58,7 @@ use rpmd_pmd::domain::DmaGuard;
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::function::Regs;
 use rpmd_pmd::pci::{PciDevice, PciId};
+use rpmd_pmd::port::events::LinkEvents;
 use rpmd_pmd::port::features::{Declared, Feature, Support};
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{
@@ -104,6 +106,7 @@ const IDS: [PciId; 2] = [
 impl PciDriver for VirtioPciDriver {
     fn features(&self) -> &'static [Declared] {
         &[
+            (Feature::LinkStatusEvent, Support::Yes),
             (
                 Feature::RxInterrupt,
                 Support::Partial("on the modern transport, with MSI-X"),
@@ -231,6 +234,9 @@ impl PciDriver for VirtioPciDriver {
             running: false,
             homes: Vec::new(),
             ring_map: None,
+            link_events: None,
+            config_irq: None,
+            watch: None,
         };
         Ok(Box::new(EthDev::new(args, dev)))
     }
@@ -291,6 +297,17 @@ impl Transport {
             Transport::Legacy(l) => l.device_cfg(),
         }
     }
+    /// The status field (§5.1.4), for a thread of its own.
+    fn status_field(&self) -> linkwatch::StatusField {
+        let (regs, base) = match self {
+            Transport::Modern(m) => (m.device.0.clone(), m.device.1),
+            Transport::Legacy(l) => l.device_regs(),
+        };
+        linkwatch::StatusField {
+            regs,
+            offset: base + 6,
+        }
+    }
 }
 
 /// A virtio-net PCI function driven through VFIO.
@@ -327,6 +344,13 @@ pub struct VirtioPciDevice {
     homes: Vec<Arc<crate::driver::net::QueueHome>>,
     /// The rings' region and its IOMMU mapping (modern transport).
     ring_map: Option<(Arc<DmaRegion>, DmaGuard)>,
+    /// The app's link events, once asked for.
+    link_events: Option<LinkEvents>,
+    /// The configuration-change vector of the running start, until a
+    /// link watch takes it.
+    config_irq: Option<rpmd_pmd::function::EventFd>,
+    /// The link watch, while running with link events asked for.
+    watch: Option<linkwatch::LinkWatch>,
 }
 
 impl Device for VirtioPciDevice {
@@ -354,7 +378,16 @@ impl Device for VirtioPciDevice {
             // Leave the device quiet after a failed start.
             let _ = self.halt();
         }
+        self.watch_if_asked();
         q
+    }
+    /// A link that can change (VIRTIO_NET_F_STATUS) is watched while the
+    /// port runs (see `linkwatch`); without it the link follows start
+    /// and stop only.
+    fn watch_link(&mut self, _name: &str, events: &LinkEvents) -> Result<bool, PmdError> {
+        self.link_events = Some(events.clone());
+        self.watch_if_asked();
+        Ok(true)
     }
     fn stop(&mut self, _name: &str) -> Result<(), PmdError> {
         self.halt()
@@ -390,6 +423,14 @@ impl Device for VirtioPciDevice {
             name: "device_max_mtu".into(),
             value: self.dev_mtu.unwrap_or(0) as u64,
         });
+        if let Some(w) = &self.watch {
+            for (name, k) in [("config_interrupts", 0), ("link_changes", 1)] {
+                out.push(Xstat {
+                    name: name.into(),
+                    value: w.counts[k].load(std::sync::atomic::Ordering::Relaxed),
+                });
+            }
+        }
     }
 }
 
@@ -397,6 +438,8 @@ impl VirtioPciDevice {
     /// Resets a running device and frees what its queues left behind;
     /// nothing when it is not running.
     fn halt(&mut self) -> Result<(), PmdError> {
+        self.watch = None;
+        self.config_irq = None;
         if !std::mem::take(&mut self.running) {
             return Ok(());
         }
@@ -411,6 +454,24 @@ impl VirtioPciDevice {
             let _ = self.func.disable_msix();
         }
         reset
+    }
+}
+
+impl VirtioPciDevice {
+    /// Starts the link watch, if the app asked for link events, the port
+    /// runs and its link can change.
+    fn watch_if_asked(&mut self) {
+        let Some(events) = &self.link_events else {
+            return;
+        };
+        if !self.running || self.watch.is_some() || self.features & F_STATUS == 0 {
+            return;
+        }
+        self.watch = Some(linkwatch::LinkWatch::spawn(
+            self.t.status_field(),
+            self.config_irq.take(),
+            events.clone(),
+        ));
     }
 }
 

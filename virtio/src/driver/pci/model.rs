@@ -88,6 +88,8 @@ pub(crate) struct NetModel {
     iommu: ModelIommu,
     /// Refuse every feature set (FEATURES_OK never sticks).
     refuse_features: bool,
+    /// The cable: `status`'s LINK_UP bit.
+    cable: std::sync::atomic::AtomicBool,
 }
 
 /// What a port opened on the model sees: the device and the domain.
@@ -107,7 +109,14 @@ impl NetModel {
             state: Mutex::default(),
             iommu: ModelIommu::new("virtio-net model IOMMU"),
             refuse_features,
+            cable: std::sync::atomic::AtomicBool::new(true),
         })
+    }
+
+    /// Plugs (`true`) or pulls the cable: the status field's link bit
+    /// (the model has no MSI-X: no configuration interrupt follows).
+    pub(crate) fn set_link(&self, up: bool) {
+        self.cable.store(up, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How it appears on the bus.
@@ -453,7 +462,8 @@ impl RegisterSpace for Bar {
         match off {
             o if o < COMMON + 0x38 => NetModel::common_read(&s, o - COMMON),
             o if (DEVICE..DEVICE + 6).contains(&o) => MAC[(o - DEVICE) as usize] as u64,
-            o if o == DEVICE + 6 => 1, // status: link up
+            // status: VIRTIO_NET_S_LINK_UP as the cable says.
+            o if o == DEVICE + 6 => self.0.cable.load(std::sync::atomic::Ordering::Relaxed) as u64,
             _ => 0,
         }
     }

@@ -110,11 +110,16 @@ impl Modern {
         )
     }
 
-    /// The MSI-X vector for configuration changes (`NO_VECTOR`: none,
-    /// the link is polled).
+    /// The MSI-X vector for configuration changes (`NO_VECTOR`: none).
     pub(super) fn set_config_vector(&self, v: u16) -> Result<(), PmdError> {
         let (r, o) = self.c();
         r.write16(o + MSIX_CONFIG, v)
+    }
+
+    /// The configuration-change vector the device took.
+    pub(super) fn config_vector(&self) -> Result<u16, PmdError> {
+        let (r, o) = self.c();
+        r.read16(o + MSIX_CONFIG)
     }
 
     /// The most entries queue `index` takes (0: no such queue).

@@ -240,13 +240,26 @@ impl VirtioPciDevice {
         let conf = ctx.conf;
         let name = self.name.clone();
         let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
-        // MSI-X (modern): vector q for RX queue q; none for configuration
-        // changes (the link is polled), TX or the control queue.
+        // MSI-X (modern): vector q for RX queue q, and vector `pairs` for
+        // configuration changes where the function has one more and the
+        // link can change (the link watch's; without it the watch reads
+        // the status on its own pace); none for TX or the control queue.
         let mut calls: Vec<Option<CallFd>> = (0..pairs).map(|_| None).collect();
+        self.config_irq = None;
         if let Transport::Modern(m) = &self.t {
             m.set_config_vector(NO_VECTOR)?;
             if self.msix as usize >= pairs {
-                let fds = self.func.enable_msix(pairs as u32)?;
+                let config = self.features & super::F_STATUS != 0 && self.msix as usize > pairs;
+                let mut fds = self.func.enable_msix((pairs + config as usize) as u32)?;
+                if config && fds.len() > pairs {
+                    let fd = fds.pop();
+                    // §4.1.5.1.2: a device that cannot take the vector
+                    // reads back NO_VECTOR.
+                    m.set_config_vector(pairs as u16)?;
+                    if m.config_vector()? == pairs as u16 {
+                        self.config_irq = fd;
+                    }
+                }
                 for (c, fd) in calls.iter_mut().zip(fds) {
                     *c = Some(CallFd::Msix(fd));
                 }

@@ -130,3 +130,45 @@ fn a_missing_model_address_is_an_error_naming_it() {
         "{e}"
     );
 }
+
+/// A pulled cable and a plugged one (the status field's link bit) reach
+/// the app as link events while the port runs, found by the watch's own
+/// reads on a function with no MSI-X; none after the port stops.
+#[test]
+fn link_changes_raise_link_events() {
+    use std::time::{Duration, Instant};
+    let model = NetModel::new("0000:00:07.0".parse().unwrap(), false);
+    let reg = registry(&model);
+    let rx_pool = pool("model-link", 256);
+    let mut p = reg.open("pci:0000:00:07.0").unwrap();
+    let events = p.link_events().unwrap();
+    p.configure(&PortConfig {
+        rx_pool: Some(rx_pool.clone()),
+        ..PortConfig::default()
+    })
+    .unwrap();
+    let q = p.start().unwrap();
+    let _ = events.take();
+    for up in [false, true] {
+        model.set_link(up);
+        let t = Instant::now();
+        assert!(
+            events.wait(Duration::from_secs(2)).unwrap(),
+            "no event for link {up}: {:?}",
+            p.xstats()
+        );
+        assert_eq!(p.link().up, up);
+        eprintln!("link {up}: event after {:?}", t.elapsed());
+        let changes = p.xstats().into_iter().find(|x| x.name == "link_changes");
+        assert!(changes.is_some_and(|x| x.value >= 1));
+    }
+    drop(q);
+    p.stop().unwrap();
+    let _ = events.take();
+    model.set_link(false);
+    assert!(
+        !events.wait(Duration::from_millis(300)).unwrap(),
+        "a stopped port watches nothing"
+    );
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
+}
