@@ -121,7 +121,8 @@
 //! test shows the difference.
 #![warn(missing_docs)]
 #![warn(unsafe_op_in_unsafe_fn)]
-// `unsafe` only in the modules that re-allow it: slots, ring, zc, burst.
+// `unsafe` only in the modules that re-allow it: slots, ring, zc, burst,
+// txlock.
 #![deny(unsafe_code)]
 
 mod burst;
@@ -130,6 +131,7 @@ pub mod mode;
 mod primitive;
 mod ring;
 mod slots;
+pub mod txlock;
 #[cfg(not(loom))]
 mod zc;
 
@@ -137,5 +139,6 @@ pub use burst::Burst;
 pub use error::Error;
 pub use mode::{Hts, Multi, SharedMode, Single, SyncMode, ZeroCopyMode};
 pub use ring::{new, with_start_index, Consumer, Ends, Producer, Transfer, MAX_CAPACITY};
+pub use txlock::{TxGuard, TxLock};
 #[cfg(not(loom))]
 pub use zc::{DequeueZc, EnqueueZc};

@@ -2,10 +2,10 @@
 //! model-checked versions under `--cfg loom` (the crossbeam-utils pattern).
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// A hint that we are busy-waiting (`pause` on x86).
 #[inline(always)]

@@ -22,7 +22,9 @@
 //! - [`backlog`]: **drain until empty or quota**, re-checking the queue,
 //!   versus processing a snapshot of its length.
 //! - [`txlock`]: the **dequeue-prioritised lock** in front of a TX queue
-//!   shared by several lcores (the qdisc busylock problem).
+//!   shared by several lcores (the qdisc busylock problem); it lives in
+//!   `rpmd-ring`, beside the rings, where loom checks it, and the
+//!   vhost-user backend's vrings sit behind it too.
 //! - [`egress`]: an **egress scheduler** shared by lcores (port rate,
 //!   strict-priority classes by VLAN PCP or DSCP with HTB-style
 //!   borrowing, tail drop counted per class) in front of one TX queue,
@@ -75,7 +77,7 @@ pub mod multi;
 pub mod policy;
 pub mod signal;
 pub mod tasks;
-pub mod txlock;
+pub use rpmd_ring::txlock;
 
 pub use egress::{Egress, EgressConfig, EgressTx};
 pub use kbusy::KernelBusyPoll;

@@ -67,7 +67,6 @@
 //! queue arms kicks when the run loop is about to sleep, and its
 //! interrupt fd is the guest's kick eventfd.
 mod control;
-mod lock;
 pub mod testing;
 mod vq;
 

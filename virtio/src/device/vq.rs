@@ -22,12 +22,12 @@ use crate::vring::{NetHdr, PeerPacked, PeerSplit, SplitView};
 
 mod chain;
 mod packed;
-use super::lock::{QueueGuard, QueueLock};
 use crate::offload;
 use chain::{Delivered, FrameReader, Plan, Received};
 use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::port::stats::{Counter, QueueStats};
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
+use rpmd_ring::{TxGuard, TxLock};
 use std::fs::File;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -132,10 +132,12 @@ impl VringCounters {
     }
 }
 
-/// One vring: its set-up and the device's position, behind the mutex the
-/// data path try-locks once a burst (DPDK's per-queue access lock).
+/// One vring: its set-up and the device's position, behind the lock the
+/// data path tries once a burst (DPDK's per-queue access lock): rpmd's
+/// one lock, [`TxLock`], whose priority side the control thread takes, so
+/// that it waits for the burst in progress and no other.
 pub(crate) struct VringSlot {
-    pub(crate) vring: QueueLock<Vring>,
+    pub(crate) vring: TxLock<Vring>,
     pub(crate) counters: VringCounters,
     /// Whether the ring runs (kept beside the mutex for `link`).
     pub(crate) running: AtomicBool,
@@ -146,16 +148,17 @@ pub(crate) struct VringSlot {
 impl VringSlot {
     pub(crate) fn new() -> Self {
         VringSlot {
-            vring: QueueLock::new(Vring::default()),
+            vring: TxLock::new(Vring::default()),
             counters: VringCounters::default(),
             running: AtomicBool::new(false),
             kick_gen: AtomicU64::new(0),
         }
     }
 
-    /// The vring, locked (waiting for a burst in progress).
-    pub(crate) fn lock(&self) -> QueueGuard<'_, Vring> {
-        self.vring.lock()
+    /// The vring, locked (waiting for a burst in progress; bursts that
+    /// find the control thread waiting skip).
+    pub(crate) fn lock(&self) -> TxGuard<'_, Vring> {
+        self.vring.lock_drain()
     }
 }
 

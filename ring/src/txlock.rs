@@ -1,6 +1,9 @@
 //! [`TxLock`]: the lock in front of a TX queue shared by several lcores,
 //! built so that the lcore draining the queue to the NIC is never starved
-//! by the lcores filling it.
+//! by the lcores filling it. It is rpmd's one hand-written lock: the
+//! vhost-user backend puts each vring behind it too (the queue's bursts
+//! try it, the control thread takes the draining side and so waits for
+//! one burst at most), and `tests/loom.rs` model-checks it.
 //!
 //! The problem (Linux qdisc, "busylock"): many CPUs enqueue packets into a
 //! qdisc under its root lock while one CPU dequeues them to the driver,
@@ -15,8 +18,8 @@
 //! goes ahead of every waiting enqueuer. It announces itself in the lock
 //! flag beside the lock flag (same cache line), and enqueuers do not try to
 //! take the lock while it is set. So:
-//! - uncontended, an enqueue or dequeue is one swap to lock and one store to
-//!   unlock, as with a plain spin lock, plus one load of the drain flag from
+//! - uncontended, an enqueue or dequeue is one compare-exchange to lock
+//!   and one store to unlock, as with a plain spin lock, plus one load of the drain flag from
 //!   the same line (no busylock cost: the busylock is only taken after a
 //!   failed first try);
 //! - contended, the dequeuer waits for at most the one critical section in
@@ -32,8 +35,9 @@
 //! Waiting spins a little, then yields the CPU, so a preempted lock holder
 //! on a shared core is not spun against for a whole time slice.
 //!
-//! Memory ordering: taking the lock is an Acquire swap and releasing it a
-//! Release store (`L1`/`L2`, pairing with each other), so everything done
+//! Memory ordering: taking the lock is an Acquire compare-exchange and
+//! releasing it a Release store (`L1`/`L2`, pairing with each other), so
+//! everything done
 //! under the lock by one holder happens before everything done by the
 //! next. The drain and busylock flags only decide who may try; they order
 //! no data.
@@ -43,19 +47,29 @@
 //! contended by the wake-ups; see benches/RESULTS.md.)
 #![allow(unsafe_code)]
 
+use crate::primitive::{spin_hint, yield_cpu, AtomicBool, Ordering::*};
 use crossbeam_utils::CachePadded;
-use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering::*};
+
+#[cfg(loom)]
+use loom::cell::UnsafeCell;
+#[cfg(not(loom))]
+use std::cell::UnsafeCell;
+
+/// Sets `flag` if it is clear (Acquire); whether this call set it.
+#[inline(always)]
+fn set(flag: &AtomicBool) -> bool {
+    flag.compare_exchange(false, true, Acquire, Relaxed).is_ok()
+}
 
 /// Spins `n` times, then yields the CPU on every later call.
 #[inline]
 fn backoff(n: &mut u32) {
     if *n < 64 {
         *n += 1;
-        std::hint::spin_loop();
+        spin_hint();
     } else {
-        std::thread::yield_now();
+        yield_cpu();
     }
 }
 
@@ -73,7 +87,7 @@ struct Flags {
 /// that favours the side draining it; see the module docs.
 ///
 /// ```
-/// use rpmd_sched::TxLock;
+/// use rpmd_ring::TxLock;
 /// let q = TxLock::new(Vec::<u32>::new());
 /// q.lock_enqueue().push(1); // producers: behind the busylock
 /// let drained: Vec<u32> = q.lock_drain().drain(..).collect(); // the drainer goes first
@@ -101,6 +115,21 @@ unsafe impl<T: Send> Send for TxLock<T> {}
 /// Holds the lock; dropping it releases the lock.
 pub struct TxGuard<'a, T> {
     lock: &'a TxLock<T>,
+    /// loom's record of the access, ended before the release.
+    #[cfg(loom)]
+    access: Option<loom::cell::MutPtr<T>>,
+}
+
+impl<'a, T> TxGuard<'a, T> {
+    /// The guard of `lock`, just taken.
+    #[inline(always)]
+    fn held(lock: &'a TxLock<T>) -> Self {
+        TxGuard {
+            lock,
+            #[cfg(loom)]
+            access: Some(lock.f.value.get_mut()),
+        }
+    }
 }
 
 impl<T> TxLock<T> {
@@ -118,11 +147,13 @@ impl<T> TxLock<T> {
         }
     }
 
-    /// One attempt: test, then test-and-set.
+    /// One attempt: test, then test-and-set. (A compare-exchange, not a
+    /// swap: one locked instruction either way, but a failed one writes
+    /// nothing, and loom can model the spin around it.)
     #[inline(always)]
     fn try_take(&self) -> bool {
         // L1 (Acquire): pairs with L2 of the previous holder.
-        !self.f.flags.locked.load(Relaxed) && !self.f.flags.locked.swap(true, Acquire)
+        !self.f.flags.locked.load(Relaxed) && set(&self.f.flags.locked)
     }
 
     /// Takes the lock to enqueue. Tries once; under contention takes the
@@ -131,7 +162,7 @@ impl<T> TxLock<T> {
     #[inline]
     pub fn lock_enqueue(&self) -> TxGuard<'_, T> {
         if !self.f.flags.drain.load(Relaxed) && self.try_take() {
-            return TxGuard { lock: self };
+            return TxGuard::held(self);
         }
         self.lock_enqueue_slow()
     }
@@ -141,7 +172,7 @@ impl<T> TxLock<T> {
         let mut n = 0;
         // The busylock. Its orderings only decide who competes; the data
         // is ordered by L1/L2.
-        while self.f.flags.busy.load(Relaxed) || self.f.flags.busy.swap(true, Acquire) {
+        while self.f.flags.busy.load(Relaxed) || !set(&self.f.flags.busy) {
             backoff(&mut n);
         }
         let mut n = 0;
@@ -149,7 +180,7 @@ impl<T> TxLock<T> {
             backoff(&mut n);
         }
         self.f.flags.busy.store(false, Release);
-        TxGuard { lock: self }
+        TxGuard::held(self)
     }
 
     /// Takes the lock to drain. Announces itself first, so waiting
@@ -163,7 +194,7 @@ impl<T> TxLock<T> {
         // its p99 acquisition was 1.5-2x the plain spin lock's, against
         // 0.7-0.9 µs with the early announcement; benches/RESULTS.md.)
         if self.try_take() {
-            return TxGuard { lock: self };
+            return TxGuard::held(self);
         }
         // Relaxed: the flag only decides who tries. One drainer at a time
         // (the drain side is single by design), so clearing it is ours.
@@ -173,15 +204,16 @@ impl<T> TxLock<T> {
             backoff(&mut n);
         }
         self.f.flags.drain.store(false, Relaxed);
-        TxGuard { lock: self }
+        TxGuard::held(self)
     }
 
     /// Takes the lock if it is free (and no drainer waits), without waiting.
     pub fn try_lock(&self) -> Option<TxGuard<'_, T>> {
-        (!self.f.flags.drain.load(Relaxed) && self.try_take()).then_some(TxGuard { lock: self })
+        (!self.f.flags.drain.load(Relaxed) && self.try_take()).then(|| TxGuard::held(self))
     }
 
     /// The value, through exclusive access to the lock.
+    #[cfg(not(loom))]
     pub fn get_mut(&mut self) -> &mut T {
         self.f.value.get_mut()
     }
@@ -195,6 +227,8 @@ impl<T> TxLock<T> {
 impl<T> Drop for TxGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        #[cfg(loom)]
+        drop(self.access.take());
         // L2 (Release): pairs with L1 of the next holder.
         self.lock.f.flags.locked.store(false, Release);
     }
@@ -202,16 +236,26 @@ impl<T> Drop for TxGuard<'_, T> {
 
 impl<T> Deref for TxGuard<'_, T> {
     type Target = T;
+    #[inline(always)]
     fn deref(&self) -> &T {
+        #[cfg(not(loom))]
         // SAFETY: the guard holds the lock, so no other reference exists.
-        unsafe { &*self.lock.f.value.get() }
+        return unsafe { &*self.lock.f.value.get() };
+        #[cfg(loom)]
+        // SAFETY: as above; loom tracks the access until the release.
+        return unsafe { self.access.as_ref().expect("held").deref() };
     }
 }
 
 impl<T> DerefMut for TxGuard<'_, T> {
+    #[inline(always)]
     fn deref_mut(&mut self) -> &mut T {
+        #[cfg(not(loom))]
         // SAFETY: as above, and `&mut self` makes this one unique.
-        unsafe { &mut *self.lock.f.value.get() }
+        return unsafe { &mut *self.lock.f.value.get() };
+        #[cfg(loom)]
+        // SAFETY: as above.
+        return unsafe { self.access.as_ref().expect("held").deref() };
     }
 }
 
