@@ -67,7 +67,7 @@ impl Pair {
         Ok(pair)
     }
 
-    fn port(&mut self, k: usize) -> &mut (Box<dyn Port>, Queues) {
+    pub fn port(&mut self, k: usize) -> &mut (Box<dyn Port>, Queues) {
         self.ports[k].as_mut().expect("open")
     }
 
@@ -107,12 +107,12 @@ impl Pair {
         Ok(())
     }
 
-    fn mac(&mut self, k: usize) -> MacAddr {
+    pub fn mac(&mut self, k: usize) -> MacAddr {
         self.port(k).0.mac_addr()
     }
 
     /// Sends every mbuf of `out` on port `k` (within 2 s).
-    fn send(&mut self, k: usize, out: &mut Pkts) -> R<()> {
+    pub fn send(&mut self, k: usize, out: &mut Pkts) -> R<()> {
         self.send_on(k, 0, out)
     }
 
@@ -166,7 +166,7 @@ impl Pair {
     }
 
     /// A mbuf holding `bytes`, in segments of at most `seg` bytes.
-    fn mbuf(&self, bytes: &[u8], seg: usize) -> R<Mbuf> {
+    pub fn mbuf(&self, bytes: &[u8], seg: usize) -> R<Mbuf> {
         let mut head: Option<Mbuf> = None;
         for chunk in bytes.chunks(seg) {
             let mut m = self.pool.get().map_err(s)?;
@@ -200,7 +200,7 @@ impl Pair {
 
 /// An Ethernet frame `dst` <- `src` of `len` bytes (ether type 0x88b5,
 /// local experimental), its payload a pattern of `seq`.
-fn frame(dst: MacAddr, src: MacAddr, len: usize, seq: u32) -> Vec<u8> {
+pub fn frame(dst: MacAddr, src: MacAddr, len: usize, seq: u32) -> Vec<u8> {
     let mut f = Vec::with_capacity(len);
     f.extend_from_slice(&dst.0);
     f.extend_from_slice(&src.0);

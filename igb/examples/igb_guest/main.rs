@@ -35,6 +35,7 @@
 //! Prints `case ...: ok|FAIL` lines and `igb_guest: N passed, M failed`.
 mod dpdk_peer;
 mod frames;
+mod lcore;
 mod linux_peer;
 
 use rpmd_igb::hw::Hw;
@@ -110,7 +111,7 @@ fn pair_cases(a: &str, b: &str, case: &mut impl FnMut(String, R<String>)) {
     };
     case("igb ports start".into(), Ok(format!("pci:{a}, pci:{b}")));
     type Case = fn(&mut frames::Pair) -> R<String>;
-    let cases: [(&str, Case); 12] = [
+    let cases: [(&str, Case); 13] = [
         ("frames both ways", frames::both_ways),
         ("second tx queue", frames::second_queue),
         ("chained send", frames::chained),
@@ -119,6 +120,7 @@ fn pair_cases(a: &str, b: &str, case: &mut impl FnMut(String, R<String>)) {
         ("VLAN insert and strip", frames::vlan),
         ("RSS over four queues", frames::rss),
         ("rx interrupt (MSI-X)", frames::rx_interrupt),
+        ("an idle lcore sleeps on MSI-X", lcore::idle_lcore),
         ("link events from the QEMU monitor", frames::link_events),
         ("receive filter", frames::filter),
         ("jumbo frame", frames::jumbo),

@@ -252,13 +252,7 @@ impl<Q: Ring> VirtioRx<Q> {
             return 0;
         }
         if self.home.asked() {
-            // The posted buffers go back to the pool; the refill below
-            // posts new ones. Frames the device had completed in them
-            // are dropped with them, and counted.
-            let unread = self.q.completed_unread();
-            if self.home.serve(&mut self.q, &self.stats) != 0 {
-                self.stats.errors.add(unread as u64);
-            }
+            self.serve_home();
         }
         // Refill what the last call took first: received frames then go
         // to the caller without waiting for it, and on an idle poll the
@@ -266,103 +260,121 @@ impl<Q: Ring> VirtioRx<Q> {
         // and io rows; benches/RESULTS.md, findings).
         self.refill();
         let room = max.min(out.capacity() - out.len());
-        let mut n = 0;
         let mut bytes = 0;
-        if !self.csum {
-            // Whole lines of four one-buffer frames first (no header field
-            // to read: with mergeable buffers, a frame shorter than its
-            // buffer is all in it); the rest one by one below.
-            let limit = if self.mrg {
-                self.pool.data_room() as u32
-            } else {
-                u32::MAX
-            };
-            let (got, refused) = self.q.pop_used_lines(out, room, limit, |m, len| {
-                let len = len as usize;
-                let ok = m.set_received(len, NET_HDR_LEN);
-                if ok {
-                    bytes += len - NET_HDR_LEN;
-                }
-                ok
-            });
-            n = got;
-            if refused > 0 {
-                self.stats.errors.add(refused as u64);
-            }
-        }
+        let mut n = match self.csum {
+            false => self.take_lines(out, room, &mut bytes),
+            true => 0,
+        };
         while n < room {
             let Some(r) = self.q.pop_used() else { break };
-            match r {
-                Ok((mut m, len)) => {
-                    let len = len as usize;
-                    // The common case: one buffer per frame, no header
-                    // field to read.
-                    if !self.csum && (!self.mrg || len < m.tailroom()) {
-                        if !m.set_received(len, NET_HDR_LEN) {
-                            self.stats.errors.add(1);
-                            continue;
-                        }
-                        bytes += len - NET_HDR_LEN;
-                        let _ = out.push(m);
-                        n += 1;
-                        continue;
-                    }
-                    // The device fills a buffer before it spills into the
-                    // next, so only a full buffer can start a multi-buffer
-                    // frame; shorter ones need not be read here (the frame
-                    // bytes are cold in this core's cache).
-                    let full = len >= m.tailroom();
-                    if len < NET_HDR_LEN || !m.set_data_len(len) {
-                        self.stats.errors.add(1);
-                        continue;
-                    }
-                    // §5.1.6.4: with mergeable buffers, num_buffers says how
-                    // many used buffers carry this frame.
-                    let nbufs = if self.mrg && full {
-                        NetHdr::num_buffers_in(m.data()).max(1)
-                    } else {
-                        1
-                    };
-                    // §5.1.6.4: NEEDS_CSUM: intact data, partial
-                    // checksum; DATA_VALID: checked by the device.
-                    let h = match self.csum {
-                        true => NetHdr::from_bytes(m.data()),
-                        false => NetHdr::default(),
-                    };
-                    let _ = m.adj(NET_HDR_LEN);
-                    let mut ok = true;
-                    for _ in 1..nbufs {
-                        match self.q.pop_used() {
-                            Some(Ok((mut seg, l))) => {
-                                if !seg.set_data_len(l as usize) || m.chain(seg).is_err() {
-                                    ok = false;
-                                }
-                            }
-                            _ => ok = false,
-                        }
-                    }
-                    if !ok {
-                        // A frame the backend announced but did not deliver
-                        // whole: dropped (its mbufs return to the pool).
-                        self.stats.errors.add(1);
-                        continue;
-                    }
-                    // GUEST_CSUM is asked for only with the RX checksum
-                    // offload, so partial checksums stay partial.
-                    if h.flags != 0 && crate::offload::rx(&mut m, &h, true).is_err() {
-                        self.stats.errors.add(1);
-                        continue;
-                    }
-                    bytes += m.pkt_len();
-                    let _ = out.push(m);
-                    n += 1;
+            let Ok((mut m, len)) = r else {
+                device_error(&self.stats, &self.q, 1);
+                continue;
+            };
+            let len = len as usize;
+            // The common case: one buffer per frame, no header field to
+            // read.
+            if !self.csum && (!self.mrg || len < m.tailroom()) {
+                if !m.set_received(len, NET_HDR_LEN) {
+                    self.stats.errors.add(1);
+                    continue;
                 }
-                Err(_) => device_error(&self.stats, &self.q, 1),
+                bytes += len - NET_HDR_LEN;
+                let _ = out.push(m);
+                n += 1;
+                continue;
             }
+            let Some(m) = self.whole_frame(m, len) else {
+                self.stats.errors.add(1);
+                continue;
+            };
+            bytes += m.pkt_len();
+            let _ = out.push(m);
+            n += 1;
         }
         self.stats.packets.add(n as u64);
         self.stats.bytes.add(bytes as u64);
         n
+    }
+
+    /// The posted buffers go back to the pool (the queue's home asked);
+    /// the refill posts new ones. Frames the device had completed in
+    /// them are dropped with them, and counted.
+    #[cold]
+    fn serve_home(&mut self) {
+        let unread = self.q.completed_unread();
+        if self.home.serve(&mut self.q, &self.stats) != 0 {
+            self.stats.errors.add(unread as u64);
+        }
+    }
+
+    /// Whole lines of four one-buffer frames (no header field to read:
+    /// with mergeable buffers, a frame shorter than its buffer is all in
+    /// it), at most `room`, their bytes added to `bytes`; how many. The
+    /// rest go one by one.
+    #[inline(always)]
+    fn take_lines(&mut self, out: &mut Pkts, room: usize, bytes: &mut usize) -> usize {
+        let limit = if self.mrg {
+            self.pool.data_room() as u32
+        } else {
+            u32::MAX
+        };
+        let (got, refused) = self.q.pop_used_lines(out, room, limit, |m, len| {
+            let len = len as usize;
+            let ok = m.set_received(len, NET_HDR_LEN);
+            if ok {
+                *bytes += len - NET_HDR_LEN;
+            }
+            ok
+        });
+        if refused > 0 {
+            self.stats.errors.add(refused as u64);
+        }
+        got
+    }
+
+    /// The frame that starts in used buffer `m` of `len` bytes, header
+    /// included, when its header must be read: its further buffers
+    /// (mergeable, §5.1.6.4 num_buffers) chained on, its checksum flags
+    /// applied. `None` (its mbufs back to the pool) for a frame the
+    /// device announced but did not deliver whole or got wrong.
+    #[inline]
+    fn whole_frame(&mut self, mut m: Mbuf, len: usize) -> Option<Mbuf> {
+        // The device fills a buffer before it spills into the next, so
+        // only a full buffer can start a multi-buffer frame; shorter ones
+        // need not be read here (the frame bytes are cold in this core's
+        // cache).
+        let full = len >= m.tailroom();
+        if len < NET_HDR_LEN || !m.set_data_len(len) {
+            return None;
+        }
+        let nbufs = if self.mrg && full {
+            NetHdr::num_buffers_in(m.data()).max(1)
+        } else {
+            1
+        };
+        // §5.1.6.4: NEEDS_CSUM: intact data, partial checksum;
+        // DATA_VALID: checked by the device.
+        let h = match self.csum {
+            true => NetHdr::from_bytes(m.data()),
+            false => NetHdr::default(),
+        };
+        let _ = m.adj(NET_HDR_LEN);
+        let mut ok = true;
+        for _ in 1..nbufs {
+            match self.q.pop_used() {
+                Some(Ok((mut seg, l))) => {
+                    if !seg.set_data_len(l as usize) || m.chain(seg).is_err() {
+                        ok = false;
+                    }
+                }
+                _ => ok = false,
+            }
+        }
+        // GUEST_CSUM is asked for only with the RX checksum offload, so
+        // partial checksums stay partial.
+        let offloaded = ok && (h.flags == 0 || crate::offload::rx(&mut m, &h, true).is_ok());
+        offloaded.then_some(m)
     }
 }
 

@@ -110,41 +110,7 @@ impl VirtioPciDevice {
         self.ctrl = None;
         let pairs = conf.rx_queues.max(conf.tx_queues);
         let base = self.negotiate(&conf, pairs)?;
-        let has_ctrl = self.features & VIRTIO_NET_F_CTRL_VQ != 0;
-        if pairs > 1 && (self.features & VIRTIO_NET_F_MQ == 0 || !has_ctrl) {
-            return Err(crate::verr(
-                &name,
-                "feature negotiation",
-                crate::Error::MissingFeature {
-                    need: format!("{pairs} queue pairs"),
-                    feature: "VIRTIO_NET_F_MQ and VIRTIO_NET_F_CTRL_VQ",
-                    side: "device",
-                    offered: self.features,
-                    hint: "",
-                },
-            ));
-        }
-        // §5.1.2: the control queue follows the data queues of all
-        // max_virtqueue_pairs pairs when MQ is negotiated, else pair 0's.
-        let ctrl_index = if self.features & VIRTIO_NET_F_MQ != 0 {
-            2 * self.dev_pairs
-        } else {
-            2
-        };
-        // (device index, entries) per queue: the device fixes sizes on the
-        // legacy interface; on the modern one, queue_size= for data queues
-        // and at most 64 entries for the control queue.
-        let mut plan: Vec<(u16, u16)> = (0..2 * pairs).map(|i| (i, self.layout.size)).collect();
-        if has_ctrl {
-            plan.push((ctrl_index, 64));
-        }
-        for (i, size) in plan.iter_mut() {
-            *size = match &self.t {
-                Transport::Legacy(lg) => lg.queue_size(*i)?,
-                Transport::Modern(m) if *i == ctrl_index => m.max_queue_size(*i)?.clamp(1, 64),
-                Transport::Modern(_) => *size,
-            };
-        }
+        let plan = self.queue_plan(pairs)?;
         let packed = self.features & VIRTIO_F_RING_PACKED != 0;
         let lens: Vec<usize> = plan
             .iter()
@@ -157,44 +123,7 @@ impl VirtioPciDevice {
             })
             .collect::<Result<_, _>>()
             .map_err(|e| psrc(&name, "ring layout", e))?;
-        let total: usize = lens.iter().sum();
-        let pr = pool.region();
-        let rings = if self.t.is_legacy() {
-            // Physical addresses: the pool must know them, and the rings
-            // sit in physically contiguous (hugepage) memory.
-            if pr.iova_mode() != IovaMode::Pa {
-                return Err(crate::verr(
-                    &name,
-                    "rx pool",
-                    crate::Error::IovaMode { legacy: true },
-                ));
-            }
-            self.func.domain().register_pool(&pool)?;
-            self.ring_map = None;
-            Arc::new(DmaRegion::with_page_size(
-                "virtio-pci rings",
-                total,
-                IovaMode::Pa,
-                rpmd_pmd::PageSize::Huge2M,
-            )?)
-        } else {
-            // The device reaches the pool's buffers (registered in the
-            // domain, which maps them for every function) and the rings
-            // (mapped for this one) at IOVA = VA.
-            if pr.iova_mode() != IovaMode::Va {
-                return Err(crate::verr(
-                    &name,
-                    "rx pool",
-                    crate::Error::IovaMode { legacy: false },
-                ));
-            }
-            self.func.domain().register_pool(&pool)?;
-            self.ring_map = None;
-            let rings = Arc::new(DmaRegion::new("virtio-pci rings", total, IovaMode::Va)?);
-            let m = self.func.map_dma(&rings)?;
-            self.ring_map = Some((rings.clone(), m));
-            rings
-        };
+        let rings = self.ring_memory(&pool, lens.iter().sum())?;
         let mut offset = 0;
         if packed {
             let mut qs = Vec::new();
@@ -223,6 +152,81 @@ impl VirtioPciDevice {
         }
     }
 
+    /// (device index, entries) of each queue a start of `pairs` pairs
+    /// sets up: RX and TX per pair, then the control queue if negotiated
+    /// (§5.1.2: after all max_virtqueue_pairs pairs with MQ, else after
+    /// pair 0). The device fixes sizes on the legacy interface; on the
+    /// modern one, queue_size= for data queues and at most 64 entries for
+    /// the control queue. Several pairs need MQ and a control queue.
+    fn queue_plan(&self, pairs: u16) -> Result<Vec<(u16, u16)>, PmdError> {
+        let has_ctrl = self.features & VIRTIO_NET_F_CTRL_VQ != 0;
+        if pairs > 1 && (self.features & VIRTIO_NET_F_MQ == 0 || !has_ctrl) {
+            return Err(crate::verr(
+                &self.name,
+                "feature negotiation",
+                crate::Error::MissingFeature {
+                    need: format!("{pairs} queue pairs"),
+                    feature: "VIRTIO_NET_F_MQ and VIRTIO_NET_F_CTRL_VQ",
+                    side: "device",
+                    offered: self.features,
+                    hint: "",
+                },
+            ));
+        }
+        let ctrl_index = if self.features & VIRTIO_NET_F_MQ != 0 {
+            2 * self.dev_pairs
+        } else {
+            2
+        };
+        let mut plan: Vec<(u16, u16)> = (0..2 * pairs).map(|i| (i, self.layout.size)).collect();
+        if has_ctrl {
+            plan.push((ctrl_index, 64));
+        }
+        for (i, size) in plan.iter_mut() {
+            *size = match &self.t {
+                Transport::Legacy(lg) => lg.queue_size(*i)?,
+                Transport::Modern(m) if *i == ctrl_index => m.max_queue_size(*i)?.clamp(1, 64),
+                Transport::Modern(_) => *size,
+            };
+        }
+        Ok(plan)
+    }
+
+    /// `total` bytes for the rings, where the device reaches them: in
+    /// physically contiguous (hugepage) memory at physical addresses for
+    /// the legacy interface, mapped for this function at IOVA = VA for
+    /// the modern one; the pool, of the matching kind, registered in the
+    /// domain so the device reaches its buffers too.
+    fn ring_memory(
+        &mut self,
+        pool: &rpmd_pmd::Mempool,
+        total: usize,
+    ) -> Result<Arc<DmaRegion>, PmdError> {
+        let legacy = self.t.is_legacy();
+        let want = if legacy { IovaMode::Pa } else { IovaMode::Va };
+        if pool.region().iova_mode() != want {
+            return Err(crate::verr(
+                &self.name,
+                "rx pool",
+                crate::Error::IovaMode { legacy },
+            ));
+        }
+        self.func.domain().register_pool(pool)?;
+        self.ring_map = None;
+        if legacy {
+            return Ok(Arc::new(DmaRegion::with_page_size(
+                "virtio-pci rings",
+                total,
+                IovaMode::Pa,
+                rpmd_pmd::PageSize::Huge2M,
+            )?));
+        }
+        let rings = Arc::new(DmaRegion::new("virtio-pci rings", total, IovaMode::Va)?);
+        let m = self.func.map_dma(&rings)?;
+        self.ring_map = Some((rings.clone(), m));
+        Ok(rings)
+    }
+
     /// Gives the device `queues` (RX and TX per pair, then the control
     /// queue if negotiated, at the device indices of `plan`), routes each
     /// RX queue's completions to an MSI-X vector where the function has
@@ -240,31 +244,7 @@ impl VirtioPciDevice {
         let conf = ctx.conf;
         let name = self.name.clone();
         let pairs = conf.rx_queues.max(conf.tx_queues) as usize;
-        // MSI-X (modern): vector q for RX queue q, and vector `pairs` for
-        // configuration changes where the function has one more and the
-        // link can change (the link watch's; without it the watch reads
-        // the status on its own pace); none for TX or the control queue.
-        let mut calls: Vec<Option<CallFd>> = (0..pairs).map(|_| None).collect();
-        self.config_irq = None;
-        if let Transport::Modern(m) = &self.t {
-            m.set_config_vector(NO_VECTOR)?;
-            if self.msix as usize >= pairs {
-                let config = self.features & super::F_STATUS != 0 && self.msix as usize > pairs;
-                let mut fds = self.func.enable_msix((pairs + config as usize) as u32)?;
-                if config && fds.len() > pairs {
-                    let fd = fds.pop();
-                    // §4.1.5.1.2: a device that cannot take the vector
-                    // reads back NO_VECTOR.
-                    m.set_config_vector(pairs as u16)?;
-                    if m.config_vector()? == pairs as u16 {
-                        self.config_irq = fd;
-                    }
-                }
-                for (c, fd) in calls.iter_mut().zip(fds) {
-                    *c = Some(CallFd::Msix(fd));
-                }
-            }
-        }
+        let mut calls = self.route_interrupts(pairs)?;
         let mut kicks = Vec::new();
         for (k, (q, &(index, _))) in queues.iter().zip(plan).enumerate() {
             let vector = match calls.get(k / 2) {
@@ -332,6 +312,37 @@ impl VirtioPciDevice {
             |p| calls.get_mut(p).and_then(Option::take),
             |k| homes[k].clone(),
         )
+    }
+
+    /// MSI-X (modern transport, where the function has a vector per
+    /// pair): vector q for RX queue q, and vector `pairs` for
+    /// configuration changes where the function has one more and the link
+    /// can change (the link watch's; without it the watch reads the
+    /// status on its own pace); none for TX or the control queue. The
+    /// RX queues' call fds, by pair.
+    fn route_interrupts(&mut self, pairs: usize) -> Result<Vec<Option<CallFd>>, PmdError> {
+        let mut calls: Vec<Option<CallFd>> = (0..pairs).map(|_| None).collect();
+        self.config_irq = None;
+        if let Transport::Modern(m) = &self.t {
+            m.set_config_vector(NO_VECTOR)?;
+            if self.msix as usize >= pairs {
+                let config = self.features & super::F_STATUS != 0 && self.msix as usize > pairs;
+                let mut fds = self.func.enable_msix((pairs + config as usize) as u32)?;
+                if config && fds.len() > pairs {
+                    let fd = fds.pop();
+                    // §4.1.5.1.2: a device that cannot take the vector reads
+                    // back NO_VECTOR.
+                    m.set_config_vector(pairs as u16)?;
+                    if m.config_vector()? == pairs as u16 {
+                        self.config_irq = fd;
+                    }
+                }
+                for (c, fd) in calls.iter_mut().zip(fds) {
+                    *c = Some(CallFd::Msix(fd));
+                }
+            }
+        }
+        Ok(calls)
     }
 
     /// Programs the receive modes and MAC filter through the control
