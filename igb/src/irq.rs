@@ -15,10 +15,9 @@ use crate::hw::Hw;
 use crate::regs::*;
 use crate::Error;
 use rpmd_pmd::function::{EventFd, Regs};
-use rpmd_pmd::port::events::LinkEvents;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use rpmd_pmd::port::events::{LinkEvents, WatchThread};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// A receive queue's interrupt: its eventfd and its vector's bit.
@@ -126,8 +125,7 @@ pub(crate) fn disable(hw: &Hw) -> Result<(), Error> {
 
 /// The thread that turns the other causes' vector into link events.
 pub(crate) struct LinkWatch {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _thread: WatchThread,
     /// Messages on the vector, and link changes among them.
     pub counts: Arc<[AtomicU64; 2]>,
 }
@@ -136,37 +134,21 @@ impl LinkWatch {
     /// Waits on `other` and raises `events` on every message (reading ICR
     /// clears the cause), until dropped.
     pub(crate) fn spawn(regs: Arc<Regs>, other: EventFd, events: LinkEvents) -> LinkWatch {
-        let stop = Arc::new(AtomicBool::new(false));
         let counts: Arc<[AtomicU64; 2]> = Arc::default();
-        let (flag, seen) = (stop.clone(), counts.clone());
-        let thread = std::thread::Builder::new()
-            .name("igb-link".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    if !other.wait(Duration::from_millis(100)).is_ok_and(|n| n > 0) {
-                        continue;
-                    }
-                    seen[0].fetch_add(1, Ordering::Relaxed);
-                    if regs.read32(ICR).is_ok_and(|c| c & ICR_LSC != 0) {
-                        seen[1].fetch_add(1, Ordering::Relaxed);
-                        events.raise();
-                    }
-                }
-            })
-            .ok();
+        let seen = counts.clone();
+        let thread = WatchThread::spawn("igb-link", move || {
+            if !other.wait(Duration::from_millis(100)).is_ok_and(|n| n > 0) {
+                return;
+            }
+            seen[0].fetch_add(1, Ordering::Relaxed);
+            if regs.read32(ICR).is_ok_and(|c| c & ICR_LSC != 0) {
+                seen[1].fetch_add(1, Ordering::Relaxed);
+                events.raise();
+            }
+        });
         LinkWatch {
-            stop,
-            thread,
+            _thread: thread,
             counts,
-        }
-    }
-}
-
-impl Drop for LinkWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
         }
     }
 }

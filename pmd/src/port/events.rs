@@ -82,3 +82,41 @@ impl AsFd for LinkEvents {
         self.0.as_fd()
     }
 }
+
+/// A thread that watches for a device's link changes: it runs `round`
+/// over and over until dropped (the drop waits for the round in
+/// progress, so a round must block for a bounded time, say a 100 ms
+/// wait on an interrupt's eventfd). Drivers keep one while their port
+/// runs and raise their [`LinkEvents`] from `round`.
+pub struct WatchThread {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl WatchThread {
+    /// Starts `round` on a thread named `name`. Without a thread (the
+    /// system refused one) nothing is watched, and the app's link polls
+    /// still see the link.
+    pub fn spawn(name: &str, mut round: impl FnMut() + Send + 'static) -> WatchThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let quit = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                while !quit.load(Ordering::Relaxed) {
+                    round();
+                }
+            })
+            .ok();
+        WatchThread { stop, thread }
+    }
+}
+
+impl Drop for WatchThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

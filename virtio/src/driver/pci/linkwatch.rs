@@ -9,10 +9,9 @@
 //! port's [`LinkEvents`]. Without a vector the reads alone find the
 //! change, within 100 ms.
 use rpmd_pmd::function::{EventFd, Regs};
-use rpmd_pmd::port::events::LinkEvents;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use rpmd_pmd::port::events::{LinkEvents, WatchThread};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Where the link bit lives: the device configuration's window and the
@@ -33,8 +32,7 @@ impl StatusField {
 
 /// The watching thread; stops when dropped.
 pub(super) struct LinkWatch {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _thread: WatchThread,
     /// Configuration-change messages seen, and link changes raised.
     pub counts: Arc<[AtomicU64; 2]>,
 }
@@ -47,49 +45,33 @@ impl LinkWatch {
         config_irq: Option<EventFd>,
         events: LinkEvents,
     ) -> LinkWatch {
-        let stop = Arc::new(AtomicBool::new(false));
         let counts: Arc<[AtomicU64; 2]> = Arc::default();
-        let (quit, seen) = (stop.clone(), counts.clone());
+        let seen = counts.clone();
         // The state the port started with, read before any change can
         // come: each change after it is an event.
         let mut up = status.link_up();
-        let thread = std::thread::Builder::new()
-            .name("virtio-link".into())
-            .spawn(move || {
-                let pace = Duration::from_millis(100);
-                while !quit.load(Ordering::Relaxed) {
-                    let woken = match &config_irq {
-                        Some(fd) => fd.wait(pace).unwrap_or(0) > 0,
-                        None => {
-                            std::thread::sleep(pace);
-                            false
-                        }
-                    };
-                    if woken {
-                        seen[0].fetch_add(1, Ordering::Relaxed);
-                    }
-                    let now = status.link_up();
-                    if now != up {
-                        up = now;
-                        seen[1].fetch_add(1, Ordering::Relaxed);
-                        events.raise();
-                    }
+        let pace = Duration::from_millis(100);
+        let thread = WatchThread::spawn("virtio-link", move || {
+            let woken = match &config_irq {
+                Some(fd) => fd.wait(pace).unwrap_or(0) > 0,
+                None => {
+                    std::thread::sleep(pace);
+                    false
                 }
-            })
-            .ok();
+            };
+            if woken {
+                seen[0].fetch_add(1, Ordering::Relaxed);
+            }
+            let now = status.link_up();
+            if now != up {
+                up = now;
+                seen[1].fetch_add(1, Ordering::Relaxed);
+                events.raise();
+            }
+        });
         LinkWatch {
-            stop,
-            thread,
+            _thread: thread,
             counts,
-        }
-    }
-}
-
-impl Drop for LinkWatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
         }
     }
 }
