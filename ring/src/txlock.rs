@@ -287,7 +287,14 @@ mod tests {
         assert_eq!(Arc::try_unwrap(l).ok().unwrap().into_inner(), 80_000);
     }
 
+    /// Priority is the common case, not a guarantee: an enqueuer that
+    /// read the drain flag just before the drainer set it may still win
+    /// the release. Natively that window is a few instructions; Miri's
+    /// scheduler opens it, so the test does not run there (loom's
+    /// `txlock_try_stands_back_for_a_waiting_drainer` checks the rule for
+    /// every interleaving instead).
     #[test]
+    #[cfg_attr(miri, ignore)]
     fn a_waiting_drainer_goes_before_waiting_enqueuers() {
         let l = Arc::new(TxLock::new(Vec::<&str>::new()));
         let g = l.lock_enqueue();
