@@ -290,9 +290,8 @@ mod tests {
     /// Priority is the common case, not a guarantee: an enqueuer that
     /// read the drain flag just before the drainer set it may still win
     /// the release. Natively that window is a few instructions; Miri's
-    /// scheduler opens it, so the test does not run there (loom's
-    /// `txlock_try_stands_back_for_a_waiting_drainer` checks the rule for
-    /// every interleaving instead).
+    /// scheduler opens it, so the test does not run there (loom's models
+    /// check the exclusion, not the priority, for every interleaving).
     #[test]
     #[cfg_attr(miri, ignore)]
     fn a_waiting_drainer_goes_before_waiting_enqueuers() {

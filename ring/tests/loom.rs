@@ -214,9 +214,9 @@ fn txlock_excludes_two_enqueuers() {
     });
 }
 
-/// A drainer that announced itself is not overtaken by a try: while the
-/// lock is held and the drain flag set, `try_lock` refuses, so the
-/// drainer is next.
+/// A try beside a waiting drainer (the vhost-user backend's queue burst
+/// and its control thread): whatever the interleaving, the try either
+/// gets in alone or stands back, and the drainer always gets in.
 #[test]
 fn txlock_try_stands_back_for_a_waiting_drainer() {
     use loom::sync::Arc;
