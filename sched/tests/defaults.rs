@@ -216,9 +216,11 @@ fn an_idle_lcore_sleeps_and_a_frame_wakes_it() {
     std::thread::sleep(Duration::from_secs(2));
     let cpu = rpmd_sched::signal::thread_cpu_ns(tid).unwrap() - cpu0;
     // ring: has no rx interrupt, so the idle lcore wakes on its 100 us
-    // timer: a few percent of a CPU, where spinning would take all of it.
+    // timer: 5-20 % of a CPU on these VMs (each wake-up is slow in a
+    // guest; CI once read 401 ms against a bound of 400), where spinning
+    // would take all of it: half of it is the bound.
     assert!(
-        cpu < 400_000_000,
+        cpu < 1_000_000_000,
         "an idle lcore used {} ms of CPU in 2 s",
         cpu / 1_000_000
     );
