@@ -114,38 +114,53 @@ kernel=$(ls "$VM_DIR"/kernel/boot/vmlinuz-* | head -1)
 args+=(-kernel "$kernel" -initrd "$RUN/initrd.cpio.gz"
        -append "console=ttyS0 quiet intel_iommu=on iommu=pt panic=-1")
 
-python3 "$HERE/peer.py" --timeout $((TIMEOUT + 30)) "${ports[@]}" > "$RUN/peer.log" 2>&1 &
-PEER=$!
-rm -f "$RUN/serial.log"
-# Monitor commands the guest asks for on its console (set_link for the
-# igb link events).
-python3 "$HERE/monitor.py" --timeout $((TIMEOUT + 30)) "$RUN/serial.log" "$RUN/monitor.sock" \
-    > "$RUN/monitor.log" 2>&1 &
-MONITOR=$!
-TESTPMD=""
-cleanup() {
-    kill $PEER $MONITOR 2>/dev/null || true
-    [ -n "$TESTPMD" ] && kill $TESTPMD 2>/dev/null || true
+# One boot of the guest with its host-side peers (the dgram echo, the
+# monitor relay, testpmd's vhost-user port); sets rc to QEMU's status.
+boot() {
+    python3 "$HERE/peer.py" --timeout $((TIMEOUT + 30)) "${ports[@]}" > "$RUN/peer.log" 2>&1 &
+    PEER=$!
+    rm -f "$RUN/serial.log"
+    # Monitor commands the guest asks for on its console (set_link for the
+    # igb link events).
+    python3 "$HERE/monitor.py" --timeout $((TIMEOUT + 30)) "$RUN/serial.log" "$RUN/monitor.sock" \
+        > "$RUN/monitor.log" 2>&1 &
+    MONITOR=$!
+    TESTPMD=""
+    cleanup() {
+        kill $PEER $MONITOR 2>/dev/null || true
+        [ -n "$TESTPMD" ] && kill $TESTPMD 2>/dev/null || true
+    }
+    trap cleanup EXIT
+    if command -v dpdk-testpmd >/dev/null; then
+        rm -f "$VHU"
+        # stdin stays open (testpmd exits at EOF); killed at the end.
+        sleep infinity | dpdk-testpmd --no-pci --no-huge -m 1024 --lcores 0@0,1@1 \
+            --file-prefix=rpmdvm --log-level=lib.eal:error \
+            --vdev "net_vhost0,iface=$VHU,queues=2,iommu-support=1" -- \
+            --forward-mode=io --rxq=2 --txq=2 --nb-cores=1 --port-topology=loop -a --total-num-mbufs=8192 \
+            > "$RUN/testpmd.log" 2>&1 &
+        TESTPMD=$!
+        for _ in $(seq 300); do [ -S "$VHU" ] && break; sleep 0.1; done
+        [ -S "$VHU" ] || { say "testpmd made no vhost-user socket; see $RUN/testpmd.log"; exit 1; }
+    fi
+    say "booting the guest (TCG)"
+    set +e
+    timeout "$TIMEOUT" ${QEMU_WRAP:-} qemu-system-x86_64 "${args[@]}" > "$RUN/qemu.log" 2>&1
+    rc=$?
+    set -e
+    cleanup
 }
-trap cleanup EXIT
-if command -v dpdk-testpmd >/dev/null; then
-    rm -f "$VHU"
-    # stdin stays open (testpmd exits at EOF); killed at the end.
-    sleep infinity | dpdk-testpmd --no-pci --no-huge -m 1024 --lcores 0@0,1@1 \
-        --file-prefix=rpmdvm --log-level=lib.eal:error \
-        --vdev "net_vhost0,iface=$VHU,queues=2,iommu-support=1" -- \
-        --forward-mode=io --rxq=2 --txq=2 --nb-cores=1 --port-topology=loop -a --total-num-mbufs=8192 \
-        > "$RUN/testpmd.log" 2>&1 &
-    TESTPMD=$!
-    for _ in $(seq 300); do [ -S "$VHU" ] && break; sleep 0.1; done
-    [ -S "$VHU" ] || { say "testpmd made no vhost-user socket; see $RUN/testpmd.log"; exit 1; }
+boot
+# QEMU 10 under multi-threaded TCG has aborted, rarely, on its own
+# assertion in iotlb_to_section (a race between a vCPU's TLB fill and an
+# IOMMU mapping change; seen twice in about ten runs, at different points
+# of the guest's run). That is not a result of the guest's tests: boot
+# once more, and judge that run.
+if [ $rc -eq 134 ] && grep -q 'iotlb_to_section: Assertion' "$RUN/qemu.log"; then
+    say "QEMU aborted on its own iotlb_to_section assertion (a TCG race, not a guest result); booting the guest once more"
+    cp "$RUN/qemu.log" "$RUN/qemu-abort.log"
+    boot
 fi
-say "booting the guest (TCG)"
-set +e
-timeout "$TIMEOUT" ${QEMU_WRAP:-} qemu-system-x86_64 "${args[@]}" > "$RUN/qemu.log" 2>&1
-rc=$?
-set -e
-cleanup
 say "guest finished: qemu rc=$rc"
 tr -d '\r' < "$RUN/serial.log" > "$RUN/serial.txt"
 grep -a -E '^(case |@@RPMD|dmesg:|modern:|\[FAIL\]|\[ok  \]|\[WARN\]|preflight:)' "$RUN/serial.txt" || true
