@@ -24,10 +24,15 @@ pub(super) struct StatusField {
 impl StatusField {
     /// Whether the device says the link is up (a failed read: down).
     pub(super) fn link_up(&self) -> bool {
-        self.regs
-            .read16(self.offset)
-            .is_ok_and(|s| s & super::NET_S_LINK_UP != 0)
+        status_link_up(&self.regs, self.offset)
     }
+}
+
+/// The link bit of the status field at `offset` of `regs` (a failed read:
+/// down); what the port's `link` and the watch both read.
+pub(super) fn status_link_up(regs: &Regs, offset: u64) -> bool {
+    regs.read16(offset)
+        .is_ok_and(|s| s & super::NET_S_LINK_UP != 0)
 }
 
 /// The watching thread; stops when dropped.

@@ -78,6 +78,8 @@ const F_ACCESS_PLATFORM: u64 = 1 << 33;
 const F_STATUS: u64 = 1 << 16;
 /// §5.1.4: `status` in the device configuration, bit 0 = link up.
 const NET_S_LINK_UP: u16 = 1;
+/// §5.1.4: `status` sits after the 6-byte MAC in the device configuration.
+const STATUS_OFFSET: u64 = 6;
 /// §4.1.5.1.2: no MSI-X vector.
 pub(super) const NO_VECTOR: u16 = 0xffff;
 // §2.1: device status bits.
@@ -305,7 +307,7 @@ impl Transport {
         };
         linkwatch::StatusField {
             regs,
-            offset: base + 6,
+            offset: base + STATUS_OFFSET,
         }
     }
 }
@@ -395,8 +397,7 @@ impl Device for VirtioPciDevice {
     fn link(&self, started: bool) -> Link {
         let (r, o) = self.t.device_cfg();
         let up = started
-            && (self.features & F_STATUS == 0
-                || r.read16(o + 6).is_ok_and(|s| s & NET_S_LINK_UP != 0));
+            && (self.features & F_STATUS == 0 || linkwatch::status_link_up(r, o + STATUS_OFFSET));
         Link {
             up,
             speed_mbps: 10_000,
