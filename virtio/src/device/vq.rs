@@ -424,20 +424,11 @@ impl Vring {
             }
             None => return 0,
         };
-        // Partner: the driver's V1, its Release store of avail.idx after
-        // writing the entries and descriptors.
-        let avail = v.avail_idx(Ordering::Acquire);
-        let pending = avail.wrapping_sub(self.last_avail);
+        let pending = match self.avail_ahead(&v) {
+            Ok(n) => n,
+            Err(avail) => return self.avail_overrun(avail, v.size(), st),
+        };
         if pending == 0 {
-            return 0;
-        }
-        if pending > v.size() {
-            let why = format!(
-                "avail.idx {avail} is {pending} entries ahead of the device's {} in a ring of {}",
-                self.last_avail,
-                v.size()
-            );
-            self.break_ring(why, st);
             return 0;
         }
         let start = out.len();
@@ -498,16 +489,7 @@ impl Vring {
             v.set_used_elem(self.used_idx, head as u32, 0);
             self.used_idx = self.used_idx.wrapping_add(1);
         }
-        // Partner: the driver's V2, its Acquire load of used.idx before it
-        // reuses the buffers.
-        v.set_used_idx(self.used_idx, Ordering::Release);
-        let done = self.used_idx.wrapping_sub(old_used) as u32;
-        if let Some((from, _)) = self.hold_call((old_used, false), done) {
-            self.signal(&v, from, self.used_idx, c);
-        }
-        if let Some(why) = fatal {
-            self.break_ring(why, st);
-        }
+        self.publish_used(&v, old_used, fatal, st, c);
         got.finish(out, n, st)
     }
 
@@ -521,18 +503,10 @@ impl Vring {
             Some(Ring::Packed(_)) => return packed::enqueue(self, pkts, st, c),
             None => return 0,
         };
-        // Partner: the driver's V1 (its Release store of avail.idx).
-        let avail = v.avail_idx(Ordering::Acquire);
-        let free = avail.wrapping_sub(self.last_avail);
-        if free > v.size() {
-            let why = format!(
-                "avail.idx {avail} is {free} entries ahead of the device's {} in a ring of {}",
-                self.last_avail,
-                v.size()
-            );
-            self.break_ring(why, st);
-            return 0;
-        }
+        let free = match self.avail_ahead(&v) {
+            Ok(n) => n,
+            Err(avail) => return self.avail_overrun(avail, v.size(), st),
+        };
         let old_used = self.used_idx;
         let hdr = self.neg.hdr_len;
         // First the heads the burst will likely use, each one-buffer
@@ -574,30 +548,8 @@ impl Vring {
                     continue;
                 }
             }
-            plan.clear();
-            let mut bad = false;
-            while plan.cap < need {
-                if used_heads + plan.nheads as u16 == free {
-                    break;
-                }
-                if plan.nheads == MAX_HEADS || (plan.nheads == 1 && !self.neg.mrg) {
-                    bad = true;
-                    break;
-                }
-                let at = self.last_avail.wrapping_add(plan.nheads as u16);
-                let head = v.avail_entry(at);
-                if head >= v.size() {
-                    // Nothing to complete: the entry names no descriptor.
-                    fatal = Some(format!("avail entry {at} names head {head}"));
-                    bad = true;
-                    break;
-                }
-                if plan.gather(mem, &v, head).is_err() {
-                    st.device_errors.add(1);
-                    bad = true;
-                    break;
-                }
-            }
+            let room = free - used_heads;
+            let bad = self.gather_chain(&v, mem, need, room, &mut plan, &mut fatal, st);
             if !plan.fill(bad, need, mem, m, self.neg, c, st, &mut done) {
                 break;
             }
@@ -610,19 +562,102 @@ impl Vring {
             self.last_avail = self.last_avail.wrapping_add(plan.nheads as u16);
             taken += 1;
         }
-        if used_heads != 0 {
+        self.publish_used(&v, old_used, fatal, st, c);
+        done.count(st);
+        taken
+    }
+
+    /// Gathers into `plan` the guest buffers frame bytes `need` go
+    /// into, at most `room` of them, from the device's avail position
+    /// (the general path: chains of descriptors, mergeable buffers);
+    /// true if a bad chain stopped it (`fatal` says why when the ring
+    /// must stop). Too few buffers is not bad: `plan` falls short.
+    #[allow(clippy::too_many_arguments)]
+    fn gather_chain(
+        &self,
+        v: &SplitView,
+        mem: &PeerMemory,
+        need: usize,
+        room: u16,
+        plan: &mut Plan,
+        fatal: &mut Option<String>,
+        st: &QueueStats,
+    ) -> bool {
+        plan.clear();
+        while plan.cap < need {
+            if plan.nheads as u16 == room {
+                return false;
+            }
+            if plan.nheads == MAX_HEADS || (plan.nheads == 1 && !self.neg.mrg) {
+                return true;
+            }
+            let at = self.last_avail.wrapping_add(plan.nheads as u16);
+            let head = v.avail_entry(at);
+            if head >= v.size() {
+                // Nothing to complete: the entry names no descriptor.
+                *fatal = Some(format!("avail entry {at} names head {head}"));
+                return true;
+            }
+            if plan.gather(mem, v, head).is_err() {
+                st.device_errors.add(1);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// How many entries the driver has made available past the
+    /// device's position, or its avail.idx when that runs more than a
+    /// ring ahead.
+    #[inline(always)]
+    fn avail_ahead(&self, v: &SplitView) -> Result<u16, u16> {
+        // Partner: the driver's V1, its Release store of avail.idx after
+        // writing the entries and descriptors.
+        let avail = v.avail_idx(Ordering::Acquire);
+        let ahead = avail.wrapping_sub(self.last_avail);
+        if ahead > v.size() {
+            return Err(avail);
+        }
+        Ok(ahead)
+    }
+
+    /// Stops the ring: the driver's avail.idx ran more than a ring ahead
+    /// of the device's position. Returns 0, the frames moved.
+    #[cold]
+    fn avail_overrun(&mut self, avail: u16, size: u16, st: &QueueStats) -> usize {
+        let why = format!(
+            "avail.idx {avail} is {} entries ahead of the device's {} in a ring of {size}",
+            avail.wrapping_sub(self.last_avail),
+            self.last_avail,
+        );
+        self.break_ring(why, st);
+        0
+    }
+
+    /// Publishes the used entries written since `old_used`, signals the
+    /// driver if it asked, and stops the ring if the burst found it
+    /// broken (`fatal`).
+    #[inline(always)]
+    fn publish_used(
+        &mut self,
+        v: &SplitView,
+        old_used: u16,
+        fatal: Option<String>,
+        st: &QueueStats,
+        c: &VringCounters,
+    ) {
+        let done = self.used_idx.wrapping_sub(old_used);
+        if done != 0 {
             // Partner: the driver's V2, its Acquire load of used.idx
-            // before it reads the buffers.
+            // before it reads or reuses the buffers.
             v.set_used_idx(self.used_idx, Ordering::Release);
-            if let Some((from, _)) = self.hold_call((old_used, false), used_heads as u32) {
-                self.signal(&v, from, self.used_idx, c);
+            if let Some((from, _)) = self.hold_call((old_used, false), u32::from(done)) {
+                self.signal(v, from, self.used_idx, c);
             }
         }
         if let Some(why) = fatal {
             self.break_ring(why, st);
         }
-        done.count(st);
-        taken
     }
 }
 

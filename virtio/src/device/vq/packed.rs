@@ -12,14 +12,16 @@
 //! length 0 and counted.
 use super::VRING_DESC_F_INDIRECT;
 use super::{
-    read_one, write_one, Delivered, FrameReader, Plan, Received, Ring, Vring, VringCounters,
+    read_one, write_one, Delivered, FrameReader, Negotiated, Plan, Received, Ring, Vring,
+    VringCounters,
 };
 use super::{MAX_BURST, MAX_HEADS};
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+use crate::offload::HdrFields;
 use crate::vring::{DescFields, DescRun, FlagBatch, PackedView};
-use rpmd_pmd::peer::PeerSlice;
+use rpmd_pmd::peer::{PeerMemory, PeerSlice};
 use rpmd_pmd::port::stats::QueueStats;
-use rpmd_pmd::{Mempool, Pkts};
+use rpmd_pmd::{Mbuf, Mempool, Pkts};
 use std::sync::atomic::{fence, Ordering};
 
 /// §2.8.10: event suppression flags.
@@ -250,6 +252,58 @@ pub(super) fn signal(
 /// in descriptors, buffer id, the buffer of a one-descriptor chain).
 type Found<'a> = (u16, bool, u16, u16, Option<PeerSlice<'a>>);
 
+/// The chain the guest made available at `cur`, if any, its buffer
+/// translated and prefetched if it has one only; an error if the chain
+/// does not end within the ring.
+#[inline(never)]
+fn guest_chain<'m>(
+    v: &PackedView,
+    mem: &'m PeerMemory,
+    cur: (u16, bool),
+    hdr: usize,
+) -> Result<Option<Found<'m>>, String> {
+    if !avail_at(v, cur.0, cur.1) {
+        return Ok(None);
+    }
+    let Some((len, id)) = chain_len(v, cur.0) else {
+        return Err(format!(
+            "the chain at slot {} does not end within the ring",
+            cur.0
+        ));
+    };
+    let mut slice = None;
+    if len == 1 {
+        let d = desc(v, cur.0);
+        if d.flags & (VRING_DESC_F_WRITE | VRING_DESC_F_INDIRECT) == 0 && d.len as usize >= hdr {
+            slice = mem.slice(d.addr, d.len as u64);
+        }
+        if let Some(sl) = slice {
+            sl.prefetch(hdr);
+        }
+    }
+    Ok(Some((cur.0, cur.1, len, id, slice)))
+}
+
+/// The one-descriptor, device-writable chain the guest made available at
+/// `cur`, if that is what is there, its buffer translated and prefetched.
+#[inline(never)]
+fn guest_buffer<'m>(v: &PackedView, mem: &'m PeerMemory, cur: (u16, bool)) -> Option<Found<'m>> {
+    if !avail_at(v, cur.0, cur.1) {
+        return None;
+    }
+    let d = desc(v, cur.0);
+    if d.flags & (VRING_DESC_F_NEXT | VRING_DESC_F_INDIRECT) != 0
+        || d.flags & VRING_DESC_F_WRITE == 0
+    {
+        return None;
+    }
+    let slice = mem.slice(d.addr, d.len as u64);
+    if let Some(sl) = slice {
+        sl.prefetch_write(0);
+    }
+    Some((cur.0, cur.1, 1, d.id_or_next, slice))
+}
+
 /// Dequeues up to `max` frames the guest sent (see `Vring::dequeue`).
 pub(super) fn dequeue(
     vr: &mut Vring,
@@ -273,12 +327,8 @@ pub(super) fn dequeue(
     let mut found: [Found; MAX_BURST] = [(0, false, 0, 0, None); MAX_BURST];
     let (mut k, mut cur, mut fatal) = (0usize, (vr.last_avail, vr.avail_wrap), None);
     while k < n {
-        let line = if k + 4 <= n {
-            avail4(&v, cur.0, cur.1, 0)
-        } else {
-            None
-        };
-        if let Some(line) = line {
+        let line = (k + 4 <= n).then(|| avail4(&v, cur.0, cur.1, 0));
+        if let Some(line) = line.flatten() {
             for (j, f) in found[k..k + 4].iter_mut().enumerate() {
                 let slot = cur.0 + j as u16;
                 let (addr, len, id) = line.desc(j);
@@ -294,29 +344,15 @@ pub(super) fn dequeue(
             k += 4;
             continue;
         }
-        if !avail_at(&v, cur.0, cur.1) {
-            break;
-        }
-        let Some((len, id)) = chain_len(&v, cur.0) else {
-            fatal = Some(format!(
-                "the chain at slot {} does not end within the ring",
-                cur.0
-            ));
-            break;
-        };
-        let mut slice = None;
-        if len == 1 {
-            let d = desc(&v, cur.0);
-            if d.flags & (VRING_DESC_F_WRITE | VRING_DESC_F_INDIRECT) == 0 && d.len as usize >= hdr
-            {
-                slice = mem.slice(d.addr, d.len as u64);
-            }
-            if let Some(sl) = slice {
-                sl.prefetch(hdr);
+        match guest_chain(&v, mem, cur, hdr) {
+            Ok(Some(f)) => found[k] = f,
+            Ok(None) => break,
+            Err(why) => {
+                fatal = Some(why);
+                break;
             }
         }
-        found[k] = (cur.0, cur.1, len, id, slice);
-        cur = advance(cur.0, cur.1, len, size);
+        cur = advance(cur.0, cur.1, found[k].2, size);
         k += 1;
     }
     if k > 0 && pool.get_bulk(out, k).is_err() {
@@ -333,18 +369,7 @@ pub(super) fn dequeue(
         let res = match slice {
             // One buffer, header and frame, fitting one mbuf.
             Some(sl) if sl.len() - hdr <= m.tailroom() => read_one(&sl, hdr, m, vr.neg),
-            _ => {
-                let mut rd = FrameReader::new(hdr);
-                let mut res = Ok(());
-                let mut s = slot;
-                for _ in 0..len {
-                    if res.is_ok() {
-                        res = rd.add(mem, &desc(&v, s), m, pool);
-                    }
-                    s = advance(s, false, 1, size).0;
-                }
-                res.and_then(|()| rd.finish(m))
-            }
+            _ => read_chain(mem, &v, (slot, len), hdr, m, pool),
         };
         let res = res.and_then(|h| vr.neg.rx_offloads(m, &h, keep_partial, c));
         got.frame(i, res, m, st);
@@ -354,24 +379,134 @@ pub(super) fn dequeue(
     }
     if vr.neg.in_order && k > 0 {
         // §2.8.20: one used descriptor for the burst, in its first slot,
-        // naming its last buffer; the driver skips over the rest. (A TX
-        // completion carries no length.) One line written, not eight.
-        let (slot, wrap) = (found[0].0, found[0].1);
-        put_used(&v, &mut used, slot, wrap, found[k - 1].3);
+        // naming its last buffer (a TX completion carries no length).
+        put_used(&v, &mut used, found[0].0, found[0].1, found[k - 1].3);
     }
     // Partner: the driver's Acquire load of the flags at its used
     // position before it reads the ids behind them.
     used.publish(&v);
     (vr.last_avail, vr.avail_wrap) = cur;
-    if k > 0 {
-        if let Some(from) = vr.hold_call(old, k as u32) {
-            signal(vr, &v, from, cur, c);
+    end_burst(vr, &v, old, k, fatal, st, c);
+    got.finish(out, k, st)
+}
+
+/// Reads the chain of `len` descriptors at `slot` (a frame in several
+/// buffers, or one the mbuf cannot take whole) into `m` and its segments.
+fn read_chain(
+    mem: &PeerMemory,
+    v: &PackedView,
+    (slot, len): (u16, u16),
+    hdr: usize,
+    m: &mut Mbuf,
+    pool: &Mempool,
+) -> Result<HdrFields, &'static str> {
+    let mut rd = FrameReader::new(hdr);
+    let mut s = slot;
+    for _ in 0..len {
+        rd.add(mem, &desc(v, s), m, pool)?;
+        s = advance(s, false, 1, v.size()).0;
+    }
+    rd.finish(m)
+}
+
+/// Writes frame `m` into as many guest buffers as it needs from `from`
+/// on (the general path: chains of descriptors, mergeable buffers),
+/// their used entries into `used`; returns the position after them, or
+/// `None` when the ring holds too few and `m` stays with the caller. A
+/// frame a bad chain stopped is taken and counted in `done`; `fatal`
+/// says why the ring must stop.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn enqueue_chained(
+    v: &PackedView,
+    mem: &PeerMemory,
+    from: (u16, bool),
+    m: &Mbuf,
+    neg: Negotiated,
+    (used, fatal, done): (&mut UsedBatch, &mut Option<String>, &mut Delivered),
+    st: &QueueStats,
+    c: &VringCounters,
+) -> Option<(u16, bool)> {
+    let need = neg.hdr_len + m.pkt_len();
+    let mut plan = Plan::default();
+    // Where each buffer of the plan starts: (slot, wrap).
+    let mut at = [(0u16, false); MAX_HEADS];
+    let (cur, bad, why) = gather_chains(v, mem, from, need, neg.mrg, (&mut plan, &mut at), st);
+    *fatal = why;
+    if !plan.fill(bad, need, mem, m, neg, c, st, done) {
+        return None;
+    }
+    for (k, &(id, len)) in plan.heads[..plan.nheads].iter().enumerate() {
+        used.put(v, at[k].0, at[k].1, id, len);
+    }
+    Some(cur)
+}
+
+/// Gathers into `plan` the guest buffers frame bytes `need` go into,
+/// from `from` on (the general path: chains of descriptors, mergeable
+/// buffers), and where each starts into `at`; returns the position after
+/// them, whether a bad chain stopped it, and why the ring must stop if a
+/// chain does not end within it. Too few buffers is not bad: `plan`
+/// falls short.
+fn gather_chains(
+    v: &PackedView,
+    mem: &PeerMemory,
+    from: (u16, bool),
+    need: usize,
+    mrg: bool,
+    (plan, at): (&mut Plan, &mut [(u16, bool); MAX_HEADS]),
+    st: &QueueStats,
+) -> ((u16, bool), bool, Option<String>) {
+    plan.clear();
+    let (size, mut cur) = (v.size(), from);
+    while plan.cap < need && avail_at(v, cur.0, cur.1) {
+        if plan.nheads == MAX_HEADS || (plan.nheads == 1 && !mrg) {
+            return (cur, true, None);
+        }
+        let Some((len, id)) = chain_len(v, cur.0) else {
+            let why = format!("the chain at slot {} does not end within the ring", cur.0);
+            return (cur, true, Some(why));
+        };
+        at[plan.nheads] = cur;
+        plan.begin(id);
+        let mut s = cur.0;
+        let mut bad = false;
+        for _ in 0..len {
+            if !bad && plan.add_desc(mem, &desc(v, s)).is_err() {
+                st.device_errors.add(1);
+                bad = true;
+            }
+            s = advance(s, false, 1, size).0;
+        }
+        cur = advance(cur.0, cur.1, len, size);
+        if bad {
+            return (cur, true, None);
+        }
+    }
+    (cur, false, None)
+}
+
+/// Ends a burst that moved the device's position from `old` over
+/// `chains` chains: signals the driver if it asked, and stops the ring
+/// if the burst found it broken (`fatal`).
+#[inline(always)]
+fn end_burst(
+    vr: &mut Vring,
+    v: &PackedView,
+    old: (u16, bool),
+    chains: usize,
+    fatal: Option<String>,
+    st: &QueueStats,
+    c: &VringCounters,
+) {
+    if chains > 0 {
+        if let Some(from) = vr.hold_call(old, chains as u32) {
+            signal(vr, v, from, (vr.last_avail, vr.avail_wrap), c);
         }
     }
     if let Some(why) = fatal {
         vr.break_ring(why, st);
     }
-    got.finish(out, k, st)
 }
 
 /// Enqueues frames from the front of `pkts` into the guest's RX buffers
@@ -388,9 +523,6 @@ pub(super) fn enqueue(
     let (v, mem) = (r.view(), r.mem());
     let size = v.size();
     let old = (vr.last_avail, vr.avail_wrap);
-    let mut plan = Plan::default();
-    // Where each buffer of the plan starts: (slot, wrap).
-    let mut at = [(0u16, false); MAX_HEADS];
     let (mut taken, mut done, mut fatal) = (0usize, Delivered::default(), None);
     let hdr = vr.neg.hdr_len;
     // First the one-descriptor buffers the burst will likely use,
@@ -399,12 +531,8 @@ pub(super) fn enqueue(
     let (mut nf, mut cur) = (0usize, (vr.last_avail, vr.avail_wrap));
     let want = pkts.len().min(MAX_BURST);
     while nf < want {
-        let line = if nf + 4 <= want {
-            avail4(&v, cur.0, cur.1, VRING_DESC_F_WRITE)
-        } else {
-            None
-        };
-        if let Some(line) = line {
+        let line = (nf + 4 <= want).then(|| avail4(&v, cur.0, cur.1, VRING_DESC_F_WRITE));
+        if let Some(line) = line.flatten() {
             for (j, f) in found[nf..nf + 4].iter_mut().enumerate() {
                 let slot = cur.0 + j as u16;
                 let (addr, len, id) = line.desc(j);
@@ -418,20 +546,10 @@ pub(super) fn enqueue(
             nf += 4;
             continue;
         }
-        if !avail_at(&v, cur.0, cur.1) {
+        let Some(f) = guest_buffer(&v, mem, cur) else {
             break;
-        }
-        let d = desc(&v, cur.0);
-        if d.flags & (VRING_DESC_F_NEXT | VRING_DESC_F_INDIRECT) != 0
-            || d.flags & VRING_DESC_F_WRITE == 0
-        {
-            break;
-        }
-        let slice = mem.slice(d.addr, d.len as u64);
-        if let Some(sl) = slice {
-            sl.prefetch_write(0);
-        }
-        found[nf] = (cur.0, cur.1, 1, d.id_or_next, slice);
+        };
+        found[nf] = f;
         cur = advance(cur.0, cur.1, 1, size);
         nf += 1;
     }
@@ -459,57 +577,21 @@ pub(super) fn enqueue(
                 continue;
             }
         }
-        plan.clear();
-        let (mut cur, mut bad) = ((vr.last_avail, vr.avail_wrap), false);
-        while plan.cap < need {
-            if !avail_at(&v, cur.0, cur.1) {
-                break;
-            }
-            if plan.nheads == MAX_HEADS || (plan.nheads == 1 && !vr.neg.mrg) {
-                bad = true;
-                break;
-            }
-            let Some((len, id)) = chain_len(&v, cur.0) else {
-                fatal = Some(format!(
-                    "the chain at slot {} does not end within the ring",
-                    cur.0
-                ));
-                bad = true;
-                break;
-            };
-            at[plan.nheads] = cur;
-            plan.begin(id);
-            let mut s = cur.0;
-            for _ in 0..len {
-                if !bad && plan.add_desc(mem, &desc(&v, s)).is_err() {
-                    st.device_errors.add(1);
-                    bad = true;
-                }
-                s = advance(s, false, 1, size).0;
-            }
-            cur = advance(cur.0, cur.1, len, size);
-            if bad {
-                break;
-            }
-        }
-        if !plan.fill(bad, need, mem, m, vr.neg, c, st, &mut done) {
+        let from = (vr.last_avail, vr.avail_wrap);
+        let ways = (&mut used, &mut fatal, &mut done);
+        let Some(cur) = enqueue_chained(&v, mem, from, m, vr.neg, ways, st, c) else {
             break;
-        }
-        for (k, &(id, len)) in plan.heads[..plan.nheads].iter().enumerate() {
-            used.put(&v, at[k].0, at[k].1, id, len);
-        }
+        };
         (vr.last_avail, vr.avail_wrap) = cur;
         taken += 1;
     }
     used.publish(&v);
-    if (vr.last_avail, vr.avail_wrap) != old {
-        if let Some(from) = vr.hold_call(old, taken as u32) {
-            signal(vr, &v, from, (vr.last_avail, vr.avail_wrap), c);
-        }
-    }
-    if let Some(why) = fatal {
-        vr.break_ring(why, st);
-    }
+    let moved = if (vr.last_avail, vr.avail_wrap) != old {
+        taken
+    } else {
+        0
+    };
+    end_burst(vr, &v, old, moved, fatal, st, c);
     done.count(st);
     taken
 }
