@@ -68,6 +68,21 @@ pub struct Config {
 }
 
 impl Config {
+    /// The ports' device strings: `devices`, or the embedded topology's
+    /// two ring ports with queues enough for both directions.
+    pub fn device_strings(&self) -> Vec<String> {
+        if !self.devices.is_empty() {
+            return self.devices.clone();
+        }
+        let q = self.rx_queues().max(self.tx_queues());
+        let opt = if q > 1 {
+            format!(",queues={q}")
+        } else {
+            String::new()
+        };
+        vec![format!("ring:l2fwd-a{opt}"), format!("ring:l2fwd-b{opt}")]
+    }
+
     /// Rx queues per port.
     pub fn rx_queues(&self) -> usize {
         self.rxq.unwrap_or(self.queues).max(1) as usize
@@ -542,17 +557,7 @@ impl L2fwd {
     pub fn start(cfg: &Config) -> Result<L2fwd, String> {
         let embedded = cfg.devices.is_empty();
         let (rxq, txq) = (cfg.rx_queues(), cfg.tx_queues());
-        let devices: Vec<String> = if embedded {
-            let q = rxq.max(txq);
-            let opt = if q > 1 {
-                format!(",queues={q}")
-            } else {
-                String::new()
-            };
-            vec![format!("ring:l2fwd-a{opt}"), format!("ring:l2fwd-b{opt}")]
-        } else {
-            cfg.devices.clone()
-        };
+        let devices = cfg.device_strings();
         let reg = crate::cli::registry();
         check_portmask(cfg.portmask, devices.len())?;
         let pools = make_pools(cfg, &reg, devices.len())?;

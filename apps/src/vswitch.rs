@@ -335,6 +335,36 @@ fn hand_out_tx(
     Ok(Some(e))
 }
 
+/// One switch task per forwarding lcore (`fwd`) over `np` ports, each
+/// with counters of its own, returned beside them.
+fn switch_tasks(
+    cfg: &Config,
+    fwd: usize,
+    np: usize,
+    table: &Arc<MacTable>,
+    pool: &Mempool,
+    hz: u64,
+) -> (Vec<Switch>, Vec<Arc<Vec<PortCounters>>>) {
+    let counters: Vec<Arc<Vec<PortCounters>>> = (0..fwd)
+        .map(|_| Arc::new((0..np).map(|_| PortCounters::default()).collect()))
+        .collect();
+    let tasks = (0..fwd)
+        .map(|l| Switch {
+            rx: Vec::new(),
+            tx: Vec::new(),
+            out: (0..np).map(|_| Pkts::new()).collect(),
+            pkts: Pkts::new(),
+            table: table.clone(),
+            counters: counters[l].clone(),
+            pool: pool.clone(),
+            burst: cfg.burst,
+            hz,
+            egress: Vec::new(),
+        })
+        .collect();
+    (tasks, counters)
+}
+
 impl VSwitch {
     /// Opens the ports and starts the lcores.
     pub fn start(cfg: &Config) -> Result<VSwitch, String> {
@@ -368,24 +398,8 @@ impl VSwitch {
         let mut cap = Captures::new(&cfg.pcap, &devices)?;
         let table = Arc::new(MacTable::new(16384, cfg.ageing));
         let np = devices.len();
-        let counters: Vec<Arc<Vec<PortCounters>>> = (0..fwd)
-            .map(|_| Arc::new((0..np).map(|_| PortCounters::default()).collect()))
-            .collect();
         let hz = clock::hz().max(1);
-        let mut tasks: Vec<Switch> = (0..fwd)
-            .map(|l| Switch {
-                rx: Vec::new(),
-                tx: Vec::new(),
-                out: (0..np).map(|_| Pkts::new()).collect(),
-                pkts: Pkts::new(),
-                table: table.clone(),
-                counters: counters[l].clone(),
-                pool: pool.clone(),
-                burst: cfg.burst,
-                hz,
-                egress: Vec::new(),
-            })
-            .collect();
+        let (mut tasks, counters) = switch_tasks(cfg, fwd, np, &table, &pool, hz);
         let mut egress = Vec::new();
         for (p, q) in queues.iter_mut().enumerate() {
             let spec = shared[p].then(|| {

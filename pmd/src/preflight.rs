@@ -7,7 +7,7 @@
 //! device asked about: it exists, it is bound to vfio-pci, its IOMMU group
 //! is viable (every member on vfio-pci or on no driver), and
 //! `/dev/vfio/N` is accessible.
-use crate::pci::{PciAddr, Sysfs};
+use crate::pci::{PciAddr, PciDevice, Sysfs};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -176,8 +176,7 @@ impl Preflight {
 
     fn device_checks(&self, a: PciAddr) -> Vec<Check> {
         let name = format!("device {a}");
-        let s = &self.sysfs;
-        let d = match s.device(a) {
+        let d = match self.sysfs.device(a) {
             Ok(d) => d,
             Err(e) => {
                 return vec![check(
@@ -188,39 +187,7 @@ impl Preflight {
                 )]
             }
         };
-        let mut out = Vec::new();
-        let bind = format!("rpmd-bind --bind vfio-pci {a}");
-        out.push(match d.driver.as_deref() {
-            Some("vfio-pci") => check(
-                &name,
-                Status::Ok,
-                format!("{} bound to vfio-pci", d.id),
-                None,
-            ),
-            Some(k) => check(
-                &name,
-                Status::Fail,
-                format!(
-                    "{} is still bound to its kernel driver {k}{}",
-                    d.id,
-                    if d.interfaces.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            " (interfaces: {}; bring them down first)",
-                            d.interfaces.join(", ")
-                        )
-                    }
-                ),
-                Some(bind.clone()),
-            ),
-            None => check(
-                &name,
-                Status::Fail,
-                format!("{} is bound to no driver", d.id),
-                Some(bind.clone()),
-            ),
-        });
+        let mut out = vec![driver_check(&name, a, &d)];
         let Some(g) = d.iommu_group else {
             out.push(check(
                 &format!("{name} IOMMU group"),
@@ -230,6 +197,17 @@ impl Preflight {
             ));
             return out;
         };
+        out.push(self.group_check(&name, a, g));
+        if d.driver.as_deref() == Some("vfio-pci") {
+            out.push(self.group_node_check(&name, g));
+        }
+        out
+    }
+
+    /// Whether every other member of device `a`'s IOMMU group `g` is
+    /// off its kernel driver (the group is viable).
+    fn group_check(&self, name: &str, a: PciAddr, g: u32) -> Check {
+        let s = &self.sysfs;
         let gname = format!("{name} IOMMU group {g}");
         let blockers: Vec<String> = s
             .group_members(g)
@@ -241,46 +219,70 @@ impl Preflight {
                 (drv != "vfio-pci").then(|| format!("{m} ({drv})"))
             })
             .collect();
-        out.push(if blockers.is_empty() {
-            check(&gname, Status::Ok, "viable".into(), None)
-        } else {
-            check(
-                &gname,
-                Status::Fail,
-                format!(
-                    "not viable: other members on kernel drivers: {}",
-                    blockers.join(", ")
-                ),
-                Some(
-                    "bind them to vfio-pci too (rpmd-bind --bind vfio-pci ADDR), or unbind them"
-                        .into(),
-                ),
-            )
-        });
-        if d.driver.as_deref() == Some("vfio-pci") {
-            let node = self.dev_vfio.join(g.to_string());
-            out.push(match rw_access(&node) {
-                Ok(()) => check(
-                    &format!("{name} {}", node.display()),
-                    Status::Ok,
-                    "accessible".into(),
-                    None,
-                ),
-                // EBUSY means another process holds the group: usable by it, not by us.
-                Err(e) => check(
-                    &format!("{name} {}", node.display()),
-                    Status::Fail,
-                    e.to_string(),
-                    Some(match e.kind() {
-                        std::io::ErrorKind::PermissionDenied => {
-                            format!("run as root, or chown your user {}", node.display())
-                        }
-                        _ => "is another process using the device? One process per group".into(),
-                    }),
-                ),
-            });
+        if blockers.is_empty() {
+            return check(&gname, Status::Ok, "viable".into(), None);
         }
-        out
+        check(
+            &gname,
+            Status::Fail,
+            format!(
+                "not viable: other members on kernel drivers: {}",
+                blockers.join(", ")
+            ),
+            Some(
+                "bind them to vfio-pci too (rpmd-bind --bind vfio-pci ADDR), or unbind them".into(),
+            ),
+        )
+    }
+
+    /// Whether this process can open group `g`'s VFIO node.
+    fn group_node_check(&self, name: &str, g: u32) -> Check {
+        let node = self.dev_vfio.join(g.to_string());
+        let what = format!("{name} {}", node.display());
+        match rw_access(&node) {
+            Ok(()) => check(&what, Status::Ok, "accessible".into(), None),
+            // EBUSY means another process holds the group: usable by it, not by us.
+            Err(e) => {
+                let fix = match e.kind() {
+                    std::io::ErrorKind::PermissionDenied => {
+                        format!("run as root, or chown your user {}", node.display())
+                    }
+                    _ => "is another process using the device? One process per group".into(),
+                };
+                check(&what, Status::Fail, e.to_string(), Some(fix))
+            }
+        }
+    }
+}
+
+/// Whether device `a` (`d`, seen in sysfs) is bound to vfio-pci.
+fn driver_check(name: &str, a: PciAddr, d: &PciDevice) -> Check {
+    let bind = format!("rpmd-bind --bind vfio-pci {a}");
+    match d.driver.as_deref() {
+        Some("vfio-pci") => check(
+            name,
+            Status::Ok,
+            format!("{} bound to vfio-pci", d.id),
+            None,
+        ),
+        Some(k) => {
+            let ifs = if d.interfaces.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (interfaces: {}; bring them down first)",
+                    d.interfaces.join(", ")
+                )
+            };
+            let why = format!("{} is still bound to its kernel driver {k}{ifs}", d.id);
+            check(name, Status::Fail, why, Some(bind))
+        }
+        None => check(
+            name,
+            Status::Fail,
+            format!("{} is bound to no driver", d.id),
+            Some(bind),
+        ),
     }
 }
 

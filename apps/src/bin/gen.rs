@@ -218,22 +218,7 @@ fn run(a: &Args) -> Result<(), String> {
         ports.push(start_port(&mut setup, &mut rt, i, d, role, counts)?);
     }
     if !a.json {
-        println!(
-            "gen: {}, {}-byte frames, {} flow(s), rate {}, {}",
-            if embedded {
-                "txonly -> ring:gen -> rxonly".to_string()
-            } else {
-                format!("{mode:?} on {}", devs[0]).to_lowercase()
-            },
-            a.size,
-            flows(a, mode),
-            if a.rate > 0.0 {
-                format!("{} pps", a.rate)
-            } else {
-                "max".into()
-            },
-            a.poll.describe()
-        );
+        print_start(a, mode, &devs[0]);
     }
     let ports = Arc::new(std::sync::Mutex::new(ports));
     let telemetry = a.telemetry.start(
@@ -261,6 +246,26 @@ fn run(a: &Args) -> Result<(), String> {
     let failed = down.map(drop).map_err(|e| e.to_string()).and(capture);
     // A task that panicked: after the summary, a failure.
     failed
+}
+
+/// The line gen starts with: what it drives, how, and how fast.
+fn print_start(a: &Args, mode: Mode, dev: &str) {
+    println!(
+        "gen: {}, {}-byte frames, {} flow(s), rate {}, {}",
+        if a.dev.is_none() {
+            "txonly -> ring:gen -> rxonly".to_string()
+        } else {
+            format!("{mode:?} on {dev}").to_lowercase()
+        },
+        a.size,
+        flows(a, mode),
+        if a.rate > 0.0 {
+            format!("{} pps", a.rate)
+        } else {
+            "max".into()
+        },
+        a.poll.describe()
+    );
 }
 
 /// The flows to send over: --flows, else 1024 for flowgen and 1 for the

@@ -71,62 +71,22 @@ struct Args {
     pcap: Vec<rpmd_apps::capture::PcapSpec>,
 }
 
-fn totals(l: &L2fwd) -> Vec<(u64, u64, u64, u64)> {
+/// A port's rx, tx, dropped and tx bytes.
+type Totals = (u64, u64, u64, u64);
+
+fn totals(l: &L2fwd) -> Vec<Totals> {
     l.port_totals()
 }
 
 fn main() -> ExitCode {
     let a = Args::parse();
     rpmd_apps::opts::init_logging();
-    if let Err(e) = cli::check_devices(&a.devices) {
-        return e.report("l2fwd");
-    }
-    // The embedded topology has two ports.
-    let n = if a.devices.is_empty() {
-        2
-    } else {
-        a.devices.len()
-    };
-    let portmask = a.portmask.unwrap_or(rpmd_apps::l2fwd::all_ports(n));
-    if let Err(e) = rpmd_apps::l2fwd::check_portmask(portmask, n) {
-        eprintln!("l2fwd: {e}");
-        return ExitCode::from(2);
-    }
-    let used = portmask.count_ones();
-    if used < 2 || used % 2 != 0 {
-        eprintln!("l2fwd: l2fwd needs an even number of ports (pairs 0-1, 2-3, ...); the port mask selects {used}");
-        return ExitCode::from(2);
-    }
-    let cfg = Config {
-        cores: a.cores.clone(),
-        devices: a.devices.clone(),
-        portmask,
-        rx_per_lcore: a.rx_per_lcore,
-        queues: a.queues,
-        rxq: a.rxq,
-        txq: a.txq,
-        tx_rate: a.tx_rate.clone(),
-        mac_updating: !a.no_mac_updating,
-        burst: a.burst as usize,
-        lcore: a.poll.lcore_config(),
-        mbufs: 8192,
-        per_port_pool: a.per_port_pool,
-        telemetry: a.telemetry.prefix(),
-        pcap: a.pcap.clone(),
+    let cfg = match config(&a) {
+        Ok(cfg) => cfg,
+        Err(e) => return e.report("l2fwd"),
     };
     if !a.report.json {
-        if a.devices.is_empty() {
-            println!("l2fwd: no --dev given: embedded topology: generator -> ring:l2fwd-a (port 0) -> l2fwd -> ring:l2fwd-b (port 1) -> sink, and back; lcores {}", a.cores);
-        } else {
-            println!("l2fwd: ports {:?}, lcores {}", a.devices, a.cores);
-        }
-        println!("l2fwd: {}", cfg.lcore.describe());
-        if let Some(e) = &cfg.tx_rate {
-            println!(
-                "l2fwd: every output port shaped: {}",
-                rpmd_apps::egress::describe(e)
-            );
-        }
+        print_start(&a, &cfg);
     }
     // Caught from before the start: a Ctrl-C while ports come up ends the
     // run cleanly too (ports stopped and dropped: an XDP program detached).
@@ -142,38 +102,89 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut last = totals(&l);
+    let ran = run(&a, &mut l, &stop);
+    // The time the forwarding really ran (a run shorter than a period has
+    // no report to go by).
+    let elapsed = ran.max(Duration::from_millis(1)).as_secs_f64();
+    let lcores = l.lcore_report();
+    let down = l.stop();
+    if a.report.json {
+        summary_json(&l, &cfg, elapsed, &lcores);
+    } else {
+        print_summary(&l, elapsed, &lcores);
+    }
+    if let Err(e) = down {
+        eprintln!("l2fwd: {e}");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The forwarder's configuration from the command line, or what is
+/// wrong with it.
+fn config(a: &Args) -> Result<Config, cli::Exit> {
+    cli::check_devices(&a.devices)?;
+    // The embedded topology has two ports.
+    let n = if a.devices.is_empty() {
+        2
+    } else {
+        a.devices.len()
+    };
+    let portmask = a.portmask.unwrap_or(rpmd_apps::l2fwd::all_ports(n));
+    rpmd_apps::l2fwd::check_portmask(portmask, n).map_err(|e| cli::Exit::Usage(e.to_string()))?;
+    let used = portmask.count_ones();
+    if used < 2 || used % 2 != 0 {
+        return Err(cli::Exit::Usage(format!("l2fwd needs an even number of ports (pairs 0-1, 2-3, ...); the port mask selects {used}")));
+    }
+    Ok(Config {
+        cores: a.cores.clone(),
+        devices: a.devices.clone(),
+        portmask,
+        rx_per_lcore: a.rx_per_lcore,
+        queues: a.queues,
+        rxq: a.rxq,
+        txq: a.txq,
+        tx_rate: a.tx_rate.clone(),
+        mac_updating: !a.no_mac_updating,
+        burst: a.burst as usize,
+        lcore: a.poll.lcore_config(),
+        mbufs: 8192,
+        per_port_pool: a.per_port_pool,
+        telemetry: a.telemetry.prefix(),
+        pcap: a.pcap.clone(),
+    })
+}
+
+fn print_start(a: &Args, cfg: &Config) {
+    if a.devices.is_empty() {
+        println!("l2fwd: no --dev given: embedded topology: generator -> ring:l2fwd-a (port 0) -> l2fwd -> ring:l2fwd-b (port 1) -> sink, and back; lcores {}", a.cores);
+    } else {
+        println!("l2fwd: ports {:?}, lcores {}", a.devices, a.cores);
+    }
+    println!("l2fwd: {}", cfg.lcore.describe());
+    if let Some(e) = &cfg.tx_rate {
+        println!(
+            "l2fwd: every output port shaped: {}",
+            rpmd_apps::egress::describe(e)
+        );
+    }
+}
+
+/// Forwards until Ctrl-C or `--duration`, printing each period's rates
+/// and each link change; returns how long it forwarded.
+fn run(a: &Args, l: &mut L2fwd, stop: &AtomicBool) -> Duration {
+    let mut last = totals(l);
     let mut last_t = Duration::ZERO;
     let json = a.report.json;
     let mut links = rpmd_apps::link::LinkWatch::default();
-    let ran = l.run_for(
+    l.run_for(
         a.report.duration.map(Duration::from_secs_f64),
         Duration::from_secs_f64(a.report.period),
-        &stop,
+        stop,
         |l, t| {
             let now = totals(l);
             let dt = (t - last_t).as_secs_f64().max(1e-9);
-            let mut rows = Vec::new();
-            for (i, (n, o)) in now.iter().zip(&last).enumerate() {
-                let rx = (n.0 - o.0) as f64 / dt;
-                let tx = (n.1 - o.1) as f64 / dt;
-                let gbps = (n.3 - o.3) as f64 * 8.0 / dt / 1e9;
-                rows.push((l.port_ids[i], rx, tx, n.2 - o.2, gbps));
-            }
-            let total_tx: f64 = rows.iter().map(|r| r.2).sum();
-            if json {
-                let ports: Vec<_> = rows
-                    .iter()
-                    .map(|r| serde_json::json!({"port": r.0, "rx_pps": r.1, "tx_pps": r.2, "dropped": r.3, "tx_gbps": r.4}))
-                    .collect();
-                cli::json_line("progress", serde_json::json!({"seconds": t.as_secs_f64(), "ports": ports, "mpps": total_tx / 1e6}));
-            } else {
-                let parts: Vec<String> = rows
-                    .iter()
-                    .map(|r| format!("port {}: rx {:.2} Mpps tx {:.2} Mpps drop {} ({:.2} Gbit/s)", r.0, r.1 / 1e6, r.2 / 1e6, r.3, r.4))
-                    .collect();
-                println!("[{:6.1}s] {} | total {:.2} Mpps", t.as_secs_f64(), parts.join(" | "), total_tx / 1e6);
-            }
+            print_progress(json, l, &now, &last, t, dt);
             let (ids, names) = l.port_labels();
             for line in links.changes(&l.link_states(), ids, names) {
                 eprintln!("l2fwd: {line}");
@@ -181,70 +192,113 @@ fn main() -> ExitCode {
             last = now;
             last_t = t;
         },
-    );
-    // The time the forwarding really ran (a run shorter than a period has
-    // no report to go by).
-    let elapsed = ran.max(Duration::from_millis(1));
-    let lcores = l.lcore_report();
-    let down = l.stop();
-    let end = totals(&l);
-    let device = l.port_stats();
-    let fwd: u64 = end.iter().map(|e| e.1).sum();
-    let dropped: u64 = end.iter().map(|e| e.2).sum();
-    let mpps = fwd as f64 / elapsed.as_secs_f64() / 1e6;
-    let gen = l.gen.as_ref().map(|g| (g.0.get(), g.1.get()));
+    )
+}
+
+/// One period's line: the rates from `last` to `now`, over `dt` seconds.
+fn print_progress(json: bool, l: &L2fwd, now: &[Totals], last: &[Totals], t: Duration, dt: f64) {
+    let mut rows = Vec::new();
+    for (i, (n, o)) in now.iter().zip(last).enumerate() {
+        let rx = (n.0 - o.0) as f64 / dt;
+        let tx = (n.1 - o.1) as f64 / dt;
+        let gbps = (n.3 - o.3) as f64 * 8.0 / dt / 1e9;
+        rows.push((l.port_ids[i], rx, tx, n.2 - o.2, gbps));
+    }
+    let total_tx: f64 = rows.iter().map(|r| r.2).sum();
     if json {
-        let ports: Vec<_> = end
+        let ports: Vec<_> = rows
             .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let qs: Vec<_> = l.counters[i * l.queues..(i + 1) * l.queues]
-                    .iter()
-                    .map(|c| serde_json::json!({"rx": c.rx.get(), "tx": c.tx.get(), "dropped": c.dropped.get()}))
-                    .collect();
-                let dev = device.get(i).map(cli::device_drops_json);
-                serde_json::json!({"port": l.port_ids[i], "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs, "port_stats": dev})
-            })
+            .map(|r| serde_json::json!({"port": r.0, "rx_pps": r.1, "tx_pps": r.2, "dropped": r.3, "tx_gbps": r.4}))
             .collect();
-        let captured: Vec<_> = l.captured.iter().map(|c| c.json()).collect();
         cli::json_line(
-            "summary",
-            serde_json::json!({"seconds": elapsed.as_secs_f64(), "forwarded": fwd, "dropped": dropped, "mpps": mpps, "generated": gen.map(|g| g.0), "sunk": gen.map(|g| g.1), "ports": ports, "captures": captured,
-                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&lcores),
-                "egress": rpmd_apps::egress::json(l.egress())}),
+            "progress",
+            serde_json::json!({"seconds": t.as_secs_f64(), "ports": ports, "mpps": total_tx / 1e6}),
         );
     } else {
+        let parts: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "port {}: rx {:.2} Mpps tx {:.2} Mpps drop {} ({:.2} Gbit/s)",
+                    r.0,
+                    r.1 / 1e6,
+                    r.2 / 1e6,
+                    r.3,
+                    r.4
+                )
+            })
+            .collect();
         println!(
-            "summary: forwarded {fwd} frames in {:.1} s ({mpps:.2} Mpps), dropped {dropped}",
-            elapsed.as_secs_f64()
+            "[{:6.1}s] {} | total {:.2} Mpps",
+            t.as_secs_f64(),
+            parts.join(" | "),
+            total_tx / 1e6
         );
-        for (i, e) in end.iter().enumerate() {
-            println!(
-                "  port {} ({}): rx {} tx {} dropped {}{}",
-                l.port_ids[i],
-                l.names.get(i).map(String::as_str).unwrap_or("?"),
-                e.0,
-                e.1,
-                e.2,
-                device.get(i).map(cli::device_drops).unwrap_or_default()
-            );
-        }
-        if let Some((g, s)) = gen {
-            println!("  embedded generator sent {g}, sink received {s}");
-        }
-        for u in &lcores {
-            println!("  {}", u.line());
-        }
-        for c in &l.captured {
-            println!("  {}", c.line());
-        }
-        for line in rpmd_apps::egress::summary_lines(l.egress(), elapsed.as_secs_f64()) {
-            println!("  {line}");
-        }
     }
-    if let Err(e) = down {
-        eprintln!("l2fwd: {e}");
-        return ExitCode::from(1);
+}
+
+/// Frames forwarded and dropped over all ports.
+fn forwarded(end: &[Totals]) -> (u64, u64) {
+    (end.iter().map(|e| e.1).sum(), end.iter().map(|e| e.2).sum())
+}
+
+fn summary_json(l: &L2fwd, cfg: &Config, elapsed: f64, lcores: &[rpmd_apps::usage::LcoreUsage]) {
+    let (end, device) = (totals(l), l.port_stats());
+    let (fwd, dropped) = forwarded(&end);
+    let gen = l.gen.as_ref().map(|g| (g.0.get(), g.1.get()));
+    let ports: Vec<_> = end
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let qs: Vec<_> = l.counters[i * l.queues..(i + 1) * l.queues]
+                .iter()
+                .map(|c| serde_json::json!({"rx": c.rx.get(), "tx": c.tx.get(), "dropped": c.dropped.get()}))
+                .collect();
+            let dev = device.get(i).map(cli::device_drops_json);
+            serde_json::json!({"port": l.port_ids[i], "device": l.names.get(i), "rx": e.0, "tx": e.1, "dropped": e.2, "tx_bytes": e.3, "queues": qs, "port_stats": dev})
+        })
+        .collect();
+    let captured: Vec<_> = l.captured.iter().map(|c| c.json()).collect();
+    cli::json_line(
+        "summary",
+        serde_json::json!({"seconds": elapsed, "forwarded": fwd, "dropped": dropped, "mpps": fwd as f64 / elapsed / 1e6, "generated": gen.map(|g| g.0), "sunk": gen.map(|g| g.1), "ports": ports, "captures": captured,
+            "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(lcores),
+            "egress": rpmd_apps::egress::json(l.egress())}),
+    );
+}
+
+fn print_summary(l: &L2fwd, elapsed: f64, lcores: &[rpmd_apps::usage::LcoreUsage]) {
+    let (end, device) = (totals(l), l.port_stats());
+    let (fwd, dropped) = forwarded(&end);
+    println!(
+        "summary: forwarded {fwd} frames in {elapsed:.1} s ({:.2} Mpps), dropped {dropped}",
+        fwd as f64 / elapsed / 1e6
+    );
+    for (i, e) in end.iter().enumerate() {
+        println!(
+            "  port {} ({}): rx {} tx {} dropped {}{}",
+            l.port_ids[i],
+            l.names.get(i).map(String::as_str).unwrap_or("?"),
+            e.0,
+            e.1,
+            e.2,
+            device.get(i).map(cli::device_drops).unwrap_or_default()
+        );
     }
-    ExitCode::SUCCESS
+    if let Some(g) = &l.gen {
+        println!(
+            "  embedded generator sent {}, sink received {}",
+            g.0.get(),
+            g.1.get()
+        );
+    }
+    for u in lcores {
+        println!("  {}", u.line());
+    }
+    for c in &l.captured {
+        println!("  {}", c.line());
+    }
+    for line in rpmd_apps::egress::summary_lines(l.egress(), elapsed) {
+        println!("  {line}");
+    }
 }

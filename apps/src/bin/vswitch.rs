@@ -91,12 +91,58 @@ fn port_json(v: &VSwitch, t: &Totals, per_s: Option<f64>) -> Vec<serde_json::Val
 fn main() -> ExitCode {
     let a = Args::parse();
     rpmd_apps::opts::init_logging();
-    if let Err(e) = cli::check_devices(&a.devices) {
-        return e.report("vswitch");
+    let cfg = match config(&a) {
+        Ok(cfg) => cfg,
+        Err(e) => return e.report("vswitch"),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
+        tracing::warn!("cannot catch Ctrl-C: {e}");
     }
+    let mut v = match VSwitch::start(&cfg) {
+        Ok(v) => v,
+        Err(e) => return cli::Exit::Failure(e).report("vswitch"),
+    };
+    if !a.json {
+        print_start(&v, &cfg);
+    }
+    let t0 = Instant::now();
+    run(&a, &v, &stop, t0);
+    let secs = t0.elapsed().as_secs_f64().max(1e-3);
+    let (learned, lcores) = (v.learned(), v.lcore_report());
+    let down = v.stop();
+    let summary = Summary {
+        secs,
+        learned,
+        lcores,
+        end: v.totals(),
+        xstats: if a.xstats {
+            nonzero_xstats(&v)
+        } else {
+            Vec::new()
+        },
+        device: v.port_stats(),
+    };
+    if a.json {
+        summary.json(&v, &cfg);
+    } else {
+        summary.print(&v);
+    }
+    match down {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => cli::Exit::Failure(e).report("vswitch"),
+    }
+}
+
+/// The switch's configuration from the command line, or what is wrong
+/// with it.
+fn config(a: &Args) -> Result<Config, cli::Exit> {
+    cli::check_devices(&a.devices)?;
     if a.devices.len() == 1 {
-        return cli::Exit::Usage("a switch needs at least two ports (--dev, repeated)".into())
-            .report("vswitch");
+        return Err(cli::Exit::Usage(
+            "a switch needs at least two ports (--dev, repeated)".into(),
+        ));
     }
     let embedded = a.devices.is_empty();
     let nports = if embedded {
@@ -104,10 +150,8 @@ fn main() -> ExitCode {
     } else {
         a.devices.len()
     };
-    if let Err(e) = rpmd_apps::egress::check_ports(&a.egress, nports) {
-        return cli::Exit::Usage(e).report("vswitch");
-    }
-    let cfg = Config {
+    rpmd_apps::egress::check_ports(&a.egress, nports).map_err(cli::Exit::Usage)?;
+    Ok(Config {
         cores: a
             .cores
             .clone()
@@ -121,38 +165,34 @@ fn main() -> ExitCode {
         telemetry: a.telemetry.prefix(),
         pcap: a.pcap.clone(),
         egress: a.egress.clone(),
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    if let Err(e) = ctrlc::set_handler(move || s2.store(true, Relaxed)) {
-        tracing::warn!("cannot catch Ctrl-C: {e}");
-    }
-    let mut v = match VSwitch::start(&cfg) {
-        Ok(v) => v,
-        Err(e) => return cli::Exit::Failure(e).report("vswitch"),
-    };
-    if !a.json {
-        println!(
-            "vswitch: {} ports {:?}, lcores {}{}",
-            v.names.len(),
-            v.names,
-            cfg.cores,
-            if embedded {
-                " (demo: three stations behind in-process ports)"
-            } else {
-                ""
-            }
-        );
-        println!("vswitch: {}", cfg.lcore.describe());
-        for e in &v.egress {
-            println!(
-                "vswitch: port {} egress: {}",
-                e.port,
-                rpmd_apps::egress::describe(e.egress.config())
-            );
+    })
+}
+
+fn print_start(v: &VSwitch, cfg: &Config) {
+    println!(
+        "vswitch: {} ports {:?}, lcores {}{}",
+        v.names.len(),
+        v.names,
+        cfg.cores,
+        if cfg.devices.is_empty() {
+            " (demo: three stations behind in-process ports)"
+        } else {
+            ""
         }
+    );
+    println!("vswitch: {}", cfg.lcore.describe());
+    for e in &v.egress {
+        println!(
+            "vswitch: port {} egress: {}",
+            e.port,
+            rpmd_apps::egress::describe(e.egress.config())
+        );
     }
-    let t0 = Instant::now();
+}
+
+/// Runs until Ctrl-C or `--duration`, printing each period's rates and
+/// each link change.
+fn run(a: &Args, v: &VSwitch, stop: &AtomicBool, t0: Instant) {
     let period = Duration::from_secs_f64(a.period);
     let (mut next, mut last, mut last_t) = (period, v.totals(), Duration::ZERO);
     let mut links = rpmd_apps::link::LinkWatch::default();
@@ -170,33 +210,7 @@ fn main() -> ExitCode {
             .zip(&last)
             .map(|(n, o)| std::array::from_fn(|i| n[i] - o[i]))
             .collect();
-        let mpps = delta.iter().map(|d| d[1]).sum::<u64>() as f64 / dt / 1e6;
-        if a.json {
-            let ports = port_json(&v, &delta, Some(dt));
-            cli::json_line(
-                "progress",
-                serde_json::json!({"seconds": t.as_secs_f64(), "mpps": mpps, "learned": v.learned(), "ports": ports}),
-            );
-        } else {
-            let parts: Vec<String> = delta
-                .iter()
-                .enumerate()
-                .map(|(p, d)| {
-                    format!(
-                        "port {p}: rx {:.2} tx {:.2} Mpps, {} flooded",
-                        d[0] as f64 / dt / 1e6,
-                        d[1] as f64 / dt / 1e6,
-                        d[3]
-                    )
-                })
-                .collect();
-            println!(
-                "[{:6.1}s] {} | {} learned | total {mpps:.2} Mpps",
-                t.as_secs_f64(),
-                parts.join(" | "),
-                v.learned()
-            );
-        }
+        print_progress(a.json, v, &delta, t, dt);
         let ids: Vec<usize> = (0..v.names.len()).collect();
         for line in links.changes(&v.link_states(), &ids, &v.names) {
             eprintln!("vswitch: {line}");
@@ -204,57 +218,107 @@ fn main() -> ExitCode {
         (last, last_t) = (now, t);
         next += period;
     }
-    let secs = t0.elapsed().as_secs_f64().max(1e-3);
-    let learned = v.learned();
-    let lcores = v.lcore_report();
-    let down = v.stop();
-    let end = v.totals();
-    let sent: u64 = end.iter().map(|e| e[1]).sum();
-    let xstats: Vec<Vec<(String, u64)>> = if a.xstats {
-        let nonzero = |x: Vec<rpmd_pmd::port::Xstat>| {
-            x.into_iter()
-                .filter(|s| s.value != 0)
-                .map(|s| (s.name, s.value))
-                .collect()
-        };
-        v.xstats().into_iter().map(nonzero).collect()
-    } else {
-        Vec::new()
+}
+
+/// One period's line: the rates of `delta`, counted over `dt` seconds.
+fn print_progress(json: bool, v: &VSwitch, delta: &Totals, t: Duration, dt: f64) {
+    let mpps = delta.iter().map(|d| d[1]).sum::<u64>() as f64 / dt / 1e6;
+    if json {
+        let ports = port_json(v, delta, Some(dt));
+        cli::json_line(
+            "progress",
+            serde_json::json!({"seconds": t.as_secs_f64(), "mpps": mpps, "learned": v.learned(), "ports": ports}),
+        );
+        return;
+    }
+    let parts: Vec<String> = delta
+        .iter()
+        .enumerate()
+        .map(|(p, d)| {
+            format!(
+                "port {p}: rx {:.2} tx {:.2} Mpps, {} flooded",
+                d[0] as f64 / dt / 1e6,
+                d[1] as f64 / dt / 1e6,
+                d[3]
+            )
+        })
+        .collect();
+    println!(
+        "[{:6.1}s] {} | {} learned | total {mpps:.2} Mpps",
+        t.as_secs_f64(),
+        parts.join(" | "),
+        v.learned()
+    );
+}
+
+/// Each port's non-zero extended statistics.
+fn nonzero_xstats(v: &VSwitch) -> Vec<Vec<(String, u64)>> {
+    let nonzero = |x: Vec<rpmd_pmd::port::Xstat>| {
+        x.into_iter()
+            .filter(|s| s.value != 0)
+            .map(|s| (s.name, s.value))
+            .collect()
     };
-    let demo = v.demo.as_ref().map(|d| {
-        (
+    v.xstats().into_iter().map(nonzero).collect()
+}
+
+/// What the switch did, read after it stopped.
+struct Summary {
+    secs: f64,
+    learned: usize,
+    lcores: Vec<rpmd_apps::usage::LcoreUsage>,
+    end: Totals,
+    xstats: Vec<Vec<(String, u64)>>,
+    device: Vec<rpmd_pmd::port::PortStats>,
+}
+
+impl Summary {
+    fn sent(&self) -> u64 {
+        self.end.iter().map(|e| e[1]).sum()
+    }
+
+    /// The demo stations' counts: sent, delivered, broadcasts,
+    /// misdelivered.
+    fn demo(v: &VSwitch) -> Option<[u64; 4]> {
+        let d = v.demo.as_ref()?;
+        Some([
             d.sent.get(),
             d.delivered.get(),
             d.broadcasts.get(),
             d.misdelivered.get(),
-        )
-    });
-    let device = v.port_stats();
-    if a.json {
-        let mut ports = port_json(&v, &end, None);
-        for (o, d) in ports.iter_mut().zip(&device) {
+        ])
+    }
+
+    fn json(&self, v: &VSwitch, cfg: &Config) {
+        let mut ports = port_json(v, &self.end, None);
+        for (o, d) in ports.iter_mut().zip(&self.device) {
             o["port_stats"] = cli::device_drops_json(d);
         }
-        for (o, x) in ports.iter_mut().zip(&xstats) {
+        for (o, x) in ports.iter_mut().zip(&self.xstats) {
             o["xstats"] = x
                 .iter()
                 .map(|(k, n)| (k.clone(), serde_json::json!(n)))
                 .collect();
         }
         let caps: Vec<_> = v.captured.iter().map(|c| c.json()).collect();
-        let demo = demo.map(|d| serde_json::json!({"sent": d.0, "delivered": d.1, "broadcasts": d.2, "misdelivered": d.3}));
+        let demo = Self::demo(v).map(|d| serde_json::json!({"sent": d[0], "delivered": d[1], "broadcasts": d[2], "misdelivered": d[3]}));
+        let (secs, sent) = (self.secs, self.sent());
         cli::json_line(
             "summary",
-            serde_json::json!({"seconds": secs, "mpps": sent as f64 / secs / 1e6, "sent": sent, "learned": learned, "ports": ports, "demo": demo, "captures": caps,
-                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&lcores),
+            serde_json::json!({"seconds": secs, "mpps": sent as f64 / secs / 1e6, "sent": sent, "learned": self.learned, "ports": ports, "demo": demo, "captures": caps,
+                "poll": cfg.lcore.describe(), "lcores": rpmd_apps::usage::json(&self.lcores),
                 "egress": rpmd_apps::egress::json(&v.egress)}),
         );
-    } else {
+    }
+
+    fn print(&self, v: &VSwitch) {
+        let (secs, sent) = (self.secs, self.sent());
         println!(
-            "summary: sent {sent} frames in {secs:.1} s ({:.2} Mpps), {learned} addresses learned",
-            sent as f64 / secs / 1e6
+            "summary: sent {sent} frames in {secs:.1} s ({:.2} Mpps), {} addresses learned",
+            sent as f64 / secs / 1e6,
+            self.learned
         );
-        for (p, e) in end.iter().enumerate() {
+        for (p, e) in self.end.iter().enumerate() {
             println!(
                 "  port {p} ({}): rx {} tx {} dropped {} flooded {} filtered {}{}",
                 v.names[p],
@@ -263,17 +327,20 @@ fn main() -> ExitCode {
                 e[2],
                 e[3],
                 e[4],
-                device.get(p).map(cli::device_drops).unwrap_or_default()
+                self.device
+                    .get(p)
+                    .map(cli::device_drops)
+                    .unwrap_or_default()
             );
-            if let Some(x) = xstats.get(p) {
+            if let Some(x) = self.xstats.get(p) {
                 let line: Vec<String> = x.iter().map(|(k, n)| format!("{k}={n}")).collect();
                 println!("    xstats: {}", line.join(" "));
             }
         }
-        if let Some((s, d, b, m)) = demo {
+        if let Some([s, d, b, m]) = Self::demo(v) {
             println!("  demo stations: sent {s}, delivered {d}, broadcasts {b}, misdelivered {m} (floods before learning)");
         }
-        for u in &lcores {
+        for u in &self.lcores {
             println!("  {}", u.line());
         }
         for c in &v.captured {
@@ -282,9 +349,5 @@ fn main() -> ExitCode {
         for line in rpmd_apps::egress::summary_lines(&v.egress, secs) {
             println!("  {line}");
         }
-    }
-    match down {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => cli::Exit::Failure(e).report("vswitch"),
     }
 }

@@ -239,41 +239,7 @@ impl Shared {
                 path.display()
             ),
         };
-        // The creator sizes the file and then stores the magic; wait for
-        // both, briefly.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let (version, geo) = loop {
-            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-            if len >= 4096 {
-                let head = Mapping::map(file, 4096)?;
-                // Acquire: pairs with the creator's Release store of the
-                // magic, so the geometry read next is the one it wrote.
-                if head.magic().load(Ordering::Acquire) == MAGIC {
-                    break head.read_geometry();
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(broken("not an rpmd shm link (no header after 2 s)".into()));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        if version != VERSION
-            || !(1..=16).contains(&geo.queues)
-            || !geo.slots.is_power_of_two()
-            || !(2..=32768).contains(&geo.slots)
-            || !(64..=16384).contains(&geo.slot_size)
-        {
-            return Err(broken(format!(
-                "unusable header (version {version}, {geo:?})"
-            )));
-        }
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        if len != geo.file_bytes() as u64 {
-            return Err(broken(format!(
-                "{len} bytes where its header needs {}",
-                geo.file_bytes()
-            )));
-        }
+        let geo = Self::read_header(file, &broken)?;
         let map = Mapping::map(file, geo.file_bytes())?;
         let owners = [0, 1].map(|s| map.owner(s).load(Ordering::Acquire));
         if !owners.iter().any(|&p| pid_alive(p)) {
@@ -319,6 +285,48 @@ impl Shared {
                 owners[1]
             ),
         })
+    }
+
+    /// The geometry in `file`'s header, once its creator has written it
+    /// (waiting up to 2 s), if it is one this version can use and the
+    /// file's length matches it; `broken` words the error.
+    fn read_header(file: &File, broken: &dyn Fn(String) -> Error) -> Result<Geometry, Error> {
+        // The creator sizes the file and then stores the magic; wait for
+        // both, briefly.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let (version, geo) = loop {
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            if len >= 4096 {
+                let head = Mapping::map(file, 4096)?;
+                // Acquire: pairs with the creator's Release store of the
+                // magic, so the geometry read next is the one it wrote.
+                if head.magic().load(Ordering::Acquire) == MAGIC {
+                    break head.read_geometry();
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(broken("not an rpmd shm link (no header after 2 s)".into()));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        if version != VERSION
+            || !(1..=16).contains(&geo.queues)
+            || !geo.slots.is_power_of_two()
+            || !(2..=32768).contains(&geo.slots)
+            || !(64..=16384).contains(&geo.slot_size)
+        {
+            return Err(broken(format!(
+                "unusable header (version {version}, {geo:?})"
+            )));
+        }
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if len != geo.file_bytes() as u64 {
+            return Err(broken(format!(
+                "{len} bytes where its header needs {}",
+                geo.file_bytes()
+            )));
+        }
+        Ok(geo)
     }
 
     fn peer_alive(&self) -> bool {

@@ -162,60 +162,8 @@ impl PciDriver for VirtioPciDriver {
         let drop_features = args.opt_u64("drop_features", 0)?;
         let d = &*func;
         d.enable_bus_master()?;
-        // The modern interface when the device offers it with
-        // ACCESS_PLATFORM; else the legacy one of a transitional device,
-        // with physical addresses.
-        let modern = Modern::open(d, &name).and_then(|m| {
-            m.reset(&name)?;
-            let f = m.features()?;
-            Ok((m, f))
-        });
-        let (t, offered) = match modern {
-            Ok((m, f)) if f & VIRTIO_F_VERSION_1 != 0 && f & F_ACCESS_PLATFORM != 0 => {
-                (Transport::Modern(m), f)
-            }
-            other => match Legacy::open(d, &name) {
-                Ok(l) => {
-                    l.reset(&name)?;
-                    let f = l.features()?;
-                    (Transport::Legacy(l), f)
-                }
-                Err(_) => {
-                    let why = match other {
-                        Ok((_, f)) if f & VIRTIO_F_VERSION_1 == 0 => format!(
-                            "the device offers no VERSION_1 (features {f:#x}) and has no legacy interface"
-                        ),
-                        // Such a device bypasses the IOMMU: it would take
-                        // our IOVAs (virtual addresses) for physical ones.
-                        Ok((_, f)) => format!(
-                            "the device does not offer ACCESS_PLATFORM (features {f:#x}), so its DMA would bypass the IOMMU, and it has no legacy interface to give physical addresses to; in QEMU add iommu_platform=on to the virtio-net-pci device"
-                        ),
-                        Err(e) => e.to_string(),
-                    };
-                    return Err(perr(&name, why));
-                }
-            },
-        };
-        let (r, o) = t.device_cfg();
-        let mac = if offered & VIRTIO_NET_F_MAC != 0 {
-            let mut m = [0u8; 6];
-            r.read_bytes(o, &mut m)?;
-            MacAddr(m)
-        } else {
-            MacAddr::from_name(&name, 0x70)
-        };
-        // §5.1.4: mtu at offset 10 of the device configuration.
-        let dev_mtu = if offered & VIRTIO_NET_F_MTU != 0 {
-            Some(r.read16(o + 10)?)
-        } else {
-            None
-        };
-        // §5.1.4: max_virtqueue_pairs at offset 8 (with MQ).
-        let dev_pairs = if offered & VIRTIO_NET_F_MQ != 0 && !t.is_legacy() {
-            r.read16(o + 8)?.max(1)
-        } else {
-            1
-        };
+        let (t, offered) = open_transport(d, &name)?;
+        let (mac, dev_mtu, dev_pairs) = device_config(&t, offered, &name)?;
         let msix = if t.is_legacy() { 0 } else { d.msix_vectors() };
         let dev = VirtioPciDevice {
             name,
@@ -242,6 +190,75 @@ impl PciDriver for VirtioPciDriver {
         };
         Ok(Box::new(EthDev::new(args, dev)))
     }
+}
+
+/// Opens the interface a port drives: the modern one when the device
+/// offers it with ACCESS_PLATFORM, else the legacy one of a transitional
+/// device, with physical addresses. Returns it, reset, with the features
+/// the device offers.
+fn open_transport(d: &dyn PciFunction, name: &str) -> Result<(Transport, u64), PmdError> {
+    let modern = Modern::open(d, name).and_then(|m| {
+        m.reset(name)?;
+        let f = m.features()?;
+        Ok((m, f))
+    });
+    let (t, offered) = match modern {
+        Ok((m, f)) if f & VIRTIO_F_VERSION_1 != 0 && f & F_ACCESS_PLATFORM != 0 => {
+            (Transport::Modern(m), f)
+        }
+        other => match Legacy::open(d, name) {
+            Ok(l) => {
+                l.reset(name)?;
+                let f = l.features()?;
+                (Transport::Legacy(l), f)
+            }
+            Err(_) => {
+                let why = match other {
+                    Ok((_, f)) if f & VIRTIO_F_VERSION_1 == 0 => format!(
+                        "the device offers no VERSION_1 (features {f:#x}) and has no legacy interface"
+                    ),
+                    // Such a device bypasses the IOMMU: it would take
+                    // our IOVAs (virtual addresses) for physical ones.
+                    Ok((_, f)) => format!(
+                        "the device does not offer ACCESS_PLATFORM (features {f:#x}), so its DMA would bypass the IOMMU, and it has no legacy interface to give physical addresses to; in QEMU add iommu_platform=on to the virtio-net-pci device"
+                    ),
+                    Err(e) => e.to_string(),
+                };
+                return Err(perr(name, why));
+            }
+        },
+    };
+    Ok((t, offered))
+}
+
+/// The MAC address, MTU and queue pairs the device's configuration
+/// offers (§5.1.4), each where its feature says it is there.
+fn device_config(
+    t: &Transport,
+    offered: u64,
+    name: &str,
+) -> Result<(MacAddr, Option<u16>, u16), PmdError> {
+    let (r, o) = t.device_cfg();
+    let mac = if offered & VIRTIO_NET_F_MAC != 0 {
+        let mut m = [0u8; 6];
+        r.read_bytes(o, &mut m)?;
+        MacAddr(m)
+    } else {
+        MacAddr::from_name(name, 0x70)
+    };
+    // §5.1.4: mtu at offset 10 of the device configuration.
+    let dev_mtu = if offered & VIRTIO_NET_F_MTU != 0 {
+        Some(r.read16(o + 10)?)
+    } else {
+        None
+    };
+    // §5.1.4: max_virtqueue_pairs at offset 8 (with MQ).
+    let dev_pairs = if offered & VIRTIO_NET_F_MQ != 0 && !t.is_legacy() {
+        r.read16(o + 8)?.max(1)
+    } else {
+        1
+    };
+    Ok((mac, dev_mtu, dev_pairs))
 }
 
 /// The interface a port drives.
