@@ -278,11 +278,25 @@ fn check(s: &mut Subject, f: Feature) -> Result<(), String> {
                 .set_rss_hash(hash, Some(key))
                 .map_err(|e| e.to_string())?;
             let q = s.port.start().map_err(|e| format!("start: {e}"))?;
-            let shown = s.port.rss_conf().map_err(|e| e.to_string())?;
+            let shown = s.port.rss_conf().map_err(|e| e.to_string());
+            // And one while running (DPDK's rss_hash_update on a started
+            // port).
+            let running_key = std::array::from_fn(|i| i as u8 ^ 0x5a);
+            let running = s
+                .port
+                .set_rss_hash(hash, Some(running_key))
+                .and_then(|()| s.port.rss_conf())
+                .map_err(|e| format!("an update while running: {e}"));
             s.stop(q)?;
-            match shown.key == key {
+            let (shown, running) = (shown?, running?);
+            if shown.key != key {
+                return Err(format!("updated the key, read back {shown:?}"));
+            }
+            match running.key == running_key {
                 true => Ok(()),
-                false => Err(format!("updated the key, read back {shown:?}")),
+                false => Err(format!(
+                    "updated the key while running, read back {running:?}"
+                )),
             }
         }
         Feature::RssRetaUpdate => {

@@ -71,10 +71,7 @@ fn open_port(func: Arc<dyn PciFunction>, args: &DevArgs) -> Result<Box<dyn Port>
 /// What a ConnectX-3 port offers beyond the generic port, on the card or
 /// its model alike.
 const FEATURES: &[Declared] = &[
-    (
-        Feature::RssKeyUpdate,
-        Support::Partial("set and changed while the port is stopped"),
-    ),
+    (Feature::RssKeyUpdate, Support::Yes),
     (Feature::MultiSegmentTx, Support::Yes),
     (Feature::PromiscuousMode, Support::Yes),
     (Feature::AllmulticastMode, Support::Yes),

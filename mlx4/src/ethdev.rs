@@ -16,7 +16,9 @@
 //! Receive queues: 1, 2, 4 or 8; with several, their QPs take a range of
 //! numbers and an RSS indirection QP, to which steering sends the frames,
 //! spreads flows over them by a Toeplitz hash of the IP addresses and
-//! TCP/UDP ports (the hash lands in the mbuf, `RX_RSS_HASH`). Transmit
+//! TCP/UDP ports (the hash lands in the mbuf, `RX_RSS_HASH`). New RSS
+//! settings on a running port go to a new RSS QP, which takes the
+//! steering over entry by entry while frames keep arriving. Transmit
 //! queues: up to 8.
 use crate::cq::Cq;
 use crate::irq::CompEq;
@@ -87,6 +89,29 @@ const RSS_FLAGS: [(RssHash, u8); 6] = [
     (RssHash::IPV6_TCP, qp::RSS_TCP_IPV6),
     (RssHash::IPV6_UDP, qp::RSS_UDP_IPV6),
 ];
+
+/// The RSS indirection QP's spec: Toeplitz with `rss`'s key over the
+/// headers it names, spreading over the `n` receive QPs from `base`
+/// (frames with nothing to hash go to the first); it completes nothing
+/// itself, so CQ `cqn` (receive queue 0's) stands in its context.
+fn rss_qp_spec(port: u8, cqn: u32, (base, n): (u32, u32), rss: &RssConfig) -> QpSpec {
+    let mut r = RssCtx::zeroed();
+    r.base_qpn = Be32::new(n.trailing_zeros() << 24 | base);
+    r.default_qpn = Be32::new(base);
+    r.base_qpn_udp = Be32::new(base);
+    r.hash_fn = qp::RSS_HASH_TOP;
+    r.flags = rss.hash.to_bits(&RSS_FLAGS);
+    r.rss_key = rss.key;
+    QpSpec {
+        port,
+        sq_txbbs: 1,
+        rq: None,
+        cqn_send: cqn,
+        cqn_recv: cqn,
+        qpn: None,
+        rss: Some(r),
+    }
+}
 
 /// One Ethernet port of a ConnectX-3: the generic port over its device.
 pub type Mlx4Port = EthDev<Mlx4Device>;
@@ -317,24 +342,57 @@ impl Mlx4Device {
         n: u32,
         rss: &RssConfig,
     ) -> Result<(), Error> {
-        let mut r = RssCtx::zeroed();
-        r.base_qpn = Be32::new(n.trailing_zeros() << 24 | base);
-        r.default_qpn = Be32::new(base);
-        r.base_qpn_udp = Be32::new(base);
-        r.hash_fn = qp::RSS_HASH_TOP;
-        r.flags = rss.hash.to_bits(&RSS_FLAGS);
-        r.rss_key = rss.key;
-        let cqn = st.rx[0].1.cqn;
-        let spec = QpSpec {
-            port: self.port,
-            sq_txbbs: 1,
-            rq: None,
-            cqn_send: cqn,
-            cqn_recv: cqn,
-            qpn: None,
-            rss: Some(r),
-        };
+        let spec = rss_qp_spec(self.port, st.rx[0].1.cqn, (base, n), rss);
         st.rss = Some(hca.create_qp(spec)?);
+        Ok(())
+    }
+
+    /// New hashed headers or key on a running port. A ConnectX-3 takes
+    /// an RSS context only as a QP is made, so a new RSS QP is made with
+    /// them, each steering entry is moved onto it (one WRITE_MCG each,
+    /// which swaps the member in place: every frame finds the old QP or
+    /// the new one, both spreading over the same receive QPs), and the
+    /// old one is destroyed. Receiving goes on throughout; Linux's
+    /// `mlx4_en_set_rxfh` restarts the port instead. On a failure the
+    /// entries moved go back and the old QP stays.
+    fn swap_rss_qp(&mut self, rss: &RssConfig) -> Result<(), Error> {
+        let (port, promisc) = (self.port, self.filter.promiscuous);
+        let allmulti = promisc || self.filter.allmulticast;
+        let Some(st) = self.started.as_mut() else {
+            return Ok(());
+        };
+        let Some(old) = st.rss.as_ref().map(|q| q.qpn) else {
+            return Ok(());
+        };
+        let (base, n) = (st.rx[0].0.qpn, st.rx.len() as u32);
+        let mut hca = lock(&self.card);
+        let new = hca.create_qp(rss_qp_spec(port, st.rx[0].1.cqn, (base, n), rss))?;
+        let mut moved = Vec::new();
+        let mut res = Ok(());
+        for &mac in &st.attached {
+            res = hca.move_mac(port, mac, old, new.qpn);
+            if res.is_err() {
+                break;
+            }
+            moved.push(mac);
+        }
+        let list = |on: bool| if on { vec![new.qpn] } else { Vec::new() };
+        res = res
+            .and_then(|()| hca.set_promisc_qps(port, true, &list(promisc)))
+            .and_then(|()| hca.set_promisc_qps(port, false, &list(allmulti)));
+        if let Err(e) = res {
+            for mac in moved {
+                let _ = hca.move_mac(port, mac, new.qpn, old);
+            }
+            let old_list = |on: bool| if on { vec![old] } else { Vec::new() };
+            let _ = hca.set_promisc_qps(port, true, &old_list(promisc));
+            let _ = hca.set_promisc_qps(port, false, &old_list(allmulti));
+            hca.destroy_qp(new);
+            return Err(e);
+        }
+        if let Some(q) = st.rss.replace(new) {
+            hca.destroy_qp(q);
+        }
         Ok(())
     }
 
@@ -600,6 +658,17 @@ impl Device for Mlx4Device {
             reta_size: 0,
             key: true,
         }
+    }
+
+    /// A new RSS QP takes over from the running one (`swap_rss_qp`).
+    fn set_rss_hash(
+        &mut self,
+        _name: &str,
+        rss: &RssConfig,
+        _rx_queues: u16,
+    ) -> Result<(), rpmd_pmd::Error> {
+        self.swap_rss_qp(rss)
+            .map_err(|e| self.err("changing the RSS settings", e))
     }
 
     /// Port changes the async EQ's interrupt wakes the card's watcher

@@ -133,6 +133,29 @@ impl Hca {
     }
 
     /// Undoes [`Hca::attach_mac`]; an entry left empty leaves its chain.
+    /// Moves MAC `mac`'s steering on `port` from QP `from` to QP `to`
+    /// with one WRITE_MCG that swaps the member in place, so that the
+    /// device steers each frame to one of them, never to neither or both.
+    pub(crate) fn move_mac(
+        &mut self,
+        port: u8,
+        mac: [u8; 6],
+        from: u32,
+        to: u32,
+    ) -> Result<(), Error> {
+        let gid = mac_gid(port, mac[0] & 1 == 0, mac);
+        let missing = || Error::Firmware(format!("{mac:02x?} is not steered to QP {from:#x}"));
+        let Found::At { idx, mut mgm, .. } = self.find_group(&gid)? else {
+            return Err(missing());
+        };
+        let n = members(&mgm);
+        let Some(slot) = mgm.qp[..n].iter_mut().find(|q| q.get() & 0xff_ffff == from) else {
+            return Err(missing());
+        };
+        *slot = Be32::new(slot.get() & !0xff_ffff | to);
+        self.write_mcg(idx, &mgm)
+    }
+
     pub(crate) fn detach_mac(&mut self, port: u8, mac: [u8; 6], qpn: u32) -> Result<(), Error> {
         let gid = mac_gid(port, mac[0] & 1 == 0, mac);
         let Found::At { idx, prev, mut mgm } = self.find_group(&gid)? else {

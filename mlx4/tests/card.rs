@@ -240,3 +240,109 @@ fn the_app_s_rss_key_and_hash_kinds_reach_the_card() {
     drop(q);
     port.stop().unwrap();
 }
+
+/// New RSS settings on a running port: a new RSS QP takes the steering
+/// over while frames keep arriving. Every frame sent from another thread
+/// during the update reaches one receive queue exactly once (the swap of
+/// each steering entry is one WRITE_MCG, so none finds no QP or two);
+/// afterwards flows hash with the new key over addresses and ports; the
+/// settings read back; the model saw nothing it would refuse.
+#[test]
+fn an_rss_update_while_running_loses_no_frame() {
+    use rpmd_mlx4::model::{RxOutcome, PORT_MAC};
+    use rpmd_pmd::net::rss::{ipv4_input, toeplitz};
+    use rpmd_pmd::port::{RssConfig, RssHash};
+    use rpmd_pmd::PortConfig;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // Commands take a real card's time, so frames arrive while each runs.
+    let opts = ModelOptions {
+        fw_timing: Some(rpmd_mlx4::model::FwTiming::REALISTIC),
+        ..ModelOptions::default()
+    };
+    let model = Mlx4Model::new("0000:00:13.0".parse().unwrap(), opts);
+    let func = model.open(&rpmd_pmd::DmaDomain::new()).unwrap();
+    let hca = rpmd_mlx4::Hca::open(func, &rpmd_mlx4::Options::default()).unwrap();
+    let card = std::sync::Arc::new(std::sync::Mutex::new(hca));
+    let mut port = rpmd_mlx4::ethdev::open_port("mlx4-rss-live", card, 1, 0).unwrap();
+    let p = pool("mlx4-rss-live");
+    let rss = RssConfig {
+        hash: RssHash::IPV4,
+        key: rpmd_mlx4::ethdev::RSS_KEY,
+        reta: Vec::new(),
+    };
+    port.configure(&PortConfig {
+        rx_queues: 4,
+        rss,
+        ..conf(&p)
+    })
+    .unwrap();
+    let mut q = port.start().unwrap();
+    let flow = |k: u16| {
+        let mut f = udp_frame(PORT_MAC, 80, k as u8);
+        f[34..36].copy_from_slice(&(1000 + k).to_be_bytes());
+        f
+    };
+    let drain = |q: &mut rpmd_pmd::port::Queues| -> Vec<(u16, u16, u32)> {
+        (0..4u16)
+            .flat_map(|rxq| {
+                let mut pkts = Pkts::new();
+                while q.rx_burst(rxq, &mut pkts, 32) == 32 {}
+                let got: Vec<_> = pkts
+                    .iter()
+                    .map(|m| {
+                        let d = m.data();
+                        (rxq, u16::from_be_bytes([d[34], d[35]]) - 1000, m.rss_hash())
+                    })
+                    .collect();
+                got
+            })
+            .collect()
+    };
+    let key: [u8; 40] = std::array::from_fn(|i| (i as u8).wrapping_mul(11) ^ 0xc3);
+    let done = AtomicBool::new(false);
+    let outcomes = std::thread::scope(|sc| {
+        let sender = sc.spawn(|| {
+            let (mut out, mut after) = (Vec::new(), 0);
+            while after < 16 && out.len() < 200 {
+                after += usize::from(done.load(Ordering::Acquire));
+                out.push(model.inject(1, &flow(out.len() as u16)));
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+            out
+        });
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        port.set_rss_hash(RssHash::IPV4 | RssHash::IPV4_UDP, Some(key))
+            .unwrap();
+        done.store(true, Ordering::Release);
+        sender.join().unwrap()
+    });
+    let n = outcomes.len();
+    assert!(
+        outcomes.iter().all(|o| *o == RxOutcome::Delivered(1)),
+        "{outcomes:?}"
+    );
+    let mut seen: Vec<u16> = drain(&mut q).iter().map(|r| r.1).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..n as u16).collect::<Vec<_>>(), "each frame once");
+    for k in 0..32u16 {
+        assert_eq!(model.inject(1, &flow(k)), RxOutcome::Delivered(1));
+        let want = toeplitz(
+            &key,
+            &ipv4_input([10, 0, 0, 1], [10, 0, 0, 2], Some((1000 + k, 5678))),
+        );
+        assert_eq!(
+            drain(&mut q),
+            vec![((want & 3) as u16, k, want)],
+            "flow {k}"
+        );
+    }
+    let shown = port.rss_conf().unwrap();
+    assert_eq!(
+        (shown.hash, shown.key),
+        (RssHash::IPV4 | RssHash::IPV4_UDP, key)
+    );
+    drop(q);
+    port.stop().unwrap();
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
+    eprintln!("{n} frames sent across the update");
+}
