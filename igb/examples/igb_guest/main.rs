@@ -20,7 +20,8 @@
 //! as `pci:` ports through the registry, and frames between them
 //! ([`frames`]): 200 each way byte for byte, a chained send, checksum
 //! and VLAN offloads, the receive filter, a jumbo frame, the counters,
-//! every mbuf home after the stop.
+//! every mbuf home after the stop. Before them, A's DMA to an address
+//! mapped nowhere, blocked by the IOMMU ([`iommu`]).
 //!
 //! With `--dpdk-peer BDF,MAC`: the port at BDF against DPDK's igb PMD in
 //! testpmd on the other 82576 (MAC) ([`dpdk_peer`]).
@@ -35,6 +36,7 @@
 //! Prints `case ...: ok|FAIL` lines and `igb_guest: N passed, M failed`.
 mod dpdk_peer;
 mod frames;
+mod iommu;
 mod lcore;
 mod linux_peer;
 
@@ -105,6 +107,10 @@ fn refuses(bdf: &str) -> R<String> {
 
 /// The frame cases on the two cabled ports; a failed open ends them.
 fn pair_cases(a: &str, b: &str, case: &mut impl FnMut(String, R<String>)) {
+    case(
+        format!("igb IOMMU blocks a write by {a}"),
+        iommu::blocked(a, b),
+    );
     let mut p = match frames::Pair::open(a, b) {
         Ok(p) => p,
         Err(e) => return case(format!("igb ports pci:{a} and pci:{b} start"), Err(e)),
