@@ -58,7 +58,14 @@ impl LinkWatch {
         let pace = Duration::from_millis(100);
         let thread = WatchThread::spawn("virtio-link", move || {
             let woken = match &config_irq {
-                Some(fd) => fd.wait(pace).unwrap_or(0) > 0,
+                Some(fd) => match fd.wait(pace) {
+                    Ok(n) => n > 0,
+                    // A failed wait returns at once: pace the retries.
+                    Err(_) => {
+                        std::thread::sleep(pace);
+                        false
+                    }
+                },
                 None => {
                     std::thread::sleep(pace);
                     false
