@@ -83,8 +83,29 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
     }
 
     /// Whether the header checksum is right.
+    #[inline]
     pub fn checksum_ok(&self) -> bool {
-        ipv4_header_checksum(self.header()) == self.checksum()
+        let h = self.header();
+        // A header without options: the one's-complement sum of all of it,
+        // its checksum field included, is 0xffff exactly when the field is
+        // right (RFC 1071 §4.1). Summed as five native-order 32-bit words
+        // (the sum does not depend on byte order, §2(B)); a field of
+        // 0xffff, which no sender computes, takes the exact path.
+        if let Ok(w) = <&[u8; 20]>::try_from(h) {
+            let mut sum = 0u64;
+            for k in 0..5 {
+                sum +=
+                    u32::from_ne_bytes([w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]]) as u64;
+            }
+            let sum = (sum & 0xffff_ffff) + (sum >> 32);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            if sum == 0xffff && self.checksum() != 0xffff {
+                return true;
+            }
+        }
+        ipv4_header_checksum(h) == self.checksum()
     }
 
     /// Source address.

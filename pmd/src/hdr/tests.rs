@@ -284,3 +284,47 @@ fn mac_addresses_parse_as_they_print() {
         assert!(e.contains("is not a MAC address"), "{bad}: {e}");
     }
 }
+
+/// `checksum_ok`'s fast path (an option-less header summed whole as
+/// 32-bit words) says what the exact comparison says, for every stored
+/// value near the right one and for headers whose right checksum is 0
+/// (stored as 0x0000, or as 0xffff, which only the exact path refuses).
+#[test]
+fn checksum_ok_agrees_with_the_exact_comparison() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..20_000u32 {
+        let mut h = [0u8; 20];
+        for b in h.iter_mut() {
+            *b = next() as u8;
+        }
+        h[0] = 0x45;
+        h[2..4].copy_from_slice(&20u16.to_be_bytes());
+        let right = crate::net::ipv4_header_checksum(&h);
+        let stored = match round % 4 {
+            0 => right,
+            1 => right.wrapping_add(1 + (next() % 3) as u16),
+            2 => 0xffff,
+            _ => next() as u16,
+        };
+        h[10..12].copy_from_slice(&stored.to_be_bytes());
+        let ip = Ipv4::new_checked(&h[..]).unwrap();
+        assert_eq!(ip.checksum_ok(), stored == right, "header {h:02x?}");
+    }
+    // A header whose right checksum is 0: 0x0000 passes, 0xffff does not.
+    let mut h = [
+        0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let s = crate::net::ones_sum(&h, 0);
+    let fix = 0xffffu32 - crate::net::fold(s) as u32;
+    h[12..14].copy_from_slice(&(fix as u16).to_be_bytes());
+    assert_eq!(crate::net::ipv4_header_checksum(&h), 0);
+    assert!(Ipv4::new_checked(&h[..]).unwrap().checksum_ok());
+    h[10..12].copy_from_slice(&[0xff, 0xff]);
+    assert!(!Ipv4::new_checked(&h[..]).unwrap().checksum_ok());
+}
