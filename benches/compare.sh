@@ -85,7 +85,9 @@ if [ -n "$pkgs" ]; then
 fi
 echo "== building rpmd benchmarks and apps (release)"
 cargo build --release -q -p rpmd-benches -p rpmd-apps --bins
-huge_setup 1024
+# 512 MB for the generator and 1024 for a DPDK device under test
+# (l3fwd's exact-match tables take over 400) in the forwarding suites.
+huge_setup 2048
 OUT=target/compare
 mkdir -p "$OUT"
 

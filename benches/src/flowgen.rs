@@ -88,9 +88,12 @@ pub fn measure(
     dut: impl FnOnce(&[String; 2]) -> Command,
 ) -> f64 {
     let g = start(huge, size);
-    let child = dut(&socks())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+    let log_path = std::env::temp_dir().join(format!("rpmd-dut-{}.log", std::process::id()));
+    let log = std::fs::File::create(&log_path).expect("the device under test's log");
+    let mut cmd = dut(&socks());
+    let child = cmd
+        .stdout(log.try_clone().expect("the device under test's log"))
+        .stderr(log)
         .spawn()
         .expect("the device under test (dpdk-testpmd, DPDK's l3fwd, or an rpmd app built with --release)");
     let dut = Proc(child);
@@ -100,20 +103,31 @@ pub fn measure(
         Some(p) => stop_dpdk(dut, huge, p),
         None => drop(dut),
     }
+    if r <= 0.0 {
+        // A device under test that forwarded nothing failed: say why.
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(12).collect();
+        eprintln!("  the device under test forwarded nothing: {cmd:?}");
+        for l in tail.iter().rev() {
+            eprintln!("    | {l}");
+        }
+    }
+    let _ = std::fs::remove_file(&log_path);
     r
 }
 
 /// A DPDK program as the device under test on CPU 1: `--no-pci`, its
-/// EAL options (`eal`, e.g. the lcores), file prefix `prefix`, 512 MB of
-/// hugepages in one file per segment list (a virtio-user port shares them
-/// by fd), and a `net_virtio_user` port on each socket; the caller adds
-/// `--` and the program's own options.
+/// EAL options (`eal`, e.g. the lcores), file prefix `prefix`, 1 GB of
+/// hugepages (l3fwd's exact-match tables take over 400 MB) in one file
+/// per segment list (a virtio-user port shares them by fd), and a
+/// `net_virtio_user` port on each socket; the caller adds `--` and the
+/// program's own options.
 pub fn dpdk_dut(program: &str, eal: &[&str], prefix: &str, huge: &str, s: &[String; 2]) -> Command {
     let mut c = Command::new(program);
     c.arg("--no-pci")
         .args(eal)
         .arg(format!("--file-prefix={prefix}"))
-        .args(["--huge-dir", huge, "-m", "512", "--single-file-segments"])
+        .args(["--huge-dir", huge, "-m", "1024", "--single-file-segments"])
         .args(["--log-level=lib.eal:error", "--log-level=user1:error"])
         .args([
             "--vdev",

@@ -131,6 +131,19 @@ fn main() {
         }
     }
     flowgen::clean();
+    // A side that forwarded nothing is a failed run, not a ratio.
+    let failed: Vec<String> = rows
+        .iter()
+        .filter(|r| r.3 <= 0.0 || r.4 <= 0.0)
+        .map(|r| format!("{} {} burst {}", r.0, r.1, r.2))
+        .collect();
+    if !failed.is_empty() {
+        eprintln!(
+            "compare_l2fwd: no RESULT: a forwarder forwarded nothing in {} (its log above)",
+            failed.join(", ")
+        );
+        std::process::exit(1);
+    }
     let worst = |f: &dyn Fn(usize) -> bool| {
         rows.iter()
             .filter(|r| f(r.2))

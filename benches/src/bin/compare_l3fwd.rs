@@ -137,6 +137,7 @@ fn main() {
     );
     let mut plot = rpmd_benches::PlotCsv::from_env(&["DPDK", "rpmd"]);
     let (mut worst, mut logs, mut n) = (0.0f64, 0.0f64, 0);
+    let mut failed = Vec::new();
     for (lookup, size) in [("lpm", 64), ("em", 64), ("lpm", 512), ("em", 512)] {
         let (mut d, mut r) = (Vec::new(), Vec::new());
         for i in 0..o.runs {
@@ -150,6 +151,9 @@ fn main() {
             );
         }
         let (dm, rm) = (median(d), median(r));
+        if dm <= 0.0 || rm <= 0.0 {
+            failed.push(format!("{lookup} {size}"));
+        }
         let ratio = if rm > 0.0 { dm / rm } else { f64::INFINITY };
         println!("{lookup:<6} {size:>6} {dm:>10.3} {rm:>10.3} {ratio:>10.3}");
         plot.row(&format!("{lookup} {size}"), &[dm, rm]);
@@ -160,6 +164,14 @@ fn main() {
     flowgen::clean();
     for f in [&o.rules.0, &o.rules.1, &o.rules.2, &o.rules.3] {
         let _ = std::fs::remove_file(f);
+    }
+    // A router that forwarded nothing is a failed run, not a ratio.
+    if !failed.is_empty() {
+        eprintln!(
+            "compare_l3fwd: no RESULT: a router forwarded nothing in {} (its log above)",
+            failed.join(", ")
+        );
+        std::process::exit(1);
     }
     println!(
         "RESULT l3fwd worst_ratio={worst:.3} geomean={:.3}",
