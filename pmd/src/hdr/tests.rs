@@ -328,3 +328,38 @@ fn checksum_ok_agrees_with_the_exact_comparison() {
     h[10..12].copy_from_slice(&[0xff, 0xff]);
     assert!(!Ipv4::new_checked(&h[..]).unwrap().checksum_ok());
 }
+
+/// `decrement_ttl`'s checksum is RFC 1624's update of the TTL word, for
+/// every TTL and stored checksums across the range, and a right header
+/// stays right.
+#[test]
+fn decrement_ttl_is_the_rfc_1624_update() {
+    for ttl in 2..=255u8 {
+        for (k, stored) in [0u16, 1, 0x00ff, 0x0100, 0x7fff, 0xfeff, 0xfffe, 0xffff]
+            .into_iter()
+            .enumerate()
+        {
+            let proto = (k as u8).wrapping_mul(37);
+            let mut h = [
+                0x45u8, 0, 0, 20, 0, 0, 0, 0, ttl, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+            ];
+            h[10..12].copy_from_slice(&stored.to_be_bytes());
+            let want = crate::net::checksum_update(stored, &[ttl, proto], &[ttl - 1, proto]);
+            let mut ip = Ipv4::new_checked(&mut h[..]).unwrap();
+            assert_eq!(ip.decrement_ttl(), Some(ttl - 1));
+            assert_eq!(
+                (ip.ttl(), ip.checksum()),
+                (ttl - 1, want),
+                "ttl {ttl} checksum {stored:#06x}"
+            );
+        }
+        let mut h = [
+            0x45u8, 0, 0, 20, 0, 0, 0, 0, ttl, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        let c = crate::net::ipv4_header_checksum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut ip = Ipv4::new_checked(&mut h[..]).unwrap();
+        ip.decrement_ttl();
+        assert!(ip.checksum_ok(), "ttl {ttl}");
+    }
+}
