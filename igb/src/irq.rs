@@ -137,13 +137,8 @@ impl LinkWatch {
         let counts: Arc<[AtomicU64; 2]> = Arc::default();
         let seen = counts.clone();
         let thread = WatchThread::spawn("igb-link", move || {
-            let pace = Duration::from_millis(100);
-            match other.wait(pace) {
-                Ok(n) if n > 0 => {}
-                Ok(_) => return,
-                // A wait that fails returns at once: pace the retries so
-                // the watch does not spin a CPU.
-                Err(_) => return std::thread::sleep(pace),
+            if !other.wait(Duration::from_millis(100)).is_ok_and(|n| n > 0) {
+                return;
             }
             seen[0].fetch_add(1, Ordering::Relaxed);
             if regs.read32(ICR).is_ok_and(|c| c & ICR_LSC != 0) {

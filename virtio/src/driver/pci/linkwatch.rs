@@ -58,14 +58,7 @@ impl LinkWatch {
         let pace = Duration::from_millis(100);
         let thread = WatchThread::spawn("virtio-link", move || {
             let woken = match &config_irq {
-                Some(fd) => match fd.wait(pace) {
-                    Ok(n) => n > 0,
-                    // A failed wait returns at once: pace the retries.
-                    Err(_) => {
-                        std::thread::sleep(pace);
-                        false
-                    }
-                },
+                Some(fd) => fd.wait(pace).unwrap_or(0) > 0,
                 None => {
                     std::thread::sleep(pace);
                     false
