@@ -115,10 +115,10 @@ fn the_default_yields_its_spin_to_a_sibling_that_needs_the_cpu() {
         signal: SignalKind::Off,
         ..LcoreConfig::default()
     };
-    // Interleaved, twice each: the better of each mode.
+    // Interleaved, three times each: the better of each mode.
     let mut best = [0u64; 2];
     let mut yields = 0;
-    for _ in 0..2 {
+    for _ in 0..3 {
         best[0] = best[0].max(sibling_round_trips(off.clone(), 0.5).0);
         let (t, y) = sibling_round_trips(LcoreConfig::default(), 0.5);
         best[1] = best[1].max(t);
@@ -129,10 +129,13 @@ fn the_default_yields_its_spin_to_a_sibling_that_needs_the_cpu() {
         best[1], best[0]
     );
     assert!(yields > 0, "the default lcore never yielded");
-    // Measured here: about twice (the partner's own wake-up on an idle
-    // CPU bounds the rest); 1.5x leaves a wide margin.
+    // Measured: about twice on the first hosts; 1.45-1.52x on an Intel
+    // guest with Linux 6.18, whose scheduler hands a woken sibling the
+    // CPU from a spinning lcore quickly even with the yield off (CI read
+    // 1.447 against the 1.5x this asked once). The partner's own wake-up
+    // on an idle CPU bounds the rest. 1.25x keeps a margin on both.
     assert!(
-        2 * best[1] >= 3 * best[0],
+        4 * best[1] >= 5 * best[0],
         "round trips of a sibling on the spinning lcore's CPU: {} with the default, {} with the yield off",
         best[1],
         best[0]
