@@ -1,5 +1,5 @@
-//! The registry's way to an 82576 port: `pci:BDF` for a function bound
-//! to vfio-pci whose IDs are the 82576 family's.
+//! The registry's way to an igb port: `pci:BDF` for a function bound to
+//! vfio-pci whose IDs are an 82576's, 82580's or I350's.
 use crate::regs::{DEVICE_IDS, VENDOR_INTEL};
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::pci::{PciDevice, PciId};
@@ -42,7 +42,7 @@ const FEATURES: &[Declared] = &[
     (Feature::FwVersion, Support::Yes),
 ];
 
-/// The 82576 PCI driver.
+/// The igb PCI driver.
 pub struct IgbDriver;
 
 impl PciDriver for IgbDriver {
@@ -69,7 +69,7 @@ impl PciDriver for IgbDriver {
         let p = crate::ethdev::open_port(&name, func, args.port_id()).map_err(|e| {
             rpmd_pmd::Error::Driver {
                 port: name.clone(),
-                what: "opening the 82576".into(),
+                what: "opening the igb function".into(),
                 source: Box::new(e),
             }
         })?;

@@ -3,8 +3,8 @@
 /// The igb driver's errors.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The function is not an 82576.
-    #[error("{addr}: {vendor:04x}:{device:04x} is not an Intel 82576 (igb takes 8086:{known})")]
+    /// The function is not an igb family member the driver runs.
+    #[error("{addr}: {vendor:04x}:{device:04x} is not an Intel 82576, 82580 or I350 (igb takes 8086:{known})")]
     NotIgb {
         /// The function's address.
         addr: String,
@@ -17,12 +17,29 @@ pub enum Error {
     },
     /// The EEPROM image's checksum is wrong: its contents (the MAC
     /// address among them) cannot be trusted.
-    #[error("{addr}: the EEPROM checksum is not valid (words 0x00-0x3F sum to {sum:#06x}, not 0xbaba): the NVM image is corrupt")]
+    #[error("{addr}: the EEPROM checksum is not valid (words {first:#06x}-{last:#06x} sum to {sum:#06x}, not 0xbaba): the NVM image is corrupt")]
     EepromChecksum {
         /// The function's address.
         addr: String,
+        /// The section's first word.
+        first: u16,
+        /// Its checksum word.
+        last: u16,
         /// What the words summed to.
         sum: u16,
+    },
+    /// The function's link is not the internal copper PHY's, which is
+    /// the only one the driver brings up.
+    #[error("{addr}: the {family}'s link mode is {mode} (CTRL_EXT bits 23:22 = {bits:#04b}); rpmd's igb drives the internal copper PHY only")]
+    LinkMode {
+        /// The function's address.
+        addr: String,
+        /// The family member.
+        family: &'static str,
+        /// The mode's name.
+        mode: &'static str,
+        /// The mode's bits.
+        bits: u32,
     },
     /// A PHY register access that no PHY answered.
     #[error("{addr}: PHY register {reg}: the MDI access failed (MDIC error bit)")]

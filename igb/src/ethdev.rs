@@ -1,4 +1,4 @@
-//! An 82576 port as an rpmd [`Port`](rpmd_pmd::Port): the generic
+//! An igb port (82576, 82580, I350) as an rpmd [`Port`](rpmd_pmd::Port): the generic
 //! [`EthDev`] over [`IgbDevice`], opened as `pci:BDF` through the
 //! registry (the driver is picked by vendor and device ID).
 //!
@@ -34,11 +34,6 @@ use rpmd_pmd::{Mempool, Pkts};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Most queues each way a port hands out (the 82576 has 16 of each;
-/// several receive queues are fed by RSS).
-pub const MAX_TX_QUEUES: u16 = MAX_QUEUES;
-/// Most receive queues.
-pub const MAX_RX_QUEUES: u16 = MAX_QUEUES;
 /// The flows RSS hashes: IPv4 and IPv6 on addresses, and their TCP and
 /// UDP flows on addresses and ports.
 const RSS_FIELDS: [(RssHash, u32); 6] = [
@@ -74,15 +69,17 @@ const OFFLOADS: Offloads = Offloads(
         | Offloads::TX_VLAN_INSERT.0,
 );
 
-/// One 82576 port: the generic port over its device.
+/// One igb port: the generic port over its device.
 pub type IgbPort = EthDev<IgbDevice>;
 
-/// Opens the 82576 at `func` as port `name` (its device string), stamping
-/// received mbufs with `port_id`: reset, MAC address, EEPROM version,
+/// Opens the igb function at `func` as port `name` (its device string),
+/// stamping received mbufs with `port_id`: reset, link mode checked (the
+/// internal copper PHY), EEPROM checksums, MAC address, EEPROM version,
 /// statistics zeroed, link up.
 pub fn open_port(name: &str, func: Arc<dyn PciFunction>, port_id: u16) -> Result<IgbPort, Error> {
     let hw = Hw::open(func)?;
     hw.reset()?;
+    hw.check_link_mode()?;
     hw.check_eeprom()?;
     let mac = match hw.mac()? {
         Some(m) => m,
@@ -122,7 +119,7 @@ struct Started {
     watch: Option<LinkWatch>,
 }
 
-/// The device side of one 82576 port.
+/// The device side of one igb port.
 pub struct IgbDevice {
     /// The device string, for errors.
     name: String,
@@ -351,7 +348,9 @@ impl IgbDevice {
         )?;
         hw.write(VET, 0x8100)?;
         for (k, w) in self.vfta.iter().enumerate() {
-            hw.write(VFTA + 4 * k as u64, *w)?;
+            for _ in 0..hw.family().vfta_writes() {
+                hw.write(VFTA + 4 * k as u64, *w)?;
+            }
         }
         hw.write(RLPML, Self::max_frame(self.mtu))
     }
@@ -515,8 +514,8 @@ impl Device for IgbDevice {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            max_rx_queues: MAX_RX_QUEUES,
-            max_tx_queues: MAX_TX_QUEUES,
+            max_rx_queues: self.hw.family().queues(),
+            max_tx_queues: self.hw.family().queues(),
             min_desc: MIN_DESC,
             max_desc: MAX_DESC,
             desc_pow2: true,
@@ -691,8 +690,8 @@ impl Device for IgbDevice {
         let w = &mut self.vfta[reg];
         *w = if on { *w | bit } else { *w & !bit };
         let v = *w;
-        self.hw
-            .write(VFTA + 4 * reg as u64, v)
+        (0..self.hw.family().vfta_writes())
+            .try_for_each(|_| self.hw.write(VFTA + 4 * reg as u64, v))
             .map_err(|e| self.err("programming the VLAN filter table", e))
     }
 

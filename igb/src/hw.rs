@@ -1,7 +1,9 @@
-//! The 82576 as the driver brings it up: identity, reset, the EEPROM, the
-//! MAC address, the PHY and the link (datasheet §4.3 "Device
-//! Initialization": mask interrupts, stop the queues, reset, wait for the
-//! EEPROM's auto-read, mask again).
+//! An igb function as the driver brings it up: identity (which
+//! [`Family`] member), reset, the EEPROM, the MAC address, the PHY and the
+//! link (82576 datasheet §4.3 "Device Initialization": mask interrupts,
+//! stop the queues, reset, wait for the EEPROM's auto-read, mask again;
+//! the 82580's and I350's are the same steps).
+use crate::family::Family;
 use crate::regs::*;
 use crate::Error;
 use rpmd_pmd::function::{cfg, wait_until, PciFunction, Regs};
@@ -28,11 +30,12 @@ pub struct LinkStatus {
     pub full_duplex: bool,
 }
 
-/// An 82576 function with its register BAR mapped.
+/// An igb function with its register BAR mapped.
 pub struct Hw {
     func: Arc<dyn PciFunction>,
     bar: Arc<Regs>,
     addr: String,
+    family: Family,
 }
 
 impl Hw {
@@ -46,7 +49,8 @@ impl Hw {
         let c = func.config().map_err(fail("config space"))?;
         let vendor = c.read16(cfg::VENDOR).map_err(fail("vendor ID"))?;
         let device = c.read16(cfg::DEVICE).map_err(fail("device ID"))?;
-        if vendor != VENDOR_INTEL || !DEVICE_IDS.contains(&device) {
+        let family = Family::of(device).filter(|_| vendor == VENDOR_INTEL);
+        let Some(family) = family else {
             let known: Vec<String> = DEVICE_IDS.iter().map(|d| format!("{d:04x}")).collect();
             return Err(Error::NotIgb {
                 addr,
@@ -54,9 +58,44 @@ impl Hw {
                 device,
                 known: known.join("/"),
             });
-        }
+        };
         let bar = Arc::new(func.bar(0).map_err(fail("BAR 0 (registers)"))?);
-        Ok(Hw { func, bar, addr })
+        Ok(Hw {
+            func,
+            bar,
+            addr,
+            family,
+        })
+    }
+
+    /// Which member of the family it is.
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// Which LAN function of its device it is (STATUS.FUNC_ID: 0-3).
+    pub fn lan_function(&self) -> Result<u8, Error> {
+        Ok(((self.read(STATUS)? & STATUS_FUNC_MASK) >> STATUS_FUNC_SHIFT) as u8)
+    }
+
+    /// Refuses a function whose link mode (CTRL_EXT, loaded from the
+    /// NVM at reset) is not the internal copper PHY's: SerDes, SGMII and
+    /// 1000BASE-KX links need their PCS set up, which this driver does
+    /// not do.
+    pub fn check_link_mode(&self) -> Result<(), Error> {
+        let bits = (self.read(CTRL_EXT)? & CTRL_EXT_LINK_MODE_MASK) >> 22;
+        let mode = match bits {
+            0 => return Ok(()),
+            1 => "1000BASE-KX",
+            2 => "SGMII",
+            _ => "SerDes",
+        };
+        Err(Error::LinkMode {
+            addr: self.addr.clone(),
+            family: self.family.name(),
+            mode,
+            bits,
+        })
     }
 
     /// The function's address.
@@ -149,28 +188,38 @@ impl Hw {
         Ok((v >> EERD_DATA_SHIFT) as u16)
     }
 
-    /// Checks the EEPROM image's checksum: words 0x00-0x3F sum to
-    /// [`NVM_SUM`] (datasheet §6.1; Linux refuses the device otherwise,
-    /// "The NVM Checksum Is Not Valid").
+    /// Checks the EEPROM image's checksums: in every section the family
+    /// keeps one for ([`Family::nvm_checked_sections`]), words 0x00-0x3F
+    /// of the section sum to [`NVM_SUM`] (datasheet §6.1; Linux refuses
+    /// the device otherwise, "The NVM Checksum Is Not Valid").
     pub fn check_eeprom(&self) -> Result<(), Error> {
-        let mut sum = 0u16;
-        for w in 0..=NVM_CHECKSUM_WORD {
-            sum = sum.wrapping_add(self.eeprom_word(w)?);
-        }
-        if sum != NVM_SUM {
-            return Err(Error::EepromChecksum {
-                addr: self.addr.clone(),
-                sum,
-            });
+        let compat = self.eeprom_word(NVM_COMPATIBILITY_REG_3)?;
+        for f in 0..self.family.nvm_checked_sections(compat) {
+            let first = self.family.nvm_section(f);
+            let last = first + NVM_CHECKSUM_WORD;
+            let mut sum = 0u16;
+            for w in first..=last {
+                sum = sum.wrapping_add(self.eeprom_word(w)?);
+            }
+            if sum != NVM_SUM {
+                return Err(Error::EepromChecksum {
+                    addr: self.addr.clone(),
+                    first,
+                    last,
+                    sum,
+                });
+            }
         }
         Ok(())
     }
 
-    /// The MAC address the EEPROM holds (words 0-2).
+    /// The MAC address the EEPROM holds for this LAN function (words 0-2
+    /// of its section).
     pub fn eeprom_mac(&self) -> Result<MacAddr, Error> {
+        let base = self.family.nvm_section(self.lan_function()?);
         let mut m = [0u8; 6];
         for (k, &w) in NVM_MAC.iter().enumerate() {
-            let v = self.eeprom_word(w)?;
+            let v = self.eeprom_word(base + w)?;
             m[2 * k..2 * k + 2].copy_from_slice(&v.to_le_bytes());
         }
         Ok(MacAddr(m))
@@ -189,11 +238,29 @@ impl Hw {
         Ok(Some(MacAddr(m)))
     }
 
-    /// The EEPROM image version, as "major.minor-id" (word 5: major in
-    /// bits 15:12, minor in 11:4, image ID in 3:0).
+    /// The EEPROM image version as Linux's igb reads it
+    /// (`igb_get_fw_version`): word 5 holds the major in bits 15:12. The
+    /// 82576's and 82580's images without an eTrack ID give "major.minor-
+    /// id" (minor in bits 11:4, image ID in 3:0); the others "major.minor,
+    /// 0xETRACK" (minor in bits 11:4 when bits 11:8 are set, else in 7:0).
     pub fn fw_version(&self) -> Result<String, Error> {
         let v = self.eeprom_word(NVM_VERSION)?;
-        Ok(format!("{}.{}-{}", v >> 12, (v >> 4) & 0xff, v & 0xf))
+        let etrack_hi = self.eeprom_word(NVM_ETRACK_WORD + 1)?;
+        let etrack = etrack_hi & 0xf000 == NVM_ETRACK_VALID;
+        if !etrack && !self.family.new_version_format() {
+            return Ok(format!("{}.{}-{}", v >> 12, (v >> 4) & 0xff, v & 0xf));
+        }
+        let minor = if v & 0x0f00 == 0 {
+            v & 0xff
+        } else {
+            (v >> 4) & 0xff
+        };
+        let mut s = format!("{}.{}", v >> 12, minor);
+        if etrack {
+            let lo = self.eeprom_word(NVM_ETRACK_WORD)?;
+            s += &format!(", {:#010x}", (etrack_hi as u32) << 16 | lo as u32);
+        }
+        Ok(s)
     }
 
     /// Reads PHY register `reg` through MDIC.

@@ -56,12 +56,6 @@ fn set_ivar(hw: &Hw, n: u32, vector: u32) -> Result<(), Error> {
     hw.write(reg, v | (vector | IVAR_VALID) << shift)
 }
 
-/// The IVAR entry of receive queue `q` on the 82576 (register `q mod 8`,
-/// byte 0 for queues 0-7, byte 2 for 8-15).
-fn rx_entry(q: u16) -> u32 {
-    4 * (q as u32 & 7) + if q & 8 != 0 { 2 } else { 0 }
-}
-
 /// Enables MSI-X with a vector per receive queue and one for the other
 /// causes, if the function has that many; `None` if it has fewer (the
 /// queues then offer no interrupt and the run loop's sleep timer wakes
@@ -85,7 +79,7 @@ pub(crate) fn enable(hw: &Hw, rx_queues: u16) -> Result<Option<Vectors>, Error> 
     hw.write(GPIE, GPIE_MSIX_MODE | GPIE_EIAME | GPIE_PBA | GPIE_NSICR)?;
     let rx_bits = (1u32 << (n - 1)) - 1;
     for q in 0..rx_queues {
-        set_ivar(hw, rx_entry(q), q as u32)?;
+        set_ivar(hw, hw.family().ivar_rx_entry(q), q as u32)?;
         hw.write(eitr(q as u32), 0)?;
     }
     hw.write(IVAR_MISC, (other_v | IVAR_VALID) << 8)?;

@@ -1,8 +1,12 @@
-//! A poll-mode driver for the Intel 82576 (igb) over the PCI function
-//! trait: VFIO on a real or emulated NIC, or a device model.
+//! A poll-mode driver for the Intel igb family (82576, 82580, I350) over
+//! the PCI function trait: VFIO on a real or emulated NIC, or a device
+//! model.
 //!
+//! - [`family`]: the members it runs and where they differ for it (queue
+//!   counts, the IVAR table's layout, each LAN function's NVM section);
+//!   the I210/I211 and the members' SerDes/SGMII links are not run.
 //! - [`hw::Hw`]: the device's bring-up: identity check against the
-//!   82576 family's IDs, reset as the datasheet orders it (interrupts
+//!   members' IDs, reset as the datasheet orders it (interrupts
 //!   masked, queues stopped, CTRL.RST, the EEPROM's auto-read awaited),
 //!   EEPROM reads through EERD (MAC address, image version), PHY
 //!   registers through MDIC, link up (CTRL.SLU) and the link's state.
@@ -12,7 +16,8 @@
 //!   the generic `EthDev` over the device, with its receive filter
 //!   (own address, 15 more unicast entries, the multicast hash table,
 //!   promiscuous and all-multicast), RSS over up to 16 receive queues
-//!   (Toeplitz, the hash in each mbuf), up to 16 transmit queues,
+//!   (8 on the 82580 and I350; Toeplitz, the hash in each mbuf), as many
+//!   transmit queues,
 //!   checksum, VLAN (strip, insert, the filter table) and TCP
 //!   segmentation (TSO) offloads in the device, jumbo frames, the
 //!   statistics registers as xstats and `imissed`, and MSI-X (`irq`): a
@@ -23,18 +28,20 @@
 //!   call per frame; a frame over several receive buffers arrives as an
 //!   mbuf chain, and a chain goes out as one descriptor per segment.
 //!
-//! - [`model`]: rpmd's own register-level model of the 82576, for the
-//!   host tests (`tests/model.rs`) and the broken devices QEMU's model
-//!   cannot be made into: stuck in reset, a corrupt EEPROM (the open
-//!   checks the image's checksum, as Linux does), hostile receive
-//!   write-backs.
+//! - [`model`]: rpmd's own register-level model of the 82576, which also
+//!   plays an 82580 or I350 (their queue counts, IVAR layout and NVM
+//!   sections; QEMU emulates neither), for the host tests
+//!   (`tests/model.rs`, `tests/family.rs`) and the broken devices QEMU's
+//!   model cannot be made into: stuck in reset, a corrupt EEPROM (the
+//!   open checks the image's checksums, as Linux does), a SerDes link,
+//!   hostile receive write-backs.
 //!
 //! Tested in the QEMU guest of `tests/vm/run.sh` against QEMU's own 82576
 //! model (`-device igb`): two of them cabled to each other, then the
 //! second driven in turn by DPDK's igb PMD (testpmd) and by Linux's igb
 //! driver and network stack. The registers, bits and layouts are checked
 //! against Linux's igb headers at test time (`tests/linux_defs.rs`). Not
-//! yet: SR-IOV, other members of the family.
+//! yet: SR-IOV, the I210/I211, SerDes/SGMII links.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -43,6 +50,7 @@ pub mod desc;
 mod driver;
 mod error;
 pub mod ethdev;
+pub mod family;
 pub mod hw;
 mod irq;
 pub mod model;

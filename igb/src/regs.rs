@@ -3,16 +3,44 @@
 //! Interface", register by register) and chapter 6 (the EEPROM map), and
 //! checked against the names and values in Linux's
 //! `drivers/net/ethernet/intel/igb/e1000_regs.h` and `e1000_defines.h`,
-//! which QEMU's `hw/net/igb_regs.h` copies. Offsets are from BAR 0.
+//! which QEMU's `hw/net/igb_regs.h` copies. Offsets are from BAR 0. The
+//! 82580 and I350 have these registers at the same offsets (their
+//! datasheets' chapter 8; Linux's igb uses one set of definitions for
+//! all); the NVM section layout and device IDs below are theirs, checked
+//! against Linux's `e1000_defines.h` and `e1000_hw.h`.
 
 /// PCI vendor ID of Intel.
 pub const VENDOR_INTEL: u16 = 0x8086;
-/// The 82576 family's device IDs (the datasheet; Linux
-/// `e1000_hw.h`): copper, fiber, SerDes, quad copper, quad copper ET2,
-/// NS, NS SerDes, SerDes quad. QEMU's `-device igb` is 0x10C9.
-pub const DEVICE_IDS: [u16; 8] = [
+/// The 82576's device IDs (the datasheet; Linux `e1000_hw.h`): copper,
+/// fiber, SerDes, quad copper, quad copper ET2, NS, NS SerDes, SerDes
+/// quad. QEMU's `-device igb` is 0x10C9.
+pub const DEVICE_IDS_82576: [u16; 8] = [
     0x10C9, 0x10E6, 0x10E7, 0x10E8, 0x1526, 0x150A, 0x1518, 0x150D,
 ];
+/// The 82580's device IDs (Linux `e1000_hw.h`): copper, fiber, SerDes,
+/// SGMII, dual copper, quad fiber.
+pub const DEVICE_IDS_82580: [u16; 6] = [0x150E, 0x150F, 0x1510, 0x1511, 0x1516, 0x1527];
+/// The I350's device IDs (Linux `e1000_hw.h`): copper, fiber, SerDes,
+/// SGMII.
+pub const DEVICE_IDS_I350: [u16; 4] = [0x1521, 0x1522, 0x1523, 0x1524];
+/// Every device ID the driver claims, the 82576's first.
+pub const DEVICE_IDS: [u16; 18] = {
+    let mut all = [0u16; 18];
+    let mut k = 0;
+    while k < 8 {
+        all[k] = DEVICE_IDS_82576[k];
+        k += 1;
+    }
+    while k < 14 {
+        all[k] = DEVICE_IDS_82580[k - 8];
+        k += 1;
+    }
+    while k < 18 {
+        all[k] = DEVICE_IDS_I350[k - 14];
+        k += 1;
+    }
+    all
+};
 
 /// Device Control.
 pub const CTRL: u64 = 0x0000;
@@ -31,6 +59,16 @@ pub const STATUS_FD: u32 = 1 << 0;
 pub const STATUS_LU: u32 = 1 << 1;
 /// STATUS: speed, bits 7:6 (00 10, 01 100, 1x 1000 Mb/s).
 pub const STATUS_SPEED_SHIFT: u32 = 6;
+/// STATUS: the LAN function this is, bits 3:2.
+pub const STATUS_FUNC_MASK: u32 = 0x0C;
+/// See [`STATUS_FUNC_MASK`].
+pub const STATUS_FUNC_SHIFT: u32 = 2;
+
+/// Extended Device Control.
+pub const CTRL_EXT: u64 = 0x0018;
+/// CTRL_EXT: link mode, bits 23:22 (00 the internal copper PHY, 01
+/// 1000BASE-KX, 10 SGMII, 11 SerDes).
+pub const CTRL_EXT_LINK_MODE_MASK: u32 = 0x00C0_0000;
 
 /// EEPROM/Flash Control.
 pub const EECD: u64 = 0x0010;
@@ -109,6 +147,26 @@ pub const NVM_SUM: u16 = 0xBABA;
 /// EEPROM word of the NVM image version ("EEPROM Image
 /// Version").
 pub const NVM_VERSION: u16 = 0x05;
+/// NVM compatibility word 3: bit 15 set on an 82580 whose four LAN
+/// functions' sections each keep a checksum.
+pub const NVM_COMPATIBILITY_REG_3: u16 = 0x03;
+/// See [`NVM_COMPATIBILITY_REG_3`].
+pub const NVM_COMPATIBILITY_BIT_MASK: u16 = 0x8000;
+/// NVM words of the eTrack ID, low then high; the high word's bits
+/// 15:12 are 0x8 when it is there.
+pub const NVM_ETRACK_WORD: u16 = 0x42;
+/// See [`NVM_ETRACK_WORD`].
+pub const NVM_ETRACK_VALID: u16 = 0x8000;
+
+/// The first NVM word of LAN function `a`'s section on the 82580 and
+/// I350 (0, 0x80, 0xC0, 0x100: Linux's `NVM_82580_LAN_FUNC_OFFSET`).
+pub const fn nvm_lan_func_offset(a: u8) -> u16 {
+    if a == 0 {
+        0
+    } else {
+        0x40 + 0x40 * a as u16
+    }
+}
 
 /// Missed Packets Count: frames dropped for lack of room in
 /// the receive FIFO; clears on read.
@@ -266,7 +324,8 @@ pub const DCTL_ENABLE: u32 = 1 << 25;
 pub const RXDCTL_THRESH: u32 = 8 | 8 << 8 | 4 << 16;
 /// See [`RXDCTL_THRESH`].
 pub const TXDCTL_THRESH: u32 = 8 | 1 << 8 | 16 << 16;
-/// Queue registers (both directions).
+/// Queue registers (both directions) on the member with the most (the
+/// 82576; see [`Family::queues`](crate::family::Family::queues)).
 pub const MAX_QUEUES: u16 = 16;
 /// Descriptor ring lengths are multiples of 128 bytes (8 descriptors).
 pub const RING_ALIGN_DESCS: u16 = 8;

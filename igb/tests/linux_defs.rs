@@ -6,14 +6,16 @@
 //! definition. No kernel source is committed. Without the package the
 //! test says so and passes, except under `CI=true`, where it fails.
 use rpmd_igb::desc::{RxWb, TxData, TxWb};
+use rpmd_igb::family::Family;
 use rpmd_igb::regs::*;
-use rpmd_pmd::testing::linux_source::{Check, LinuxSource};
+use rpmd_pmd::testing::linux_source::{Check, Definitions, LinuxSource, KERNEL_STUBS};
 
 /// Register offsets, per-queue ones for every queue.
 fn registers(v: &mut Vec<Check>) {
     let mut add = |name: &str, ours: u64, c: &str| v.push(Check::new(name, ours, c));
     for (n, off, c) in [
         ("CTRL", CTRL, "E1000_CTRL"),
+        ("CTRL_EXT", CTRL_EXT, "E1000_CTRL_EXT"),
         ("STATUS", STATUS, "E1000_STATUS"),
         ("EECD", EECD, "E1000_EECD"),
         ("EERD", EERD, "E1000_EERD"),
@@ -345,6 +347,115 @@ const PRELUDE: &str = "#include <stdio.h>\n#include <stddef.h>\n#include <stdint
     typedef uint64_t __le64; typedef _Bool bool;\n\
     #include \"e1000_defines.h\"\n#include \"e1000_regs.h\"\n#include \"e1000_82575.h\"\n";
 
+/// Bits added with the 82580 and I350 (checked as the other bits are).
+fn family_bits(v: &mut Vec<Check>) {
+    for (n, ours, c) in [
+        (
+            "CTRL_EXT_LINK_MODE_MASK",
+            CTRL_EXT_LINK_MODE_MASK,
+            "E1000_CTRL_EXT_LINK_MODE_MASK",
+        ),
+        (
+            "STATUS_FUNC_MASK",
+            STATUS_FUNC_MASK,
+            "E1000_STATUS_FUNC_MASK",
+        ),
+        (
+            "STATUS_FUNC_SHIFT",
+            STATUS_FUNC_SHIFT,
+            "E1000_STATUS_FUNC_SHIFT",
+        ),
+        (
+            "NVM_COMPATIBILITY_REG_3",
+            NVM_COMPATIBILITY_REG_3 as u32,
+            "NVM_COMPATIBILITY_REG_3",
+        ),
+        (
+            "NVM_COMPATIBILITY_BIT_MASK",
+            NVM_COMPATIBILITY_BIT_MASK as u32,
+            "NVM_COMPATIBILITY_BIT_MASK",
+        ),
+        ("NVM_ETRACK_WORD", NVM_ETRACK_WORD as u32, "NVM_ETRACK_WORD"),
+        (
+            "NVM_ETRACK_VALID",
+            NVM_ETRACK_VALID as u32,
+            "NVM_ETRACK_VALID",
+        ),
+        ("NVM_VERSION", NVM_VERSION as u32, "NVM_VERSION"),
+    ] {
+        v.push(Check::new(n, ours as u64, c));
+    }
+    for a in 0..4u8 {
+        v.push(Check::new(
+            format!("nvm_lan_func_offset({a})"),
+            nvm_lan_func_offset(a) as u64,
+            format!("NVM_82580_LAN_FUNC_OFFSET({a})"),
+        ));
+    }
+}
+
+/// Every device ID each member claims, by Linux's name for it (from
+/// `e1000_hw.h`, which needs the kernel to compile whole: its `#define`s
+/// are cut out).
+fn device_ids() -> Vec<Check> {
+    let names: [(Family, &[&str]); 3] = [
+        (
+            Family::I82576,
+            &[
+                "82576",
+                "82576_FIBER",
+                "82576_SERDES",
+                "82576_QUAD_COPPER",
+                "82576_QUAD_COPPER_ET2",
+                "82576_NS",
+                "82576_NS_SERDES",
+                "82576_SERDES_QUAD",
+            ],
+        ),
+        (
+            Family::I82580,
+            &[
+                "82580_COPPER",
+                "82580_FIBER",
+                "82580_SERDES",
+                "82580_SGMII",
+                "82580_COPPER_DUAL",
+                "82580_QUAD_FIBER",
+            ],
+        ),
+        (
+            Family::I350,
+            &["I350_COPPER", "I350_FIBER", "I350_SERDES", "I350_SGMII"],
+        ),
+    ];
+    let mut v = Vec::new();
+    for (family, linux) in names {
+        assert_eq!(family.device_ids().len(), linux.len(), "{family:?}");
+        for (id, n) in family.device_ids().iter().zip(linux) {
+            v.push(Check::new(
+                format!("{} {id:04x}", family.name()),
+                *id as u64,
+                format!("E1000_DEV_ID_{n}"),
+            ));
+        }
+    }
+    v
+}
+
+#[test]
+fn device_ids_match_linux() {
+    let test = "igb device_ids_match_linux";
+    let hw = "drivers/net/ethernet/intel/igb/e1000_hw.h";
+    let Some(linux) = LinuxSource::extract(test, &[hw]) else {
+        return;
+    };
+    let checks = device_ids();
+    let defs = Definitions::parse([linux.read(hw).as_str()]);
+    let exprs: Vec<String> = checks.iter().map(|c| c.linux.clone()).collect();
+    let program = format!("{KERNEL_STUBS}{}", defs.reaching(&exprs));
+    linux.assert_agree(None, &program, &checks);
+}
+
 #[test]
 fn registers_bits_and_layouts_match_linux() {
     let test = "igb registers_bits_and_layouts_match_linux";
@@ -355,6 +466,7 @@ fn registers_bits_and_layouts_match_linux() {
     let mut checks = Vec::new();
     registers(&mut checks);
     bits(&mut checks);
+    family_bits(&mut checks);
     layouts(&mut checks);
     linux.assert_agree(Some(&linux.path(igb)), PRELUDE, &checks);
 }

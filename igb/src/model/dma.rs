@@ -95,7 +95,9 @@ fn gather(m: &IgbModel, s: &mut State, d: &[u8; 16]) {
     for f in frames {
         IgbModel::count(s, GPTC, 1);
         if m.opts.loopback {
-            m.receive_locked(s, &f);
+            if m.receive_locked(s, 0, &f) {
+                m.interrupt_rx(s, 0);
+            }
         } else {
             s.sent.push_back(f);
         }
@@ -204,18 +206,18 @@ impl IgbModel {
         listed || multicast && in_mta
     }
 
-    /// [`receive`](IgbModel::receive) with the state held.
-    pub(super) fn receive_locked(&self, s: &mut State, frame: &[u8]) -> bool {
+    /// [`receive_on`](IgbModel::receive_on) with the state held.
+    pub(super) fn receive_locked(&self, s: &mut State, q: u16, frame: &[u8]) -> bool {
         let on =
-            IgbModel::reg(s, RCTL) & RCTL_EN != 0 && IgbModel::reg(s, rxdctl(0)) & DCTL_ENABLE != 0;
+            IgbModel::reg(s, RCTL) & RCTL_EN != 0 && IgbModel::reg(s, rxdctl(q)) & DCTL_ENABLE != 0;
         if !on || frame.len() < 14 || !Self::admits(s, &frame[..6]) {
             return false;
         }
-        let (base, n) = ring(s, rdbal(0), rdbah(0), rdlen(0));
-        let buf = ((IgbModel::reg(s, srrctl(0)) & 0x7f) as usize) << SRRCTL_BSIZEPKT_SHIFT;
+        let (base, n) = ring(s, rdbal(q), rdbah(q), rdlen(q));
+        let buf = ((IgbModel::reg(s, srrctl(q)) & 0x7f) as usize) << SRRCTL_BSIZEPKT_SHIFT;
         let (f, vlan) = strip_vlan(s, frame);
         let need = f.len().div_ceil(buf.max(1)) as u32;
-        let (head, tail) = (IgbModel::reg(s, rdh(0)), IgbModel::reg(s, rdt(0)));
+        let (head, tail) = (IgbModel::reg(s, rdh(q)), IgbModel::reg(s, rdt(q)));
         let free = if n == 0 { 0 } else { (tail + n - head) % n };
         if buf == 0 || free < need {
             IgbModel::count(s, MPC, 1);
@@ -238,7 +240,7 @@ impl IgbModel {
             }
             at = (at + 1) % n;
         }
-        s.regs.insert(rdh(0), at);
+        s.regs.insert(rdh(q), at);
         IgbModel::count(s, GPRC, 1);
         true
     }

@@ -14,12 +14,23 @@
 //! ring as the device would. A DMA outside the mapped memory is refused
 //! and recorded as a violation, which tests assert to be none.
 //!
+//! Given an 82580's or I350's device ID it plays that member where the
+//! driver must treat it differently ([`Family`]): 8 queues (a write to
+//! another queue's registers is a violation), the row-major IVAR table,
+//! an NVM section per LAN function (the MAC address and checksum of each;
+//! [`ModelOptions::function`] says which one it is). With
+//! [`ModelOptions::msix_vectors`] it has MSI-X: a frame written into a
+//! receive queue signals the vector the queue's IVAR entry names (the
+//! table read as each datasheet draws it, not through the driver's
+//! [`Family`]), if EIMS lets it (EIAC and EIAM as the datasheet says).
+//!
 //! [`ModelOptions`] make it misbehave the ways hardware does: stuck in
-//! reset, an EEPROM whose checksum is wrong, and hostile receive
-//! write-backs ([`Hostile`]).
+//! reset, an EEPROM whose checksum is wrong, a link mode other than
+//! copper, and hostile receive write-backs ([`Hostile`]).
+use crate::family::Family;
 use crate::regs::*;
 use rpmd_pmd::function::model::{DeviceModel, ModelConfig, ModelFunction};
-use rpmd_pmd::function::{ModelIommu, PciFunction, RegisterSpace};
+use rpmd_pmd::function::{EventFd, ModelIommu, PciFunction, RegisterSpace};
 use rpmd_pmd::pci::PciAddr;
 use rpmd_pmd::port::MacAddr;
 use rpmd_pmd::{DmaDomain, Error};
@@ -44,10 +55,18 @@ pub enum Hostile {
 pub struct ModelOptions {
     /// CTRL.RST never clears.
     pub stuck_in_reset: bool,
-    /// The EEPROM's checksum word is off by one.
+    /// The checksum word of the last NVM section the member checks is
+    /// off by one (the 82576's only one; the I350's fourth).
     pub bad_eeprom_checksum: bool,
-    /// Config space shows this device ID instead of 0x10C9.
+    /// Config space shows this device ID instead of 0x10C9; an 82580's
+    /// or I350's makes the model that member.
     pub device_id: Option<u16>,
+    /// The LAN function it is (STATUS bits 3:2; 0-3).
+    pub function: u8,
+    /// CTRL_EXT's link mode after reset (bits 23:22; 0 is copper).
+    pub link_mode: u32,
+    /// MSI-X vectors it has (0: no MSI-X).
+    pub msix_vectors: u32,
     /// What it sends comes back to its own receive side.
     pub loopback: bool,
     /// Receive write-backs broken this way (from the first frame on).
@@ -71,12 +90,15 @@ struct State {
     /// A frame being gathered from data descriptors.
     tx_frame: Vec<u8>,
     violations: Vec<String>,
+    /// MSI-X vectors' eventfds, while MSI-X is on.
+    msix: Vec<EventFd>,
 }
 
-/// An 82576 in software.
+/// An 82576 (or 82580, I350) in software.
 pub struct IgbModel {
     addr: PciAddr,
     opts: ModelOptions,
+    family: Family,
     state: Mutex<State>,
     iommu: ModelIommu,
     config: Arc<ModelConfig>,
@@ -94,19 +116,22 @@ struct Bar0(Arc<IgbModel>);
 const BAR0_LEN: u64 = 0x20000;
 
 impl IgbModel {
-    /// An 82576 (8086:10C9) at `addr`.
+    /// An 82576 (8086:10C9) at `addr`, or the member
+    /// [`ModelOptions::device_id`] names.
     pub fn new(addr: PciAddr, opts: ModelOptions) -> Arc<IgbModel> {
+        let device = opts.device_id.unwrap_or(0x10C9);
+        let family = Family::of(device).unwrap_or(Family::I82576);
         let mut s = State {
-            eeprom: eeprom_image(opts.bad_eeprom_checksum),
+            eeprom: eeprom_image(family, opts.bad_eeprom_checksum),
             ..State::default()
         };
         s.phy[PHY_ID1 as usize] = 0x02A8;
         s.phy[PHY_ID2 as usize] = 0x0391;
-        Self::reset(&mut s);
-        let device = opts.device_id.unwrap_or(0x10C9);
+        Self::reset(&mut s, family, &opts);
         Arc::new_cyclic(|me| IgbModel {
             addr,
             opts,
+            family,
             state: Mutex::new(s),
             iommu: ModelIommu::new("igb model IOMMU"),
             config: Arc::new(ModelConfig::new(VENDOR_INTEL, device)),
@@ -120,11 +145,14 @@ impl IgbModel {
     }
 
     /// The device after a reset: registers at their reset values, the
-    /// MAC address loaded from the EEPROM into receive address 0.
-    fn reset(s: &mut State) {
+    /// MAC address loaded from the function's NVM section into receive
+    /// address 0.
+    fn reset(s: &mut State, family: Family, opts: &ModelOptions) {
         s.regs.clear();
         s.regs.insert(EECD, EECD_AUTO_RD);
-        let m = &s.eeprom;
+        s.regs.insert(CTRL_EXT, (opts.link_mode & 3) << 22);
+        let base = family.nvm_section(opts.function & 3) as usize;
+        let m = &s.eeprom[base..];
         let (lo, hi) = (m[0] as u32 | (m[1] as u32) << 16, m[2] as u32 | RAH_AV);
         s.regs.insert(RAL0, lo);
         s.regs.insert(RAH0, hi);
@@ -147,8 +175,23 @@ impl IgbModel {
     /// receiver and queue are on, the filter admits it and the ring has
     /// room; counted missed (MPC) otherwise. Whether it was written.
     pub fn receive(&self, frame: &[u8]) -> bool {
+        self.receive_on(0, frame)
+    }
+
+    /// [`receive`](IgbModel::receive) into queue `q` (as RSS or a
+    /// filter would place it), then its interrupt.
+    pub fn receive_on(&self, q: u16, frame: &[u8]) -> bool {
         let mut s = lock(&self.state);
-        self.receive_locked(&mut s, frame)
+        let written = self.receive_locked(&mut s, q, frame);
+        if written {
+            self.interrupt_rx(&mut s, q);
+        }
+        written
+    }
+
+    /// The member it plays.
+    pub fn family(&self) -> Family {
+        self.family
     }
 
     fn violation(s: &mut State, what: String) {
@@ -165,15 +208,16 @@ impl IgbModel {
     }
 
     /// STATUS as the driver reads it: link up once CTRL.SLU is set, full
-    /// duplex, 1000 Mb/s.
-    fn status(s: &State) -> u32 {
+    /// duplex, 1000 Mb/s, the LAN function.
+    fn status(&self, s: &State) -> u32 {
         let up = Self::reg(s, CTRL) & CTRL_SLU != 0;
-        STATUS_FD | 2 << STATUS_SPEED_SHIFT | if up { STATUS_LU } else { 0 }
+        let func = (self.opts.function as u32 & 3) << STATUS_FUNC_SHIFT;
+        STATUS_FD | 2 << STATUS_SPEED_SHIFT | func | if up { STATUS_LU } else { 0 }
     }
 
     fn read_reg(&self, s: &mut State, off: u64) -> u32 {
         match off {
-            STATUS => Self::status(s),
+            STATUS => self.status(s),
             ICR => s.regs.remove(&ICR).unwrap_or(0),
             0x4000..=0x40FF => s.regs.remove(&off).unwrap_or(0),
             _ => Self::reg(s, off),
@@ -186,7 +230,7 @@ impl IgbModel {
                 if self.opts.stuck_in_reset {
                     s.regs.insert(CTRL, v);
                 } else {
-                    Self::reset(s);
+                    Self::reset(s, self.family, &self.opts);
                     s.regs.insert(CTRL, v & !CTRL_RST);
                 }
             }
@@ -199,12 +243,69 @@ impl IgbModel {
                 let v = self.mdic(s, v);
                 s.regs.insert(MDIC, v);
             }
+            EIMS => Self::set_bits(s, EIMS, v, true),
+            EIMC => Self::set_bits(s, EIMS, v, false),
+            EICR => Self::set_bits(s, EICR, v, false),
+            0xC000..=0xC3FF | 0xE000..=0xE3FF if (off & 0x3ff) / 0x40 >= self.queues() => {
+                let q = (off & 0x3ff) / 0x40;
+                let what = format!(
+                    "write of {v:#x} to {off:#x}, a register of queue {q}: the {} has {} queues",
+                    self.family.name(),
+                    self.family.queues()
+                );
+                Self::violation(s, what);
+            }
             _ => {
                 s.regs.insert(off, v);
                 if let Some(q) = (0..MAX_QUEUES).find(|&q| tdt(q) == off) {
                     dma::transmit(self, s, q);
                 }
             }
+        }
+    }
+
+    /// Queues it has (each way).
+    fn queues(&self) -> u64 {
+        self.family.queues() as u64
+    }
+
+    /// Sets (`on`) or clears `bits` of register `off`.
+    fn set_bits(s: &mut State, off: u64, bits: u32, on: bool) {
+        let v = Self::reg(s, off);
+        s.regs.insert(off, if on { v | bits } else { v & !bits });
+    }
+
+    /// Receive queue `q`'s cause raised: the MSI-X message of the vector
+    /// its IVAR entry names, if MSI-X mode is on, the entry valid and
+    /// EIMS lets the vector; EIAC then clears its EICR bit, and EIAM (with
+    /// GPIE.EIAME) its EIMS bit.
+    fn interrupt_rx(&self, s: &mut State, q: u16) {
+        if Self::reg(s, GPIE) & GPIE_MSIX_MODE == 0 {
+            return;
+        }
+        let Some((r, b)) = (0..8u32)
+            .flat_map(|r| [(r, 0), (r, 2)])
+            .find(|&(r, b)| ivar_rx_queue(self.family, r, b) == q as u32)
+        else {
+            return;
+        };
+        let entry = Self::reg(s, IVAR0 + 4 * r as u64) >> (8 * b) & 0xff;
+        if entry & IVAR_VALID == 0 {
+            return;
+        }
+        let bit = 1u32 << (entry & 0x1f);
+        Self::set_bits(s, EICR, bit, true);
+        if Self::reg(s, EIMS) & bit == 0 {
+            return;
+        }
+        if let Some(fd) = s.msix.get((entry & 0x1f) as usize) {
+            let _ = fd.signal();
+        }
+        if Self::reg(s, EIAC) & bit != 0 {
+            Self::set_bits(s, EICR, bit, false);
+        }
+        if Self::reg(s, GPIE) & GPIE_EIAME != 0 && Self::reg(s, EIAM) & bit != 0 {
+            Self::set_bits(s, EIMS, bit, false);
         }
     }
 
@@ -227,17 +328,50 @@ impl IgbModel {
     }
 }
 
-/// The EEPROM image: the MAC address in words 0-2, the image version in
-/// word 5, and the checksum word 0x3F making words 0-0x3F sum to
-/// [`NVM_SUM`] (one more when `bad`).
-fn eeprom_image(bad: bool) -> Vec<u16> {
-    let mut e = vec![0u16; 0x40];
-    for k in 0..3 {
-        e[k] = u16::from_le_bytes([MODEL_MAC[2 * k], MODEL_MAC[2 * k + 1]]);
+/// The receive queue whose cause byte `b` of IVAR register `r` routes,
+/// read the way each datasheet draws the table (82576 §8.8.15: register
+/// `r` holds RX `r`, TX `r`, RX `r + 8`, TX `r + 8`; 82580 and I350: RX
+/// `2r`, TX `2r`, RX `2r + 1`, TX `2r + 1`); a transmit byte routes none
+/// (`u32::MAX`).
+fn ivar_rx_queue(family: Family, r: u32, b: u32) -> u32 {
+    match (family, b) {
+        (Family::I82576, 0) => r,
+        (Family::I82576, 2) => r + 8,
+        (_, 0) => 2 * r,
+        (_, 2) => 2 * r + 1,
+        _ => u32::MAX,
     }
-    e[NVM_VERSION as usize] = 0x1234;
-    let sum = e.iter().fold(0u16, |a, &w| a.wrapping_add(w));
-    e[0x3f] = NVM_SUM.wrapping_sub(sum).wrapping_add(bad as u16);
+}
+
+/// The EEPROM image. The 82576's: the MAC address in words 0-2, the
+/// image version in word 5, and the checksum word 0x3F making words
+/// 0-0x3F sum to [`NVM_SUM`]. The 82580's and I350's: such a section for
+/// each LAN function, its MAC address [`model_mac_of`] it, the 82580's
+/// compatibility word saying all four are checksummed, and the I350's
+/// eTrack ID. With `bad`, the last section checked sums to one more.
+fn eeprom_image(family: Family, bad: bool) -> Vec<u16> {
+    let sections: u8 = if family == Family::I82576 { 1 } else { 4 };
+    let mut e = vec![0u16; 0x140];
+    if family == Family::I82580 {
+        e[NVM_COMPATIBILITY_REG_3 as usize] = NVM_COMPATIBILITY_BIT_MASK;
+    }
+    if family == Family::I350 {
+        e[NVM_ETRACK_WORD as usize] = 0x4567;
+        e[NVM_ETRACK_WORD as usize + 1] = NVM_ETRACK_VALID | 0x0123;
+    }
+    for f in 0..sections {
+        let base = family.nvm_section(f) as usize;
+        let mac = model_mac_of(f).0;
+        for k in 0..3 {
+            e[base + k] = u16::from_le_bytes([mac[2 * k], mac[2 * k + 1]]);
+        }
+        e[base + NVM_VERSION as usize] = 0x1234;
+        let sum = e[base..base + 0x3f]
+            .iter()
+            .fold(0u16, |a, &w| a.wrapping_add(w));
+        let last = f + 1 == sections;
+        e[base + 0x3f] = NVM_SUM.wrapping_sub(sum).wrapping_add((bad && last) as u16);
+    }
     e
 }
 
@@ -275,11 +409,46 @@ impl DeviceModel for IgbModel {
         (bar == 0).then(|| (Arc::new(Bar0(me)) as Arc<dyn RegisterSpace>, BAR0_LEN))
     }
     fn reset(&self) {
-        IgbModel::reset(&mut lock(&self.state));
+        IgbModel::reset(&mut lock(&self.state), self.family, &self.opts);
+    }
+    fn msix_vectors(&self) -> u32 {
+        self.opts.msix_vectors
+    }
+    fn enable_msix(&self, n: u32) -> Result<Vec<EventFd>, Error> {
+        if n > self.opts.msix_vectors {
+            return Err(Error::Pci {
+                addr: self.addr.to_string(),
+                detail: format!(
+                    "{n} MSI-X vectors asked, the model has {}",
+                    self.opts.msix_vectors
+                ),
+                hint: None,
+            });
+        }
+        let fds = (0..n)
+            .map(|_| EventFd::new())
+            .collect::<Result<Vec<_>, _>>()?;
+        let mine = fds
+            .iter()
+            .map(EventFd::try_clone)
+            .collect::<Result<Vec<_>, _>>()?;
+        lock(&self.state).msix = mine;
+        Ok(fds)
+    }
+    fn disable_msix(&self) {
+        lock(&self.state).msix.clear();
     }
 }
 
-/// The model's MAC address.
+/// The model's MAC address (LAN function 0's).
 pub fn model_mac() -> MacAddr {
     MacAddr(MODEL_MAC)
+}
+
+/// LAN function `f`'s MAC address in an 82580's or I350's model: the
+/// last byte of [`MODEL_MAC`] plus `f`.
+pub fn model_mac_of(f: u8) -> MacAddr {
+    let mut m = MODEL_MAC;
+    m[5] = m[5].wrapping_add(f);
+    MacAddr(m)
 }

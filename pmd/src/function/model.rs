@@ -21,6 +21,21 @@ pub trait DeviceModel: Send + Sync + 'static {
     fn bar_space(&self, bar: u32) -> Option<(Arc<dyn RegisterSpace>, u64)>;
     /// A function-level reset.
     fn reset(&self);
+    /// MSI-X vectors it has (none by default).
+    fn msix_vectors(&self) -> u32 {
+        0
+    }
+    /// Routes vectors `0..n` to new eventfds the model signals, as
+    /// [`PciFunction::enable_msix`] (by default refused: no MSI-X).
+    fn enable_msix(&self, n: u32) -> Result<Vec<super::EventFd>, Error> {
+        Err(Error::Pci {
+            addr: self.addr().to_string(),
+            detail: format!("MSI-X ({n} vectors) asked of a model that has none"),
+            hint: None,
+        })
+    }
+    /// Turns MSI-X off.
+    fn disable_msix(&self) {}
 }
 
 /// Config space of a model: 64 dwords, the IDs in the first; only the
@@ -119,5 +134,18 @@ impl<M: DeviceModel> PciFunction for ModelFunction<M> {
 
     fn map_dma(&self, region: &DmaRegion) -> Result<DmaGuard, Error> {
         self.iommu.map(region)
+    }
+
+    fn msix_vectors(&self) -> u32 {
+        self.model.msix_vectors()
+    }
+
+    fn enable_msix(&self, n: u32) -> Result<Vec<super::EventFd>, Error> {
+        self.model.enable_msix(n)
+    }
+
+    fn disable_msix(&self) -> Result<(), Error> {
+        self.model.disable_msix();
+        Ok(())
     }
 }
