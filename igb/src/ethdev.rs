@@ -699,9 +699,13 @@ impl Device for IgbDevice {
         self.counters.xstats(&self.hw, out);
         let watch = self.started.as_ref().and_then(|s| s.watch.as_ref());
         if let Some(w) = watch {
-            for (name, c) in ["other_interrupts", "link_change_interrupts"]
-                .into_iter()
-                .zip(w.counts.iter())
+            for (name, c) in [
+                "other_interrupts",
+                "link_change_interrupts",
+                "link_watch_wait_errors",
+            ]
+            .into_iter()
+            .zip(w.counts.iter())
             {
                 out.push(Xstat {
                     name: name.into(),

@@ -120,19 +120,25 @@ pub(crate) fn disable(hw: &Hw) -> Result<(), Error> {
 /// The thread that turns the other causes' vector into link events.
 pub(crate) struct LinkWatch {
     _thread: WatchThread,
-    /// Messages on the vector, and link changes among them.
-    pub counts: Arc<[AtomicU64; 2]>,
+    /// Messages on the vector, link changes among them, and waits on it
+    /// that failed (each returns at once).
+    pub counts: Arc<[AtomicU64; 3]>,
 }
 
 impl LinkWatch {
     /// Waits on `other` and raises `events` on every message (reading ICR
     /// clears the cause), until dropped.
     pub(crate) fn spawn(regs: Arc<Regs>, other: EventFd, events: LinkEvents) -> LinkWatch {
-        let counts: Arc<[AtomicU64; 2]> = Arc::default();
+        let counts: Arc<[AtomicU64; 3]> = Arc::default();
         let seen = counts.clone();
         let thread = WatchThread::spawn("igb-link", move || {
-            if !other.wait(Duration::from_millis(100)).is_ok_and(|n| n > 0) {
-                return;
+            match other.wait(Duration::from_millis(100)) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(_) => {
+                    seen[2].fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
             }
             seen[0].fetch_add(1, Ordering::Relaxed);
             if regs.read32(ICR).is_ok_and(|c| c & ICR_LSC != 0) {

@@ -511,7 +511,14 @@ fn link_down_and_up(p: &mut dyn rpmd_pmd::Port, mac: [u8; 6]) -> R<String> {
         let x: Vec<String> = p
             .xstats()
             .into_iter()
-            .filter(|x| x.name == "config_interrupts" || x.name == "link_changes")
+            .filter(|x| {
+                [
+                    "config_interrupts",
+                    "link_changes",
+                    "link_watch_wait_errors",
+                ]
+                .contains(&x.name.as_str())
+            })
             .map(|x| format!("{} {}", x.name, x.value))
             .collect();
         if !seen || p.link().up != up {

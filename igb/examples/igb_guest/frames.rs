@@ -401,23 +401,24 @@ fn link_down_and_up(p: &mut Pair) -> R<String> {
             }
         }
         let now = p.port(0).0.link().up;
+        let x: Vec<String> = p
+            .port(0)
+            .0
+            .xstats()
+            .into_iter()
+            .filter(|x| x.name.ends_with("interrupts") || x.name == "link_watch_wait_errors")
+            .map(|x| format!("{} {}", x.name, x.value))
+            .collect();
         if !seen || now != up {
-            let x: Vec<String> = p
-                .port(0)
-                .0
-                .xstats()
-                .into_iter()
-                .filter(|x| x.name.ends_with("interrupts"))
-                .map(|x| format!("{} {}", x.name, x.value))
-                .collect();
             return Err(format!(
                 "set_link {state}: event {seen}, link up {now} ({})",
                 x.join(", ")
             ));
         }
         steps.push(format!(
-            "{state}: event, link up {now}, {:.0} ms",
-            t.elapsed().as_secs_f64() * 1e3
+            "{state}: event, link up {now}, {:.0} ms ({})",
+            t.elapsed().as_secs_f64() * 1e3,
+            x.join(", ")
         ));
     }
     Ok(steps.join("; "))

@@ -38,8 +38,9 @@ pub(super) fn status_link_up(regs: &Regs, offset: u64) -> bool {
 /// The watching thread; stops when dropped.
 pub(super) struct LinkWatch {
     _thread: WatchThread,
-    /// Configuration-change messages seen, and link changes raised.
-    pub counts: Arc<[AtomicU64; 2]>,
+    /// Configuration-change messages seen, link changes raised, and
+    /// waits on the vector that failed (each returns at once).
+    pub counts: Arc<[AtomicU64; 3]>,
 }
 
 impl LinkWatch {
@@ -50,7 +51,7 @@ impl LinkWatch {
         config_irq: Option<EventFd>,
         events: LinkEvents,
     ) -> LinkWatch {
-        let counts: Arc<[AtomicU64; 2]> = Arc::default();
+        let counts: Arc<[AtomicU64; 3]> = Arc::default();
         let seen = counts.clone();
         // The state the port started with, read before any change can
         // come: each change after it is an event.
@@ -58,7 +59,13 @@ impl LinkWatch {
         let pace = Duration::from_millis(100);
         let thread = WatchThread::spawn("virtio-link", move || {
             let woken = match &config_irq {
-                Some(fd) => fd.wait(pace).unwrap_or(0) > 0,
+                Some(fd) => match fd.wait(pace) {
+                    Ok(n) => n > 0,
+                    Err(_) => {
+                        seen[2].fetch_add(1, Ordering::Relaxed);
+                        false
+                    }
+                },
                 None => {
                     std::thread::sleep(pace);
                     false

@@ -442,7 +442,11 @@ impl Device for VirtioPciDevice {
             value: self.dev_mtu.unwrap_or(0) as u64,
         });
         if let Some(w) = &self.watch {
-            for (name, k) in [("config_interrupts", 0), ("link_changes", 1)] {
+            for (name, k) in [
+                ("config_interrupts", 0),
+                ("link_changes", 1),
+                ("link_watch_wait_errors", 2),
+            ] {
                 out.push(Xstat {
                     name: name.into(),
                     value: w.counts[k].load(std::sync::atomic::Ordering::Relaxed),
