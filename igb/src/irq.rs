@@ -132,12 +132,15 @@ impl LinkWatch {
         let counts: Arc<[AtomicU64; 3]> = Arc::default();
         let seen = counts.clone();
         let thread = WatchThread::spawn("igb-link", move || {
-            match other.wait(Duration::from_millis(100)) {
+            let pace = Duration::from_millis(100);
+            match other.wait(pace) {
                 Ok(0) => return,
                 Ok(_) => {}
+                // A failed wait returns at once: pace the retries, or the
+                // watch spins a CPU.
                 Err(_) => {
                     seen[2].fetch_add(1, Ordering::Relaxed);
-                    return;
+                    return std::thread::sleep(pace);
                 }
             }
             seen[0].fetch_add(1, Ordering::Relaxed);

@@ -86,8 +86,10 @@ impl AsFd for LinkEvents {
 /// A thread that watches for a device's link changes: it runs `round`
 /// over and over until dropped (the drop waits for the round in
 /// progress, so a round must block for a bounded time, say a 100 ms
-/// wait on an interrupt's eventfd). Drivers keep one while their port
-/// runs and raise their [`LinkEvents`] from `round`.
+/// wait on an interrupt's eventfd), and it must also take that time when
+/// its wait fails (sleep instead), or the thread spins a CPU. Drivers
+/// keep one while their port runs and raise their [`LinkEvents`] from
+/// `round`.
 pub struct WatchThread {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,

@@ -61,8 +61,11 @@ impl LinkWatch {
             let woken = match &config_irq {
                 Some(fd) => match fd.wait(pace) {
                     Ok(n) => n > 0,
+                    // A failed wait returns at once: pace the retries, or
+                    // the watch spins a CPU.
                     Err(_) => {
                         seen[2].fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(pace);
                         false
                     }
                 },
