@@ -146,8 +146,10 @@ impl<const W: usize> Table<W> {
         (b ^ (sig.wrapping_mul(0x5bd1_e995) >> 3) as usize) & self.mask
     }
 
-    /// The value of `key` in bucket `b`, if a slot there holds it.
-    #[inline]
+    /// The value of `key` in bucket `b`, if a slot there holds it
+    /// (always inlined: a bulk lookup calls it once a key, and the call
+    /// cost as much as the search of a key found in its first slot).
+    #[inline(always)]
     fn search(&self, b: usize, sig: u32, key: &[u64; W]) -> Option<u64> {
         let bucket = &self.buckets[b];
         for s in 0..SLOTS {
@@ -440,6 +442,9 @@ impl<const W: usize> ExactReader<W> {
     /// every key's buckets are found first, then searched, so that their
     /// cache misses overlap.
     pub fn lookup_bulk(&self, keys: &[[u64; W]], out: &mut [Option<u64>]) {
+        if keys.is_empty() {
+            return;
+        }
         let t = &*self.0;
         let mut places = [Place {
             prim: 0,

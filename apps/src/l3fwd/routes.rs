@@ -80,12 +80,29 @@ impl Rule {
     }
 }
 
-/// The exact-match key of an IPv4 5-tuple: two words.
+/// The exact-match key of an IPv4 5-tuple: two words ([`key4_wire`] of
+/// the addresses' and ports' bytes in network order).
 #[inline]
 pub fn key4(addrs: [u32; 2], ports: [u16; 2], proto: u8) -> [u64; 2] {
+    let mut a = [0u8; 8];
+    a[..4].copy_from_slice(&addrs[0].to_be_bytes());
+    a[4..].copy_from_slice(&addrs[1].to_be_bytes());
+    let mut p = [0u8; 4];
+    p[..2].copy_from_slice(&ports[0].to_be_bytes());
+    p[2..].copy_from_slice(&ports[1].to_be_bytes());
+    key4_wire(a, p, proto)
+}
+
+/// The exact-match key of an IPv4 5-tuple from its bytes as the headers
+/// hold them: the source and destination addresses (IPv4 header bytes
+/// 12-19) and the ports (the L4 header's first four bytes), each group
+/// loaded as one word in native order (no byte swaps on the data path),
+/// and the protocol.
+#[inline]
+pub fn key4_wire(addrs: [u8; 8], ports: [u8; 4], proto: u8) -> [u64; 2] {
     [
-        (addrs[0] as u64) << 32 | addrs[1] as u64,
-        (ports[0] as u64) << 32 | (ports[1] as u64) << 16 | proto as u64,
+        u64::from_ne_bytes(addrs),
+        u32::from_ne_bytes(ports) as u64 | (proto as u64) << 32,
     ]
 }
 

@@ -10,7 +10,7 @@
 //! 2. look every key up at once;
 //! 3. give each routed frame the next hop's and the output port's MACs and
 //!    buffer it for its port; then one `tx_burst` per port with frames.
-use super::routes::{key4, key6, Lookup, Tables};
+use super::routes::{key4_wire, key6, Lookup, Tables};
 use rpmd_lookup::ExactReader;
 use rpmd_pmd::hdr::{IpProto, Ipv4, Ipv6};
 use rpmd_pmd::port::stats::Counter;
@@ -83,6 +83,12 @@ impl LcoreCounters {
         }
     }
 }
+
+/// The IPv4 and IPv6 EtherTypes as the frame's two bytes read in native
+/// order (one load and compare, no byte swap).
+const ETH_IPV4: u16 = u16::from_ne_bytes([0x08, 0x00]);
+/// See [`ETH_IPV4`].
+const ETH_IPV6: u16 = u16::from_ne_bytes([0x86, 0xdd]);
 
 /// What pass 1 decided for a frame.
 const TO_V4: u8 = 0x10;
@@ -164,6 +170,8 @@ struct Router {
     /// This lcore's tx queue on every port, by port index.
     tx: Vec<Box<dyn TxQueue>>,
     out: Vec<Pkts>,
+    /// The bytes buffered in each of `out`.
+    out_bytes: Vec<u64>,
     /// Each port's own MAC (the source of what leaves by it).
     macs: Vec<MacAddr>,
     readers: Readers,
@@ -187,6 +195,7 @@ impl Forward {
             pkts: Pkts::new(),
             routed: Router {
                 out: tx.iter().map(|_| Pkts::new()).collect(),
+                out_bytes: vec![0; tx.len()],
                 tx,
                 macs,
                 readers,
@@ -205,8 +214,8 @@ fn classify(frame: &mut [u8], lookup: Lookup, s: &mut Scratch, i: usize, n: &mut
         return Reason::NotIp as u8;
     }
     let (eth, ip) = frame.split_at_mut(14);
-    match [eth[12], eth[13]] {
-        [0x08, 0x00] => {
+    match u16::from_ne_bytes([eth[12], eth[13]]) {
+        ETH_IPV4 => {
             let Ok(mut v4) = Ipv4::new_checked(ip) else {
                 return Reason::BadHeader as u8;
             };
@@ -216,21 +225,23 @@ fn classify(frame: &mut [u8], lookup: Lookup, s: &mut Scratch, i: usize, n: &mut
             if v4.decrement_ttl().is_none() {
                 return Reason::TtlExpired as u8;
             }
-            let (src, dst) = (u32::from_be_bytes(v4.src()), u32::from_be_bytes(v4.dst()));
             s.slot[i] = n[0] as u8;
             match lookup {
-                Lookup::Lpm => s.a4[n[0]] = dst,
+                Lookup::Lpm => s.a4[n[0]] = u32::from_be_bytes(v4.dst()),
                 Lookup::Em => {
+                    let h = v4.header();
                     // Only the first fragment (offset 0) carries the ports.
-                    let first = u16::from_be_bytes([v4.header()[6], v4.header()[7]]) & 0x1fff == 0;
+                    let first = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
+                    let mut addrs = [0u8; 8];
+                    addrs.copy_from_slice(&h[12..20]);
                     let ports = l4_ports(v4.protocol(), first, v4.payload());
-                    s.k4[n[0]] = key4([src, dst], ports, v4.protocol().0);
+                    s.k4[n[0]] = key4_wire(addrs, ports, v4.protocol().0);
                 }
             }
             n[0] += 1;
             TO_V4
         }
-        [0x86, 0xdd] => {
+        ETH_IPV6 => {
             let Ok(mut v6) = Ipv6::new_checked(ip) else {
                 return Reason::BadHeader as u8;
             };
@@ -244,7 +255,11 @@ fn classify(frame: &mut [u8], lookup: Lookup, s: &mut Scratch, i: usize, n: &mut
             match lookup {
                 Lookup::Lpm => s.a6[n[1]] = dst,
                 Lookup::Em => {
-                    let ports = l4_ports(v6.next_header(), true, v6.payload());
+                    let p = l4_ports(v6.next_header(), true, v6.payload());
+                    let ports = [
+                        u16::from_be_bytes([p[0], p[1]]),
+                        u16::from_be_bytes([p[2], p[3]]),
+                    ];
                     s.k6[n[1]] = key6([src, dst], ports, v6.next_header().0);
                 }
             }
@@ -255,17 +270,16 @@ fn classify(frame: &mut [u8], lookup: Lookup, s: &mut Scratch, i: usize, n: &mut
     }
 }
 
-/// A TCP or UDP segment's ports; zeros for other protocols and for
-/// fragments past the first, which carry no L4 header.
+/// A TCP or UDP segment's ports, the four bytes as the header holds
+/// them; zeros for other protocols and for fragments past the first,
+/// which carry no L4 header.
 #[inline]
-fn l4_ports(proto: IpProto, first: bool, l4: &[u8]) -> [u16; 2] {
-    if first && (proto == IpProto::UDP || proto == IpProto::TCP) && l4.len() >= 4 {
-        [
-            u16::from_be_bytes([l4[0], l4[1]]),
-            u16::from_be_bytes([l4[2], l4[3]]),
-        ]
-    } else {
-        [0, 0]
+fn l4_ports(proto: IpProto, first: bool, l4: &[u8]) -> [u8; 4] {
+    match l4.get(..4) {
+        Some(&[a, b, c, d]) if first && (proto == IpProto::UDP || proto == IpProto::TCP) => {
+            [a, b, c, d]
+        }
+        _ => [0; 4],
     }
 }
 
@@ -299,12 +313,6 @@ impl Router {
                 self.readers
                     .em6
                     .lookup_bulk(&s.k6[..n[1]], &mut s.e6[..n[1]]);
-                for j in 0..n[0] {
-                    s.h4[j] = s.e4[j].map(|v| v as u32);
-                }
-                for j in 0..n[1] {
-                    s.h6[j] = s.e6[j].map(|v| v as u32);
-                }
             }
         }
     }
@@ -315,16 +323,20 @@ impl Router {
         let s = &*self.scratch;
         let c = &*self.counters;
         let hops = &self.readers.tables.hops;
+        let em = self.readers.lookup == Lookup::Em;
         let mut i = 0;
         while let Some(mut m) = pkts.pop() {
             let fate = s.fate[i];
             let slot = s.slot[i] as usize;
             i += 1;
-            let hop = match fate {
-                TO_V4 => s.h4[slot],
-                TO_V6 => s.h6[slot],
+            // Exact match's hops are its 64-bit values, read as they are.
+            let hop = match (fate, em) {
+                (TO_V4, false) => s.h4[slot],
+                (TO_V4, true) => s.e4[slot].map(|v| v as u32),
+                (TO_V6, false) => s.h6[slot],
+                (TO_V6, true) => s.e6[slot].map(|v| v as u32),
                 reason => {
-                    c.drops[port][reason as usize].add(1);
+                    c.drops[port][reason.0 as usize].add(1);
                     continue;
                 }
             };
@@ -335,6 +347,7 @@ impl Router {
             let d = m.data_mut();
             d[..6].copy_from_slice(&hop.mac.0);
             d[6..12].copy_from_slice(&self.macs[hop.port].0);
+            self.out_bytes[hop.port] += d.len() as u64;
             // The buffer holds at most a burst, so this push fits.
             let _ = self.out[hop.port].push(m);
         }
@@ -344,20 +357,27 @@ impl Router {
     /// and counted.
     fn send(&mut self) {
         let c = &*self.counters;
-        for (p, (q, out)) in self.tx.iter_mut().zip(&mut self.out).enumerate() {
+        let queues = self
+            .tx
+            .iter_mut()
+            .zip(&mut self.out)
+            .zip(&mut self.out_bytes);
+        for (p, ((q, out), bytes)) in queues.enumerate() {
             if out.is_empty() {
                 continue;
             }
-            let bytes: usize = out.iter().map(|m| m.data().len()).sum();
             let len = out.len();
             let sent = q.tx_burst(out);
-            let unsent: usize = out.iter().map(|m| m.data().len()).sum();
-            c.tx[p].add(sent as u64);
-            c.tx_bytes[p].add((bytes - unsent) as u64);
+            let mut sent_bytes = std::mem::take(bytes);
             if sent < len {
+                // What the queue left is dropped: its bytes were not sent.
+                let unsent: usize = out.iter().map(|m| m.data().len()).sum();
+                sent_bytes -= unsent as u64;
                 c.drops[p][Reason::TxFull as usize].add((len - sent) as u64);
                 out.clear();
             }
+            c.tx[p].add(sent as u64);
+            c.tx_bytes[p].add(sent_bytes);
         }
     }
 }
@@ -407,6 +427,7 @@ impl Task for Forward {
 
 #[cfg(test)]
 mod tests {
+    use super::super::routes::key4;
     use super::*;
 
     /// An Ethernet + IPv4 + UDP frame (1000 -> 1001) with fragment field

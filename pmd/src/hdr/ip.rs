@@ -88,20 +88,20 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
         let h = self.header();
         // A header without options: the one's-complement sum of all of it,
         // its checksum field included, is 0xffff exactly when the field is
-        // right (RFC 1071 §4.1). Summed as five native-order 32-bit words
-        // (the sum does not depend on byte order, §2(B)); a field of
-        // 0xffff, which no sender computes, takes the exact path.
+        // right (RFC 1071 §4.1). One's-complement addition is addition
+        // modulo 0xffff, so that sum is 0xffff exactly when the plain sum
+        // of the words is a nonzero multiple of 0xffff; and as 0x10000 is
+        // 1 modulo 0xffff, the words may be taken 32 bits at a time, in
+        // native order (a byte swap multiplies the sum by 0x100, prime to
+        // 0xffff: §2(B)). A field of 0xffff, which no sender computes,
+        // takes the exact path.
         if let Ok(w) = <&[u8; 20]>::try_from(h) {
             let mut sum = 0u64;
             for k in 0..5 {
                 sum +=
                     u32::from_ne_bytes([w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]]) as u64;
             }
-            let sum = (sum & 0xffff_ffff) + (sum >> 32);
-            let sum = (sum & 0xffff) + (sum >> 16);
-            let sum = (sum & 0xffff) + (sum >> 16);
-            let sum = (sum & 0xffff) + (sum >> 16);
-            if sum == 0xffff && self.checksum() != 0xffff {
+            if sum % 0xffff == 0 && sum != 0 && self.checksum() != 0xffff {
                 return true;
             }
         }
