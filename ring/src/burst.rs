@@ -85,6 +85,32 @@ impl<T, const N: usize> Burst<T, N> {
         Some(v)
     }
 
+    /// Takes every value out, in order: the burst is empty at once, the
+    /// iterator yields the values, and what it has not yielded when
+    /// dropped is dropped with it (a leaked iterator leaks them, never
+    /// drops one twice). Cheaper than popping one at a time, which keeps
+    /// the burst's indices right after each value.
+    ///
+    /// ```
+    /// let mut b = rpmd_ring::Burst::<u32, 4>::new();
+    /// b.push(1).unwrap();
+    /// b.push(2).unwrap();
+    /// assert_eq!(b.drain().collect::<Vec<_>>(), [1, 2]);
+    /// assert!(b.is_empty());
+    /// ```
+    #[inline]
+    pub fn drain(&mut self) -> Drain<'_, T, N> {
+        let (next, end) = (self.start, self.end);
+        // Empty from here on: each value is now the iterator's alone.
+        self.start = 0;
+        self.end = 0;
+        Drain {
+            buf: &mut self.buf,
+            next,
+            end,
+        }
+    }
+
     /// Puts a value back at the front (undoes a [`pop`](Self::pop)), e.g.
     /// an mbuf a transmit path could not queue after all, so that it
     /// stays with the caller in order; a full burst gives it back.
@@ -251,6 +277,47 @@ impl<T, const N: usize> Burst<T, N> {
     pub(crate) fn advance_back(&mut self, n: usize) {
         debug_assert!(self.end + n <= N);
         self.end += n;
+    }
+}
+
+/// The values a [`Burst::drain`] takes out, front first.
+pub struct Drain<'a, T, const N: usize> {
+    buf: &'a mut [MaybeUninit<T>; N],
+    /// `buf[next..end]` are the values not yet yielded; `end <= N`.
+    next: usize,
+    end: usize,
+}
+
+impl<T, const N: usize> Iterator for Drain<'_, T, N> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if self.next == self.end {
+            return None;
+        }
+        // SAFETY: `next < end <= N` (the burst's invariant when drained),
+        // so the slot is in bounds and holds a live value that no one else
+        // owns (the burst gave them up); advancing `next` makes it taken
+        // once.
+        let v = unsafe { self.buf.get_unchecked(self.next).assume_init_read() };
+        self.next += 1;
+        Some(v)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.end - self.next;
+        (n, Some(n))
+    }
+}
+
+impl<T, const N: usize> ExactSizeIterator for Drain<'_, T, N> {}
+
+impl<T, const N: usize> Drop for Drain<'_, T, N> {
+    fn drop(&mut self) {
+        for v in self.by_ref() {
+            drop(v);
+        }
     }
 }
 

@@ -135,7 +135,7 @@ pub mod txlock;
 #[cfg(not(loom))]
 mod zc;
 
-pub use burst::Burst;
+pub use burst::{Burst, Drain};
 pub use error::Error;
 pub use mode::{Hts, Multi, SharedMode, Single, SyncMode, ZeroCopyMode};
 pub use ring::{new, with_start_index, Consumer, Ends, Producer, Transfer, MAX_CAPACITY};

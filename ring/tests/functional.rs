@@ -191,6 +191,32 @@ fn owned_bursts<P: SyncMode, C: SyncMode>(start: u32) {
     assert_eq!(drops.load(Ordering::SeqCst), 9);
 }
 
+#[test]
+fn a_drained_burst_yields_in_order_and_drops_what_is_left_once() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mk = |id| Tracked {
+        id,
+        drops: drops.clone(),
+    };
+    let mut b: Burst<Tracked, 8> = Burst::new();
+    for i in 0..6 {
+        b.push(mk(i)).unwrap();
+    }
+    drop(b.pop());
+    let mut d = b.drain();
+    assert_eq!(d.len(), 5);
+    assert_eq!(d.next().map(|t| t.id), Some(1));
+    assert_eq!(d.next().map(|t| t.id), Some(2));
+    drop(d);
+    assert!(b.is_empty());
+    assert_eq!(drops.load(Ordering::SeqCst), 6, "each value dropped once");
+    // Refilled after a drain: from the front again.
+    b.push(mk(7)).unwrap();
+    assert_eq!(b.drain().map(|t| t.id).collect::<Vec<_>>(), vec![7]);
+    std::mem::forget(b.drain());
+    assert_eq!(drops.load(Ordering::SeqCst), 7);
+}
+
 fn drop_remaining<P: SyncMode, C: SyncMode>(start: u32) {
     let drops = Arc::new(AtomicUsize::new(0));
     let (p, c) = rpmd_ring::with_start_index::<Tracked, P, C>(8, start).unwrap();

@@ -324,11 +324,9 @@ impl Router {
         let c = &*self.counters;
         let hops = &self.readers.tables.hops;
         let em = self.readers.lookup == Lookup::Em;
-        let mut i = 0;
-        while let Some(mut m) = pkts.pop() {
+        for (i, mut m) in pkts.drain().enumerate() {
             let fate = s.fate[i];
             let slot = s.slot[i] as usize;
-            i += 1;
             // Exact match's hops are its 64-bit values, read as they are.
             let hop = match (fate, em) {
                 (TO_V4, false) => s.h4[slot],
