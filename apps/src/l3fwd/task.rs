@@ -165,15 +165,22 @@ pub struct Forward {
     routed: Router,
 }
 
+/// What waits to leave by one port.
+struct Outbound {
+    /// The frames routed to it in this burst.
+    pkts: Pkts,
+    /// Their bytes.
+    bytes: u64,
+    /// The port's own MAC (the source of what leaves by it).
+    mac: MacAddr,
+}
+
 /// What a burst goes through once received.
 struct Router {
     /// This lcore's tx queue on every port, by port index.
     tx: Vec<Box<dyn TxQueue>>,
-    out: Vec<Pkts>,
-    /// The bytes buffered in each of `out`.
-    out_bytes: Vec<u64>,
-    /// Each port's own MAC (the source of what leaves by it).
-    macs: Vec<MacAddr>,
+    /// What each port is to send, by port index.
+    out: Vec<Outbound>,
     readers: Readers,
     counters: Arc<LcoreCounters>,
     scratch: Box<Scratch>,
@@ -194,10 +201,15 @@ impl Forward {
             burst: burst.clamp(1, MAX_BURST),
             pkts: Pkts::new(),
             routed: Router {
-                out: tx.iter().map(|_| Pkts::new()).collect(),
-                out_bytes: vec![0; tx.len()],
+                out: macs
+                    .into_iter()
+                    .map(|mac| Outbound {
+                        pkts: Pkts::new(),
+                        bytes: 0,
+                        mac,
+                    })
+                    .collect(),
                 tx,
-                macs,
                 readers,
                 counters,
                 scratch: Scratch::new(),
@@ -325,6 +337,9 @@ impl Router {
         let hops = &self.readers.tables.hops;
         let em = self.readers.lookup == Lookup::Em;
         for (i, mut m) in pkts.drain().enumerate() {
+            // A burst holds at most MAX_BURST frames: the mask keeps the
+            // index in the scratch arrays without a bounds check.
+            let i = i % MAX_BURST;
             let fate = s.fate[i];
             let slot = s.slot[i] as usize;
             // Exact match's hops are its 64-bit values, read as they are.
@@ -342,12 +357,16 @@ impl Router {
                 c.drops[port][Reason::NoRoute as usize].add(1);
                 continue;
             };
+            let o = &mut self.out[hop.port];
             let d = m.data_mut();
-            d[..6].copy_from_slice(&hop.mac.0);
-            d[6..12].copy_from_slice(&self.macs[hop.port].0);
-            self.out_bytes[hop.port] += d.len() as u64;
+            // Pass 1 took every frame shorter than a header out.
+            if let Some(macs) = d.get_mut(..12) {
+                macs[..6].copy_from_slice(&hop.mac.0);
+                macs[6..].copy_from_slice(&o.mac.0);
+            }
+            o.bytes += d.len() as u64;
             // The buffer holds at most a burst, so this push fits.
-            let _ = self.out[hop.port].push(m);
+            let _ = o.pkts.push(m);
         }
     }
 
@@ -355,18 +374,14 @@ impl Router {
     /// and counted.
     fn send(&mut self) {
         let c = &*self.counters;
-        let queues = self
-            .tx
-            .iter_mut()
-            .zip(&mut self.out)
-            .zip(&mut self.out_bytes);
-        for (p, ((q, out), bytes)) in queues.enumerate() {
+        for (p, (q, o)) in self.tx.iter_mut().zip(&mut self.out).enumerate() {
+            let out = &mut o.pkts;
             if out.is_empty() {
                 continue;
             }
             let len = out.len();
             let sent = q.tx_burst(out);
-            let mut sent_bytes = std::mem::take(bytes);
+            let mut sent_bytes = std::mem::take(&mut o.bytes);
             if sent < len {
                 // What the queue left is dropped: its bytes were not sent.
                 let unsent: usize = out.iter().map(|m| m.data().len()).sum();
