@@ -7,12 +7,14 @@
 //! member's IVAR table puts it (the model reads the table as each
 //! datasheet draws it). A link that is not the internal copper PHY's is
 //! refused with its mode named.
+mod common;
+use common::finish;
 use rpmd_igb::family::Family;
 use rpmd_igb::model::{model_mac, model_mac_of, IgbModel, ModelOptions};
 use rpmd_igb::{open_port, Error, IgbPort};
 use rpmd_pmd::function::EventFd;
 use rpmd_pmd::pci::PciAddr;
-use rpmd_pmd::{DmaDomain, Mempool, MempoolConfig, Pkts, Port, PortConfig, Queues};
+use rpmd_pmd::{DmaDomain, Mempool, MempoolConfig, Pkts, Port, PortConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,14 +62,6 @@ fn frame(dst: [u8; 6], seq: u32) -> Vec<u8> {
     f.extend_from_slice(&seq.to_be_bytes());
     f.resize(64, 0xa5);
     f
-}
-
-fn finish(m: &IgbModel, pool: &Mempool, mut port: IgbPort, q: Queues) {
-    port.stop().unwrap();
-    drop(q);
-    drop(port);
-    assert_eq!(pool.available(), pool.size(), "every mbuf home");
-    assert_eq!(m.violations(), Vec::<String>::new());
 }
 
 #[test]

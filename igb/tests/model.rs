@@ -5,6 +5,8 @@
 //! in reset, a corrupt EEPROM, a foreign device ID, receive write-backs
 //! with impossible lengths, no end of frame, or errors. Every case ends
 //! with every mbuf home and no DMA outside mapped memory.
+mod common;
+use common::finish;
 use rpmd_igb::model::{model_mac, Hostile, IgbModel, ModelOptions};
 use rpmd_igb::{open_port, Error, IgbPort};
 use rpmd_pmd::mbuf::{
@@ -79,15 +81,6 @@ fn receive(q: &mut Queues, n: usize) -> Vec<Mbuf> {
         }
     }
     got
-}
-
-/// Stops the port and checks every mbuf is home and no DMA strayed.
-fn finish(model: &IgbModel, pool: &Mempool, mut port: IgbPort, q: Queues) {
-    port.stop().unwrap();
-    drop(q);
-    drop(port);
-    assert_eq!(pool.available(), pool.size(), "every mbuf home");
-    assert_eq!(model.violations(), Vec::<String>::new());
 }
 
 #[test]
