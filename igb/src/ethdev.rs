@@ -348,9 +348,7 @@ impl IgbDevice {
         )?;
         hw.write(VET, 0x8100)?;
         for (k, w) in self.vfta.iter().enumerate() {
-            for _ in 0..hw.family().vfta_writes() {
-                hw.write(VFTA + 4 * k as u64, *w)?;
-            }
+            hw.write_vfta(k, *w)?;
         }
         hw.write(RLPML, Self::max_frame(self.mtu))
     }
@@ -690,8 +688,8 @@ impl Device for IgbDevice {
         let w = &mut self.vfta[reg];
         *w = if on { *w | bit } else { *w & !bit };
         let v = *w;
-        (0..self.hw.family().vfta_writes())
-            .try_for_each(|_| self.hw.write(VFTA + 4 * reg as u64, v))
+        self.hw
+            .write_vfta(reg, v)
             .map_err(|e| self.err("programming the VLAN filter table", e))
     }
 

@@ -83,7 +83,8 @@ impl Hw {
     /// 1000BASE-KX links need their PCS set up, which this driver does
     /// not do.
     pub fn check_link_mode(&self) -> Result<(), Error> {
-        let bits = (self.read(CTRL_EXT)? & CTRL_EXT_LINK_MODE_MASK) >> 22;
+        let mask = CTRL_EXT_LINK_MODE_MASK;
+        let bits = (self.read(CTRL_EXT)? & mask) >> mask.trailing_zeros();
         let mode = match bits {
             0 => return Ok(()),
             1 => "1000BASE-KX",
@@ -174,6 +175,12 @@ impl Hw {
         };
         self.mask_interrupts()?;
         Ok(auto_read)
+    }
+
+    /// Writes VLAN filter table register `k` (as many times as the member
+    /// needs: [`Family::vfta_writes`]).
+    pub fn write_vfta(&self, k: usize, v: u32) -> Result<(), Error> {
+        (0..self.family.vfta_writes()).try_for_each(|_| self.write(VFTA + 4 * k as u64, v))
     }
 
     /// Reads EEPROM word `word` through EERD.

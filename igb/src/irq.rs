@@ -15,7 +15,7 @@ use crate::hw::Hw;
 use crate::regs::*;
 use crate::Error;
 use rpmd_pmd::function::{EventFd, Regs};
-use rpmd_pmd::port::events::{LinkEvents, WatchThread};
+use rpmd_pmd::port::events::{watch_wait, LinkEvents, WatchThread};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,16 +132,8 @@ impl LinkWatch {
         let counts: Arc<[AtomicU64; 3]> = Arc::default();
         let seen = counts.clone();
         let thread = WatchThread::spawn("igb-link", move || {
-            let pace = Duration::from_millis(100);
-            match other.wait(pace) {
-                Ok(0) => return,
-                Ok(_) => {}
-                // A failed wait returns at once: pace the retries, or the
-                // watch spins a CPU.
-                Err(_) => {
-                    seen[2].fetch_add(1, Ordering::Relaxed);
-                    return std::thread::sleep(pace);
-                }
+            if !watch_wait(&other, Duration::from_millis(100), &seen[2]) {
+                return;
             }
             seen[0].fetch_add(1, Ordering::Relaxed);
             if regs.read32(ICR).is_ok_and(|c| c & ICR_LSC != 0) {

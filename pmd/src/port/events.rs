@@ -10,7 +10,7 @@
 use crate::function::EventFd;
 use crate::Error;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -83,11 +83,27 @@ impl AsFd for LinkEvents {
     }
 }
 
+/// A watch round's wait on an interrupt's eventfd: up to `pace` for a
+/// signal; whether one came. A wait that fails returns at once, so it is
+/// counted in `failed` and the round sleeps `pace` instead: a
+/// [`WatchThread`] reruns its round at once and would spin a CPU.
+pub fn watch_wait(fd: &EventFd, pace: Duration, failed: &AtomicU64) -> bool {
+    match fd.wait(pace) {
+        Ok(n) => n > 0,
+        Err(_) => {
+            failed.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(pace);
+            false
+        }
+    }
+}
+
 /// A thread that watches for a device's link changes: it runs `round`
 /// over and over until dropped (the drop waits for the round in
 /// progress, so a round must block for a bounded time, say a 100 ms
 /// wait on an interrupt's eventfd), and it must also take that time when
-/// its wait fails (sleep instead), or the thread spins a CPU. Drivers
+/// its wait fails, or the thread spins a CPU ([`watch_wait`] does both).
+/// Drivers
 /// keep one while their port runs and raise their [`LinkEvents`] from
 /// `round`.
 pub struct WatchThread {
@@ -120,5 +136,34 @@ impl Drop for WatchThread {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// /dev/null polls readable and reads 0 bytes: every wait on it fails
+    /// at once, as a broken eventfd's would.
+    #[test]
+    fn a_failed_watch_wait_is_counted_and_takes_its_pace() {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let fd = EventFd::from_fd(null.into());
+        assert!(fd.wait(Duration::from_secs(5)).is_err());
+        let failed = AtomicU64::new(0);
+        let t = std::time::Instant::now();
+        for _ in 0..3 {
+            assert!(!watch_wait(&fd, Duration::from_millis(20), &failed));
+        }
+        assert!(
+            t.elapsed() >= Duration::from_millis(60),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(failed.load(Ordering::Relaxed), 3);
+        let ok = EventFd::new().unwrap();
+        ok.signal().unwrap();
+        assert!(watch_wait(&ok, Duration::from_millis(20), &failed));
+        assert_eq!(failed.load(Ordering::Relaxed), 3);
     }
 }

@@ -9,7 +9,7 @@
 //! port's [`LinkEvents`]. Without a vector the reads alone find the
 //! change, within 100 ms.
 use rpmd_pmd::function::{EventFd, Regs};
-use rpmd_pmd::port::events::{LinkEvents, WatchThread};
+use rpmd_pmd::port::events::{watch_wait, LinkEvents, WatchThread};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,16 +59,7 @@ impl LinkWatch {
         let pace = Duration::from_millis(100);
         let thread = WatchThread::spawn("virtio-link", move || {
             let woken = match &config_irq {
-                Some(fd) => match fd.wait(pace) {
-                    Ok(n) => n > 0,
-                    // A failed wait returns at once: pace the retries, or
-                    // the watch spins a CPU.
-                    Err(_) => {
-                        seen[2].fetch_add(1, Ordering::Relaxed);
-                        std::thread::sleep(pace);
-                        false
-                    }
-                },
+                Some(fd) => watch_wait(fd, pace, &seen[2]),
                 None => {
                     std::thread::sleep(pace);
                     false
