@@ -49,9 +49,9 @@ pub fn start(huge: &str, size: usize) -> Proc {
     Proc(child)
 }
 
-/// Stops the generator and returns the median of its per-second Rx-pps
-/// in Mpps, both ports summed, the first two seconds dropped.
-pub fn rate(mut g: Proc) -> f64 {
+/// Stops the generator and returns its per-second Rx-pps, one pair
+/// (port 0, port 1) a second, the first two seconds dropped.
+fn stop(mut g: Proc) -> Vec<[f64; 2]> {
     // SAFETY: kill has no memory preconditions.
     #[allow(unsafe_code)]
     unsafe {
@@ -70,8 +70,17 @@ pub fn rate(mut g: Proc) -> f64 {
             l[i + key.len()..].split_whitespace().next()?.parse().ok()
         })
         .collect();
-    let per_sec: Vec<f64> = vals.chunks_exact(2).map(|c| c[0] + c[1]).skip(2).collect();
-    median(per_sec) / 1e6
+    vals.chunks_exact(2).map(|c| [c[0], c[1]]).skip(2).collect()
+}
+
+/// Stops the generator and returns the median of its per-second Rx-pps
+/// in Mpps, both ports summed, the first two seconds dropped.
+pub fn rate(g: Proc) -> f64 {
+    total(&stop(g))
+}
+
+fn total(per_sec: &[[f64; 2]]) -> f64 {
+    median(per_sec.iter().map(|p| p[0] + p[1]).collect()) / 1e6
 }
 
 /// Measures one device under test: starts the generator with
@@ -87,6 +96,19 @@ pub fn measure(
     dpdk_prefix: Option<&str>,
     dut: impl FnOnce(&[String; 2]) -> Command,
 ) -> f64 {
+    total(&measure_ports(huge, size, secs, dpdk_prefix, dut))
+}
+
+/// As [`measure`], but returns what the generator received each second
+/// on each port (frames per second): which port a device under test sent
+/// its frames to.
+pub fn measure_ports(
+    huge: &str,
+    size: usize,
+    secs: f64,
+    dpdk_prefix: Option<&str>,
+    dut: impl FnOnce(&[String; 2]) -> Command,
+) -> Vec<[f64; 2]> {
     let g = start(huge, size);
     let log_path = std::env::temp_dir().join(format!("rpmd-dut-{}.log", std::process::id()));
     let log = std::fs::File::create(&log_path).expect("the device under test's log");
@@ -98,12 +120,12 @@ pub fn measure(
         .expect("the device under test (dpdk-testpmd, DPDK's l3fwd, or an rpmd app built with --release)");
     let dut = Proc(child);
     std::thread::sleep(Duration::from_secs_f64(secs + 2.5));
-    let r = rate(g);
+    let per_sec = stop(g);
     match dpdk_prefix {
         Some(p) => stop_dpdk(dut, huge, p),
         None => drop(dut),
     }
-    if r <= 0.0 {
+    if total(&per_sec) <= 0.0 {
         // A device under test that forwarded nothing failed: say why.
         let text = std::fs::read_to_string(&log_path).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(12).collect();
@@ -113,7 +135,7 @@ pub fn measure(
         }
     }
     let _ = std::fs::remove_file(&log_path);
-    r
+    per_sec
 }
 
 /// A DPDK program as the device under test on CPU 1: `--no-pci`, its

@@ -42,7 +42,8 @@ struct Args {
     #[arg(short = 'L', conflicts_with = "lookup")]
     lpm: bool,
     /// IPv4 rules: `[R]PREFIX/LEN PORT [MAC]` (lpm) or
-    /// `[R]SRC DST SPORT DPORT PROTO PORT [MAC]` (em); DPDK's files load.
+    /// `[R]DST SRC DPORT SPORT PROTO PORT [MAC]` (em, destination first as
+    /// in DPDK's); DPDK's files load and route as they do in DPDK.
     #[arg(long = "rule-ipv4", alias = "rule_ipv4", value_name = "FILE")]
     rule_ipv4: Option<String>,
     /// IPv6 rules, in the same forms.

@@ -3,9 +3,10 @@
 //! they fill.
 //!
 //! A longest-prefix rule is `[R]PREFIX/LEN PORT [MAC]`, IPv4 or IPv6; an
-//! exact-match rule is `[R]SRC DST SPORT DPORT PROTO PORT [MAC]`. `#`
-//! starts a comment. DPDK's own files (`lpm_default_v4.cfg`,
-//! `em_default_v4.cfg`, ...) load as they are. A rule naming a port that
+//! exact-match rule is `[R]DST SRC DPORT SPORT PROTO PORT [MAC]`:
+//! destination first, as DPDK's `em_route_parse.c` reads it, so a file
+//! routes the same frames in both. `#` starts a comment. DPDK's own files
+//! (`lpm_default_v4.cfg`, `em_default_v4.cfg`, ...) load as they are. A rule naming a port that
 //! is not in use is skipped and counted, as DPDK's l3fwd skips it; a rule
 //! given twice replaces the first; a malformed line is an error naming the
 //! file and line; a full table is an error, never a rule silently lost.
@@ -182,10 +183,11 @@ fn prefix_rule(body: &str) -> Result<Rule, String> {
 
 fn flow_rule(body: &str) -> Result<Rule, String> {
     let f: Vec<&str> = body.split_whitespace().collect();
-    let (src, dst, sp, dp, proto, port, mac) = match f[..] {
+    // DPDK's order: the destination address and port come first.
+    let (dst, src, dp, sp, proto, port, mac) = match f[..] {
         [a, b, c, d, e, p] => (a, b, c, d, e, p, None),
         [a, b, c, d, e, p, m] => (a, b, c, d, e, p, Some(m)),
-        _ => return Err("want SRC DST SPORT DPORT PROTO PORT [MAC]".into()),
+        _ => return Err("want DST SRC DPORT SPORT PROTO PORT [MAC]".into()),
     };
     let l4 = |s: &str| {
         s.parse::<u16>()
@@ -215,7 +217,7 @@ fn flow_rule(body: &str) -> Result<Rule, String> {
 
 /// DPDK l3fwd's built-in rules (its `*_default_v4.cfg`/`v6.cfg`): port
 /// k's /24 is 198.18.k.0 and its /64 2001:200:0:k::, and one UDP flow
-/// 198.18.k.0 → 198.18.k.1 (9 → 9) per port k, for 16 ports.
+/// from 198.18.k.1 to 198.18.k.0 (9 → 9) per port k, for 16 ports.
 pub fn defaults(lookup: Lookup) -> Vec<Rule> {
     let t = |k: usize| Target { port: k, mac: None };
     let net4 = |k: usize, host: u32| u32::from(Ipv4Addr::new(198, 18, k as u8, 0)) | host;
@@ -227,8 +229,8 @@ pub fn defaults(lookup: Lookup) -> Vec<Rule> {
                 Rule::Prefix6(net6(k, 0), 64, t(k)),
             ],
             Lookup::Em => [
-                Rule::Flow4([net4(k, 0), net4(k, 1)], [9, 9], 17, t(k)),
-                Rule::Flow6([net6(k, 0), net6(k, 1)], [9, 9], 17, t(k)),
+                Rule::Flow4([net4(k, 1), net4(k, 0)], [9, 9], 17, t(k)),
+                Rule::Flow6([net6(k, 1), net6(k, 0)], [9, 9], 17, t(k)),
             ],
         })
         .collect()
@@ -371,6 +373,17 @@ mod tests {
                 }
             )
         ));
+        // As DPDK reads it: destination, source, their ports, protocol.
+        let em = parse("R198.18.0.0 198.18.0.1 9 7 0x11 2\n", "em.cfg", Lookup::Em).unwrap();
+        assert_eq!(
+            em,
+            [Rule::Flow4(
+                [0xc612_0001, 0xc612_0000],
+                [7, 9],
+                17,
+                Target { port: 2, mac: None }
+            )]
+        );
         let e = parse(
             "R198.18.0.0 198.18.0.1 9 9 0x11 0\nR1.2.3.4 5.6.7.8 9 9 0x1g 0\n",
             "em.cfg",
@@ -435,7 +448,7 @@ mod tests {
         )));
         let e = defaults(Lookup::Em);
         assert!(e.contains(&Rule::Flow4(
-            [0xc612_0100, 0xc612_0101],
+            [0xc612_0101, 0xc612_0100],
             [9, 9],
             17,
             Target { port: 1, mac: None }
