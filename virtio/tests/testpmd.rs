@@ -202,11 +202,41 @@ fn testpmd_txonly_frames_all_arrive_packed() {
     txonly_arrive("txop", ",packed_vq=1");
 }
 
+/// A pool without headroom: the header cannot go in front of the data,
+/// so the buffers are posted from their data start and the frame follows
+/// the header there.
+#[test]
+fn testpmd_txonly_frames_arrive_in_a_pool_without_headroom() {
+    let Some(t) = testpmd_mode("txo0", "txonly") else {
+        return;
+    };
+    let mut cfg = MempoolConfig::new("vts0", 4096);
+    cfg.headroom = 0;
+    let conf = PortConfig {
+        rx_pool: Some(Mempool::new(&cfg).unwrap()),
+        ..PortConfig::default()
+    };
+    let (mut p, mut q, _pool) = port_config(&t, "", conf);
+    let mut inb = Pkts::new();
+    let start = Instant::now();
+    let mut got = 0;
+    while got < 1000 && start.elapsed() < Duration::from_secs(5) {
+        got += q.rx_burst(0, &mut inb, 32);
+        for m in inb.iter() {
+            assert_eq!((m.data_len(), m.headroom()), (64, 12));
+        }
+        inb.clear();
+    }
+    assert!(got >= 1000, "received only {got} in 5 s");
+    p.stop().unwrap();
+    finish(t);
+}
+
 fn txonly_arrive(tag: &str, opts: &str) {
     let Some(t) = testpmd_mode(tag, "txonly") else {
         return;
     };
-    let (mut p, mut q, _pool) = port_with(&t, opts);
+    let (mut p, mut q, pool) = port_with(&t, opts);
     let mut inb = Pkts::new();
     let mut got = 0u64;
     let start = Instant::now();
@@ -214,6 +244,10 @@ fn txonly_arrive(tag: &str, opts: &str) {
         got += q.rx_burst(0, &mut inb, 32) as u64;
         for m in inb.iter() {
             assert_eq!(m.data_len(), 64);
+            // The header went into the headroom: the frame starts on the
+            // data room's first byte, cache-line aligned, as in DPDK.
+            assert_eq!(m.headroom(), pool.headroom(), "frame start");
+            assert_eq!(m.data().as_ptr() as usize % 64, 0, "frame start");
         }
         inb.clear();
     }

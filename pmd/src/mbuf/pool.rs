@@ -216,6 +216,11 @@ impl Mempool {
         self.buf_len as usize
     }
 
+    /// Every mbuf's headroom when fresh.
+    pub fn headroom(&self) -> usize {
+        self.headroom as usize
+    }
+
     /// Every mbuf's data room: what a fresh mbuf can hold after its
     /// headroom.
     pub fn data_room(&self) -> usize {

@@ -169,6 +169,9 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     pub(crate) mrg: bool,
     /// GUEST_CSUM negotiated: header checksum flags become mbuf flags.
     pub(crate) csum: bool,
+    /// Bytes of each posted buffer before its data start: the header's
+    /// length when the pool's headroom holds it (see [`rx_slot`]), else 0.
+    pub(crate) front: usize,
     pub(crate) pool: Mempool,
     pub(crate) kick: Kick,
     pub(crate) live: rpmd_pmd::port::LiveFlag,
@@ -274,8 +277,8 @@ impl<Q: Ring> VirtioRx<Q> {
             let len = len as usize;
             // The common case: one buffer per frame, no header field to
             // read.
-            if !self.csum && (!self.mrg || len < m.tailroom()) {
-                if !m.set_received(len, NET_HDR_LEN) {
+            if !self.csum && (!self.mrg || len < m.tailroom() + self.front) {
+                if !received(&mut m, len, self.front) {
                     self.stats.errors.add(1);
                     continue;
                 }
@@ -314,14 +317,15 @@ impl<Q: Ring> VirtioRx<Q> {
     /// rest go one by one.
     #[inline(always)]
     fn take_lines(&mut self, out: &mut Pkts, room: usize, bytes: &mut usize) -> usize {
+        let front = self.front;
         let limit = if self.mrg {
-            self.pool.data_room() as u32
+            (self.pool.data_room() + front) as u32
         } else {
             u32::MAX
         };
         let (got, refused) = self.q.pop_used_lines(out, room, limit, |m, len| {
             let len = len as usize;
-            let ok = m.set_received(len, NET_HDR_LEN);
+            let ok = received(m, len, front);
             if ok {
                 *bytes += len - NET_HDR_LEN;
             }
@@ -344,8 +348,10 @@ impl<Q: Ring> VirtioRx<Q> {
         // only a full buffer can start a multi-buffer frame; shorter ones
         // need not be read here (the frame bytes are cold in this core's
         // cache).
-        let full = len >= m.tailroom();
-        if len < NET_HDR_LEN || !m.set_data_len(len) {
+        let front = self.front;
+        let full = len >= m.tailroom() + front;
+        // The buffer was posted `front` bytes before the data start.
+        if len < NET_HDR_LEN || m.prepend(front).is_none() || !m.set_data_len(len) {
             return None;
         }
         let nbufs = if self.mrg && full {
@@ -364,7 +370,9 @@ impl<Q: Ring> VirtioRx<Q> {
         for _ in 1..nbufs {
             match self.q.pop_used() {
                 Some(Ok((mut seg, l))) => {
-                    if !seg.set_data_len(l as usize) || m.chain(seg).is_err() {
+                    // A further buffer holds frame bytes from its start.
+                    let placed = seg.prepend(front).is_some() && seg.set_data_len(l as usize);
+                    if !placed || m.chain(seg).is_err() {
                         ok = false;
                     }
                 }
@@ -390,9 +398,10 @@ impl<Q: Ring> VirtioRx<Q> {
             self.stats.nombuf.add(1);
         }
         let n = self.refill.len();
-        let posted = self.q.push_run(&mut self.refill, n, true, |m| {
-            (m.data_iova().raw(), m.tailroom() as u32)
-        });
+        let front = self.front;
+        let posted = self
+            .q
+            .push_run(&mut self.refill, n, true, |m| rx_slot(m, front));
         if posted > 0 && self.q.publish() {
             self.kick.kick();
         }
@@ -649,6 +658,10 @@ pub(crate) fn build_handles<Q: Ring>(
     use crate::consts::{VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MRG_RXBUF};
     let (mut rx, mut tx) = (Vec::new(), Vec::new());
     let mut b: Burst<Mbuf, 64> = Burst::new();
+    let front = match h.pool.headroom() >= NET_HDR_LEN {
+        true => NET_HDR_LEN,
+        false => 0,
+    };
     for (k, (mut q, kick)) in queues.into_iter().enumerate() {
         let pair = k / 2;
         q.set_interrupts(false);
@@ -656,7 +669,7 @@ pub(crate) fn build_handles<Q: Ring>(
             while q.free() > 0 {
                 h.pool.get_bulk(&mut b, q.free().min(64))?;
                 while let Some(m) = b.pop() {
-                    let (addr, room) = (m.data_iova().raw(), m.tailroom() as u32);
+                    let (addr, room) = rx_slot(&m, front);
                     let _ = q.push(m, addr, room, true);
                 }
             }
@@ -668,6 +681,7 @@ pub(crate) fn build_handles<Q: Ring>(
                 call: call(pair),
                 mrg: h.features & VIRTIO_NET_F_MRG_RXBUF != 0,
                 csum: h.features & VIRTIO_NET_F_GUEST_CSUM != 0,
+                front,
                 pool: h.pool.clone(),
                 kick,
                 live: h.rx_live[pair].clone(),
@@ -695,6 +709,32 @@ pub(crate) fn build_handles<Q: Ring>(
         }
     }
     Ok(Queues::new(rx, tx))
+}
+
+/// Where fresh rx buffer `m` is posted, and its length: `front` bytes
+/// before its data start. With `front` the header's length (the pool's
+/// headroom holds it) the device writes the header into the headroom and
+/// the frame from the data start on, cache-line aligned, as DPDK posts
+/// its buffers. A frame that starts 12 bytes into a line instead spans
+/// one more line (two for 64 bytes) and is written with stores that
+/// split lines; the device's stores were then this router's bottleneck
+/// when the buffers' order is scrambled (`compare.sh l3fwd`, em rows;
+/// benches/RESULTS.md, findings).
+#[inline(always)]
+fn rx_slot(m: &Mbuf, front: usize) -> (u64, u32) {
+    (
+        m.data_iova().raw() - front as u64,
+        (m.tailroom() + front) as u32,
+    )
+}
+
+/// Sets one-buffer frame `m` as received: the device wrote `len` bytes,
+/// header first, from `front` bytes before its data start (see
+/// [`rx_slot`]); false when `len` does not fit that.
+#[inline(always)]
+fn received(m: &mut Mbuf, len: usize, front: usize) -> bool {
+    len.checked_sub(front)
+        .is_some_and(|l| m.set_received(l, NET_HDR_LEN - front))
 }
 
 /// Counts `n` protocol violations of the device on a queue, and marks the

@@ -237,12 +237,15 @@ pub fn port_with(t: &Testpmd, opts: &str) -> Started {
     port_config(t, opts, PortConfig::default())
 }
 
-/// A started port on testpmd's socket configured as `conf` (its rx_pool
-/// set here, 4096 mbufs).
+/// A started port on testpmd's socket configured as `conf` (its rx_pool,
+/// when it names none, set here: 4096 mbufs).
 pub fn port_config(t: &Testpmd, opts: &str, conf: PortConfig) -> Started {
     let mut reg = Registry::new();
     rpmd_virtio::register(&mut reg);
-    let pool = Mempool::new(&MempoolConfig::new("vts", 4096)).unwrap();
+    let pool = match &conf.rx_pool {
+        Some(p) => p.clone(),
+        None => Mempool::new(&MempoolConfig::new("vts", 4096)).unwrap(),
+    };
     let mut p = reg.open(&format!("virtio-user:{}{opts}", t.sock)).unwrap();
     p.configure(&PortConfig {
         rx_pool: Some(pool.clone()),
