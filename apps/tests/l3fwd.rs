@@ -227,6 +227,28 @@ fn lpm_routes_v4_and_v6_with_every_byte_checked_and_drops_by_reason() {
     }
 }
 
+/// Frames that alternate between two ports wait in their port's buffer
+/// for a whole burst or the end of the round: each port still gets all of
+/// its frames, in the order received, and none is held back.
+#[test]
+fn frames_to_alternating_ports_leave_in_order_and_none_waits() {
+    let r4 = write("alt4", "10.1.0.0/16 1\n10.2.0.0/16 2\n");
+    let frames: Vec<Vec<u8>> = (0..101u16)
+        .map(|k| v4([10, 1 + (k % 2) as u8, 0, 1], 64, [k, k], false, false))
+        .collect();
+    let (got, macs, _) = run_shm("alt", &["--rule-ipv4", &r4], &frames, frames.len());
+    for (port, parity) in [(1, 0), (2, 1)] {
+        let want: Vec<Vec<u8>> = frames
+            .iter()
+            .skip(parity)
+            .step_by(2)
+            .map(|f| routed(f, MacAddr::local(port as u16), macs[port]))
+            .collect();
+        assert_eq!(got[port], want, "port {port}");
+    }
+    let _ = std::fs::remove_file(r4);
+}
+
 #[test]
 fn exact_match_routes_whole_5_tuples_only() {
     let r4 = write(

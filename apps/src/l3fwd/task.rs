@@ -9,7 +9,15 @@
 //!    updated (RFC 1624), and gather its key;
 //! 2. look every key up at once;
 //! 3. give each routed frame the next hop's and the output port's MACs and
-//!    buffer it for its port; then one `tx_burst` per port with frames.
+//!    buffer it for its port.
+//!
+//! A port's buffer is sent when it holds a whole burst and at the end of
+//! every round (after each rx queue is drained), as DPDK's l3fwd buffers
+//! its output: when consecutive frames leave by different ports, a port
+//! then still gets bursts of 32, not the half of each rx burst that went
+//! its way, and the other side's per-burst work is halved (`compare.sh
+//! l3fwd`, em rows; benches/RESULTS.md, findings). No frame waits longer
+//! than the round it was received in.
 use super::routes::{key4_wire, key6, Lookup, Tables};
 use rpmd_lookup::ExactReader;
 use rpmd_pmd::hdr::{IpProto, Ipv4, Ipv6};
@@ -167,7 +175,7 @@ pub struct Forward {
 
 /// What waits to leave by one port.
 struct Outbound {
-    /// The frames routed to it in this burst.
+    /// The frames routed to it in this round, at most a burst.
     pkts: Pkts,
     /// Their bytes.
     bytes: u64,
@@ -301,7 +309,6 @@ impl Router {
     fn forward(&mut self, port: usize, pkts: &mut Pkts) {
         self.look_up(pkts);
         self.dispatch(port, pkts);
-        self.send();
     }
 
     /// Passes 1 and 2 over `pkts`: `scratch.fate` and the hops.
@@ -358,6 +365,11 @@ impl Router {
                 continue;
             };
             let o = &mut self.out[hop.port];
+            if o.pkts.is_full() {
+                if let Some(q) = self.tx.get_mut(hop.port) {
+                    send_port(q, o, c, hop.port);
+                }
+            }
             let d = m.data_mut();
             // Pass 1 took every frame shorter than a header out.
             if let Some(macs) = d.get_mut(..12) {
@@ -365,34 +377,39 @@ impl Router {
                 macs[6..].copy_from_slice(&o.mac.0);
             }
             o.bytes += d.len() as u64;
-            // The buffer holds at most a burst, so this push fits.
+            // A full buffer was sent above, so this push fits.
             let _ = o.pkts.push(m);
         }
     }
 
-    /// Sends every port's buffer; what a queue does not take is dropped
-    /// and counted.
+    /// Sends every port's buffer.
     fn send(&mut self) {
         let c = &*self.counters;
         for (p, (q, o)) in self.tx.iter_mut().zip(&mut self.out).enumerate() {
-            let out = &mut o.pkts;
-            if out.is_empty() {
-                continue;
+            if !o.pkts.is_empty() {
+                send_port(q, o, c, p);
             }
-            let len = out.len();
-            let sent = q.tx_burst(out);
-            let mut sent_bytes = std::mem::take(&mut o.bytes);
-            if sent < len {
-                // What the queue left is dropped: its bytes were not sent.
-                let unsent: usize = out.iter().map(|m| m.data().len()).sum();
-                sent_bytes -= unsent as u64;
-                c.drops[p][Reason::TxFull as usize].add((len - sent) as u64);
-                out.clear();
-            }
-            c.tx[p].add(sent as u64);
-            c.tx_bytes[p].add(sent_bytes);
         }
     }
+}
+
+/// Sends port `p`'s buffer `o` through its queue `q`; what the queue does
+/// not take is dropped and counted.
+#[inline(never)]
+fn send_port(q: &mut Box<dyn TxQueue>, o: &mut Outbound, c: &LcoreCounters, p: usize) {
+    let out = &mut o.pkts;
+    let len = out.len();
+    let sent = q.tx_burst(out);
+    let mut sent_bytes = std::mem::take(&mut o.bytes);
+    if sent < len {
+        // What the queue left is dropped: its bytes were not sent.
+        let unsent: usize = out.iter().map(|m| m.data().len()).sum();
+        sent_bytes -= unsent as u64;
+        c.drops[p][Reason::TxFull as usize].add((len - sent) as u64);
+        out.clear();
+    }
+    c.tx[p].add(sent as u64);
+    c.tx_bytes[p].add(sent_bytes);
 }
 
 impl Task for Forward {
@@ -408,6 +425,8 @@ impl Task for Forward {
             routed.counters.rx[port].add(taken as u64);
             done += taken;
         }
+        // What the round routed leaves now: nothing waits for a later one.
+        routed.send();
         if done == 0 {
             // An idle round: take back what the tx queues have sent.
             for q in routed.tx.iter_mut() {
