@@ -169,9 +169,11 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     pub(crate) mrg: bool,
     /// GUEST_CSUM negotiated: header checksum flags become mbuf flags.
     pub(crate) csum: bool,
-    /// Bytes of each posted buffer before its data start: the header's
-    /// length when the pool's headroom holds it (see [`rx_slot`]), else 0.
-    pub(crate) front: usize,
+    /// Each buffer is posted a header's length before its data start (see
+    /// [`rx_slot`]); false only for a pool whose headroom is shorter than
+    /// a header: its buffers are posted from their data start and every
+    /// frame takes the general path.
+    pub(crate) hdr_front: bool,
     pub(crate) pool: Mempool,
     pub(crate) kick: Kick,
     pub(crate) live: rpmd_pmd::port::LiveFlag,
@@ -264,9 +266,10 @@ impl<Q: Ring> VirtioRx<Q> {
         self.refill();
         let room = max.min(out.capacity() - out.len());
         let mut bytes = 0;
-        let mut n = match self.csum {
-            false => self.take_lines(out, room, &mut bytes),
-            true => 0,
+        let fast = !self.csum && self.hdr_front;
+        let mut n = match fast {
+            true => self.take_lines(out, room, &mut bytes),
+            false => 0,
         };
         while n < room {
             let Some(r) = self.q.pop_used() else { break };
@@ -277,8 +280,8 @@ impl<Q: Ring> VirtioRx<Q> {
             let len = len as usize;
             // The common case: one buffer per frame, no header field to
             // read.
-            if !self.csum && (!self.mrg || len < m.tailroom() + self.front) {
-                if !received(&mut m, len, self.front) {
+            if fast && (!self.mrg || len < m.tailroom() + NET_HDR_LEN) {
+                if !received(&mut m, len) {
                     self.stats.errors.add(1);
                     continue;
                 }
@@ -317,15 +320,14 @@ impl<Q: Ring> VirtioRx<Q> {
     /// rest go one by one.
     #[inline(always)]
     fn take_lines(&mut self, out: &mut Pkts, room: usize, bytes: &mut usize) -> usize {
-        let front = self.front;
         let limit = if self.mrg {
-            (self.pool.data_room() + front) as u32
+            (self.pool.data_room() + NET_HDR_LEN) as u32
         } else {
             u32::MAX
         };
         let (got, refused) = self.q.pop_used_lines(out, room, limit, |m, len| {
             let len = len as usize;
-            let ok = received(m, len, front);
+            let ok = received(m, len);
             if ok {
                 *bytes += len - NET_HDR_LEN;
             }
@@ -348,7 +350,10 @@ impl<Q: Ring> VirtioRx<Q> {
         // only a full buffer can start a multi-buffer frame; shorter ones
         // need not be read here (the frame bytes are cold in this core's
         // cache).
-        let front = self.front;
+        let front = match self.hdr_front {
+            true => NET_HDR_LEN,
+            false => 0,
+        };
         let full = len >= m.tailroom() + front;
         // The buffer was posted `front` bytes before the data start.
         if len < NET_HDR_LEN || m.prepend(front).is_none() || !m.set_data_len(len) {
@@ -398,10 +403,16 @@ impl<Q: Ring> VirtioRx<Q> {
             self.stats.nombuf.add(1);
         }
         let n = self.refill.len();
-        let front = self.front;
-        let posted = self
-            .q
-            .push_run(&mut self.refill, n, true, |m| rx_slot(m, front));
+        // Two instances, so that the header's length is a constant in the
+        // common one.
+        let posted = match self.hdr_front {
+            true => self
+                .q
+                .push_run(&mut self.refill, n, true, |m| rx_slot(m, NET_HDR_LEN)),
+            false => self
+                .q
+                .push_run(&mut self.refill, n, true, |m| rx_slot(m, 0)),
+        };
         if posted > 0 && self.q.publish() {
             self.kick.kick();
         }
@@ -658,7 +669,8 @@ pub(crate) fn build_handles<Q: Ring>(
     use crate::consts::{VIRTIO_NET_F_CSUM, VIRTIO_NET_F_GUEST_CSUM, VIRTIO_NET_F_MRG_RXBUF};
     let (mut rx, mut tx) = (Vec::new(), Vec::new());
     let mut b: Burst<Mbuf, 64> = Burst::new();
-    let front = match h.pool.headroom() >= NET_HDR_LEN {
+    let hdr_front = h.pool.headroom() >= NET_HDR_LEN;
+    let front = match hdr_front {
         true => NET_HDR_LEN,
         false => 0,
     };
@@ -681,7 +693,7 @@ pub(crate) fn build_handles<Q: Ring>(
                 call: call(pair),
                 mrg: h.features & VIRTIO_NET_F_MRG_RXBUF != 0,
                 csum: h.features & VIRTIO_NET_F_GUEST_CSUM != 0,
-                front,
+                hdr_front,
                 pool: h.pool.clone(),
                 kick,
                 live: h.rx_live[pair].clone(),
@@ -729,12 +741,12 @@ fn rx_slot(m: &Mbuf, front: usize) -> (u64, u32) {
 }
 
 /// Sets one-buffer frame `m` as received: the device wrote `len` bytes,
-/// header first, from `front` bytes before its data start (see
+/// header first, from a header's length before its data start (see
 /// [`rx_slot`]); false when `len` does not fit that.
 #[inline(always)]
-fn received(m: &mut Mbuf, len: usize, front: usize) -> bool {
-    len.checked_sub(front)
-        .is_some_and(|l| m.set_received(l, NET_HDR_LEN - front))
+fn received(m: &mut Mbuf, len: usize) -> bool {
+    len.checked_sub(NET_HDR_LEN)
+        .is_some_and(|l| m.set_received(l, 0))
 }
 
 /// Counts `n` protocol violations of the device on a queue, and marks the
