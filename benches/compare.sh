@@ -40,7 +40,9 @@
 # the same loops, DPDK twice per round as its A/A: ends
 # `RESULT lookup worst_ratio=<x> geomean=<y> aa_worst=<z>`), l3fwd (our
 # l3fwd vs DPDK's l3fwd example built from dpdk-doc, LPM and EM, 64 and
-# 512 bytes, between two vhost-user ports fed by testpmd flowgen). No SUITE runs
+# 512 bytes, between two vhost-user ports fed by testpmd flowgen; each
+# router is first run with every route to port 0, and the suite fails
+# unless the generator then receives on port 0 only). No SUITE runs
 # all of them. ring-aa and mempool-aa (not part of "all") run DPDK against
 # itself, to show how far a row at parity reads from 1.0 by noise alone.
 # --runs defaults to 3, and to 9 (of 2 s) for virtio, whose rates vary
