@@ -87,10 +87,14 @@ fn run(
     size: usize,
     secs: f64,
 ) -> Vec<[f64; 2]> {
-    match router {
-        Router::Dpdk => run_dpdk(o, lookup, r, size, secs),
-        Router::Rpmd => run_ours(o, lookup, r, size, secs),
-    }
+    let prefix = match router {
+        Router::Dpdk => Some("cl3dut"),
+        Router::Rpmd => None,
+    };
+    flowgen::measure_ports(&o.huge, size, secs, prefix, |s| match router {
+        Router::Dpdk => dpdk_command(o, lookup, &r, s),
+        Router::Rpmd => ours_command(o, lookup, &r, s, secs),
+    })
 }
 
 /// Runs `router` with every route to port 0 and checks that the generator
@@ -120,47 +124,39 @@ fn check_routing(o: &Opts, router: Router, lookup: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn run_dpdk(
-    o: &Opts,
-    lookup: &str,
-    [r4, r6]: [String; 2],
-    size: usize,
-    secs: f64,
-) -> Vec<[f64; 2]> {
-    flowgen::measure_ports(&o.huge, size, secs, Some("cl3dut"), |s| {
-        let mut c = flowgen::dpdk_dut(&o.dpdk, &["-l", "1"], "cl3dut", &o.huge, s);
-        c.args([
-            "--",
-            "-p",
-            "0x3",
-            "--config",
-            "(0,0,1),(1,0,1)",
-            "--parse-ptype",
-        ])
-        .arg(format!("--lookup={lookup}"))
-        .arg(format!("--rule_ipv4={r4}"))
-        .arg(format!("--rule_ipv6={r6}"));
-        c
-    })
+/// DPDK's l3fwd on the generator's sockets `s` with rules `r` (v4, v6).
+fn dpdk_command(o: &Opts, lookup: &str, [r4, r6]: &[String; 2], s: &[String; 2]) -> Command {
+    let mut c = flowgen::dpdk_dut(&o.dpdk, &["-l", "1"], "cl3dut", &o.huge, s);
+    c.args([
+        "--",
+        "-p",
+        "0x3",
+        "--config",
+        "(0,0,1),(1,0,1)",
+        "--parse-ptype",
+    ])
+    .arg(format!("--lookup={lookup}"))
+    .arg(format!("--rule_ipv4={r4}"))
+    .arg(format!("--rule_ipv6={r6}"));
+    c
 }
 
-fn run_ours(
+/// rpmd's l3fwd on the generator's sockets `s` with rules `r`, for `secs`.
+fn ours_command(
     o: &Opts,
     lookup: &str,
-    [r4, r6]: [String; 2],
-    size: usize,
+    [r4, r6]: &[String; 2],
+    s: &[String; 2],
     secs: f64,
-) -> Vec<[f64; 2]> {
-    flowgen::measure_ports(&o.huge, size, secs, None, |s| {
-        let mut c = Command::new(&o.ours);
-        c.args(["-l", "1", "--poll", "spin", "--no-telemetry"])
-            .args(["--dev", &format!("virtio-user:{}", s[0])])
-            .args(["--dev", &format!("virtio-user:{}", s[1])])
-            .args(["--lookup", lookup, "--rule-ipv4", &r4, "--rule-ipv6", &r6])
-            .arg(format!("--duration={}", secs + 3.0))
-            .args(["--json", "--period", "10"]);
-        c
-    })
+) -> Command {
+    let mut c = Command::new(&o.ours);
+    c.args(["-l", "1", "--poll", "spin", "--no-telemetry"])
+        .args(["--dev", &format!("virtio-user:{}", s[0])])
+        .args(["--dev", &format!("virtio-user:{}", s[1])])
+        .args(["--lookup", lookup, "--rule-ipv4", r4, "--rule-ipv6", r6])
+        .arg(format!("--duration={}", secs + 3.0))
+        .args(["--json", "--period", "10"]);
+    c
 }
 
 fn opts() -> Opts {
@@ -227,26 +223,16 @@ fn main() {
         }
         std::process::exit(1);
     }
-    let total = |v: Vec<[f64; 2]>| median(v.iter().map(|p| p[0] + p[1]).collect()) / 1e6;
+    // Mpps, both ports, the median second.
+    let rate = |router, lookup, size| {
+        let v = run(&o, router, lookup, rules(&o, lookup), size, o.secs);
+        median(v.iter().map(|p| p[0] + p[1]).collect()) / 1e6
+    };
     for (lookup, size) in [("lpm", 64), ("em", 64), ("lpm", 512), ("em", 512)] {
         let (mut d, mut r) = (Vec::new(), Vec::new());
         for i in 0..o.runs {
-            d.push(total(run(
-                &o,
-                Router::Dpdk,
-                lookup,
-                rules(&o, lookup),
-                size,
-                o.secs,
-            )));
-            r.push(total(run(
-                &o,
-                Router::Rpmd,
-                lookup,
-                rules(&o, lookup),
-                size,
-                o.secs,
-            )));
+            d.push(rate(Router::Dpdk, lookup, size));
+            r.push(rate(Router::Rpmd, lookup, size));
             eprintln!(
                 "  {lookup} {size} run {}: DPDK {:.3} rpmd {:.3} Mpps",
                 i + 1,
