@@ -6,10 +6,11 @@
 //! exact-match rule is `[R]DST SRC DPORT SPORT PROTO PORT [MAC]`:
 //! destination first, as DPDK's `em_route_parse.c` reads it, so a file
 //! routes the same frames in both. `#` starts a comment. DPDK's own files
-//! (`lpm_default_v4.cfg`, `em_default_v4.cfg`, ...) load as they are. A rule naming a port that
-//! is not in use is skipped and counted, as DPDK's l3fwd skips it; a rule
-//! given twice replaces the first; a malformed line is an error naming the
-//! file and line; a full table is an error, never a rule silently lost.
+//! (`lpm_default_v4.cfg`, `em_default_v4.cfg`, ...) load as they are. A
+//! rule naming a port that is not in use is skipped and counted, as
+//! DPDK's l3fwd skips it; a rule given twice replaces the first; a
+//! malformed line is an error naming the file and line; a full table is
+//! an error, never a rule silently lost.
 use rpmd_lookup::{ExactTable, Lpm4, Lpm4Config, Lpm6, Lpm6Config};
 use rpmd_pmd::port::MacAddr;
 use std::collections::HashMap;

@@ -204,6 +204,7 @@ impl Forward {
         counters: Arc<LcoreCounters>,
         burst: usize,
     ) -> Forward {
+        assert_eq!(tx.len(), macs.len(), "a tx queue and a MAC for every port");
         Forward {
             rx,
             burst: burst.clamp(1, MAX_BURST),
@@ -366,9 +367,8 @@ impl Router {
             };
             let o = &mut self.out[hop.port];
             if o.pkts.is_full() {
-                if let Some(q) = self.tx.get_mut(hop.port) {
-                    send_port(q, o, c, hop.port);
-                }
+                // `tx` and `out` both hold every port (`Forward::new`).
+                send_port(&mut self.tx[hop.port], o, c, hop.port);
             }
             let d = m.data_mut();
             // Pass 1 took every frame shorter than a header out.

@@ -77,7 +77,7 @@ enum Router {
     Rpmd,
 }
 
-/// Runs `router` with rules `r4`/`r6` for `secs` and returns the
+/// Runs `router` with rules `r` (IPv4, IPv6) for `secs` and returns the
 /// generator's per-second rates on each port.
 fn run(
     o: &Opts,

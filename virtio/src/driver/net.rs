@@ -350,10 +350,7 @@ impl<Q: Ring> VirtioRx<Q> {
         // only a full buffer can start a multi-buffer frame; shorter ones
         // need not be read here (the frame bytes are cold in this core's
         // cache).
-        let front = match self.hdr_front {
-            true => NET_HDR_LEN,
-            false => 0,
-        };
+        let front = hdr_room(self.hdr_front);
         let full = len >= m.tailroom() + front;
         // The buffer was posted `front` bytes before the data start.
         if len < NET_HDR_LEN || m.prepend(front).is_none() || !m.set_data_len(len) {
@@ -408,10 +405,10 @@ impl<Q: Ring> VirtioRx<Q> {
         let posted = match self.hdr_front {
             true => self
                 .q
-                .push_run(&mut self.refill, n, true, |m| rx_slot(m, NET_HDR_LEN)),
+                .push_run(&mut self.refill, n, true, |m| rx_slot(m, hdr_room(true))),
             false => self
                 .q
-                .push_run(&mut self.refill, n, true, |m| rx_slot(m, 0)),
+                .push_run(&mut self.refill, n, true, |m| rx_slot(m, hdr_room(false))),
         };
         if posted > 0 && self.q.publish() {
             self.kick.kick();
@@ -670,10 +667,7 @@ pub(crate) fn build_handles<Q: Ring>(
     let (mut rx, mut tx) = (Vec::new(), Vec::new());
     let mut b: Burst<Mbuf, 64> = Burst::new();
     let hdr_front = h.pool.headroom() >= NET_HDR_LEN;
-    let front = match hdr_front {
-        true => NET_HDR_LEN,
-        false => 0,
-    };
+    let front = hdr_room(hdr_front);
     for (k, (mut q, kick)) in queues.into_iter().enumerate() {
         let pair = k / 2;
         q.set_interrupts(false);
@@ -738,6 +732,16 @@ fn rx_slot(m: &Mbuf, front: usize) -> (u64, u32) {
         m.data_iova().raw() - front as u64,
         (m.tailroom() + front) as u32,
     )
+}
+
+/// Bytes a buffer is posted before its data start: the header's length
+/// when it goes in the headroom (`hdr_front`), else none.
+#[inline(always)]
+fn hdr_room(hdr_front: bool) -> usize {
+    match hdr_front {
+        true => NET_HDR_LEN,
+        false => 0,
+    }
 }
 
 /// Sets one-buffer frame `m` as received: the device wrote `len` bytes,
