@@ -357,8 +357,23 @@ impl Reach {
     /// Whether the device can reach all of `bytes`.
     #[inline(always)]
     pub fn holds(&mut self, bytes: &[u8]) -> bool {
-        let a = bytes.as_ptr() as u64;
-        let end = a + bytes.len() as u64;
+        self.holds_at(bytes.as_ptr(), bytes.len())
+    }
+
+    /// The span most buffers are in (the first pool's), for a caller
+    /// that tests a burst against it from a local copy before asking
+    /// [`holds_at`](Self::holds_at): `(start, end)`, empty if none.
+    #[inline(always)]
+    pub fn first_span(&self) -> (u64, u64) {
+        self.first
+    }
+
+    /// Whether the device can reach the `len` bytes from `start` (which
+    /// need not be one slice: a header in front of a frame, say).
+    #[inline(always)]
+    pub fn holds_at(&mut self, start: *const u8, len: usize) -> bool {
+        let a = start as u64;
+        let end = a.saturating_add(len as u64);
         // Most buffers are in the first span (one pool): tested first,
         // from a copy in the struct.
         let (s, e) = self.first;

@@ -142,7 +142,14 @@ impl MbufHdr {
     /// done when an object returns to its pool.
     #[inline(always)]
     pub(crate) fn reset(&mut self) {
-        self.data_off = self.headroom;
+        self.reset_to(self.headroom);
+    }
+
+    /// [`reset`](Self::reset) with the pool's headroom given (read once
+    /// for a burst, instead of from each header's second cache line).
+    #[inline(always)]
+    pub(crate) fn reset_to(&mut self, headroom: u16) {
+        self.data_off = headroom;
         self.nb_segs = 1;
         self.port = u16::MAX;
         self.ol_flags = 0;
@@ -344,6 +351,21 @@ impl Mbuf {
         h.data_len += len as u16;
         h.pkt_len += len as u32;
         Some(&mut self.data_mut()[old..])
+    }
+
+    /// The last `len` bytes of the headroom (those just before the data),
+    /// writable, without moving the data start; `None` when the headroom
+    /// is shorter. For a header a device reads in front of the frame
+    /// while the mbuf keeps describing the frame alone (what DPDK's
+    /// drivers reach with `rte_pktmbuf_mtod_offset(m, -len)`).
+    #[inline]
+    pub fn before_data_mut(&mut self, len: usize) -> Option<&mut [u8]> {
+        let h = self.hdr_mut();
+        let off = (h.data_off as usize).checked_sub(len)?;
+        // SAFETY: `off + len == data_off <= buf_len`: inside the buffer,
+        // which is initialised memory we own (as in `data`); `&mut self`
+        // makes the access unique.
+        Some(unsafe { std::slice::from_raw_parts_mut(h.buf_addr.add(off), len) })
     }
 
     /// Grows the data by `len` bytes at the front (`rte_pktmbuf_prepend`),

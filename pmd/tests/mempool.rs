@@ -89,6 +89,14 @@ fn data_bounds_and_addresses() {
         (r.data_len(), r.pkt_len(), r.headroom()),
         (64, 64, 128 + 12)
     );
+    // Bytes just before the data, written in place: the data start and
+    // length stay; more than the headroom is refused.
+    let head = r.headroom();
+    r.before_data_mut(12).unwrap().fill(0xee);
+    assert_eq!((r.headroom(), r.data_len()), (head, 64));
+    assert!(r.before_data_mut(head + 1).is_none());
+    assert_eq!(r.before_data_mut(head).map(|b| b.len()), Some(head));
+    assert!(r.prepend(12).is_some_and(|h| h.iter().all(|&b| b == 0xee)));
     assert_eq!(m.data_len(), max);
     m.set_port(3);
     m.set_rss_hash(0xabcd);

@@ -689,6 +689,49 @@ impl PackedView {
     }
 }
 
+/// The four descriptors of one cache line of a packed ring (slots
+/// `4k..4k + 4`): a [`DescRun`] whose length is a constant, so that the
+/// accessors' bound checks fold away in a loop unrolled over the line.
+#[derive(Clone, Copy)]
+pub struct DescLine {
+    first: *mut PackedDesc,
+}
+
+impl PackedView {
+    /// The line of descriptors `slot..slot + 4`, or `None` if `slot` does
+    /// not start a line of the ring.
+    #[inline(always)]
+    pub fn line(&self, slot: u16) -> Option<DescLine> {
+        let run = self.run(slot, 4).filter(|_| slot % 4 == 0)?;
+        Some(DescLine { first: run.first })
+    }
+}
+
+impl DescLine {
+    #[inline(always)]
+    fn run(&self) -> DescRun {
+        DescRun {
+            first: self.first,
+            len: 4,
+        }
+    }
+
+    /// The flags word of the line's descriptor `k`, for atomic access.
+    #[inline(always)]
+    pub fn flags(&self, k: usize) -> &AtomicU16 {
+        // SAFETY: `run` is the line `PackedView::line` checked to lie
+        // inside the ring; the reference lives no longer than `self`,
+        // which lives no longer than the ring (`new`'s contract).
+        unsafe { &*(self.run().flags(k) as *const AtomicU16) }
+    }
+
+    /// Id and length of the line's descriptor `k` (a used descriptor).
+    #[inline(always)]
+    pub fn used(&self, k: usize) -> (u16, u32) {
+        self.run().used(k)
+    }
+}
+
 impl DescRun {
     /// Descriptors in the run.
     #[inline(always)]
@@ -700,6 +743,15 @@ impl DescRun {
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The run's first `len` descriptors (all of them if it is shorter).
+    #[inline(always)]
+    pub fn first(&self, len: usize) -> DescRun {
+        DescRun {
+            first: self.first,
+            len: len.min(self.len),
+        }
     }
 
     #[inline(always)]

@@ -525,6 +525,25 @@ impl RxStamp {
         }
     }
 
+    /// The port id received mbufs carry.
+    #[inline(always)]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// [`apply`](Self::apply) for a driver that set the port id itself
+    /// while receiving: only the packet types, when asked for.
+    #[inline(always)]
+    pub fn apply_types(&self, out: &mut Pkts, n: usize) -> usize {
+        if self.ptypes {
+            let len = out.len();
+            for m in &mut out[len - n..] {
+                m.set_packet_type(crate::hdr::PacketType::of(m.data()).0);
+            }
+        }
+        n
+    }
+
     /// Stamps the last `n` mbufs of `out` (the ones an `rx_burst` just
     /// added); returns `n`.
     #[inline(always)]

@@ -231,8 +231,9 @@ impl<Q: Ring> VirtioTx<Q> {
 
 impl<Q: Ring> RxQueue for VirtioRx<Q> {
     fn rx_burst(&mut self, out: &mut Pkts, max: usize) -> usize {
+        // `receive` sets each frame's port.
         let n = self.receive(out, max);
-        self.stamp.apply(out, n)
+        self.stamp.apply_types(out, n)
     }
 
     fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {
@@ -250,7 +251,8 @@ impl<Q: Ring> RxQueue for VirtioRx<Q> {
 }
 
 impl<Q: Ring> VirtioRx<Q> {
-    /// What `rx_burst` receives, before the stamp.
+    /// What `rx_burst` receives, each frame's port set, before the
+    /// packet types.
     #[inline(always)]
     fn receive(&mut self, out: &mut Pkts, max: usize) -> usize {
         if !self.live.load(Relaxed) {
@@ -286,15 +288,17 @@ impl<Q: Ring> VirtioRx<Q> {
                     continue;
                 }
                 bytes += len - NET_HDR_LEN;
+                m.set_port(self.stamp.port());
                 let _ = out.push(m);
                 n += 1;
                 continue;
             }
-            let Some(m) = self.whole_frame(m, len) else {
+            let Some(mut m) = self.whole_frame(m, len) else {
                 self.stats.errors.add(1);
                 continue;
             };
             bytes += m.pkt_len();
+            m.set_port(self.stamp.port());
             let _ = out.push(m);
             n += 1;
         }
@@ -320,16 +324,20 @@ impl<Q: Ring> VirtioRx<Q> {
     /// rest go one by one.
     #[inline(always)]
     fn take_lines(&mut self, out: &mut Pkts, room: usize, bytes: &mut usize) -> usize {
-        let limit = if self.mrg {
-            (self.pool.data_room() + NET_HDR_LEN) as u32
-        } else {
-            u32::MAX
+        // With mergeable buffers, a full buffer may start a longer frame.
+        let end = match self.mrg {
+            true => (self.pool.data_room() + NET_HDR_LEN) as u32,
+            false => u32::MAX,
         };
-        let (got, refused) = self.q.pop_used_lines(out, room, limit, |m, len| {
-            let len = len as usize;
-            let ok = received(m, len);
+        let lens = NET_HDR_LEN as u32..end;
+        let port = self.stamp.port();
+        let (got, refused) = self.q.pop_used_lines(out, room, lens, |m, len| {
+            // At least a header: `lens` starts there.
+            let len = (len as usize).wrapping_sub(NET_HDR_LEN);
+            m.set_port(port);
+            let ok = m.set_received(len, 0);
             if ok {
-                *bytes += len - NET_HDR_LEN;
+                *bytes += len;
             }
             ok
         });
@@ -400,15 +408,17 @@ impl<Q: Ring> VirtioRx<Q> {
             self.stats.nombuf.add(1);
         }
         let n = self.refill.len();
-        // Two instances, so that the header's length is a constant in the
-        // common one.
+        // Fresh from the pool, every buffer has the pool's headroom and
+        // data room, so only its address is read. Two instances, so that
+        // the header's length is a constant in the common one.
+        let (headroom, room) = (self.pool.headroom(), self.pool.data_room());
         let posted = match self.hdr_front {
-            true => self
-                .q
-                .push_run(&mut self.refill, n, true, |m| rx_slot(m, hdr_room(true))),
-            false => self
-                .q
-                .push_run(&mut self.refill, n, true, |m| rx_slot(m, hdr_room(false))),
+            true => self.q.push_run(&mut self.refill, n, true, |m| {
+                Some(fresh_rx_slot(m, headroom, room, hdr_room(true)))
+            }),
+            false => self.q.push_run(&mut self.refill, n, true, |m| {
+                Some(fresh_rx_slot(m, headroom, room, hdr_room(false)))
+            }),
         };
         if posted > 0 && self.q.publish() {
             self.kick.kick();
@@ -490,48 +500,39 @@ impl<Q: Ring> VirtioTx<Q> {
         !self.csum
     }
 
-    /// Readies the leading one-segment frames of `pkts` (at most `room`)
-    /// to go as one descriptor each: each gets its zeroed virtio-net
-    /// header and is checked reachable by the device. Stops at the first
-    /// that needs the one-by-one path, leaving it as it was. The count
-    /// and their bytes (without headers).
-    #[inline(always)]
-    fn ready_plain_frames(&mut self, pkts: &mut Pkts, room: usize) -> (usize, usize) {
-        let (mut k, mut bytes) = (0, 0);
-        let room = room.min(pkts.len());
-        for m in &mut pkts[..room] {
-            let len = m.pkt_len();
-            if m.nb_segs() != 1 {
-                break;
-            }
-            let Some(h) = m.prepend(NET_HDR_LEN) else {
-                break;
-            };
-            clear_header(h);
-            if !self.reach.holds(m.data()) {
-                let _ = m.adj(NET_HDR_LEN);
-                break;
-            }
-            k += 1;
-            bytes += len;
-        }
-        (k, bytes)
-    }
-
     /// Queues the leading one-segment frames of `pkts` (at most `room`)
-    /// as one run of descriptors, unpublished: how many, and their bytes.
+    /// as one run of descriptors, unpublished, header first: each gets
+    /// its zeroed virtio-net header in the headroom just before its data
+    /// (the mbuf still describes the frame alone, as DPDK's driver leaves
+    /// it) and is checked reachable by the device, header included, as
+    /// its descriptor is written. Stops at the first frame that needs the
+    /// one-by-one path, which stays first in `pkts`. How many, and their
+    /// bytes (without headers).
     #[inline(always)]
     fn send_plain_run(&mut self, pkts: &mut Pkts, room: usize) -> (usize, usize) {
-        let (k, mut bytes) = self.ready_plain_frames(pkts, room);
-        let sent = self.q.push_run(pkts, k, false, |m| {
-            (m.data_iova().raw(), m.data_len() as u32)
+        let mut bytes = 0;
+        let reach = &mut self.reach;
+        // Tested from a local copy first: the descriptor stores could
+        // alias the queue's own copy, which would then be loaded again
+        // for every frame.
+        let (start, end) = reach.first_span();
+        let sent = self.q.push_run(pkts, room, false, |m| {
+            let len = m.data_len();
+            if m.nb_segs() != 1 {
+                return None;
+            }
+            let h = m.before_data_mut(NET_HDR_LEN)?;
+            clear_header(h);
+            // Bytes of one buffer: the sum cannot wrap.
+            let a = h.as_ptr() as u64;
+            let in_first = start <= a && a + (NET_HDR_LEN + len) as u64 <= end;
+            if !in_first && !reach.holds_at(h.as_ptr(), NET_HDR_LEN + len) {
+                return None;
+            }
+            bytes += len;
+            let hdr = NET_HDR_LEN as u64;
+            Some((m.data_iova().raw() - hdr, (len + NET_HDR_LEN) as u32))
         });
-        // Frames the ring did not take (it broke) stay with the caller,
-        // as they were.
-        for m in pkts.iter_mut().take(k - sent) {
-            bytes -= m.data_len() - NET_HDR_LEN;
-            let _ = m.adj(NET_HDR_LEN);
-        }
         (sent, bytes)
     }
 }
@@ -731,6 +732,16 @@ fn rx_slot(m: &Mbuf, front: usize) -> (u64, u32) {
     (
         m.data_iova().raw() - front as u64,
         (m.tailroom() + front) as u32,
+    )
+}
+
+/// [`rx_slot`] for a buffer fresh from a pool of `headroom` and data
+/// `room` (its data start and tailroom those of every fresh mbuf).
+#[inline(always)]
+fn fresh_rx_slot(m: &Mbuf, headroom: usize, room: usize, front: usize) -> (u64, u32) {
+    (
+        m.buf_iova().raw() + (headroom - front) as u64,
+        (room + front) as u32,
     )
 }
 

@@ -26,13 +26,14 @@ pub trait Ring: Send + 'static {
         writable_from: usize,
     ) -> Result<(), Mbuf>;
     /// Up to `count` one-segment mbufs from the front of `bufs`, one
-    /// descriptor each at `desc(m)`, as far as there is room; how many.
+    /// descriptor each at `desc(m)`, as far as there is room and until
+    /// `desc` refuses one (`None`: it stays first in `bufs`); how many.
     fn push_run<const N: usize>(
         &mut self,
         bufs: &mut Burst<Mbuf, N>,
         count: usize,
         device_writes: bool,
-        desc: impl Fn(&Mbuf) -> (u64, u32),
+        desc: impl FnMut(&mut Mbuf) -> Option<(u64, u32)>,
     ) -> usize;
     /// Makes what was pushed visible to the device; whether it asked to
     /// be notified.
@@ -40,15 +41,15 @@ pub trait Ring: Send + 'static {
     /// The next used buffer and the length the device wrote, or the
     /// protocol error that broke the ring.
     fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), crate::Error>>;
-    /// Used one-descriptor buffers with lengths below `limit`, whole
-    /// lines of four at a time, into `out` (at most `room`), each kept
-    /// only if `accept` says so; (kept, refused). Zero for `pop_used` to
-    /// go on with.
+    /// Used one-descriptor buffers with lengths in `lens`, whole lines
+    /// of four at a time, into `out` (at most `room`), each kept only if
+    /// `accept` says so; (kept, refused). Zero for `pop_used` to go on
+    /// with.
     fn pop_used_lines<const N: usize>(
         &mut self,
         _out: &mut Burst<Mbuf, N>,
         _room: usize,
-        _limit: u32,
+        _lens: std::ops::Range<u32>,
         _accept: impl FnMut(&mut Mbuf, u32) -> bool,
     ) -> (usize, usize) {
         (0, 0)

@@ -522,8 +522,9 @@ impl Ring for SplitQueue {
         bufs: &mut Burst<Mbuf, N>,
         count: usize,
         device_writes: bool,
-        desc: impl Fn(&Mbuf) -> (u64, u32),
+        desc: impl FnMut(&mut Mbuf) -> Option<(u64, u32)>,
     ) -> usize {
+        let count = count.min(self.free());
         push_each(bufs, count, desc, |m, a, l| {
             self.push(m, a, l, device_writes)
         })
@@ -716,19 +717,24 @@ pub(crate) fn ring_memory(
 
 /// Moves up to `count` mbufs from the front of `bufs` into a ring through
 /// `push` (the mbuf, and its address and length from `desc`), one by
-/// one; one it gives back (the ring is full or broken) returns to the
-/// front of `bufs` and ends the run. How many went in.
+/// one; one `desc` refuses, or `push` gives back (the ring is full or
+/// broken), returns to the front of `bufs` and ends the run. How many
+/// went in.
 #[inline(always)]
 pub(crate) fn push_each<const N: usize>(
     bufs: &mut Burst<Mbuf, N>,
     count: usize,
-    desc: impl Fn(&Mbuf) -> (u64, u32),
+    mut desc: impl FnMut(&mut Mbuf) -> Option<(u64, u32)>,
     mut push: impl FnMut(Mbuf, u64, u32) -> Result<(), Mbuf>,
 ) -> usize {
     let mut n = 0;
     while n < count {
-        let Some(m) = bufs.pop() else { break };
-        let (addr, len) = desc(&m);
+        let Some(mut m) = bufs.pop() else { break };
+        let Some((addr, len)) = desc(&mut m) else {
+            // The slot it left is free, so this cannot fail.
+            let _ = bufs.push_front(m);
+            break;
+        };
         if let Err(m) = push(m, addr, len) {
             // The slot it left is free, so this cannot fail.
             let _ = bufs.push_front(m);

@@ -135,6 +135,13 @@ impl<'a> Local<'a> {
     #[inline]
     pub fn put_bulk<const N: usize>(&self, b: &mut Burst<Mbuf, N>) {
         let me: *const PoolInner = self.inner;
+        // Every mbuf of a pool has the pool's headroom: read from the
+        // first (only its header's second line holds it).
+        let headroom = match b.first() {
+            // SAFETY: we own the mbuf; only its header is read.
+            Some(m) => unsafe { (*m.as_hdr().as_ptr()).headroom },
+            None => return,
+        };
         // One pass: each is checked (this pool's, one segment) and reset
         // for the next user (free objects are kept reset).
         let mut ours = 0;
@@ -146,7 +153,7 @@ impl<'a> Local<'a> {
                 if (*p).pool != me || !(*p).next.is_null() {
                     break;
                 }
-                (*p).reset();
+                (*p).reset_to(headroom);
             }
             ours += 1;
         }
