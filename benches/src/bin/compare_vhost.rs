@@ -16,7 +16,12 @@
 //! virtio-user against our backend vs testpmd against testpmd, each
 //! counted at its sender (`RESULT vhost-pair ...`).
 //!
-//! Usage: `compare_vhost --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...]`
+//! `--ours-only ROLE-SIZE-RING` (e.g. io-64-packed): only our backend,
+//! once, under the same peer for `--seconds`, printing `frames N` (what
+//! it sent in io and txonly, took in rxonly): what
+//! `benches/vhost_instr.sh` counts instructions over.
+//!
+//! Usage: `compare_vhost --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...] [--ours-only ROLE-SIZE-RING]`
 use rpmd_benches::tsc::pin;
 use rpmd_benches::{median, testpmd, wait_sock, Proc};
 use rpmd_pmd::port::Pkts;
@@ -189,13 +194,40 @@ fn serve(
     count.store(n, Ordering::Relaxed);
 }
 
+/// `ROLE-SIZE-RING` (as `--rows` names them) as a row.
+fn parse_row(name: &str) -> Option<Row> {
+    let mut it = name.split('-');
+    let role = match it.next()? {
+        "rxonly" => Role::RxOnly,
+        "txonly" => Role::TxOnly,
+        "io" => Role::Io,
+        _ => return None,
+    };
+    let size = it
+        .next()?
+        .parse()
+        .ok()
+        .filter(|s| (60..=9000).contains(s))?;
+    let packed = match it.next()? {
+        "split" => false,
+        "packed" => true,
+        _ => return None,
+    };
+    it.next().is_none().then_some(Row { role, size, packed })
+}
+
 /// Our backend (a thread on CPU 0) under the peer.
 fn run_ours(row: &Row, secs: f64, huge: &str, sock: &str) -> f64 {
+    run_ours_counted(row, secs, huge, sock).0
+}
+
+/// [`run_ours`], and the frames our backend handled.
+fn run_ours_counted(row: &Row, secs: f64, huge: &str, sock: &str) -> (f64, u64) {
     let _ = std::fs::remove_file(sock);
     let stop = AtomicBool::new(false);
     let count = AtomicU64::new(0);
     let ready = AtomicBool::new(false);
-    std::thread::scope(|s| {
+    let mpps = std::thread::scope(|s| {
         s.spawn(|| our_backend(row.role, row.size, sock, "cvh", &ready, &stop, &count));
         while !ready.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(10));
@@ -203,7 +235,8 @@ fn run_ours(row: &Row, secs: f64, huge: &str, sock: &str) -> f64 {
         let r = run_peer(row, secs, huge, sock, "cvhR");
         stop.store(true, Ordering::Relaxed);
         r
-    })
+    });
+    (mpps, count.load(Ordering::Relaxed))
 }
 
 /// Our backend on CPU 0 at `sock` in `role` (its pool named `pool`),
@@ -328,9 +361,11 @@ fn main() {
     let mut a = std::env::args().skip(1);
     let (mut huge, mut runs, mut secs) = ("/mnt/rpmd-huge".to_string(), 3usize, 2.0f64);
     let mut rows_only: Option<Vec<String>> = None;
+    let mut ours_only: Option<String> = None;
     while let Some(k) = a.next() {
         match (k.as_str(), a.next()) {
             ("--huge-dir", Some(v)) => huge = v,
+            ("--ours-only", Some(v)) => ours_only = Some(v),
             ("--rows", Some(v)) => rows_only = Some(v.split(',').map(str::to_string).collect()),
             ("--runs", Some(v)) if v.parse::<usize>().is_ok_and(|n| n > 0) => {
                 runs = v.parse().unwrap_or(3)
@@ -339,12 +374,22 @@ fn main() {
                 secs = v.parse().unwrap_or(2.0)
             }
             _ => {
-                eprintln!("usage: compare_vhost --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...]");
+                eprintln!("usage: compare_vhost --huge-dir DIR [--runs N] [--seconds S] [--rows ROLE-SIZE-RING,...] [--ours-only ROLE-SIZE-RING]");
                 std::process::exit(2);
             }
         }
     }
     let sock = format!("/tmp/rpmd-cvh-{}.sock", std::process::id());
+    if let Some(name) = ours_only {
+        let Some(row) = parse_row(&name) else {
+            eprintln!("compare_vhost: --ours-only {name}: ROLE-SIZE-RING, e.g. io-64-packed");
+            std::process::exit(2);
+        };
+        let (mpps, frames) = run_ours_counted(&row, secs, &huge, &sock);
+        println!("{name}: {mpps:.3} Mpps at the peer, frames {frames}");
+        let _ = std::fs::remove_file(&sock);
+        return;
+    }
     println!("backend on CPU 0 (DPDK net_vhost or rpmd vhost-user:) vs DPDK virtio-user peer on CPU 1; {runs} rounds of DPDK, rpmd, DPDK of {secs} s; medians, measured at the peer");
     println!(
         "{:<8} {:>6} {:>7} {:>10} {:>10} {:>10} {:>10}",
