@@ -689,20 +689,20 @@ impl PackedView {
     }
 }
 
-/// The four descriptors of one cache line of a packed ring (slots
-/// `4k..4k + 4`): a [`DescRun`] whose length is a constant, so that the
-/// accessors' bound checks fold away in a loop unrolled over the line.
+/// Four consecutive descriptors of a packed ring (a cache line's worth):
+/// a [`DescRun`] whose length is a constant, so that the accessors' bound
+/// checks fold away in a loop unrolled over the four.
 #[derive(Clone, Copy)]
 pub struct DescLine {
     first: *mut PackedDesc,
 }
 
 impl PackedView {
-    /// The line of descriptors `slot..slot + 4`, or `None` if `slot` does
-    /// not start a line of the ring.
+    /// Descriptors `slot..slot + 4`, or `None` if they pass the ring's
+    /// end.
     #[inline(always)]
-    pub fn line(&self, slot: u16) -> Option<DescLine> {
-        let run = self.run(slot, 4).filter(|_| slot % 4 == 0)?;
+    pub fn four(&self, slot: u16) -> Option<DescLine> {
+        let run = self.run(slot, 4)?;
         Some(DescLine { first: run.first })
     }
 }
@@ -719,7 +719,7 @@ impl DescLine {
     /// The flags word of the line's descriptor `k`, for atomic access.
     #[inline(always)]
     pub fn flags(&self, k: usize) -> &AtomicU16 {
-        // SAFETY: `run` is the line `PackedView::line` checked to lie
+        // SAFETY: `run` is the line `PackedView::four` checked to lie
         // inside the ring; the reference lives no longer than `self`,
         // which lives no longer than the ring (`new`'s contract).
         unsafe { &*(self.run().flags(k) as *const AtomicU16) }
@@ -729,6 +729,13 @@ impl DescLine {
     #[inline(always)]
     pub fn used(&self, k: usize) -> (u16, u32) {
         self.run().used(k)
+    }
+
+    /// Address, length and id of the line's descriptor `k` (its flags
+    /// read on their own, atomically, before these).
+    #[inline(always)]
+    pub fn desc(&self, k: usize) -> (u64, u32, u16) {
+        self.run().desc(k)
     }
 }
 

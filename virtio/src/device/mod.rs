@@ -514,7 +514,7 @@ impl RxQueue for BackendRx {
             max,
             &self.stats,
             &self.slot.counters,
-            self.keep_partial,
+            (self.keep_partial, self.stamp.port()),
         );
         if n == 0 {
             // Idle: a call held for coalescing goes now.
@@ -524,7 +524,8 @@ impl RxQueue for BackendRx {
             self.slot.running.store(false, Ordering::Release);
         }
         drop(v);
-        self.stamp.apply(out, n)
+        // The dequeue set each frame's port.
+        self.stamp.apply_types(out, n)
     }
 
     fn interrupt_fd(&self) -> Option<BorrowedFd<'_>> {

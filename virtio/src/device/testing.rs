@@ -100,7 +100,7 @@ impl DeviceRing {
             max,
             &self.stats,
             &self.counters,
-            self.keep_partial,
+            (self.keep_partial, u16::MAX),
         )
     }
 

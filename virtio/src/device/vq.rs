@@ -406,8 +406,9 @@ impl Vring {
     }
 
     /// Dequeues up to `max` frames the guest sent into mbufs from `pool`,
-    /// appended to `out`; returns how many. `keep_partial`: the
-    /// application asked for the RX checksum offload ([`offload`]).
+    /// appended to `out`, each with port id `port`; returns how many.
+    /// `keep_partial`: the application asked for the RX checksum offload
+    /// ([`offload`]). The two go together as `(keep_partial, port)`.
     pub(crate) fn dequeue(
         &mut self,
         pool: &Mempool,
@@ -415,12 +416,12 @@ impl Vring {
         max: usize,
         st: &QueueStats,
         c: &VringCounters,
-        keep_partial: bool,
+        (keep_partial, port): (bool, u16),
     ) -> usize {
         let (v, mem) = match &self.ring {
             Some(Ring::Split(r)) => (r.view(), r.mem()),
             Some(Ring::Packed(_)) => {
-                return packed::dequeue(self, pool, out, max, st, c, keep_partial)
+                return packed::dequeue(self, pool, out, max, st, c, (keep_partial, port))
             }
             None => return 0,
         };
@@ -468,7 +469,7 @@ impl Vring {
             }
             *f = (head, slice);
         }
-        let (mut got, mut fatal) = (Received::new(start), None);
+        let (mut got, mut fatal) = (Received::new(start, port), None);
         for i in 0..n {
             let (head, slice) = firsts[i];
             if head >= v.size() {

@@ -815,7 +815,7 @@ impl PackedQueue {
         let span = lens.end.wrapping_sub(lens.start);
         let (mut n, mut refused, mut taken) = (0, 0, 0);
         while n + 4 <= room && in_flight >= 4 {
-            let Some(line) = self.ring.line(slot as u16) else {
+            let Some(line) = self.ring.four(slot as u16) else {
                 break;
             };
             // P2, a line at a time: Acquire loads of the four flags words

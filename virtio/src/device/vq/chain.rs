@@ -154,23 +154,36 @@ pub(super) struct Received {
     start: usize,
     bad: u64,
     bytes: u64,
+    /// The id each frame read gets (the port's).
+    port: u16,
 }
 
 impl Received {
-    pub(super) fn new(start: usize) -> Self {
+    /// A burst appended to a burst of `start` frames, for port `port`.
+    pub(super) fn new(start: usize, port: u16) -> Self {
         Received {
             start,
             bad: 0,
             bytes: 0,
+            port,
         }
     }
 
-    /// The burst's `i`th frame `m` was read (`res` Ok) or not (counted as
-    /// a device error; the frame goes).
+    /// The burst's `i`th frame `m` was read (`res` Ok: it gets the port's
+    /// id) or not (counted as a device error; the frame goes).
     #[inline(always)]
-    pub(super) fn frame<T>(&mut self, i: usize, res: Result<T, &str>, m: &Mbuf, st: &QueueStats) {
+    pub(super) fn frame<T>(
+        &mut self,
+        i: usize,
+        res: Result<T, &str>,
+        m: &mut Mbuf,
+        st: &QueueStats,
+    ) {
         match res {
-            Ok(_) => self.bytes += m.pkt_len() as u64,
+            Ok(_) => {
+                self.bytes += m.pkt_len() as u64;
+                m.set_port(self.port);
+            }
             Err(_) => {
                 self.bad |= 1 << i;
                 st.device_errors.add(1);

@@ -18,7 +18,7 @@ use super::{
 use super::{MAX_BURST, MAX_HEADS};
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use crate::offload::HdrFields;
-use crate::vring::{DescFields, DescRun, FlagBatch, PackedView};
+use crate::vring::{DescFields, DescLine, FlagBatch, PackedView};
 use rpmd_pmd::peer::{PeerMemory, PeerSlice};
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
@@ -60,8 +60,8 @@ fn avail_at(v: &PackedView, slot: u16, wrap: bool) -> bool {
 /// is a multiple of four) and then reads the four descriptors through the
 /// same [`DescRun`] the driver's batched path uses.
 #[inline(always)]
-fn avail4(v: &PackedView, slot: u16, wrap: bool, write: u16) -> Option<DescRun> {
-    let line = v.run(slot, 4)?;
+fn avail4(v: &PackedView, slot: u16, wrap: bool, write: u16) -> Option<DescLine> {
+    let line = v.four(slot)?;
     let mask = F_AVAIL | F_USED | VRING_DESC_F_NEXT | VRING_DESC_F_INDIRECT | VRING_DESC_F_WRITE;
     let want = if wrap { F_AVAIL } else { F_USED } | write;
     // Partner of each load (Acquire): the driver's Release store of that
@@ -312,7 +312,7 @@ pub(super) fn dequeue(
     max: usize,
     st: &QueueStats,
     c: &VringCounters,
-    keep_partial: bool,
+    (keep_partial, port): (bool, u16),
 ) -> usize {
     let Some(Ring::Packed(r)) = &vr.ring else {
         return 0;
@@ -360,19 +360,31 @@ pub(super) fn dequeue(
         return 0;
     }
     let old = (vr.last_avail, vr.avail_wrap);
-    let mut got = Received::new(start);
+    let mut got = Received::new(start, port);
     // TX completions go straight in (with IN_ORDER, one for the burst):
     // the driver takes them back in its own time, unlike RX frames.
     let mut used = FlagBatch::default();
+    let csum = vr.neg.csum;
     for (i, &(slot, wrap, len, id, slice)) in found[..k].iter().enumerate() {
         let m = &mut out[start + i];
-        let res = match slice {
-            // One buffer, header and frame, fitting one mbuf.
-            Some(sl) if sl.len() - hdr <= m.tailroom() => read_one(&sl, hdr, m, vr.neg),
-            _ => read_chain(mem, &v, (slot, len), hdr, m, pool),
-        };
-        let res = res.and_then(|h| vr.neg.rx_offloads(m, &h, keep_partial, c));
-        got.frame(i, res, m, st);
+        match slice {
+            // The common frame: one buffer, header and frame, fitting one
+            // mbuf, and no header field to read.
+            Some(sl) if !csum && sl.len() - hdr <= m.tailroom() => {
+                let n = sl.len() - hdr;
+                let copied = m.append(n).is_some_and(|dst| sl.read_at(hdr, dst));
+                got.frame(i, copied.then_some(()).ok_or(OUTSIDE), m, st);
+            }
+            _ => {
+                let res = match slice {
+                    // One buffer, header and frame, fitting one mbuf.
+                    Some(sl) if sl.len() - hdr <= m.tailroom() => read_one(&sl, hdr, m, vr.neg),
+                    _ => read_chain(mem, &v, (slot, len), hdr, m, pool),
+                };
+                let res = res.and_then(|h| vr.neg.rx_offloads(m, &h, keep_partial, c));
+                got.frame(i, res, m, st);
+            }
+        }
         if !vr.neg.in_order {
             put_used(&v, &mut used, slot, wrap, id);
         }
@@ -389,6 +401,9 @@ pub(super) fn dequeue(
     end_burst(vr, &v, old, k, fatal, st, c);
     got.finish(out, k, st)
 }
+
+/// Why a buffer could not be read.
+const OUTSIDE: &str = "a buffer outside its region";
 
 /// Reads the chain of `len` descriptors at `slot` (a frame in several
 /// buffers, or one the mbuf cannot take whole) into `m` and its segments.
