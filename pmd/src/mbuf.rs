@@ -437,6 +437,24 @@ impl Mbuf {
         true
     }
 
+    /// [`set_received`](Self::set_received) without its checks, for a
+    /// driver's receive path that checked the length against the buffer
+    /// it posted: the data and packet length become `len`.
+    ///
+    /// # Safety
+    /// The mbuf is one segment and `len` bytes fit after its data start
+    /// (`headroom() + len <= buf_len()`). An mbuf fresh from its pool
+    /// ([`Mempool::get_bulk`](crate::Mempool::get_bulk)) and untouched
+    /// since holds up to the pool's
+    /// [`data_room`](crate::Mempool::data_room).
+    #[inline(always)]
+    pub unsafe fn set_received_unchecked(&mut self, len: usize) {
+        let h = self.hdr_mut();
+        debug_assert!(h.next.is_null() && h.data_off as usize + len <= h.buf_len as usize);
+        h.data_len = len as u16;
+        h.pkt_len = len as u32;
+    }
+
     /// Appends `tail` (a segment or chain) after this chain's last segment
     /// (`rte_pktmbuf_chain`); gives it back if the chain would exceed
     /// `u16::MAX` segments.

@@ -31,7 +31,7 @@ fn open(path: &str, opts: &str) -> (Box<dyn Port>, Queues, Mempool) {
     pc.cache_size = 0;
     let pool = Mempool::new(&pc).unwrap();
     let mut p = reg
-        .open(&format!("virtio-user:{path},mrg_rxbuf=0,event_idx=0{opts}"))
+        .open(&format!("virtio-user:{path},event_idx=0{opts}"))
         .unwrap();
     p.configure(&PortConfig {
         rx_pool: Some(pool.clone()),
@@ -153,6 +153,7 @@ fn setup(packed: bool, in_order: bool, act: Misbehave) -> Setup {
         max_pairs: None,
         mem_slots: false,
         reply_ack: false,
+        mrg: false,
     }
 }
 
@@ -251,6 +252,29 @@ fn packed_in_order_out_of_range_id_drops_the_backend_and_recovers() {
         ",packed_vq=1",
         true,
     );
+}
+
+/// Used lengths past the buffers' ends (eight in a row: whole lines of
+/// the packed ring's batched receive, and one by one), on every ring
+/// layout and order: each frame is dropped and counted as the device's
+/// error, the port keeps running on the same connection, and every frame
+/// the device wrote whole arrives.
+#[test]
+fn overlong_used_lengths_are_dropped_and_counted() {
+    for (tag, packed, in_order, mrg, opts) in [
+        ("sol", false, false, false, ",in_order=0"),
+        ("iol", false, true, false, ""),
+        ("pol", true, false, false, ",packed_vq=1,in_order=0"),
+        ("qol", true, true, false, ",packed_vq=1"),
+        ("mol", true, true, true, ",packed_vq=1"),
+        ("nol", false, true, true, ""),
+    ] {
+        let s = Setup {
+            mrg,
+            ..setup(packed, in_order, Misbehave::OverlongLength)
+        };
+        rx_case(tag, s, opts, false);
+    }
 }
 
 /// A used descriptor naming a buffer already handed back, on the packed

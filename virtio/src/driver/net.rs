@@ -284,7 +284,8 @@ impl<Q: Ring> VirtioRx<Q> {
             // read.
             if fast && (!self.mrg || len < m.tailroom() + NET_HDR_LEN) {
                 if !received(&mut m, len) {
-                    self.stats.errors.add(1);
+                    // A length past the buffer, or short of a header.
+                    device_error(&self.stats, &self.q, 1);
                     continue;
                 }
                 bytes += len - NET_HDR_LEN;
@@ -294,7 +295,7 @@ impl<Q: Ring> VirtioRx<Q> {
                 continue;
             }
             let Some(mut m) = self.whole_frame(m, len) else {
-                self.stats.errors.add(1);
+                device_error(&self.stats, &self.q, 1);
                 continue;
             };
             bytes += m.pkt_len();
@@ -321,28 +322,31 @@ impl<Q: Ring> VirtioRx<Q> {
     /// Whole lines of four one-buffer frames (no header field to read:
     /// with mergeable buffers, a frame shorter than its buffer is all in
     /// it), at most `room`, their bytes added to `bytes`; how many. The
-    /// rest go one by one.
+    /// rest go one by one. Only for buffers posted in front of their data
+    /// start (`hdr_front`).
+    #[allow(unsafe_code)]
     #[inline(always)]
     fn take_lines(&mut self, out: &mut Pkts, room: usize, bytes: &mut usize) -> usize {
-        // With mergeable buffers, a full buffer may start a longer frame.
-        let end = match self.mrg {
-            true => (self.pool.data_room() + NET_HDR_LEN) as u32,
-            false => u32::MAX,
-        };
-        let lens = NET_HDR_LEN as u32..end;
+        // A header and at most the posted buffer's data room; with
+        // mergeable buffers, not a full buffer, which may start a longer
+        // frame.
+        let full = (self.pool.data_room() + NET_HDR_LEN) as u32;
+        let lens = NET_HDR_LEN as u32..full + u32::from(!self.mrg);
         let port = self.stamp.port();
         let (got, refused) = self.q.pop_used_lines(out, room, lens, |m, len| {
-            // At least a header: `lens` starts there.
-            let len = (len as usize).wrapping_sub(NET_HDR_LEN);
+            let len = len as usize - NET_HDR_LEN;
             m.set_port(port);
-            let ok = m.set_received(len, 0);
-            if ok {
-                *bytes += len;
-            }
-            ok
+            // SAFETY: `m` was posted by `refill` (or `build_handles`)
+            // fresh from `self.pool` and has not been touched since: one
+            // segment, its data start at the pool's headroom, the header's
+            // length behind the posted address. `len` is the frame after
+            // that header, which `lens` keeps within the pool's data room.
+            unsafe { m.set_received_unchecked(len) };
+            *bytes += len;
+            true
         });
         if refused > 0 {
-            self.stats.errors.add(refused as u64);
+            device_error(&self.stats, &self.q, refused);
         }
         got
     }

@@ -40,6 +40,10 @@ pub enum Misbehave {
     OutOfRangeId,
     /// RX: completes the same buffer twice in a row.
     DuplicateId,
+    /// RX: completes eight buffers in a row (whole lines of four and
+    /// more) with lengths past their ends: four with the posted length
+    /// plus one, then four with the largest a descriptor holds.
+    OverlongLength,
 }
 
 /// The backend's setup.
@@ -56,6 +60,8 @@ pub struct Setup {
     /// with it if `reply_ack`.
     pub mem_slots: bool,
     pub reply_ack: bool,
+    /// Offer MRG_RXBUF (each frame still in one buffer).
+    pub mrg: bool,
 }
 
 /// Counts the device keeps, for the test to compare with the port's.
@@ -209,6 +215,8 @@ struct Device {
     wrap: [bool; 2],
     seq: u64,
     done_misbehaving: bool,
+    /// Overlong lengths written so far.
+    overlong: u32,
 }
 
 const F_AVAIL: u16 = 1 << 7;
@@ -253,6 +261,22 @@ impl Device {
             && counts.rx_written.load(Ordering::Relaxed) >= setup.after
     }
 
+    /// The length to complete an RX buffer of `room` bytes with, holding
+    /// a frame of `len`: `len`, or under `OverlongLength` one past the
+    /// buffer (the frame is then not counted as written).
+    fn rx_len(&mut self, setup: &Setup, counts: &Counts, room: u32, len: u32) -> u32 {
+        if !self.misbehave_now(setup, counts, Misbehave::OverlongLength) {
+            return len;
+        }
+        self.overlong += 1;
+        self.done_misbehaving = self.overlong == 8;
+        counts.misbehaved.fetch_add(1, Ordering::Relaxed);
+        match self.overlong {
+            1..=4 => room.saturating_add(1),
+            _ => u32::MAX,
+        }
+    }
+
     /// Writes frame `seq` into the buffer at `addr` (`room` bytes).
     fn write_frame(st: &State, addr: u64, room: u32, seq: u64) -> Option<u32> {
         let len = 12 + 60;
@@ -261,6 +285,8 @@ impl Device {
         }
         let p = st.at(addr, len as u64)?;
         let mut f = [0u8; 72];
+        // num_buffers: 1 (§5.1.6.4, with or without MRG_RXBUF).
+        f[10] = 1;
         f[12..20].copy_from_slice(&seq.to_le_bytes());
         // SAFETY: `len` bytes of a mapped region (checked by `at`).
         unsafe { std::ptr::copy_nonoverlapping(f.as_ptr(), p, f.len()) };
@@ -286,7 +312,10 @@ impl Device {
                 continue;
             };
             let mut entries = vec![(head as u32, len)];
-            if self.misbehave_now(setup, counts, Misbehave::OutOfRangeId) {
+            let bad_len = self.rx_len(setup, counts, d.len, len);
+            if bad_len != len {
+                entries[0].1 = bad_len;
+            } else if self.misbehave_now(setup, counts, Misbehave::OutOfRangeId) {
                 entries[0].0 = 9999;
                 self.done_misbehaving = true;
                 counts.misbehaved.fetch_add(1, Ordering::Relaxed);
@@ -435,6 +464,11 @@ impl Device {
                 continue;
             };
             let mut id = id;
+            let bad_len = self.rx_len(setup, counts, room, len);
+            if bad_len != len {
+                Self::packed_use(v, slot, id, bad_len, wrap);
+                continue;
+            }
             if self.misbehave_now(setup, counts, Misbehave::OutOfRangeId) {
                 id = 9999;
                 self.done_misbehaving = true;
@@ -477,6 +511,7 @@ impl Device {
 const VERSION_1: u64 = 1 << 32;
 const RING_PACKED: u64 = 1 << 34;
 const IN_ORDER: u64 = 1 << 35;
+const MRG_RXBUF: u64 = 1 << 15;
 const MQ: u64 = 1 << 22;
 const PROTOCOL_FEATURES: u64 = 1 << 30;
 
@@ -503,6 +538,9 @@ impl VhostUserBackendReqHandlerMut for State {
         }
         if self.setup.in_order {
             f |= IN_ORDER;
+        }
+        if self.setup.mrg {
+            f |= MRG_RXBUF;
         }
         if self.setup.max_pairs.is_some() {
             f |= MQ | PROTOCOL_FEATURES;
