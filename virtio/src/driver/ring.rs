@@ -41,10 +41,11 @@ pub trait Ring: Send + 'static {
     /// The next used buffer and the length the device wrote, or the
     /// protocol error that broke the ring.
     fn pop_used(&mut self) -> Option<Result<(Mbuf, u32), crate::Error>>;
-    /// Used one-descriptor buffers with lengths in `lens`, whole lines
-    /// of four at a time, into `out` (at most `room`), each kept only if
-    /// `accept` says so; (kept, refused). Zero for `pop_used` to go on
-    /// with.
+    /// Used one-descriptor buffers with lengths in `lens`, taken in
+    /// bulk (a packed ring: whole lines of four; a split ring in order:
+    /// the entries up to the used index), into `out` (at most `room`),
+    /// each kept only if `accept` says so; (kept, refused). Zero for
+    /// `pop_used` to go on with.
     fn pop_used_lines<const N: usize>(
         &mut self,
         _out: &mut Burst<Mbuf, N>,

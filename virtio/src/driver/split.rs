@@ -49,6 +49,7 @@ use crate::vring::{DescFields, SplitView};
 use crate::Error;
 use rpmd_pmd::{DmaRegion, Mbuf};
 use rpmd_ring::Burst;
+use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
@@ -140,6 +141,9 @@ pub struct SplitQueue {
     io_oldest: u16,
     /// Descriptors in the buffer each head starts (both modes; private).
     chain_len: Vec<u16>,
+    /// Buffers of several descriptors in flight: while there are none,
+    /// in order, the buffer due is always the next descriptor.
+    chains: usize,
     /// The head made available at each avail index (mod the size): our
     /// own copy of the avail ring, which the device can write. In order,
     /// the buffer made available at index k completes as used entry k.
@@ -239,6 +243,7 @@ impl SplitQueue {
             io_free: n,
             io_oldest: 0,
             chain_len: vec![0; n],
+            chains: 0,
             heads: vec![0; n],
             published: 0,
         })
@@ -276,6 +281,9 @@ impl SplitQueue {
     fn complete_oldest(&mut self) -> (u16, Option<Mbuf>) {
         let id = self.io_oldest;
         let n = self.chain_len[id as usize].max(1);
+        if n > 1 {
+            self.chains -= 1;
+        }
         self.io_oldest = id.wrapping_add(n) & self.mask;
         self.io_free += n as usize;
         self.in_flight -= 1;
@@ -321,6 +329,9 @@ impl SplitQueue {
     #[inline(always)]
     fn release(&mut self, head: u16) {
         self.in_flight -= 1;
+        if self.chain_len[head as usize] > 1 {
+            self.chains -= 1;
+        }
         let mut id = head;
         for _ in 1..self.chain_len[head as usize] {
             self.free.push(id);
@@ -406,6 +417,7 @@ impl Ring for SplitQueue {
         self.in_flight = 0;
         self.broken = false;
         self.chain_len.fill(0);
+        self.chains = 0;
         self.io_next = 0;
         self.io_free = n as usize;
         self.io_oldest = 0;
@@ -550,6 +562,9 @@ impl Ring for SplitQueue {
             *id = self.alloc().unwrap_or(0);
         }
         self.chain_len[ids[0] as usize] = n as u16;
+        if n > 1 {
+            self.chains += 1;
+        }
         for (k, (&(addr, len), &id)) in segs.iter().zip(&ids[..n]).enumerate() {
             let mut flags: u16 = if k >= writable_from {
                 VRING_DESC_F_WRITE
@@ -582,6 +597,23 @@ impl Ring for SplitQueue {
         self.heads[(self.avail_idx & self.mask) as usize] = head;
         self.avail_idx = self.avail_idx.wrapping_add(1);
         Ok(())
+    }
+
+    /// Used one-buffer frames into `out` as [`Ring::pop_used_lines`]
+    /// asks, in order with no chain in flight (else none: `pop_used`
+    /// takes them).
+    #[inline(always)]
+    fn pop_used_lines<const N: usize>(
+        &mut self,
+        out: &mut Burst<Mbuf, N>,
+        room: usize,
+        lens: Range<u32>,
+        accept: impl FnMut(&mut Mbuf, u32) -> bool,
+    ) -> (usize, usize) {
+        if !self.in_order || self.broken || self.chains != 0 {
+            return (0, 0);
+        }
+        self.lines_in_order(out, room, lens, accept)
     }
 
     /// Takes every completed buffer that fits in `out` (reading `used.idx`
@@ -691,6 +723,58 @@ impl Ring for SplitQueue {
                 self.layout.size
             )))),
         }
+    }
+}
+
+impl SplitQueue {
+    /// `pop_used_lines` in order with no chain in flight: the buffer due
+    /// is the next descriptor every time, so each used entry is checked
+    /// against it and its length against `lens` and taken, with no other
+    /// test a frame; `used.idx` is read once for the burst. The first
+    /// entry that is not what is due, or has a length outside `lens`,
+    /// stops it for `pop_used` to judge, as does an index that moved past
+    /// what is in flight (`pop_used` reports it and breaks the queue).
+    #[inline(always)]
+    fn lines_in_order<const N: usize>(
+        &mut self,
+        out: &mut Burst<Mbuf, N>,
+        room: usize,
+        lens: Range<u32>,
+        mut accept: impl FnMut(&mut Mbuf, u32) -> bool,
+    ) -> (usize, usize) {
+        if self.seen_used == self.last_used {
+            // V2, as in `load_used`, without breaking the queue here.
+            let used = self.ring.used_idx(Ordering::Acquire);
+            if used.wrapping_sub(self.last_used) > self.in_flight {
+                return (0, 0);
+            }
+            self.seen_used = used;
+        }
+        let spare = out.spare_capacity_mut();
+        let due = usize::from(self.seen_used.wrapping_sub(self.last_used));
+        let n = due.min(room).min(spare.len());
+        let span = lens.end.wrapping_sub(lens.start);
+        let (mut kept, mut refused) = (0, 0);
+        for _ in 0..n {
+            // A used entry the device wrote before it published the index.
+            let (id, len) = self.ring.used_elem(self.last_used);
+            if id != u32::from(self.io_oldest) || len.wrapping_sub(lens.start) >= span {
+                break;
+            }
+            self.last_used = self.last_used.wrapping_add(1);
+            let (_, m) = self.complete_oldest();
+            let Some(mut m) = m else { continue };
+            if accept(&mut m, len) {
+                spare[kept].write(m);
+                kept += 1;
+            } else {
+                refused += 1;
+            }
+        }
+        // SAFETY: the first `kept` spare slots were written above, and
+        // `kept` is at most the spare capacity.
+        unsafe { out.assume_init_back(kept) };
+        (kept, refused)
     }
 }
 
@@ -1067,6 +1151,73 @@ mod tests {
         q.publish();
         let dev = crate::driver::testdev::SplitDevice::new(region.as_ptr(), l);
         (region, pool, q, dev)
+    }
+
+    /// The in-order bulk receive: entries naming the buffer due, each
+    /// length in range, come out up to the used index in one call; an
+    /// entry naming another buffer or a length out of range stops it for
+    /// `pop_used` (which breaks the queue on the wrong id); an index past
+    /// what is in flight is left for `pop_used` to report; a chain in
+    /// flight turns it off.
+    #[test]
+    fn in_order_used_entries_come_out_in_bulk_up_to_what_they_cannot_take() {
+        let accept = |_: &mut Mbuf, _: u32| true;
+        let (_region, pool, mut q, mut dev) = posted("vql", 16, 8, true, 8);
+        let mut out: Burst<Mbuf, 16> = Burst::new();
+        for id in 0..5 {
+            let head = dev.take().unwrap();
+            assert_eq!(head, id);
+            dev.complete(head, if id == 3 { 64 } else { 20 });
+        }
+        assert_eq!(q.pop_used_lines(&mut out, 16, 12..64, accept), (3, 0));
+        assert_eq!(q.pop_used_lines(&mut out, 16, 12..64, accept), (0, 0));
+        assert!(
+            matches!(q.pop_used(), Some(Ok((_, 64)))),
+            "left to pop_used"
+        );
+        assert_eq!(q.pop_used_lines(&mut out, 16, 12..65, accept), (1, 0));
+        let tags: Vec<u8> = out.iter().map(|m| m.data()[0]).collect();
+        assert_eq!(tags, [0, 1, 2, 4]);
+        // An entry naming another buffer: nothing here, and pop_used
+        // breaks the queue.
+        let head = dev.take().unwrap();
+        dev.complete(head + 1, 20);
+        assert_eq!(q.pop_used_lines(&mut out, 16, 12..64, accept), (0, 0));
+        assert!(matches!(q.pop_used(), Some(Err(Error::Peer(_)))));
+        assert!(q.is_broken());
+        assert_eq!(q.pop_used_lines(&mut out, 16, 12..64, accept), (0, 0));
+        q.restart();
+        // An index past what is in flight: not taken, not broken here.
+        let m = pool.get().unwrap();
+        let a = m.data_iova().raw();
+        q.push(m, a, 100, true).unwrap();
+        q.publish();
+        dev = crate::driver::testdev::SplitDevice::new(_region.as_ptr(), Layout::new(8).unwrap());
+        dev.set_used_idx(3);
+        assert_eq!(q.pop_used_lines(&mut out, 16, 12..64, accept), (0, 0));
+        assert!(!q.is_broken());
+        assert!(matches!(q.pop_used(), Some(Err(_))) && q.is_broken());
+        q.restart();
+        // A chain in flight: the bulk path stays off until it is back.
+        let mut dev =
+            crate::driver::testdev::SplitDevice::new(_region.as_ptr(), Layout::new(8).unwrap());
+        let m = pool.get().unwrap();
+        q.push_chain(m, &[(0x1000, 10), (0x2000, 20)], 0).unwrap();
+        let m = pool.get().unwrap();
+        let a = m.data_iova().raw();
+        q.push(m, a, 100, true).unwrap();
+        q.publish();
+        let chain = dev.take().unwrap();
+        dev.complete(chain, 30);
+        let single = dev.take().unwrap();
+        dev.complete(single, 20);
+        assert_eq!(q.pop_used_lines(&mut out, 16, 12..64, accept), (0, 0));
+        assert!(matches!(q.pop_used(), Some(Ok((_, 30)))), "the chain");
+        assert_eq!(q.pop_used_lines(&mut out, 16, 12..64, accept), (1, 0));
+        drop(out);
+        q.restart();
+        drop(q);
+        assert_eq!(pool.available(), 16, "every mbuf back");
     }
 
     /// A device that rewrites the NEXT links of a posted chain (the table
