@@ -537,6 +537,9 @@ impl Ring for SplitQueue {
         desc: impl FnMut(&mut Mbuf) -> Option<(u64, u32)>,
     ) -> usize {
         let count = count.min(self.free());
+        if self.in_order {
+            return self.push_run_in_order(bufs, count, device_writes, desc);
+        }
         push_each(bufs, count, desc, |m, a, l| {
             self.push(m, a, l, device_writes)
         })
@@ -727,6 +730,60 @@ impl Ring for SplitQueue {
 }
 
 impl SplitQueue {
+    /// `push_run` in order: the buffers take the next descriptors and
+    /// avail slots in turn, so the loop writes each one's descriptor,
+    /// avail entry (only where it changed) and heads entry, and the
+    /// queue's indices move once for the run; the tokens follow. Stops
+    /// at the first buffer `desc` refuses.
+    #[inline(always)]
+    fn push_run_in_order<const N: usize>(
+        &mut self,
+        bufs: &mut Burst<Mbuf, N>,
+        count: usize,
+        device_writes: bool,
+        mut desc: impl FnMut(&mut Mbuf) -> Option<(u64, u32)>,
+    ) -> usize {
+        // `free()` (which `count` is within) is 0 on a broken queue.
+        let want = count.min(bufs.len()).min(self.io_free);
+        let flags = if device_writes { VRING_DESC_F_WRITE } else { 0 };
+        let (mask, first) = (self.mask, self.io_next);
+        let (mut id, mut idx) = (first, self.avail_idx);
+        let mbufs = &mut bufs[..want];
+        let mut k = 0;
+        while k < want {
+            let Some((addr, len)) = desc(&mut mbufs[k]) else {
+                break;
+            };
+            // Descriptor `id` is free and the avail slot at `idx` is past
+            // the published index: ours until published.
+            self.ring.set_desc_single(id, addr, len, flags);
+            if self.ring.avail_entry(idx) != id {
+                self.ring.set_avail_entry(idx, id);
+            }
+            self.chain_len[usize::from(id)] = 1;
+            self.heads[usize::from(idx & mask)] = id;
+            id = id.wrapping_add(1) & mask;
+            idx = idx.wrapping_add(1);
+            k += 1;
+        }
+        let tokens = &mut self.tokens[..usize::from(mask) + 1];
+        for (j, m) in bufs[..k].iter().enumerate() {
+            let t = usize::from(first.wrapping_add(j as u16) & mask);
+            // SAFETY: a bitwise copy of an mbuf of `bufs`, which forgets
+            // the run's mbufs right after this loop: the token becomes its
+            // one owner. `t` is masked to the ring's size, the length of
+            // `tokens`, so nothing in between can panic.
+            tokens[t] = Some(unsafe { std::ptr::read(m) }.into_raw());
+        }
+        // SAFETY: the first `k` mbufs were moved into tokens above.
+        unsafe { bufs.forget_front(k) };
+        self.io_next = id;
+        self.io_free -= k;
+        self.in_flight += k as u16;
+        self.avail_idx = idx;
+        k
+    }
+
     /// `pop_used_lines` in order with no chain in flight: the buffer due
     /// is the next descriptor every time, so each used entry is checked
     /// against it and its length against `lens` and taken, with no other
@@ -1218,6 +1275,53 @@ mod tests {
         q.restart();
         drop(q);
         assert_eq!(pool.available(), 16, "every mbuf back");
+    }
+
+    /// `push_run` in both modes: buffers go in until `desc` refuses one,
+    /// which stays first in the burst with those after it; in order, the
+    /// run takes consecutive descriptors across the table's end, each in
+    /// its avail slot, and they complete in that order.
+    #[test]
+    fn a_run_goes_in_until_desc_refuses_and_completes_in_order() {
+        for in_order in [false, true] {
+            let (_region, pool, mut q, mut dev) = posted("vqr", 16, 8, in_order, 0);
+            let tag = |b: &Burst<Mbuf, 8>| b.iter().map(|m| m.data()[0]).collect::<Vec<u8>>();
+            let fill = |n: u8, from: u8| {
+                let mut b: Burst<Mbuf, 8> = Burst::new();
+                for i in from..from + n {
+                    let mut m = pool.get().unwrap();
+                    m.append(1).unwrap()[0] = i;
+                    b.push(m).unwrap();
+                }
+                b
+            };
+            let desc = |m: &mut Mbuf| (m.data()[0] != 3).then(|| (m.data_iova().raw(), 1));
+            let mut b = fill(5, 0);
+            assert_eq!(q.push_run(&mut b, 5, false, desc), 3, "in order {in_order}");
+            assert_eq!(tag(&b), [3, 4]);
+            drop(b);
+            // Six more, of which the table has room for five; then the
+            // device completes all eight.
+            let mut b = fill(6, 10);
+            assert_eq!(q.push_run(&mut b, 6, false, desc), 5, "room for five");
+            q.publish();
+            let mut heads = Vec::new();
+            while let Some(h) = dev.take() {
+                heads.push(h);
+                dev.complete(h, 0);
+            }
+            assert_eq!(heads.len(), 8);
+            if in_order {
+                assert_eq!(heads, [0, 1, 2, 3, 4, 5, 6, 7]);
+            }
+            let mut out: Burst<Mbuf, 16> = Burst::new();
+            assert_eq!(q.reclaim_into(&mut out), 0);
+            let got: Vec<u8> = out.iter().map(|m| m.data()[0]).collect();
+            assert_eq!(got, [0, 1, 2, 10, 11, 12, 13, 14]);
+            drop((b, out));
+            drop(q);
+            assert_eq!(pool.available(), 16);
+        }
     }
 
     /// A device that rewrites the NEXT links of a posted chain (the table
