@@ -322,8 +322,8 @@ impl<Q: Ring> VirtioRx<Q> {
     /// One-buffer frames in bulk (`Ring::pop_used_lines`; no header
     /// field to read: with mergeable buffers, a frame shorter than its
     /// buffer is all in it), at most `room`, their bytes added to
-    /// `bytes`; how many. The rest go one by one. Only for buffers posted in front of their data
-    /// start (`hdr_front`).
+    /// `bytes`; how many. The rest go one by one. Only for buffers
+    /// posted in front of their data start (`hdr_front`).
     #[allow(unsafe_code)]
     #[inline(always)]
     fn take_lines(&mut self, out: &mut Pkts, room: usize, bytes: &mut usize) -> usize {

@@ -483,8 +483,9 @@ impl Ring for PackedQueue {
     /// Adds up to `count` one-segment mbufs from the front of `bufs`, one
     /// descriptor each (`desc(m)`: its address and length), as far as the
     /// ring has room and until `desc` refuses one (`None`), without
-    /// publishing; returns how many it took (they leave `bufs`, in order). In order (§2.8.9), a buffer's id is its
-    /// slot, so the burst goes in as runs of consecutive slots: every
+    /// publishing; returns how many it took (they leave `bufs`, in
+    /// order). In order (§2.8.9), a buffer's id is its slot, so the
+    /// burst goes in as runs of consecutive slots: every
     /// descriptor of a run written first, then the ids' tokens and the
     /// flags (the batched half of DPDK's packed enqueue, in portable
     /// Rust). Other queues go through [`push`](Self::push) one by one.
