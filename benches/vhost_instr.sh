@@ -46,9 +46,20 @@ peer_start() {
         </dev/null >"$out/peer.log" 2>&1 &
     peer=$!
 }
+# Waits up to 30 s for process $1 to exit, then kills it.
+reap() {
+    local st
+    for _ in $(seq 300); do
+        st=$(ps -o stat= -p "$1" 2>/dev/null) || break
+        case "$st" in Z*) break ;; esac
+        sleep 0.1
+    done
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
 peer_stop() {
     kill -INT "$peer" 2>/dev/null || true
-    wait "$peer" 2>/dev/null || true
+    reap "$peer"
     rm -f "$HUGE_DIR"/hiP* 2>/dev/null || true
 }
 
@@ -83,7 +94,7 @@ dpdk_run() {
     # The peer first: a vhost backend stopping its port waits for it.
     peer_stop
     kill -INT "$back" 2>/dev/null || true
-    wait "$back" 2>/dev/null || true
+    reap "$back"
     rm -f "$sock"
     local frames ir
     frames=$(awk '/Accumulated forward statistics/ {a = 1} a && /TX-packets:/ {print $2; exit}' "$out/dpdk-$1.log")

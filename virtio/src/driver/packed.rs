@@ -739,7 +739,9 @@ impl PackedQueue {
             // Every slot in flight holds a one-descriptor buffer.
             while k < n {
                 let Some(p) = tokens[k].take() else { break };
-                // SAFETY: as below.
+                // SAFETY: `p` came from `into_raw` in a push; the device
+                // used the buffer (in order, every buffer up to the run's
+                // end).
                 out[k].write(unsafe { Mbuf::from_raw(p) });
                 k += 1;
             }
