@@ -1,6 +1,7 @@
 //! The registry's way to an igb port: `pci:BDF` for a function bound to
-//! vfio-pci whose IDs are an 82576's, 82580's or I350's.
-use crate::regs::{DEVICE_IDS, VENDOR_INTEL};
+//! vfio-pci whose IDs are an 82576's, 82580's or I350's (driver `igb`),
+//! or one of the 82576's or I350's virtual functions (driver `igbvf`).
+use crate::regs::{DEVICE_IDS, DEVICE_IDS_VF, VENDOR_INTEL};
 use rpmd_pmd::function::PciFunction;
 use rpmd_pmd::pci::{PciDevice, PciId};
 use rpmd_pmd::port::features::{Declared, Feature, Support};
@@ -14,15 +15,18 @@ const fn id(device: u16) -> PciId {
     }
 }
 
-const IDS: [PciId; DEVICE_IDS.len()] = {
-    let mut ids = [id(0); DEVICE_IDS.len()];
+const IDS: [PciId; DEVICE_IDS.len()] = ids(DEVICE_IDS);
+const IDS_VF: [PciId; DEVICE_IDS_VF.len()] = ids(DEVICE_IDS_VF);
+
+const fn ids<const N: usize>(devices: [u16; N]) -> [PciId; N] {
+    let mut ids = [id(0); N];
     let mut k = 0;
-    while k < ids.len() {
-        ids[k] = id(DEVICE_IDS[k]);
+    while k < N {
+        ids[k] = id(devices[k]);
         k += 1;
     }
     ids
-};
+}
 
 /// What an igb port offers beyond the generic port.
 const FEATURES: &[Declared] = &[
@@ -40,6 +44,27 @@ const FEATURES: &[Declared] = &[
     (Feature::VlanOffload, Support::Yes),
     (Feature::ChecksumOffload, Support::Yes),
     (Feature::FwVersion, Support::Yes),
+];
+
+/// What an igb VF port offers beyond the generic port: its PF programs
+/// the filters it asks for.
+const FEATURES_VF: &[Declared] = &[
+    (Feature::ScatteredRx, Support::Yes),
+    (Feature::MultiSegmentTx, Support::Yes),
+    (
+        Feature::AllmulticastMode,
+        Support::Partial("as the PF grants it (Linux's igb does)"),
+    ),
+    (
+        Feature::MacFilter,
+        Support::Partial("as the PF grants it (Linux's igb: multicast always, unicast unless the VF's MAC was set by the host)"),
+    ),
+    (Feature::VlanFilter, Support::Partial("as the PF grants it")),
+    (
+        Feature::VlanOffload,
+        Support::Partial("insertion by the VF; stripping is the PF's (Linux's igb always strips)"),
+    ),
+    (Feature::ChecksumOffload, Support::Yes),
 ];
 
 /// The igb PCI driver.
@@ -77,7 +102,43 @@ impl PciDriver for IgbDriver {
     }
 }
 
-/// Registers the igb PCI driver.
+/// The igb VF PCI driver.
+pub struct IgbVfDriver;
+
+impl PciDriver for IgbVfDriver {
+    fn name(&self) -> &'static str {
+        "igbvf"
+    }
+
+    fn ids(&self) -> &'static [PciId] {
+        &IDS_VF
+    }
+
+    fn features(&self) -> &'static [Declared] {
+        FEATURES_VF
+    }
+
+    fn probe(
+        &self,
+        func: Arc<dyn PciFunction>,
+        _: &PciDevice,
+        args: &DevArgs,
+    ) -> Result<Box<dyn Port>, rpmd_pmd::Error> {
+        args.only_options(&[])?;
+        let name = args.raw().to_string();
+        let p = crate::vf::open_vf_port(&name, func, args.port_id()).map_err(|e| {
+            rpmd_pmd::Error::Driver {
+                port: name.clone(),
+                what: "opening the igb virtual function".into(),
+                source: Box::new(e),
+            }
+        })?;
+        Ok(Box::new(p))
+    }
+}
+
+/// Registers the igb PCI drivers: the PF's and the VF's.
 pub fn register(reg: &mut rpmd_pmd::Registry) {
     reg.register_pci(Box::new(IgbDriver));
+    reg.register_pci(Box::new(IgbVfDriver));
 }

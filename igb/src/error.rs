@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The function is not an igb family member the driver runs.
-    #[error("{addr}: {vendor:04x}:{device:04x} is not an Intel 82576, 82580 or I350 (igb takes 8086:{known})")]
+    #[error("{addr}: {vendor:04x}:{device:04x} is not an Intel 82576, 82580 or I350, nor one of their virtual functions (igb takes 8086:{known})")]
     NotIgb {
         /// The function's address.
         addr: String,
@@ -69,6 +69,46 @@ pub enum Error {
         /// The underlying error.
         #[source]
         source: rpmd_pmd::Error,
+    },
+    /// A virtual function's PF is being reset, or its driver has not
+    /// brought it up (the mailbox's RSTI stays set).
+    #[error("{addr}: the virtual function's PF is in reset (mailbox RSTI set for {ms} ms): bring the PF's interface up (Linux: ip link set <pf> up)")]
+    PfNotReady {
+        /// The VF's address.
+        addr: String,
+        /// How long it was waited for.
+        ms: u64,
+    },
+    /// A mailbox step the PF did not complete in time.
+    #[error("{addr}: mailbox message {message}: {source}")]
+    MailboxWait {
+        /// The VF's address.
+        addr: String,
+        /// The message.
+        message: &'static str,
+        /// The wait that timed out.
+        #[source]
+        source: Box<rpmd_pmd::Error>,
+    },
+    /// A reply that does not answer the message sent.
+    #[error("{addr}: mailbox message {message}: {detail}")]
+    Mailbox {
+        /// The VF's address.
+        addr: String,
+        /// The message.
+        message: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The PF refused a request (NACK).
+    #[error("{addr}: the PF refused {message} (reply {reply:#010x})")]
+    PfRefused {
+        /// The VF's address.
+        addr: String,
+        /// The message.
+        message: &'static str,
+        /// The reply's first word.
+        reply: u32,
     },
     /// A ring that cannot be made as asked.
     #[error("{what}: {detail}")]

@@ -106,17 +106,32 @@ pub fn open_port(name: &str, func: Arc<dyn PciFunction>, port_id: u16) -> Result
 }
 
 /// What a start made.
-struct Started {
-    running: Running,
-    graveyard: Graveyard,
-    rx_queues: u16,
-    tx_queues: u16,
+pub(crate) struct Started {
+    pub running: Running,
+    pub graveyard: Graveyard,
+    pub rx_queues: u16,
+    pub tx_queues: u16,
     /// MSI-X is on.
-    msix: bool,
+    pub msix: bool,
     /// The other causes' vector, until a link watch takes it.
-    other: Option<rpmd_pmd::function::EventFd>,
+    pub other: Option<rpmd_pmd::function::EventFd>,
     /// The link watch, once the app asked for link events.
-    watch: Option<LinkWatch>,
+    pub watch: Option<LinkWatch>,
+}
+
+impl Started {
+    /// A start of `ctx`'s queues, nothing made yet.
+    pub(crate) fn new(ctx: &StartContext<'_>) -> Started {
+        Started {
+            running: Arc::new(CachePadded::new(AtomicBool::new(true))),
+            graveyard: Graveyard::default(),
+            rx_queues: ctx.conf.rx_queues,
+            tx_queues: ctx.conf.tx_queues,
+            msix: false,
+            other: None,
+            watch: None,
+        }
+    }
 }
 
 /// The device side of one igb port.
@@ -157,17 +172,6 @@ impl IgbDevice {
             what,
             detail,
         }
-    }
-
-    /// The receive buffer size the pool's mbufs allow, in KiB (the
-    /// device's unit), if at least one.
-    fn buffer_kib(pool: &Mempool) -> u32 {
-        (pool.data_room() as u32 >> SRRCTL_BSIZEPKT_SHIFT).min(127)
-    }
-
-    /// The largest frame the MTU admits: header, a VLAN tag, the MTU.
-    fn max_frame(mtu: u16) -> u32 {
-        mtu as u32 + 14 + 4
     }
 
     /// RCTL for the filter and MTU, receiver on or off.
@@ -219,36 +223,6 @@ impl IgbDevice {
         hw.write(RCTL, self.rctl(rctl))
     }
 
-    /// Queue `q`'s ring registers, given as `regs` (base low and high,
-    /// length, head, tail, control): the queue disabled, the ring's
-    /// address and length, head and tail 0, `setup` written (SRRCTL for
-    /// a receive queue), then the queue enabled with thresholds `dctl`
-    /// and awaited.
-    fn start_ring(
-        &self,
-        q: u16,
-        regs: [fn(u16) -> u64; 6],
-        ring: &DescRing,
-        setup: Option<(u64, u32)>,
-        dctl: u32,
-    ) -> Result<(), Error> {
-        let hw = &self.hw;
-        let [bal, bah, len, head, tail, ctl] = regs.map(|r| r(q));
-        hw.write(ctl, 0)?;
-        hw.write(bal, ring.iova() as u32)?;
-        hw.write(bah, (ring.iova() >> 32) as u32)?;
-        hw.write(len, ring.len() * crate::ring::DESC as u32)?;
-        hw.write(head, 0)?;
-        hw.write(tail, 0)?;
-        if let Some((reg, v)) = setup {
-            hw.write(reg, v)?;
-        }
-        hw.write(ctl, dctl | DCTL_ENABLE)?;
-        hw.wait_reg("igb queue enable (RXDCTL/TXDCTL.ENABLE)", ctl, |v| {
-            v & DCTL_ENABLE != 0
-        })
-    }
-
     /// Everything `start` sets up, queues handed out.
     fn start_queues(&mut self, ctx: &StartContext<'_>, st: &mut Started) -> Result<Queues, Error> {
         let conf = ctx.conf;
@@ -267,13 +241,11 @@ impl IgbDevice {
         let mut tx = Vec::new();
         for q in 0..conf.tx_queues {
             let ring = DescRing::new(&*func, &format!("igb tx ring {q}"), conf.tx_desc as u32)?;
-            let regs = [tdbal, tdbah, tdlen, tdh, tdt, txdctl];
-            self.start_ring(q, regs, &ring, None, TXDCTL_THRESH)?;
-            tx.push(
-                Box::new(self.tx_ring(ctx, st, q, ring, &pool)) as Box<dyn rpmd_pmd::port::TxQueue>
-            );
+            start_tx_ring(&self.hw, q, &ring)?;
+            tx.push(Box::new(tx_ring(&self.hw, ctx, st, q, ring, &pool))
+                as Box<dyn rpmd_pmd::port::TxQueue>);
         }
-        let kib = Self::buffer_kib(&pool);
+        let kib = buffer_kib(&pool);
         let mut irqs = Vec::new().into_iter();
         if let Some(v) = irq::enable(&self.hw, conf.rx_queues)? {
             st.msix = true;
@@ -283,10 +255,14 @@ impl IgbDevice {
         let mut rx = Vec::new();
         for q in 0..conf.rx_queues {
             let ring = DescRing::new(&*func, &format!("igb rx ring {q}"), conf.rx_desc as u32)?;
-            let regs = [rdbal, rdbah, rdlen, rdh, rdt, rxdctl];
-            let buffers = kib | SRRCTL_DESCTYPE_ADV_ONEBUF | SRRCTL_DROP_EN;
-            self.start_ring(q, regs, &ring, Some((srrctl(q), buffers)), RXDCTL_THRESH)?;
-            let mut r = self.rx_ring(ctx, st, q, ring, &pool);
+            start_rx_ring(&self.hw, q, &ring, kib)?;
+            let off = ctx.conf.offloads;
+            let mode = RxMode {
+                checksum: off.contains(Offloads::RX_CHECKSUM),
+                vlan_strip: off.contains(Offloads::RX_VLAN_STRIP),
+                rss: ctx.conf.rss_on(),
+            };
+            let mut r = rx_ring(&self.hw, ctx, st, q, ring, &pool, mode);
             r.irq = irqs.next();
             r.fill().map_err(|e| Error::Memory {
                 what: format!("filling rx ring {q} from the pool"),
@@ -350,7 +326,7 @@ impl IgbDevice {
         for (k, w) in self.vfta.iter().enumerate() {
             hw.write_vfta(k, *w)?;
         }
-        hw.write(RLPML, Self::max_frame(self.mtu))
+        hw.write(RLPML, max_frame(self.mtu))
     }
 
     /// RSS over `queues` receive queues as `rss` says: the key, the
@@ -385,70 +361,6 @@ impl IgbDevice {
         Ok(())
     }
 
-    fn rx_ring(
-        &self,
-        ctx: &StartContext<'_>,
-        st: &Started,
-        q: u16,
-        ring: DescRing,
-        pool: &Mempool,
-    ) -> RxRing {
-        let n = ring.len();
-        let off = ctx.conf.offloads;
-        RxRing {
-            running: st.running.clone(),
-            gate: ctx.rx_live[q as usize].clone(),
-            graveyard: st.graveyard.clone(),
-            ring: Arc::new(ring),
-            slots: Slots::new(n as usize),
-            regs: self.hw.regs().clone(),
-            rdt: rdt(q),
-            next: 0,
-            mask: n - 1,
-            pool: pool.clone(),
-            refill: Pkts::new(),
-            partial: None,
-            discarding: false,
-            mode: RxMode {
-                checksum: off.contains(Offloads::RX_CHECKSUM),
-                vlan_strip: off.contains(Offloads::RX_VLAN_STRIP),
-                rss: ctx.conf.rss_on(),
-            },
-            stamp: ctx.stamp,
-            stats: ctx.stats.rx(q as usize),
-            irq: None,
-        }
-    }
-
-    fn tx_ring(
-        &self,
-        ctx: &StartContext<'_>,
-        st: &Started,
-        q: u16,
-        ring: DescRing,
-        pool: &Mempool,
-    ) -> TxRing {
-        let n = ring.len();
-        TxRing {
-            running: st.running.clone(),
-            gate: ctx.tx_live[q as usize].clone(),
-            graveyard: st.graveyard.clone(),
-            ring: Arc::new(ring),
-            slots: Slots::new(n as usize),
-            last: vec![0; n as usize],
-            lasts: vec![0; MAX_BURST],
-            regs: self.hw.regs().clone(),
-            tdt: tdt(q),
-            prod: 0,
-            clean: 0,
-            mask: n - 1,
-            context: None,
-            pool: pool.clone(),
-            done: Pkts::new(),
-            stats: ctx.stats.tx(q as usize),
-        }
-    }
-
     /// Turns the receiver, the transmitter and every queue of `st` off,
     /// waits until the device reports each queue off, then frees what
     /// dropped handles left for it.
@@ -456,15 +368,7 @@ impl IgbDevice {
         st.running.store(false, Ordering::Relaxed);
         drop(st.watch.take());
         let quiet = self.quiesce(&st);
-        let mut parked = st.graveyard.lock().unwrap_or_else(|e| e.into_inner());
-        if quiet.is_ok() {
-            parked.clear();
-        } else {
-            // A device that does not say its queues are off may still
-            // write their buffers: they stay out of the pool for good.
-            std::mem::forget(std::mem::take(&mut *parked));
-        }
-        quiet
+        bury(&st, quiet)
     }
 
     /// Receiver, transmitter and the queues of `st` off, each queue
@@ -474,17 +378,194 @@ impl IgbDevice {
         let hw = &self.hw;
         let mut result = hw.write(RCTL, self.rctl(false));
         result = result.and(hw.write(TCTL, TCTL_PSP));
-        let queues = (0..st.rx_queues)
-            .map(|q| (rxdctl(q), "igb rx queue disable"))
-            .chain((0..st.tx_queues).map(|q| (txdctl(q), "igb tx queue disable")));
-        for (ctl, what) in queues {
-            result = result.and(hw.write(ctl, 0));
-            result = result.and(hw.wait_reg(what, ctl, |v| v & DCTL_ENABLE == 0));
-        }
+        result = disable_queues(hw, st, result);
         if st.msix {
             result = result.and(irq::disable(hw));
         }
         result
+    }
+}
+
+/// The receive buffer size the pool's mbufs allow, in KiB (the device's
+/// unit), if at least one.
+pub(crate) fn buffer_kib(pool: &Mempool) -> u32 {
+    (pool.data_room() as u32 >> SRRCTL_BSIZEPKT_SHIFT).min(127)
+}
+
+/// Checks that `pool`'s mbufs can be receive buffers for frames of
+/// `mtu`: one KiB at least, and the whole frame unless scattered.
+pub(crate) fn check_rx_buffers(
+    name: &str,
+    pool: &Mempool,
+    mtu: u16,
+    offloads: Offloads,
+) -> Result<(), rpmd_pmd::Error> {
+    let config_err = |what, detail| rpmd_pmd::Error::Config {
+        port: name.to_string(),
+        what,
+        detail,
+    };
+    let kib = buffer_kib(pool);
+    if kib == 0 {
+        return Err(config_err(
+            "rx_pool",
+            format!(
+                "{name}: mbufs of {} bytes; igb receive buffers are 1 KiB at least",
+                pool.data_room()
+            ),
+        ));
+    }
+    let fits = max_frame(mtu) <= kib << SRRCTL_BSIZEPKT_SHIFT;
+    if !fits && !offloads.contains(Offloads::RX_SCATTER) {
+        return Err(config_err(
+            "mtu",
+            format!(
+                "{name}: MTU {mtu} needs {}-byte frames, more than one {kib} KiB buffer; \
+                 ask for rx-scatter or a pool with larger mbufs",
+                max_frame(mtu)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The largest frame the MTU admits: header, a VLAN tag, the MTU.
+pub(crate) fn max_frame(mtu: u16) -> u32 {
+    mtu as u32 + 14 + 4
+}
+
+/// Queue `q`'s ring registers, given as `regs` (base low and high,
+/// length, head, tail, control): the queue disabled, the ring's address
+/// and length, head and tail 0, `setup` written (SRRCTL for a receive
+/// queue), then the queue enabled with thresholds `dctl` and awaited.
+fn start_ring(
+    hw: &Hw,
+    q: u16,
+    regs: [fn(u16) -> u64; 6],
+    ring: &DescRing,
+    setup: Option<(u64, u32)>,
+    dctl: u32,
+) -> Result<(), Error> {
+    let [bal, bah, len, head, tail, ctl] = regs.map(|r| r(q));
+    hw.write(ctl, 0)?;
+    hw.write(bal, ring.iova() as u32)?;
+    hw.write(bah, (ring.iova() >> 32) as u32)?;
+    hw.write(len, ring.len() * crate::ring::DESC as u32)?;
+    hw.write(head, 0)?;
+    hw.write(tail, 0)?;
+    if let Some((reg, v)) = setup {
+        hw.write(reg, v)?;
+    }
+    hw.write(ctl, dctl | DCTL_ENABLE)?;
+    hw.wait_reg("igb queue enable (RXDCTL/TXDCTL.ENABLE)", ctl, |v| {
+        v & DCTL_ENABLE != 0
+    })
+}
+
+/// Starts transmit queue `q` on `ring`.
+pub(crate) fn start_tx_ring(hw: &Hw, q: u16, ring: &DescRing) -> Result<(), Error> {
+    let regs = [tdbal, tdbah, tdlen, tdh, tdt, txdctl];
+    start_ring(hw, q, regs, ring, None, TXDCTL_THRESH)
+}
+
+/// Starts receive queue `q` on `ring`, with buffers of `kib` KiB (one
+/// advanced descriptor a buffer, dropping when the ring is empty).
+pub(crate) fn start_rx_ring(hw: &Hw, q: u16, ring: &DescRing, kib: u32) -> Result<(), Error> {
+    let regs = [rdbal, rdbah, rdlen, rdh, rdt, rxdctl];
+    let buffers = kib | SRRCTL_DESCTYPE_ADV_ONEBUF | SRRCTL_DROP_EN;
+    start_ring(hw, q, regs, ring, Some((srrctl(q), buffers)), RXDCTL_THRESH)
+}
+
+/// Every queue of `st` disabled and awaited; the first failure, after
+/// `result`, is returned.
+pub(crate) fn disable_queues(
+    hw: &Hw,
+    st: &Started,
+    mut result: Result<(), Error>,
+) -> Result<(), Error> {
+    let queues = (0..st.rx_queues)
+        .map(|q| (rxdctl(q), "igb rx queue disable"))
+        .chain((0..st.tx_queues).map(|q| (txdctl(q), "igb tx queue disable")));
+    for (ctl, what) in queues {
+        result = result.and(hw.write(ctl, 0));
+        result = result.and(hw.wait_reg(what, ctl, |v| v & DCTL_ENABLE == 0));
+    }
+    result
+}
+
+/// Frees what dropped handles of `st` left, once `quiet` says the device
+/// stopped using it; `quiet` returned.
+pub(crate) fn bury(st: &Started, quiet: Result<(), Error>) -> Result<(), Error> {
+    let mut parked = st.graveyard.lock().unwrap_or_else(|e| e.into_inner());
+    if quiet.is_ok() {
+        parked.clear();
+    } else {
+        // A device that does not say its queues are off may still
+        // write their buffers: they stay out of the pool for good.
+        std::mem::forget(std::mem::take(&mut *parked));
+    }
+    quiet
+}
+
+/// Receive queue `q`'s handle over `ring`.
+pub(crate) fn rx_ring(
+    hw: &Hw,
+    ctx: &StartContext<'_>,
+    st: &Started,
+    q: u16,
+    ring: DescRing,
+    pool: &Mempool,
+    mode: RxMode,
+) -> RxRing {
+    let n = ring.len();
+    RxRing {
+        running: st.running.clone(),
+        gate: ctx.rx_live[q as usize].clone(),
+        graveyard: st.graveyard.clone(),
+        ring: Arc::new(ring),
+        slots: Slots::new(n as usize),
+        regs: hw.regs().clone(),
+        rdt: rdt(q),
+        next: 0,
+        mask: n - 1,
+        pool: pool.clone(),
+        refill: Pkts::new(),
+        partial: None,
+        discarding: false,
+        mode,
+        stamp: ctx.stamp,
+        stats: ctx.stats.rx(q as usize),
+        irq: None,
+    }
+}
+
+/// Transmit queue `q`'s handle over `ring`.
+pub(crate) fn tx_ring(
+    hw: &Hw,
+    ctx: &StartContext<'_>,
+    st: &Started,
+    q: u16,
+    ring: DescRing,
+    pool: &Mempool,
+) -> TxRing {
+    let n = ring.len();
+    TxRing {
+        running: st.running.clone(),
+        gate: ctx.tx_live[q as usize].clone(),
+        graveyard: st.graveyard.clone(),
+        ring: Arc::new(ring),
+        slots: Slots::new(n as usize),
+        last: vec![0; n as usize],
+        lasts: vec![0; MAX_BURST],
+        regs: hw.regs().clone(),
+        tdt: tdt(q),
+        prod: 0,
+        clean: 0,
+        mask: n - 1,
+        context: None,
+        pool: pool.clone(),
+        done: Pkts::new(),
+        stats: ctx.stats.tx(q as usize),
     }
 }
 
@@ -500,7 +581,7 @@ fn rar_words(m: &MacAddr) -> (u32, u32) {
 
 /// The multicast table bit of `m` with RCTL.MO = 00: destination bits
 /// 47:36 (datasheet §8.10.15: the upper 12 bits of the address).
-fn mta_hash(m: &MacAddr) -> u32 {
+pub(crate) fn mta_hash(m: &MacAddr) -> u32 {
     let b = m.0;
     ((b[4] as u32) >> 4 | (b[5] as u32) << 4) & 0xfff
 }
@@ -528,42 +609,14 @@ impl Device for IgbDevice {
     fn configure(&mut self, name: &str, conf: &PortConfig) -> Result<(), rpmd_pmd::Error> {
         let mtu = conf.mtu.unwrap_or(self.mtu);
         if let Some(pool) = &conf.rx_pool {
-            let kib = Self::buffer_kib(pool);
-            if kib == 0 {
-                return Err(self.config_err(
-                    "rx_pool",
-                    format!(
-                        "{name}: mbufs of {} bytes; igb receive buffers are 1 KiB at least",
-                        pool.data_room()
-                    ),
-                ));
-            }
-            let fits = Self::max_frame(mtu) <= kib << SRRCTL_BSIZEPKT_SHIFT;
-            if !fits && !conf.offloads.contains(Offloads::RX_SCATTER) {
-                return Err(self.config_err(
-                    "mtu",
-                    format!(
-                        "{name}: MTU {mtu} needs {}-byte frames, more than one {kib} KiB buffer; \
-                         ask for rx-scatter or a pool with larger mbufs",
-                        Self::max_frame(mtu)
-                    ),
-                ));
-            }
+            check_rx_buffers(name, pool, mtu, conf.offloads)?;
         }
         self.offloads = conf.offloads;
         Ok(())
     }
 
     fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, rpmd_pmd::Error> {
-        let mut st = Started {
-            running: Arc::new(CachePadded::new(AtomicBool::new(true))),
-            graveyard: Graveyard::default(),
-            rx_queues: ctx.conf.rx_queues,
-            tx_queues: ctx.conf.tx_queues,
-            msix: false,
-            other: None,
-            watch: None,
-        };
+        let mut st = Started::new(&ctx);
         match self.start_queues(&ctx, &mut st) {
             Ok(q) => {
                 self.started = Some(st);
@@ -623,7 +676,7 @@ impl Device for IgbDevice {
     }
 
     fn set_mtu(&mut self, name: &str, mtu: u16, started: bool) -> Result<(), rpmd_pmd::Error> {
-        if started && Self::max_frame(mtu) > Self::max_frame(self.mtu) {
+        if started && max_frame(mtu) > max_frame(self.mtu) {
             return Err(rpmd_pmd::Error::Port {
                 port: name.to_string(),
                 detail: format!(
@@ -634,7 +687,7 @@ impl Device for IgbDevice {
         }
         self.mtu = mtu;
         let set = || -> Result<(), Error> {
-            self.hw.write(RLPML, Self::max_frame(mtu))?;
+            self.hw.write(RLPML, max_frame(mtu))?;
             let rctl = self.hw.read(RCTL)?;
             self.hw.write(RCTL, self.rctl(rctl & RCTL_EN != 0))
         };

@@ -41,6 +41,24 @@ pub struct Hw {
 impl Hw {
     /// Checks the function's IDs and maps BAR 0. Nothing is written.
     pub fn open(func: Arc<dyn PciFunction>) -> Result<Hw, Error> {
+        Self::open_as(func, &DEVICE_IDS, Family::of)
+    }
+
+    /// [`open`](Hw::open) for a virtual function (an 82576's or I350's):
+    /// its family is its PF's.
+    pub fn open_vf(func: Arc<dyn PciFunction>) -> Result<Hw, Error> {
+        Self::open_as(func, &DEVICE_IDS_VF, |device| match device {
+            0x10CA => Some(Family::I82576),
+            0x1520 => Some(Family::I350),
+            _ => None,
+        })
+    }
+
+    fn open_as(
+        func: Arc<dyn PciFunction>,
+        ids: &[u16],
+        family_of: fn(u16) -> Option<Family>,
+    ) -> Result<Hw, Error> {
         let addr = func.addr().to_string();
         let fail = |what| {
             let addr = addr.clone();
@@ -49,9 +67,9 @@ impl Hw {
         let c = func.config().map_err(fail("config space"))?;
         let vendor = c.read16(cfg::VENDOR).map_err(fail("vendor ID"))?;
         let device = c.read16(cfg::DEVICE).map_err(fail("device ID"))?;
-        let family = Family::of(device).filter(|_| vendor == VENDOR_INTEL);
+        let family = family_of(device).filter(|_| vendor == VENDOR_INTEL);
         let Some(family) = family else {
-            let known: Vec<String> = DEVICE_IDS.iter().map(|d| format!("{d:04x}")).collect();
+            let known: Vec<String> = ids.iter().map(|d| format!("{d:04x}")).collect();
             return Err(Error::NotIgb {
                 addr,
                 vendor,

@@ -28,20 +28,30 @@
 //!   call per frame; a frame over several receive buffers arrives as an
 //!   mbuf chain, and a chain goes out as one descriptor per segment.
 //!
+//! - [`vf`]: a virtual function of an 82576 or I350 (SR-IOV) as a port
+//!   of its own (`pci:BDF`, driver `igbvf`): the same data path on the
+//!   VF's two queue pairs, and everything else asked of the PF's driver
+//!   over the mailbox (`mbx`, igbvf's protocol: reset and MAC address,
+//!   longest frame, multicast hashes, all-multicast, extra unicast
+//!   addresses, VLAN IDs), each request bounded and a refusal an error
+//!   naming the message.
 //! - [`model`]: rpmd's own register-level model of the 82576, which also
 //!   plays an 82580 or I350 (their queue counts, IVAR layout and NVM
 //!   sections; QEMU emulates neither), for the host tests
 //!   (`tests/model.rs`, `tests/family.rs`) and the broken devices QEMU's
 //!   model cannot be made into: stuck in reset, a corrupt EEPROM (the
 //!   open checks the image's checksums, as Linux does), a SerDes link,
-//!   hostile receive write-backs.
+//!   hostile receive write-backs; and a VF whose PF answers its mailbox
+//!   as Linux's igb does, or never, or wrongly (`tests/vf.rs`).
 //!
 //! Tested in the QEMU guest of `tests/vm/run.sh` against QEMU's own 82576
 //! model (`-device igb`): two of them cabled to each other, then the
 //! second driven in turn by DPDK's igb PMD (testpmd) and by Linux's igb
 //! driver and network stack. The registers, bits and layouts are checked
-//! against Linux's igb headers at test time (`tests/linux_defs.rs`). Not
-//! yet: SR-IOV, the I210/I211, SerDes/SGMII links.
+//! against Linux's igb headers at test time (`tests/linux_defs.rs`). A VF
+//! of the second 82576, enabled by Linux's igb, is driven in the same
+//! guest against Linux's stack on its PF. Not yet: the I210/I211,
+//! SerDes/SGMII links, MSI-X and link events on a VF.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -53,11 +63,14 @@ pub mod ethdev;
 pub mod family;
 pub mod hw;
 mod irq;
+mod mbx;
 pub mod model;
 pub mod regs;
 pub mod ring;
 mod rxtx;
+pub mod vf;
 
-pub use driver::{register, IgbDriver};
+pub use driver::{register, IgbDriver, IgbVfDriver};
 pub use error::Error;
 pub use ethdev::{open_port, IgbDevice, IgbPort};
+pub use vf::{open_vf_port, IgbVfDevice, IgbVfPort};

@@ -477,3 +477,84 @@ pub const IVAR_VALID: u32 = 0x80;
 pub const fn eitr(v: u32) -> u64 {
     0x1680 + 4 * v as u64
 }
+
+// Virtual functions (SR-IOV). A VF's BAR 0 is a window of 16 KiB onto
+// its share of the device (82576 datasheet §7.8 and §8.28, "Virtual
+// Function Device Registers"): CTRL and STATUS at the PF's offsets,
+// its two queue pairs at queues 0 and 1's 82575-compatible offsets
+// (`rdbal(0)`, `rdbal(1)`, ...), and a mailbox to the PF. Checked
+// against Linux's igbvf (`drivers/net/ethernet/intel/igbvf/regs.h`,
+// `mbx.h`, `vf.h`) and igb's side of the protocol (`igb/e1000_mbx.h`).
+
+/// The virtual functions' device IDs (Linux igbvf `vf.h`): the 82576's
+/// and the I350's. QEMU's `igbvf` is 0x10CA.
+pub const DEVICE_IDS_VF: [u16; 2] = [0x10CA, 0x1520];
+/// Queue pairs a VF has.
+pub const VF_QUEUES: u16 = 2;
+/// The VF's side of its mailbox: control and status bits.
+pub const V2PMAILBOX: u64 = 0x0C40;
+/// The mailbox memory: 16 dwords, shared with the PF.
+pub const VMBMEM: u64 = 0x0800;
+/// Dwords in the mailbox memory.
+pub const VMBMEM_WORDS: usize = 16;
+/// V2PMAILBOX: a message for the PF is in the memory (write).
+pub const V2PMAILBOX_REQ: u32 = 1 << 0;
+/// V2PMAILBOX: the PF's message was read (write).
+pub const V2PMAILBOX_ACK: u32 = 1 << 1;
+/// V2PMAILBOX: the VF holds the memory.
+pub const V2PMAILBOX_VFU: u32 = 1 << 2;
+/// V2PMAILBOX: the PF holds the memory.
+pub const V2PMAILBOX_PFU: u32 = 1 << 3;
+/// V2PMAILBOX: the PF wrote a message (clears on read).
+pub const V2PMAILBOX_PFSTS: u32 = 1 << 4;
+/// V2PMAILBOX: the PF read the VF's message (clears on read).
+pub const V2PMAILBOX_PFACK: u32 = 1 << 5;
+/// V2PMAILBOX: the PF is being reset.
+pub const V2PMAILBOX_RSTI: u32 = 1 << 6;
+/// V2PMAILBOX: the PF's reset is done (clears on read).
+pub const V2PMAILBOX_RSTD: u32 = 1 << 7;
+/// Message word 0: the PF did what was asked.
+pub const VT_MSGTYPE_ACK: u32 = 0x8000_0000;
+/// Message word 0: the PF refused.
+pub const VT_MSGTYPE_NACK: u32 = 0x4000_0000;
+/// Message word 0: the VF is clear to send (its reset was seen).
+pub const VT_MSGTYPE_CTS: u32 = 0x2000_0000;
+/// Message word 0: bits 23:16 carry a message's extra information.
+pub const VT_MSGINFO_SHIFT: u32 = 16;
+/// Message: reset me (the reply carries the VF's MAC address).
+pub const VF_RESET: u32 = 0x01;
+/// Message: set my MAC address (words 1-2).
+pub const VF_SET_MAC_ADDR: u32 = 0x02;
+/// VF_SET_MAC_ADDR information: clear my extra unicast filters.
+pub const VF_MAC_FILTER_CLR: u32 = 0x01 << VT_MSGINFO_SHIFT;
+/// VF_SET_MAC_ADDR information: add a unicast filter.
+pub const VF_MAC_FILTER_ADD: u32 = 0x02 << VT_MSGINFO_SHIFT;
+/// Message: my multicast hashes (count in the information bits, 16
+/// bits each from word 1).
+pub const VF_SET_MULTICAST: u32 = 0x03;
+/// Message: add (information 1) or remove a VLAN ID (word 1).
+pub const VF_SET_VLAN: u32 = 0x04;
+/// Message: my longest frame (word 1).
+pub const VF_SET_LPE: u32 = 0x05;
+/// Message: promiscuous modes (information bits).
+pub const VF_SET_PROMISC: u32 = 0x06;
+/// VF_SET_PROMISC information: every multicast frame.
+pub const VF_SET_PROMISC_MULTICAST: u32 = 0x02 << VT_MSGINFO_SHIFT;
+/// A message the PF sends unasked (its reset, a link change).
+pub const PF_CONTROL_MSG: u32 = 0x0100;
+/// VF statistics: good packets received, transmitted, octets each way,
+/// multicast received (32-bit counters that wrap, not cleared on read).
+pub const VFGPRC: u64 = 0x0F10;
+/// See [`VFGPRC`].
+pub const VFGPTC: u64 = 0x0F14;
+/// See [`VFGPRC`].
+pub const VFGORC: u64 = 0x0F18;
+/// See [`VFGPRC`].
+pub const VFGOTC: u64 = 0x0F34;
+/// See [`VFGPRC`].
+pub const VFMPRC: u64 = 0x0F3C;
+/// A VF receive queue's drop count (clears on read; QEMU's
+/// `E1000_RQDPC_A`, the PF's RQDPC of that queue).
+pub const fn vf_rqdpc(n: u16) -> u64 {
+    0x2830 + 0x100 * n as u64
+}

@@ -470,3 +470,134 @@ fn registers_bits_and_layouts_match_linux() {
     layouts(&mut checks);
     linux.assert_agree(Some(&linux.path(igb)), PRELUDE, &checks);
 }
+
+/// The VF's registers, mailbox bits and messages, and its device IDs,
+/// against Linux's igbvf (the other VF driver that speaks the protocol)
+/// and igb's side of it (`e1000_mbx.h`: the promiscuous message).
+fn vf_checks() -> Vec<Check> {
+    let mut v = Vec::new();
+    let mut add = |name: &str, ours: u64, c: &str| v.push(Check::new(name, ours, c));
+    for (n, ours, c) in [
+        ("V2PMAILBOX", V2PMAILBOX, "E1000_V2PMAILBOX(0)"),
+        ("VMBMEM", VMBMEM, "E1000_VMBMEM(0)"),
+        ("VMBMEM_WORDS", VMBMEM_WORDS as u64, "E1000_VFMAILBOX_SIZE"),
+        ("VFGPRC", VFGPRC, "E1000_VFGPRC"),
+        ("VFGPTC", VFGPTC, "E1000_VFGPTC"),
+        ("VFGORC", VFGORC, "E1000_VFGORC"),
+        ("VFGOTC", VFGOTC, "E1000_VFGOTC"),
+        ("VFMPRC", VFMPRC, "E1000_VFMPRC"),
+        (
+            "DEVICE_IDS_VF[0]",
+            DEVICE_IDS_VF[0] as u64,
+            "E1000_DEV_ID_82576_VF",
+        ),
+        (
+            "DEVICE_IDS_VF[1]",
+            DEVICE_IDS_VF[1] as u64,
+            "E1000_DEV_ID_I350_VF",
+        ),
+    ] {
+        add(n, ours, c);
+    }
+    for q in 0..VF_QUEUES {
+        for (n, ours, c) in [
+            ("rdbal", rdbal(q), "E1000_RDBAL"),
+            ("rdt", rdt(q), "E1000_RDT"),
+            ("srrctl", srrctl(q), "E1000_SRRCTL"),
+            ("rxdctl", rxdctl(q), "E1000_RXDCTL"),
+            ("tdbal", tdbal(q), "E1000_TDBAL"),
+            ("tdt", tdt(q), "E1000_TDT"),
+            ("txdctl", txdctl(q), "E1000_TXDCTL"),
+        ] {
+            add(&format!("VF {n}({q})"), ours, &format!("{c}({q})"));
+        }
+    }
+    let bits: [(&str, u32, &str); 19] = [
+        ("V2PMAILBOX_REQ", V2PMAILBOX_REQ, "E1000_V2PMAILBOX_REQ"),
+        ("V2PMAILBOX_ACK", V2PMAILBOX_ACK, "E1000_V2PMAILBOX_ACK"),
+        ("V2PMAILBOX_VFU", V2PMAILBOX_VFU, "E1000_V2PMAILBOX_VFU"),
+        ("V2PMAILBOX_PFU", V2PMAILBOX_PFU, "E1000_V2PMAILBOX_PFU"),
+        (
+            "V2PMAILBOX_PFSTS",
+            V2PMAILBOX_PFSTS,
+            "E1000_V2PMAILBOX_PFSTS",
+        ),
+        (
+            "V2PMAILBOX_PFACK",
+            V2PMAILBOX_PFACK,
+            "E1000_V2PMAILBOX_PFACK",
+        ),
+        ("V2PMAILBOX_RSTI", V2PMAILBOX_RSTI, "E1000_V2PMAILBOX_RSTI"),
+        ("V2PMAILBOX_RSTD", V2PMAILBOX_RSTD, "E1000_V2PMAILBOX_RSTD"),
+        ("VT_MSGTYPE_ACK", VT_MSGTYPE_ACK, "E1000_VT_MSGTYPE_ACK"),
+        ("VT_MSGTYPE_NACK", VT_MSGTYPE_NACK, "E1000_VT_MSGTYPE_NACK"),
+        ("VT_MSGTYPE_CTS", VT_MSGTYPE_CTS, "E1000_VT_MSGTYPE_CTS"),
+        (
+            "VT_MSGINFO_SHIFT",
+            VT_MSGINFO_SHIFT,
+            "E1000_VT_MSGINFO_SHIFT",
+        ),
+        ("VF_RESET", VF_RESET, "E1000_VF_RESET"),
+        ("VF_SET_MAC_ADDR", VF_SET_MAC_ADDR, "E1000_VF_SET_MAC_ADDR"),
+        (
+            "VF_MAC_FILTER_CLR",
+            VF_MAC_FILTER_CLR,
+            "E1000_VF_MAC_FILTER_CLR",
+        ),
+        (
+            "VF_MAC_FILTER_ADD",
+            VF_MAC_FILTER_ADD,
+            "E1000_VF_MAC_FILTER_ADD",
+        ),
+        (
+            "VF_SET_MULTICAST",
+            VF_SET_MULTICAST,
+            "E1000_VF_SET_MULTICAST",
+        ),
+        ("VF_SET_VLAN", VF_SET_VLAN, "E1000_VF_SET_VLAN"),
+        ("VF_SET_LPE", VF_SET_LPE, "E1000_VF_SET_LPE"),
+    ];
+    for (n, ours, c) in bits {
+        add(n, ours as u64, c);
+    }
+    add(
+        "PF_CONTROL_MSG",
+        PF_CONTROL_MSG as u64,
+        "E1000_PF_CONTROL_MSG",
+    );
+    v
+}
+
+#[test]
+fn vf_registers_and_mailbox_match_linux() {
+    let test = "igb vf_registers_and_mailbox_match_linux";
+    let vf = "drivers/net/ethernet/intel/igbvf";
+    let pf_mbx = "drivers/net/ethernet/intel/igb/e1000_mbx.h";
+    let files = [
+        format!("{vf}/mbx.h"),
+        format!("{vf}/regs.h"),
+        format!("{vf}/vf.h"),
+        pf_mbx.to_string(),
+    ];
+    let patterns: Vec<&str> = files.iter().map(String::as_str).collect();
+    let Some(linux) = LinuxSource::extract(test, &patterns) else {
+        return;
+    };
+    let mut checks = vf_checks();
+    // Only igb's side defines the promiscuous message.
+    checks.push(Check::new(
+        "VF_SET_PROMISC",
+        VF_SET_PROMISC as u64,
+        "E1000_VF_SET_PROMISC",
+    ));
+    checks.push(Check::new(
+        "VF_SET_PROMISC_MULTICAST",
+        VF_SET_PROMISC_MULTICAST as u64,
+        "E1000_VF_SET_PROMISC_MULTICAST",
+    ));
+    let texts: Vec<String> = files.iter().map(|f| linux.read(f)).collect();
+    let defs = Definitions::parse(texts.iter().map(String::as_str));
+    let exprs: Vec<String> = checks.iter().map(|c| c.linux.clone()).collect();
+    let program = format!("{KERNEL_STUBS}{}", defs.reaching(&exprs));
+    linux.assert_agree(None, &program, &checks);
+}

@@ -94,6 +94,7 @@ fn gather(m: &IgbModel, s: &mut State, d: &[u8; 16]) {
     };
     for f in frames {
         IgbModel::count(s, GPTC, 1);
+        IgbModel::count(s, VFGPTC, 1);
         if m.opts.loopback {
             if m.receive_locked(s, 0, &f) {
                 m.interrupt_rx(s, 0);
@@ -242,6 +243,7 @@ impl IgbModel {
         }
         s.regs.insert(rdh(q), at);
         IgbModel::count(s, GPRC, 1);
+        IgbModel::count(s, VFGPRC, 1);
         true
     }
 

@@ -38,6 +38,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 mod dma;
+mod vf;
+
+pub use vf::{PfBehaviour, VF_MAC};
 
 /// A receive write-back no real device would make.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +74,9 @@ pub struct ModelOptions {
     pub loopback: bool,
     /// Receive write-backs broken this way (from the first frame on).
     pub hostile: Option<Hostile>,
+    /// It is a virtual function (8086:10CA unless `device_id` says
+    /// otherwise), its PF answering the mailbox this way.
+    pub pf: Option<PfBehaviour>,
 }
 
 /// The MAC address in the model's EEPROM.
@@ -92,6 +98,8 @@ struct State {
     violations: Vec<String>,
     /// MSI-X vectors' eventfds, while MSI-X is on.
     msix: Vec<EventFd>,
+    /// The mailbox, when it is a virtual function.
+    vf: vf::VfState,
 }
 
 /// An 82576 (or 82580, I350) in software.
@@ -119,7 +127,8 @@ impl IgbModel {
     /// An 82576 (8086:10C9) at `addr`, or the member
     /// [`ModelOptions::device_id`] names.
     pub fn new(addr: PciAddr, opts: ModelOptions) -> Arc<IgbModel> {
-        let device = opts.device_id.unwrap_or(0x10C9);
+        let vf_id = if opts.pf.is_some() { 0x10CA } else { 0x10C9 };
+        let device = opts.device_id.unwrap_or(vf_id);
         let family = Family::of(device).unwrap_or(Family::I82576);
         let mut s = State {
             eeprom: eeprom_image(family, opts.bad_eeprom_checksum),
@@ -154,8 +163,11 @@ impl IgbModel {
         let base = family.nvm_section(opts.function & 3) as usize;
         let m = &s.eeprom[base..];
         let (lo, hi) = (m[0] as u32 | (m[1] as u32) << 16, m[2] as u32 | RAH_AV);
-        s.regs.insert(RAL0, lo);
-        s.regs.insert(RAH0, hi);
+        if opts.pf.is_none() {
+            // A VF's address is its PF's to give.
+            s.regs.insert(RAL0, lo);
+            s.regs.insert(RAH0, hi);
+        }
         s.phy[PHY_CONTROL as usize] = PHY_CONTROL_AN_ENABLE;
         s.tx_frame.clear();
     }
@@ -210,12 +222,16 @@ impl IgbModel {
     /// STATUS as the driver reads it: link up once CTRL.SLU is set, full
     /// duplex, 1000 Mb/s, the LAN function.
     fn status(&self, s: &State) -> u32 {
-        let up = Self::reg(s, CTRL) & CTRL_SLU != 0;
+        // A VF reads its PF's link, which is up.
+        let up = Self::reg(s, CTRL) & CTRL_SLU != 0 || self.opts.pf.is_some();
         let func = (self.opts.function as u32 & 3) << STATUS_FUNC_SHIFT;
         STATUS_FD | 2 << STATUS_SPEED_SHIFT | func | if up { STATUS_LU } else { 0 }
     }
 
     fn read_reg(&self, s: &mut State, off: u64) -> u32 {
+        if let Some(v) = self.vf_read(s, off) {
+            return v;
+        }
         match off {
             STATUS => self.status(s),
             ICR => s.regs.remove(&ICR).unwrap_or(0),
@@ -225,6 +241,9 @@ impl IgbModel {
     }
 
     fn write_reg(&self, s: &mut State, off: u64, v: u32) {
+        if self.vf_write(s, off, v) {
+            return;
+        }
         match off {
             CTRL if v & CTRL_RST != 0 => {
                 if self.opts.stuck_in_reset {
