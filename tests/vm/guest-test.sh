@@ -7,7 +7,8 @@
 # driver) on the modern ones, then mlx4_guest (the ConnectX-3 driver's VFIO
 # path) on a modern one and the e1000e, then igb_guest (the 82576 driver)
 # on the two 82576s, and against DPDK's testpmd and then Linux's igb on
-# the second. Exit 0 iff every case passed; the last line is
+# the second, then rpmd's igbvf on a VF of the second that Linux's igb
+# enabled and serves. Exit 0 iff every case passed; the last line is
 # "N passed, M failed".
 pass=0; fail=0
 ok() { pass=$((pass + 1)); echo "case $1: ok"; }
@@ -220,6 +221,26 @@ if [ $# -eq 2 ]; then
         rx=$(( $(cat /sys/class/net/$dev/statistics/rx_packets) - rx0 ))
         [ $rx -ge 8 ] && ok "Linux igb counted $rx frames from rpmd" ||
             bad "Linux igb counters" "rx_packets grew by $rx, want at least 8"
+        # SR-IOV: Linux's igb enables a virtual function on the same
+        # 82576 and keeps serving the PF; rpmd's igbvf drives the VF
+        # through VFIO, asking Linux for its setup over the mailbox, and
+        # talks to Linux's stack on the PF through the device's switch.
+        pf=/sys/bus/pci/devices/$2
+        if echo 1 > $pf/sriov_numvfs; then
+            ok "Linux igb enabled a VF on $2"
+            vf=$(basename "$(readlink $pf/virtfn0)")
+            $B --bind vfio-pci $vf >/dev/null && ok "bind VF $vf" || bad "bind VF $vf" "rc=$?"
+            out=$(/rpmd/igb_guest --vf-linux-peer $vf,$peer); rc=$?
+            echo "$out"
+            p=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+            f=$(echo "$out" | sed -n 's/^igb_guest: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+            pass=$((pass + ${p:-0})); fail=$((fail + ${f:-1}))
+            [ $rc -eq 0 ] || [ "${f:-1}" -ne 0 ] || fail=$((fail + 1))
+            echo 0 > $pf/sriov_numvfs || bad "Linux igb disables its VF" "rc=$?"
+        else
+            bad "Linux igb enables a VF on $2" "sriov_numvfs: rc=$?"
+        fi
+        dmesg | grep -iE 'igb.*(vf|mailbox)|vfio' | tail -8 | sed 's/^/dmesg: /'
     fi
 fi
 echo "$pass passed, $fail failed"

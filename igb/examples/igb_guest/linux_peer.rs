@@ -113,6 +113,11 @@ impl Peer {
         Ok(None)
     }
 
+    /// The port itself.
+    pub fn port(&mut self) -> &mut dyn Port {
+        &mut *self.port
+    }
+
     /// Stops the port; every mbuf home.
     pub fn close(mut self) -> R<String> {
         self.port.stop().map_err(s)?;

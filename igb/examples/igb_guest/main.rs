@@ -29,8 +29,15 @@
 //! With `--linux-peer BDF,MAC`: the port at BDF against Linux's igb
 //! driver and stack on the other 82576 (MAC) ([`linux_peer`]).
 //!
+//! With `--vf-linux-peer BDF,MAC`: the same cases on a virtual function
+//! of that 82576 (SR-IOV, enabled by Linux's igb, which serves the PF
+//! with address MAC): rpmd's `igbvf` driver asks Linux's igb for its
+//! setup over the mailbox, and its frames reach Linux's stack on the PF
+//! through the device's switch.
+//!
 //! ```text
-//! igb_guest [--not-igb BDF] [--pair A,B] [--dpdk-peer BDF,MAC] [--linux-peer BDF,MAC] BDF=MAC...
+//! igb_guest [--not-igb BDF] [--pair A,B] [--dpdk-peer BDF,MAC] [--linux-peer BDF,MAC]
+//!           [--vf-linux-peer BDF,MAC] BDF=MAC...
 //! ```
 //!
 //! Prints `case ...: ok|FAIL` lines and `igb_guest: N passed, M failed`.
@@ -173,6 +180,46 @@ fn linux_cases(bdf: &str, peer: MacAddr, case: &mut impl FnMut(String, R<String>
     case("igb facing Linux stops".into(), p.close());
 }
 
+/// The cases on a VF whose PF Linux's igb serves.
+fn vf_cases(bdf: &str, peer: MacAddr, case: &mut impl FnMut(String, R<String>)) {
+    let mut p = match linux_peer::Peer::open(bdf, peer) {
+        Ok(p) => p,
+        Err(e) => return case(format!("igb VF pci:{bdf} facing Linux starts"), Err(e)),
+    };
+    let opened = match (p.port().driver(), p.mac) {
+        ("igbvf", m) if !m.is_multicast() && m.0 != [0; 6] => Ok(format!(
+            "driver igbvf, MAC {m} {}, link up",
+            if m.0[0] & 2 != 0 {
+                "(chosen by the VF, accepted by the PF)"
+            } else {
+                "(given by the PF)"
+            }
+        )),
+        (d, m) => Err(format!("driver {d}, MAC {m}")),
+    };
+    case("igb VF opens through the PF's mailbox".into(), opened);
+    type Case = fn(&mut linux_peer::Peer) -> R<String>;
+    let cases: [(&str, Case); 5] = [
+        ("ARP answered by Linux", linux_peer::arp),
+        ("ping answered by Linux", linux_peer::ping),
+        (
+            "offloaded UDP checksums, judged by Linux",
+            linux_peer::udp_checksums,
+        ),
+        ("VLAN 100 granted by the PF", |p| {
+            p.port()
+                .set_vlan_filter(100, true)
+                .map(|()| "VF_SET_VLAN acknowledged".to_string())
+                .map_err(|e| e.to_string())
+        }),
+        ("ping over VLAN 100 with Linux", linux_peer::vlan_ping),
+    ];
+    for (name, f) in cases {
+        case(format!("igb VF {name}"), f(&mut p));
+    }
+    case("igb VF facing Linux stops".into(), p.close());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut pass, mut fail) = (0, 0);
@@ -196,7 +243,7 @@ fn main() {
             case(format!("igb refuses {bdf}"), refuses(bdf));
             continue;
         }
-        if a == "--dpdk-peer" || a == "--linux-peer" {
+        if a == "--dpdk-peer" || a == "--linux-peer" || a == "--vf-linux-peer" {
             let peer = it.next().and_then(|p| p.split_once(','));
             let parsed = match peer {
                 Some((bdf, mac)) => mac
@@ -207,6 +254,7 @@ fn main() {
             };
             match parsed {
                 Ok((bdf, m)) if a == "--dpdk-peer" => dpdk_cases(bdf, m, &mut case),
+                Ok((bdf, m)) if a == "--vf-linux-peer" => vf_cases(bdf, m, &mut case),
                 Ok((bdf, m)) => linux_cases(bdf, m, &mut case),
                 Err(e) => case(a.clone(), Err(e)),
             }
