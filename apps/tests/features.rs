@@ -31,7 +31,8 @@ fn document() -> String {
          `virtio-net-pci`, whose receive modes, MAC filter and rx interrupts \
          the VFIO guest run exercises (`tests/vm`, `virtio/examples/virtio_guest.rs`), \
          `mlx4`, the same driver as `mlx4-model` on rpmd's model of the card, \
-         and `igb`, whose features the VFIO guest run exercises on QEMU's 82576 \
+         and `igb` and `igbvf`, whose features the VFIO guest run exercises on \
+         QEMU's 82576 and on a virtual function of it that Linux's igb serves \
          (`igb/examples/igb_guest`).\n\n{}",
         rpmd_pmd::port::features::matrix(&reg.features())
     )
