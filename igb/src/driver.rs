@@ -1,5 +1,6 @@
 //! The registry's way to an igb port: `pci:BDF` for a function bound to
-//! vfio-pci whose IDs are an 82576's, 82580's or I350's (driver `igb`),
+//! vfio-pci whose IDs are an 82576's, 82580's, I350's, I210's or I211's
+//! (driver `igb`),
 //! or one of the 82576's or I350's virtual functions (driver `igbvf`).
 use crate::regs::{DEVICE_IDS, DEVICE_IDS_VF, VENDOR_INTEL};
 use rpmd_pmd::function::PciFunction;

@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The function is not an igb family member the driver runs.
-    #[error("{addr}: {vendor:04x}:{device:04x} is not an Intel 82576, 82580 or I350, nor one of their virtual functions (igb takes 8086:{known})")]
+    #[error("{addr}: {vendor:04x}:{device:04x} is not an Intel 82576, 82580, I350, I210 or I211, nor a virtual function of one (igb takes 8086:{known})")]
     NotIgb {
         /// The function's address.
         addr: String,
@@ -109,6 +109,14 @@ pub enum Error {
         message: &'static str,
         /// The reply's first word.
         reply: u32,
+    },
+    /// An NVM word the I210's or I211's iNVM has no record for.
+    #[error("{addr}: NVM word {word:#04x} is not in the iNVM (no word-autoload record for it in the OTP)")]
+    InvmWord {
+        /// The function's address.
+        addr: String,
+        /// The word.
+        word: u16,
     },
     /// A ring that cannot be made as asked.
     #[error("{what}: {detail}")]

@@ -1,4 +1,4 @@
-//! An igb port (82576, 82580, I350) as an rpmd [`Port`](rpmd_pmd::Port): the generic
+//! An igb port (82576, 82580, I350, I210, I211) as an rpmd [`Port`](rpmd_pmd::Port): the generic
 //! [`EthDev`] over [`IgbDevice`], opened as `pci:BDF` through the
 //! registry (the driver is picked by vendor and device ID).
 //!

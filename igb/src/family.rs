@@ -1,17 +1,17 @@
 //! The members of the igb family this driver runs, and where they differ
-//! for it. The 82576, the 82580 and the I350 share the register set the
-//! driver uses (queues, filters, RSS, offloads, statistics, MSI-X); what
-//! differs is how many queues a function has, how the IVAR table maps a
-//! queue to its interrupt entry, and how the NVM lays out each LAN
-//! function's words (Linux's igb: `igb_assign_vector`,
-//! `igb_validate_nvm_checksum_82580`/`_i350`, `NVM_82580_LAN_FUNC_OFFSET`;
-//! the 82580 and I350 datasheets, §8.8 and §6).
+//! for it. The 82576, 82580, I350, I210 and I211 share the register set
+//! the driver uses (queues, filters, RSS, offloads, statistics, MSI-X);
+//! what differs is how many queues a function has, how the IVAR table
+//! maps a queue to its interrupt entry, how the NVM lays out each LAN
+//! function's words, and, on the I210 and I211, where the NVM is and
+//! that firmware shares it and the PHY (Linux's igb: `igb_assign_vector`,
+//! `igb_validate_nvm_checksum_82580`/`_i350`, `NVM_82580_LAN_FUNC_OFFSET`,
+//! `e1000_i210.c`; the 82580, I350 and I210 datasheets, §8.8 and §6).
 //!
-//! Not run: the I210 and I211, whose NVM is a flash or an OTP read behind
-//! the software/firmware semaphore (SW_FW_SYNC), and the I354; and every
-//! member's SerDes, fiber and SGMII links, which need the PCS and an SFP
-//! cage set up ([`Hw::open`](crate::hw::Hw::open) refuses a function whose
-//! link mode is not the internal copper PHY's, naming it).
+//! Not run: the I354; and every member's SerDes, fiber and SGMII links,
+//! which need the PCS and an SFP cage set up
+//! ([`Hw::open`](crate::hw::Hw::open) refuses a function whose link mode
+//! is not the internal copper PHY's, naming it).
 use crate::regs::*;
 
 /// A member of the igb family.
@@ -24,11 +24,24 @@ pub enum Family {
     /// The I350: as the 82580, with every function's NVM section
     /// checksummed.
     I350,
+    /// The I210: one LAN function, 4 queues each way, the 82580's IVAR
+    /// layout; its NVM a flash (its shadow RAM read through EERD under
+    /// the software/firmware semaphore) or, flashless, the iNVM.
+    I210,
+    /// The I211: as the I210 with 2 queues each way, its NVM always the
+    /// iNVM.
+    I211,
 }
 
 impl Family {
     /// Every member, in the order their IDs are listed.
-    pub const ALL: [Family; 3] = [Family::I82576, Family::I82580, Family::I350];
+    pub const ALL: [Family; 5] = [
+        Family::I82576,
+        Family::I82580,
+        Family::I350,
+        Family::I210,
+        Family::I211,
+    ];
 
     /// The member device ID `device` belongs to.
     pub fn of(device: u16) -> Option<Family> {
@@ -43,6 +56,8 @@ impl Family {
             Family::I82576 => &DEVICE_IDS_82576,
             Family::I82580 => &DEVICE_IDS_82580,
             Family::I350 => &DEVICE_IDS_I350,
+            Family::I210 => &DEVICE_IDS_I210,
+            Family::I211 => &DEVICE_IDS_I211,
         }
     }
 
@@ -52,6 +67,8 @@ impl Family {
             Family::I82576 => "82576",
             Family::I82580 => "82580",
             Family::I350 => "I350",
+            Family::I210 => "I210",
+            Family::I211 => "I211",
         }
     }
 
@@ -61,6 +78,8 @@ impl Family {
         match self {
             Family::I82576 => 16,
             Family::I82580 | Family::I350 => 8,
+            Family::I210 => 4,
+            Family::I211 => 2,
         }
     }
 
@@ -73,7 +92,7 @@ impl Family {
         let q = q as u32;
         match self {
             Family::I82576 => 4 * (q & 7) + if q & 8 != 0 { 2 } else { 0 },
-            Family::I82580 | Family::I350 => 4 * (q >> 1) + 2 * (q & 1),
+            _ => 4 * (q >> 1) + 2 * (q & 1),
         }
     }
 
@@ -82,7 +101,7 @@ impl Family {
     /// each have 0x40 words of their own.
     pub fn nvm_section(self, function: u8) -> u16 {
         match self {
-            Family::I82576 => 0,
+            Family::I82576 | Family::I210 | Family::I211 => 0,
             Family::I82580 | Family::I350 => nvm_lan_func_offset(function),
         }
     }
@@ -92,7 +111,7 @@ impl Family {
     /// word's bit 15 says every port's is kept; the I350 always four.
     pub fn nvm_checked_sections(self, compat: u16) -> u8 {
         match self {
-            Family::I82576 => 1,
+            Family::I82576 | Family::I210 | Family::I211 => 1,
             Family::I82580 if compat & NVM_COMPATIBILITY_BIT_MASK == 0 => 1,
             Family::I82580 | Family::I350 => 4,
         }
@@ -113,7 +132,21 @@ impl Family {
     /// (minor in bits 11:4 only when bits 11:8 are set), with an eTrack
     /// ID beside it, rather than only when the eTrack word says so.
     pub fn new_version_format(self) -> bool {
-        self == Family::I350
+        matches!(self, Family::I350 | Family::I210)
+    }
+
+    /// Whether software must hold SW_FW_SYNC for the NVM and the PHY
+    /// (the I210's and I211's firmware shares them: Linux's
+    /// `igb_acquire_swfw_sync_i210`).
+    pub fn shares_with_firmware(self) -> bool {
+        matches!(self, Family::I210 | Family::I211)
+    }
+
+    /// Whether function `device` of this member keeps its NVM in the
+    /// iNVM alone (no flash can be fitted): the I211 and the flashless
+    /// I210s. Other I210s say at run time (EECD).
+    pub fn invm_only(self, device: u16) -> bool {
+        self == Family::I211 || matches!(device, 0x157B | 0x157C)
     }
 }
 
@@ -128,7 +161,9 @@ mod tests {
                 assert_eq!(Family::of(d), Some(f), "{d:04x}");
             }
         }
-        assert_eq!(Family::of(0x1533), None, "the I210 is not run");
+        assert_eq!(Family::of(0x1533), Some(Family::I210));
+        assert_eq!(Family::of(0x1539), Some(Family::I211));
+        assert_eq!(Family::of(0x1f40), None, "the I354 is not run");
     }
 
     /// Linux's `igb_assign_vector`: (register index, bit offset) of a

@@ -1,4 +1,5 @@
-//! A poll-mode driver for the Intel igb family (82576, 82580, I350) over
+//! A poll-mode driver for the Intel igb family (82576, 82580, I350, I210,
+//! I211) over
 //! the PCI function trait: VFIO on a real or emulated NIC, or a device
 //! model.
 //!
@@ -16,7 +17,8 @@
 //!   the generic `EthDev` over the device, with its receive filter
 //!   (own address, 15 more unicast entries, the multicast hash table,
 //!   promiscuous and all-multicast), RSS over up to 16 receive queues
-//!   (8 on the 82580 and I350; Toeplitz, the hash in each mbuf), as many
+//!   (8 on the 82580 and I350, 4 on the I210, 2 on the I211; Toeplitz,
+//!   the hash in each mbuf), as many
 //!   transmit queues,
 //!   checksum, VLAN (strip, insert, the filter table) and TCP
 //!   segmentation (TSO) offloads in the device, jumbo frames, the
@@ -36,8 +38,10 @@
 //!   addresses, VLAN IDs), each request bounded and a refusal an error
 //!   naming the message.
 //! - [`model`]: rpmd's own register-level model of the 82576, which also
-//!   plays an 82580 or I350 (their queue counts, IVAR layout and NVM
-//!   sections; QEMU emulates neither), for the host tests
+//!   plays an 82580, I350, I210 or I211, none of which QEMU emulates
+//!   (their queue counts, IVAR layout and NVM sections; the I210's and
+//!   I211's flash or iNVM and the semaphores they share with firmware,
+//!   every broken rule of which it records), for the host tests
 //!   (`tests/model.rs`, `tests/family.rs`) and the broken devices QEMU's
 //!   model cannot be made into: stuck in reset, a corrupt EEPROM (the
 //!   open checks the image's checksums, as Linux does), a SerDes link,
@@ -50,8 +54,8 @@
 //! driver and network stack. The registers, bits and layouts are checked
 //! against Linux's igb headers at test time (`tests/linux_defs.rs`). A VF
 //! of the second 82576, enabled by Linux's igb, is driven in the same
-//! guest against Linux's stack on its PF. Not yet: the I210/I211,
-//! SerDes/SGMII links, MSI-X and link events on a VF.
+//! guest against Linux's stack on its PF. Not yet: SerDes/SGMII links,
+//! MSI-X and link events on a VF, an iNVM's image version.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -62,6 +66,7 @@ mod error;
 pub mod ethdev;
 pub mod family;
 pub mod hw;
+mod i210;
 mod irq;
 mod mbx;
 pub mod model;

@@ -4,7 +4,7 @@
 //! checked against the names and values in Linux's
 //! `drivers/net/ethernet/intel/igb/e1000_regs.h` and `e1000_defines.h`,
 //! which QEMU's `hw/net/igb_regs.h` copies. Offsets are from BAR 0. The
-//! 82580 and I350 have these registers at the same offsets (their
+//! 82580, I350, I210 and I211 have these registers at the same offsets (their
 //! datasheets' chapter 8; Linux's igb uses one set of definitions for
 //! all); the NVM section layout and device IDs below are theirs, checked
 //! against Linux's `e1000_defines.h` and `e1000_hw.h`.
@@ -23,9 +23,16 @@ pub const DEVICE_IDS_82580: [u16; 6] = [0x150E, 0x150F, 0x1510, 0x1511, 0x1516, 
 /// The I350's device IDs (Linux `e1000_hw.h`): copper, fiber, SerDes,
 /// SGMII.
 pub const DEVICE_IDS_I350: [u16; 4] = [0x1521, 0x1522, 0x1523, 0x1524];
+/// The I210's device IDs (Linux `e1000_hw.h`): copper, fiber, SerDes,
+/// SGMII (each with a flash), then copper and SerDes flashless (their
+/// NVM is the iNVM, a one-time-programmable array).
+pub const DEVICE_IDS_I210: [u16; 6] = [0x1533, 0x1536, 0x1537, 0x1538, 0x157B, 0x157C];
+/// The I211's device ID (Linux `e1000_hw.h`): copper; its NVM is always
+/// the iNVM.
+pub const DEVICE_IDS_I211: [u16; 1] = [0x1539];
 /// Every device ID the driver claims, the 82576's first.
-pub const DEVICE_IDS: [u16; 18] = {
-    let mut all = [0u16; 18];
+pub const DEVICE_IDS: [u16; 25] = {
+    let mut all = [0u16; 25];
     let mut k = 0;
     while k < 8 {
         all[k] = DEVICE_IDS_82576[k];
@@ -39,6 +46,11 @@ pub const DEVICE_IDS: [u16; 18] = {
         all[k] = DEVICE_IDS_I350[k - 14];
         k += 1;
     }
+    while k < 24 {
+        all[k] = DEVICE_IDS_I210[k - 18];
+        k += 1;
+    }
+    all[24] = DEVICE_IDS_I211[0];
     all
 };
 
@@ -157,6 +169,45 @@ pub const NVM_COMPATIBILITY_BIT_MASK: u16 = 0x8000;
 pub const NVM_ETRACK_WORD: u16 = 0x42;
 /// See [`NVM_ETRACK_WORD`].
 pub const NVM_ETRACK_VALID: u16 = 0x8000;
+
+/// EECD on the I210: a flash holds the NVM (otherwise the iNVM does).
+pub const EECD_FLASH_DETECTED_I210: u32 = 1 << 19;
+/// Software Semaphore (I210/I211, 82576 datasheet's SWSM): SMBI is taken
+/// by the read that finds it clear; SWESMBI latches for the one writer
+/// that sets it while firmware does not hold it.
+pub const SWSM: u64 = 0x5B50;
+/// SWSM: the software semaphore.
+pub const SWSM_SMBI: u32 = 1 << 0;
+/// SWSM: the software/firmware semaphore.
+pub const SWSM_SWESMBI: u32 = 1 << 1;
+/// Software-Firmware Synchronization: which side holds each shared
+/// resource (software bits 15:0, firmware bits 31:16), written only
+/// under SWSM.
+pub const SW_FW_SYNC: u64 = 0x5B5C;
+/// SW_FW_SYNC: the NVM.
+pub const SWFW_EEP_SM: u32 = 0x1;
+/// SW_FW_SYNC: the PHY of LAN function 0.
+pub const SWFW_PHY0_SM: u32 = 0x2;
+/// iNVM data register `n` (64 of them): the I210's and I211's
+/// one-time-programmable NVM as records (Linux `e1000_i210.h`).
+pub const fn invm_data_reg(n: u16) -> u64 {
+    0x12120 + 4 * n as u64
+}
+/// iNVM data registers.
+pub const INVM_SIZE: u16 = 64;
+/// iNVM record types (bits 2:0 of a record's first dword).
+pub const INVM_UNINITIALIZED: u32 = 0x0;
+/// See [`INVM_UNINITIALIZED`]: an NVM word (address in bits 15:9, data
+/// in bits 31:16).
+pub const INVM_WORD_AUTOLOAD: u32 = 0x1;
+/// See [`INVM_UNINITIALIZED`]: a register value, one dword more.
+pub const INVM_CSR_AUTOLOAD: u32 = 0x2;
+/// See [`INVM_UNINITIALIZED`]: an RSA key hash, eight dwords more.
+pub const INVM_RSA_KEY_SHA256: u32 = 0x4;
+/// Dwords after a CSR autoload record's first.
+pub const INVM_CSR_AUTOLOAD_DWORDS: u16 = 1;
+/// Dwords after an RSA key record's first.
+pub const INVM_RSA_KEY_SHA256_DWORDS: u16 = 8;
 
 /// The first NVM word of LAN function `a`'s section on the 82580 and
 /// I350 (0, 0x80, 0xC0, 0x100: Linux's `NVM_82580_LAN_FUNC_OFFSET`).

@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 const I350: u16 = 0x1521;
 const I82580: u16 = 0x150E;
 const I82576: u16 = 0x10C9;
+const I210: u16 = 0x1533;
+const I210_FLASHLESS: u16 = 0x157B;
+const I211: u16 = 0x1539;
 
 fn addr() -> PciAddr {
     "0000:00:08.0".parse().unwrap()
@@ -154,18 +157,21 @@ fn fired(fd: &EventFd) -> bool {
 
 #[test]
 fn each_receive_queue_interrupts_on_its_own_vector_by_the_members_ivar_layout() {
-    for device in [I82576, I82580, I350] {
+    for device in [I82576, I82580, I350, I210, I211] {
         let opts = ModelOptions {
             msix_vectors: 10,
             function: 1,
             ..ModelOptions::default()
         };
         let m = model(device, opts);
+        let n = m.family().queues().min(8);
         let pool = pool("igb-family-irq");
         let mut port = open(&m).unwrap();
-        port.configure(&conf(&pool, 8)).unwrap();
+        port.configure(&conf(&pool, n)).unwrap();
         let mut queues = port.start().unwrap();
-        let mut rx: Vec<_> = (0..8).map(|k| queues.take_rx(k).unwrap()).collect();
+        let mut rx: Vec<_> = (0..n)
+            .map(|k| queues.take_rx(k as usize).unwrap())
+            .collect();
         let fds: Vec<EventFd> = rx
             .iter()
             .map(|r| {
@@ -174,12 +180,12 @@ fn each_receive_queue_interrupts_on_its_own_vector_by_the_members_ivar_layout() 
             })
             .collect();
         let dst = port.mac_addr().0;
-        for q in 0..8u16 {
+        for q in 0..n {
             for r in rx.iter_mut() {
                 r.set_interrupt(true).unwrap();
             }
             assert!(m.receive_on(q, &frame(dst, q as u32)), "{device:04x} q{q}");
-            let woke: Vec<usize> = (0..8).filter(|&k| fired(&fds[k])).collect();
+            let woke: Vec<usize> = (0..n as usize).filter(|&k| fired(&fds[k])).collect();
             assert_eq!(woke, [q as usize], "{device:04x}: a frame on queue {q}");
             let mut got = Pkts::new();
             let t = Instant::now();
@@ -195,4 +201,110 @@ fn each_receive_queue_interrupts_on_its_own_vector_by_the_members_ivar_layout() 
         drop(rx);
         finish(&m, &pool, port, queues);
     }
+}
+
+/// An I210 (flash, or flashless by ID or by an unfitted flash) and an
+/// I211 open with the model's address from their NVM, their version (the
+/// flash's in the I350's format; "iNVM" for the OTP), their queue counts;
+/// the PHY answers; frames loop back on every queue. The model records a
+/// violation for any EERD or MDIC made without the resource held in
+/// SW_FW_SYNC, any SW_FW_SYNC write without the semaphore, and any EERD
+/// on an iNVM part: `finish` asserts there were none.
+#[test]
+fn i210s_and_i211s_open_from_flash_or_invm_under_the_semaphores() {
+    let cases = [
+        (I210, false, "1.35", 4),
+        (I210_FLASHLESS, false, "iNVM", 4),
+        (I210, true, "iNVM", 4),
+        (I211, false, "iNVM", 2),
+    ];
+    for (device, flashless, fw, queues) in cases {
+        let what = format!("{device:04x} flashless={flashless}");
+        let m = model(
+            device,
+            ModelOptions {
+                flashless,
+                loopback: true,
+                ..ModelOptions::default()
+            },
+        );
+        let pool = pool("igb-i210");
+        let mut port = open(&m).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(port.mac_addr(), model_mac(), "{what}");
+        let hw = port.device().hw();
+        assert_eq!(hw.eeprom_mac().unwrap(), model_mac(), "{what}");
+        assert_ne!(hw.phy_id().unwrap(), 0, "{what}");
+        assert_eq!(port.fw_version().as_deref(), Some(fw), "{what}");
+        assert_eq!(port.capabilities().max_rx_queues, queues, "{what}");
+        let e = port.configure(&conf(&pool, queues + 1)).unwrap_err();
+        assert!(e.to_string().contains(&format!("{}", queues + 1)), "{e}");
+        port.configure(&conf(&pool, queues)).unwrap();
+        let mut q = port.start().unwrap();
+        for k in 0..queues {
+            let mut out = Pkts::new();
+            let mut mb = pool.get().unwrap();
+            let f = frame(model_mac().0, k as u32);
+            mb.append(f.len()).unwrap().copy_from_slice(&f);
+            let _ = out.push(mb);
+            assert_eq!(q.tx_burst(k, &mut out), 1, "{what} q{k}");
+        }
+        let (mut got, mut inb, t) = (0, Pkts::new(), Instant::now());
+        while got < queues && t.elapsed() < Duration::from_secs(2) {
+            got += q.rx_burst(0, &mut inb, 32) as u16;
+            inb.clear();
+        }
+        assert_eq!(got, queues, "{what}: every queue's frame back");
+        finish(&m, &pool, port, q);
+    }
+}
+
+#[test]
+fn a_corrupt_i210_flash_is_refused() {
+    let bad = ModelOptions {
+        bad_eeprom_checksum: true,
+        ..ModelOptions::default()
+    };
+    let e = open(&model(I210, bad)).err().expect("a bad checksum opens");
+    assert!(matches!(e, Error::EepromChecksum { first: 0, .. }), "{e}");
+}
+
+#[test]
+fn resources_firmware_keeps_fail_by_name_in_bounded_time() {
+    let m = model(
+        I210,
+        ModelOptions {
+            firmware_holds: rpmd_igb::regs::SWFW_EEP_SM,
+            ..ModelOptions::default()
+        },
+    );
+    let t = Instant::now();
+    let e = open(&m).err().expect("the NVM is firmware's").to_string();
+    assert!(e.contains("NVM held by firmware (SW_FW_SYNC)"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{e}");
+    let m = model(
+        I211,
+        ModelOptions {
+            firmware_holds: rpmd_igb::regs::SWFW_PHY0_SM,
+            ..ModelOptions::default()
+        },
+    );
+    let e = match open(&m) {
+        Ok(port) => port.device().hw().phy_id().unwrap_err().to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("PHY held by firmware (SW_FW_SYNC)"), "{e}");
+    assert_eq!(m.violations(), Vec::<String>::new());
+}
+
+#[test]
+fn an_invm_without_an_address_is_named() {
+    let m = model(
+        I211,
+        ModelOptions {
+            empty_invm: true,
+            ..ModelOptions::default()
+        },
+    );
+    let e = open(&m).err().expect("no address").to_string();
+    assert!(e.contains("NVM word 0x00 is not in the iNVM"), "{e}");
 }

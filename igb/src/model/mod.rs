@@ -38,6 +38,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 mod dma;
+mod i210;
 mod vf;
 
 pub use vf::{PfBehaviour, VF_MAC};
@@ -77,6 +78,12 @@ pub struct ModelOptions {
     /// It is a virtual function (8086:10CA unless `device_id` says
     /// otherwise), its PF answering the mailbox this way.
     pub pf: Option<PfBehaviour>,
+    /// An I210 without its flash fitted: its NVM is the iNVM.
+    pub flashless: bool,
+    /// An I210's or I211's iNVM holds no MAC address.
+    pub empty_invm: bool,
+    /// SW_FW_SYNC resources (I210/I211) firmware holds and never lets go.
+    pub firmware_holds: u32,
 }
 
 /// The MAC address in the model's EEPROM.
@@ -100,13 +107,16 @@ struct State {
     msix: Vec<EventFd>,
     /// The mailbox, when it is a virtual function.
     vf: vf::VfState,
+    /// The I210's or I211's iNVM records.
+    invm: Vec<u32>,
 }
 
-/// An 82576 (or 82580, I350) in software.
+/// An 82576 (or 82580, I350, I210, I211, or a VF) in software.
 pub struct IgbModel {
     addr: PciAddr,
     opts: ModelOptions,
     family: Family,
+    device: u16,
     state: Mutex<State>,
     iommu: ModelIommu,
     config: Arc<ModelConfig>,
@@ -132,15 +142,18 @@ impl IgbModel {
         let family = Family::of(device).unwrap_or(Family::I82576);
         let mut s = State {
             eeprom: eeprom_image(family, opts.bad_eeprom_checksum),
+            invm: i210::invm_image(opts.empty_invm),
             ..State::default()
         };
         s.phy[PHY_ID1 as usize] = 0x02A8;
         s.phy[PHY_ID2 as usize] = 0x0391;
-        Self::reset(&mut s, family, &opts);
+        let invm = i210::invm_part(family, device, &opts);
+        Self::reset(&mut s, family, &opts, invm);
         Arc::new_cyclic(|me| IgbModel {
             addr,
             opts,
             family,
+            device,
             state: Mutex::new(s),
             iommu: ModelIommu::new("igb model IOMMU"),
             config: Arc::new(ModelConfig::new(VENDOR_INTEL, device)),
@@ -154,17 +167,20 @@ impl IgbModel {
     }
 
     /// The device after a reset: registers at their reset values, the
-    /// MAC address loaded from the function's NVM section into receive
-    /// address 0.
-    fn reset(s: &mut State, family: Family, opts: &ModelOptions) {
+    /// MAC address loaded from the function's NVM section (or the iNVM,
+    /// when `invm`) into receive address 0.
+    fn reset(s: &mut State, family: Family, opts: &ModelOptions, invm: bool) {
         s.regs.clear();
-        s.regs.insert(EECD, EECD_AUTO_RD);
+        let flash = family == Family::I210 && !invm;
+        let detected = if flash { EECD_FLASH_DETECTED_I210 } else { 0 };
+        s.regs.insert(EECD, EECD_AUTO_RD | detected);
         s.regs.insert(CTRL_EXT, (opts.link_mode & 3) << 22);
         let base = family.nvm_section(opts.function & 3) as usize;
         let m = &s.eeprom[base..];
         let (lo, hi) = (m[0] as u32 | (m[1] as u32) << 16, m[2] as u32 | RAH_AV);
-        if opts.pf.is_none() {
-            // A VF's address is its PF's to give.
+        if opts.pf.is_none() && !(invm && opts.empty_invm) {
+            // A VF's address is its PF's to give; an iNVM's is the
+            // model's first, unless it holds none.
             s.regs.insert(RAL0, lo);
             s.regs.insert(RAH0, hi);
         }
@@ -229,7 +245,7 @@ impl IgbModel {
     }
 
     fn read_reg(&self, s: &mut State, off: u64) -> u32 {
-        if let Some(v) = self.vf_read(s, off) {
+        if let Some(v) = self.vf_read(s, off).or_else(|| self.i210_read(s, off)) {
             return v;
         }
         match off {
@@ -241,7 +257,7 @@ impl IgbModel {
     }
 
     fn write_reg(&self, s: &mut State, off: u64, v: u32) {
-        if self.vf_write(s, off, v) {
+        if self.vf_write(s, off, v) || self.i210_refuses(s, off, v) {
             return;
         }
         match off {
@@ -249,7 +265,7 @@ impl IgbModel {
                 if self.opts.stuck_in_reset {
                     s.regs.insert(CTRL, v);
                 } else {
-                    Self::reset(s, self.family, &self.opts);
+                    Self::reset(s, self.family, &self.opts, self.invm());
                     s.regs.insert(CTRL, v & !CTRL_RST);
                 }
             }
@@ -369,7 +385,10 @@ fn ivar_rx_queue(family: Family, r: u32, b: u32) -> u32 {
 /// compatibility word saying all four are checksummed, and the I350's
 /// eTrack ID. With `bad`, the last section checked sums to one more.
 fn eeprom_image(family: Family, bad: bool) -> Vec<u16> {
-    let sections: u8 = if family == Family::I82576 { 1 } else { 4 };
+    let sections: u8 = match family {
+        Family::I82580 | Family::I350 => 4,
+        _ => 1,
+    };
     let mut e = vec![0u16; 0x140];
     if family == Family::I82580 {
         e[NVM_COMPATIBILITY_REG_3 as usize] = NVM_COMPATIBILITY_BIT_MASK;
@@ -428,7 +447,8 @@ impl DeviceModel for IgbModel {
         (bar == 0).then(|| (Arc::new(Bar0(me)) as Arc<dyn RegisterSpace>, BAR0_LEN))
     }
     fn reset(&self) {
-        IgbModel::reset(&mut lock(&self.state), self.family, &self.opts);
+        let invm = self.invm();
+        IgbModel::reset(&mut lock(&self.state), self.family, &self.opts, invm);
     }
     fn msix_vectors(&self) -> u32 {
         self.opts.msix_vectors
