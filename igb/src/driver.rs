@@ -50,6 +50,7 @@ const FEATURES: &[Declared] = &[
 /// What an igb VF port offers beyond the generic port: its PF programs
 /// the filters it asks for.
 const FEATURES_VF: &[Declared] = &[
+    (Feature::RxInterrupt, Support::Yes),
     (Feature::ScatteredRx, Support::Yes),
     (Feature::MultiSegmentTx, Support::Yes),
     (

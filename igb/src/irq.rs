@@ -1,6 +1,7 @@
 //! MSI-X: a vector per receive queue, armed only while its lcore sleeps,
 //! and one for the device's other causes (link changes), whose watcher
-//! thread raises the port's link events.
+//! thread raises the port's link events; on a VF, a vector per receive
+//! queue only.
 //!
 //! In MSI-X mode (GPIE) each cause goes to the vector its IVAR entry
 //! names. Every vector's cause clears when its message goes out (EIAC),
@@ -101,6 +102,58 @@ pub(crate) fn enable(hw: &Hw, rx_queues: u16) -> Result<Option<Vectors>, Error> 
         })
         .collect();
     Ok(Some(Vectors { rx, other }))
+}
+
+/// A VF's receive-queue vectors (82576 datasheet §7.8.2.11: the VF's
+/// IVAR0 holds an 8-bit entry per queue, receive queue `q` in byte
+/// `2q`; its EIMS, EIMC, EIAC and EIAM work on its own vector bits, and
+/// MSI-X mode is the PF's to set). The mailbox's vector is not used: the
+/// driver asks and waits. `None` if the VF has fewer vectors than
+/// queues.
+pub(crate) fn enable_vf(hw: &Hw, rx_queues: u16) -> Result<Option<Vec<RxIrq>>, Error> {
+    let func = hw.function();
+    let n = rx_queues as u32;
+    if n == 0 || func.msix_vectors() < n {
+        return Ok(None);
+    }
+    let fds = func.enable_msix(n).map_err(|source| Error::Function {
+        addr: hw.addr().to_string(),
+        what: "enabling the VF's MSI-X",
+        source,
+    })?;
+    let bits = (1u32 << n) - 1;
+    hw.write(EIMC, VF_VECTORS_MASK)?;
+    let mut ivar = 0;
+    for q in 0..n {
+        ivar |= (q | IVAR_VALID) << (16 * q);
+        hw.write(eitr(q), 0)?;
+    }
+    hw.write(IVAR0, ivar)?;
+    hw.write(EIAC, bits)?;
+    hw.write(EIAM, bits)?;
+    let rx = fds
+        .into_iter()
+        .enumerate()
+        .map(|(q, fd)| RxIrq {
+            fd,
+            bit: 1 << q,
+            regs: hw.regs().clone(),
+        })
+        .collect();
+    Ok(Some(rx))
+}
+
+/// Masks a VF's vectors and turns its MSI-X off.
+pub(crate) fn disable_vf(hw: &Hw) -> Result<(), Error> {
+    hw.write(EIMC, VF_VECTORS_MASK)?;
+    hw.write(IVAR0, 0)?;
+    hw.function()
+        .disable_msix()
+        .map_err(|source| Error::Function {
+            addr: hw.addr().to_string(),
+            what: "disabling the VF's MSI-X",
+            source,
+        })
 }
 
 /// Masks every vector and turns MSI-X off.

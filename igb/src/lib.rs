@@ -54,8 +54,10 @@
 //! driver and network stack. The registers, bits and layouts are checked
 //! against Linux's igb headers at test time (`tests/linux_defs.rs`). A VF
 //! of the second 82576, enabled by Linux's igb, is driven in the same
-//! guest against Linux's stack on its PF. Not yet: SerDes/SGMII links,
-//! MSI-X and link events on a VF, an iNVM's image version.
+//! guest against Linux's stack on its PF, an idle lcore sleeping on the
+//! VF's MSI-X vector until Linux's traffic wakes it. Not yet: SerDes/SGMII
+//! links, link events on a VF (its link is polled), an iNVM's image
+//! version.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

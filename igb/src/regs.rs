@@ -604,6 +604,9 @@ pub const VFGORC: u64 = 0x0F18;
 pub const VFGOTC: u64 = 0x0F34;
 /// See [`VFGPRC`].
 pub const VFMPRC: u64 = 0x0F3C;
+/// A VF's MSI-X vectors' bits in its EIMS, EIMC, EIAC and EIAM (three
+/// vectors).
+pub const VF_VECTORS_MASK: u32 = 0x7;
 /// A VF receive queue's drop count (clears on read; QEMU's
 /// `E1000_RQDPC_A`, the PF's RQDPC of that queue).
 pub const fn vf_rqdpc(n: u16) -> u64 {

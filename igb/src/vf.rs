@@ -9,8 +9,10 @@
 //! (`mbx`), and the PF's driver (Linux's igb, DPDK's, rpmd's
 //! model in the tests) decides. The protocol is igbvf's:
 //!
-//! - open resets the VF (CTRL.RST: its queues and interrupts stop and
-//!   the PF is told), waits while the PF is in reset (RSTI), then sends
+//! - open, and each start (as DPDK's igbvf: a PF reset meanwhile leaves
+//!   the VF disabled until it asks again), resets the VF (CTRL.RST: its
+//!   queues and interrupts stop and the PF is told), waits while the PF
+//!   is in reset (RSTI), then sends
 //!   `VF_RESET`: the PF enables the VF's receive and transmit and answers
 //!   with the MAC address it gave the VF, or with a NACK when it gave
 //!   none, after which the VF picks a random locally administered
@@ -27,9 +29,11 @@
 //!
 //! The PF strips VLAN tags for its VFs (Linux's igb sets VMOLR.STRVLAN),
 //! so a tagged frame always arrives with its tag in the mbuf. The VF has
-//! no RSS settings of its own (its PF spreads over its two queues) and,
-//! in this driver, no MSI-X: an idle lcore on a VF port wakes on the run
-//! loop's timer. Statistics are the VF's own counters (packets, octets,
+//! no RSS settings of its own (its PF spreads over its two queues). Each
+//! receive queue has an MSI-X vector of the VF's, armed only while its
+//! lcore sleeps (`irq::enable_vf`); the mailbox's vector is not used, and
+//! a link change or PF reset is seen by polling (`link`), not as an
+//! event. Statistics are the VF's own counters (packets, octets,
 //! multicast; 32 bits that wrap, kept as 64-bit totals) and each queue's
 //! drop count as `imissed`.
 use crate::ethdev::{self, Started};
@@ -73,6 +77,14 @@ const COUNTERS: [(&str, u64); 5] = [
     ("rx_multicast_packets", VFMPRC),
 ];
 
+/// The receive filter the PF was asked for (nothing, after the reset).
+#[derive(Default)]
+struct Asked {
+    hashes: Vec<u16>,
+    all_multicast: bool,
+    unicast: Vec<MacAddr>,
+}
+
 /// One igb VF port: the generic port over its device.
 pub type IgbVfPort = EthDev<IgbVfDevice>;
 
@@ -84,8 +96,10 @@ pub struct IgbVfDevice {
     mac: MacAddr,
     started: Option<Started>,
     filter: RxFilter,
-    /// Extra unicast addresses were asked for (a clear is due).
-    extra_unicast: bool,
+    /// What the PF was asked for since the VF's reset.
+    asked: Asked,
+    /// The VLAN IDs the port admits (asked again after a reset).
+    vlans: Vec<u16>,
     mtu: u16,
     /// The counters' last readings and running totals.
     counts: Mutex<([u32; COUNTERS.len()], [u64; COUNTERS.len()])>,
@@ -103,7 +117,7 @@ pub fn open_vf_port(
 ) -> Result<IgbVfPort, Error> {
     let hw = Hw::open_vf(func)?;
     let mbx = Mailbox::default();
-    let mac = reset(&hw, &mbx)?;
+    let mac = reset(&hw, &mbx, None)?;
     let dev = IgbVfDevice {
         name: name.to_string(),
         hw,
@@ -111,7 +125,8 @@ pub fn open_vf_port(
         mac,
         started: None,
         filter: RxFilter::OWN_ADDRESS,
-        extra_unicast: false,
+        asked: Asked::default(),
+        vlans: Vec::new(),
         mtu: 1500,
         counts: Mutex::new(([0; COUNTERS.len()], [0; COUNTERS.len()])),
         dropped: Mutex::new(0),
@@ -120,8 +135,10 @@ pub fn open_vf_port(
     Ok(EthDev::named(name, port_id, dev).with_filter(RxFilter::OWN_ADDRESS))
 }
 
-/// Resets the VF and has the PF set it up: the MAC address it ends with.
-fn reset(hw: &Hw, mbx: &Mailbox) -> Result<MacAddr, Error> {
+/// Resets the VF and has the PF set it up: the MAC address it ends with
+/// (the PF's, or `kept`, or a new random one, asked for when the PF gives
+/// none).
+fn reset(hw: &Hw, mbx: &Mailbox, kept: Option<MacAddr>) -> Result<MacAddr, Error> {
     hw.function()
         .enable_bus_master()
         .map_err(|source| Error::Function {
@@ -148,7 +165,7 @@ fn reset(hw: &Hw, mbx: &Mailbox) -> Result<MacAddr, Error> {
     match given {
         Some(m) if !m.is_multicast() && m.0 != [0; 6] => Ok(m),
         _ => {
-            let m = random_local_mac();
+            let m = kept.unwrap_or_else(random_local_mac);
             let (lo, hi) = mac_words(&m);
             mbx.request(hw, &[VF_SET_MAC_ADDR, lo, hi], &mut [0])?;
             Ok(m)
@@ -198,8 +215,11 @@ impl IgbVfDevice {
         self.mbx.request(&self.hw, msg, &mut [0])
     }
 
-    /// Asks the PF for `filter`: all-multicast (or the multicast hashes),
-    /// then the extra unicast addresses. Unicast promiscuous is refused.
+    /// Asks the PF for what of `filter` differs from what it was asked
+    /// before: the multicast hashes, all-multicast (also for more groups
+    /// than one message holds), the extra unicast addresses. A PF that
+    /// knows fewer messages (`VF_SET_PROMISC` is newer) is asked only
+    /// for what the port uses. Unicast promiscuous is refused.
     fn program_filter(&mut self, filter: &RxFilter) -> Result<(), Error> {
         if filter.promiscuous {
             return Err(Error::Mailbox {
@@ -209,36 +229,62 @@ impl IgbVfDevice {
             });
         }
         let all = filter.allmulticast || filter.multicast.len() > MAX_MULTICAST_HASHES;
-        let mut msg = [0u32; VMBMEM_WORDS];
-        let hashes: Vec<u16> = if all {
-            Vec::new()
-        } else {
-            filter
+        let hashes: Vec<u16> = match all {
+            true => Vec::new(),
+            false => filter
                 .multicast
                 .iter()
                 .map(|m| ethdev::mta_hash(m) as u16)
-                .collect()
+                .collect(),
         };
-        msg[0] = VF_SET_MULTICAST | (hashes.len() as u32) << VT_MSGINFO_SHIFT;
-        for (k, h) in hashes.iter().enumerate() {
-            msg[1 + k / 2] |= (*h as u32) << (16 * (k % 2));
+        if hashes != self.asked.hashes {
+            let mut msg = [0u32; VMBMEM_WORDS];
+            msg[0] = VF_SET_MULTICAST | (hashes.len() as u32) << VT_MSGINFO_SHIFT;
+            for (k, h) in hashes.iter().enumerate() {
+                msg[1 + k / 2] |= (*h as u32) << (16 * (k % 2));
+            }
+            self.ask(&msg)?;
+            self.asked.hashes = hashes;
         }
-        self.ask(&msg)?;
-        let promisc = if all { VF_SET_PROMISC_MULTICAST } else { 0 };
-        self.ask(&[VF_SET_PROMISC | promisc])?;
-        if filter.unicast.is_empty() && !self.extra_unicast {
-            // Nothing to clear: a VF whose address the host set may not
-            // touch the list at all.
-            return Ok(());
+        if all != self.asked.all_multicast {
+            let info = if all { VF_SET_PROMISC_MULTICAST } else { 0 };
+            self.ask(&[VF_SET_PROMISC | info])?;
+            self.asked.all_multicast = all;
         }
-        // Linux's igb wants a valid address even to clear the list.
-        let (lo, hi) = mac_words(&self.mac);
-        self.ask(&[VF_SET_MAC_ADDR | VF_MAC_FILTER_CLR, lo, hi])?;
-        for m in &filter.unicast {
+        if filter.unicast != self.asked.unicast {
+            self.program_unicast(&filter.unicast)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the extra unicast addresses the PF holds for the VF.
+    fn program_unicast(&mut self, unicast: &[MacAddr]) -> Result<(), Error> {
+        if !self.asked.unicast.is_empty() {
+            // Linux's igb wants a valid address even to clear the list.
+            let (lo, hi) = mac_words(&self.mac);
+            self.ask(&[VF_SET_MAC_ADDR | VF_MAC_FILTER_CLR, lo, hi])?;
+            self.asked.unicast.clear();
+        }
+        for m in unicast {
             let (lo, hi) = mac_words(m);
             self.ask(&[VF_SET_MAC_ADDR | VF_MAC_FILTER_ADD, lo, hi])?;
+            self.asked.unicast.push(*m);
         }
-        self.extra_unicast = !filter.unicast.is_empty();
+        Ok(())
+    }
+
+    /// Resets the VF again, keeping its address, and asks the PF for its
+    /// VLAN IDs again (the receive filter and longest frame follow at
+    /// start); the counters are read before and their new readings are the
+    /// baseline after.
+    fn reset_again(&mut self) -> Result<(), Error> {
+        self.update_counts(false);
+        self.mac = reset(&self.hw, &self.mbx, Some(self.mac))?;
+        self.update_counts(true);
+        self.asked = Asked::default();
+        for id in self.vlans.clone() {
+            self.ask(&[VF_SET_VLAN | 1 << VT_MSGINFO_SHIFT, id as u32])?;
+        }
         Ok(())
     }
 
@@ -286,11 +332,17 @@ impl IgbVfDevice {
             vlan_strip: true,
             rss: false,
         };
+        let mut irqs = Vec::new().into_iter();
+        if let Some(v) = crate::irq::enable_vf(&self.hw, conf.rx_queues)? {
+            st.msix = true;
+            irqs = v.into_iter();
+        }
         let mut rx = Vec::new();
         for q in 0..conf.rx_queues {
             let ring = DescRing::new(&*func, &format!("igb vf rx ring {q}"), conf.rx_desc as u32)?;
             ethdev::start_rx_ring(&self.hw, q, &ring, ethdev::buffer_kib(&pool))?;
             let mut r = ethdev::rx_ring(&self.hw, ctx, st, q, ring, &pool, mode);
+            r.irq = irqs.next();
             r.fill().map_err(|e| Error::Memory {
                 what: format!("filling rx ring {q} from the pool"),
                 source: e,
@@ -302,7 +354,10 @@ impl IgbVfDevice {
 
     fn teardown(&mut self, st: Started) -> Result<(), Error> {
         st.running.store(false, Ordering::Relaxed);
-        let quiet = ethdev::disable_queues(&self.hw, &st, Ok(()));
+        let mut quiet = ethdev::disable_queues(&self.hw, &st, Ok(()));
+        if st.msix {
+            quiet = quiet.and(crate::irq::disable_vf(&self.hw));
+        }
         ethdev::bury(&st, quiet)
     }
 }
@@ -322,7 +377,7 @@ impl Device for IgbVfDevice {
             offloads: OFFLOADS,
             min_mtu: 68,
             max_mtu: ethdev::MAX_MTU,
-            rx_interrupts: false,
+            rx_interrupts: self.hw.function().msix_vectors() >= VF_QUEUES as u32,
             needs_rx_pool: true,
         }
     }
@@ -336,7 +391,11 @@ impl Device for IgbVfDevice {
         Ok(())
     }
 
+    /// Resets the VF first, as DPDK's igbvf does at each start: a PF that
+    /// was reset meanwhile disabled the VF until it asks again.
     fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, rpmd_pmd::Error> {
+        self.reset_again()
+            .map_err(|e| self.err("resetting the VF", e))?;
         let mut st = Started::new(&ctx);
         match self.start_queues(&ctx, &mut st) {
             Ok(q) => {
@@ -393,7 +452,12 @@ impl Device for IgbVfDevice {
     fn set_vlan_filter(&mut self, _name: &str, id: u16, on: bool) -> Result<(), rpmd_pmd::Error> {
         let add = if on { 1 << VT_MSGINFO_SHIFT } else { 0 };
         self.ask(&[VF_SET_VLAN | add, id as u32])
-            .map_err(|e| self.err("asking the PF for a VLAN filter", e))
+            .map_err(|e| self.err("asking the PF for a VLAN filter", e))?;
+        self.vlans.retain(|&v| v != id);
+        if on {
+            self.vlans.push(id);
+        }
+        Ok(())
     }
 
     fn set_mtu(&mut self, name: &str, mtu: u16, started: bool) -> Result<(), rpmd_pmd::Error> {

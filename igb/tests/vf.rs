@@ -109,8 +109,8 @@ fn a_vf_takes_its_pfs_address_and_frames_go_through_byte_for_byte() {
     assert!(port.link().up);
     assert_eq!(
         kinds(&m),
-        [VF_RESET, VF_SET_LPE, VF_SET_MULTICAST, VF_SET_PROMISC],
-        "reset, then start's longest frame and filter (no unicast list to clear)"
+        [VF_RESET, VF_RESET, VF_SET_LPE],
+        "reset at open and at start, then the longest frame (the filter as the reset left it: nothing to ask)"
     );
     assert_eq!(m.vf_max_frame(), 1518);
     for round in 0..4u32 {
@@ -364,5 +364,91 @@ fn both_queue_pairs_carry_frames() {
         q.rx_burst(1, &mut inb, 32);
     }
     assert_eq!(inb.pop().map(|m| bytes(&m)), Some(f));
+    finish(&m, &pool, port, q);
+}
+
+#[test]
+fn each_receive_queue_wakes_its_own_vf_vector() {
+    let m = IgbModel::new(
+        addr(),
+        ModelOptions {
+            pf: Some(PfBehaviour::default()),
+            msix_vectors: 3,
+            ..ModelOptions::default()
+        },
+    );
+    let pool = Mempool::new(&MempoolConfig::new("igbvf-irq", 4096)).unwrap();
+    let mut port = open(&m).unwrap();
+    assert!(port.capabilities().rx_interrupts);
+    port.configure(&PortConfig {
+        rx_queues: 2,
+        tx_queues: 2,
+        ..PortConfig::with_pool(&pool)
+    })
+    .unwrap();
+    let mut q = port.start().unwrap();
+    let mut rx: Vec<_> = (0..2).map(|k| q.take_rx(k).unwrap()).collect();
+    let fds: Vec<rpmd_pmd::function::EventFd> = rx
+        .iter()
+        .map(|r| {
+            let fd = r.interrupt_fd().expect("a vector per queue");
+            rpmd_pmd::function::EventFd::from_fd(fd.try_clone_to_owned().unwrap())
+        })
+        .collect();
+    for k in 0..2u16 {
+        // Disarmed: a frame interrupts nobody.
+        assert!(m.receive_on(k, &frame(MacAddr(VF_MAC), 80, k as u32)));
+        assert!(fds.iter().all(|f| f.take().unwrap() == 0), "q{k} disarmed");
+        for r in rx.iter_mut() {
+            r.set_interrupt(true).unwrap();
+        }
+        assert!(m.receive_on(k, &frame(MacAddr(VF_MAC), 80, 10 + k as u32)));
+        let woke: Vec<usize> = (0..2).filter(|&j| fds[j].take().unwrap() > 0).collect();
+        assert_eq!(woke, [k as usize], "a frame on queue {k}");
+        for r in rx.iter_mut() {
+            r.set_interrupt(false).unwrap();
+        }
+        let mut got = Pkts::new();
+        rx[k as usize].rx_burst(&mut got, 32);
+        assert_eq!(got.len(), 2, "q{k}");
+    }
+    drop(rx);
+    finish(&m, &pool, port, q);
+}
+
+#[test]
+fn a_restart_resets_the_vf_keeping_its_address_filters_and_vlans() {
+    let pf = PfBehaviour {
+        no_mac: true,
+        ..PfBehaviour::default()
+    };
+    let (m, pool, mut port, q) = started(pf, Offloads::RX_VLAN_FILTER);
+    let mac = port.mac_addr();
+    let group = MacAddr([0x01, 0, 0x5e, 0, 0, 0x21]);
+    port.set_mac_filter(&[], &[group]).unwrap();
+    port.set_vlan_filter(100, true).unwrap();
+    port.stop().unwrap();
+    drop(q);
+    let before = m.pf_messages().len();
+    let mut q = port.start().unwrap();
+    let k: Vec<u32> = m.pf_messages()[before..].iter().map(|w| w[0]).collect();
+    assert_eq!(
+        k,
+        [
+            VF_RESET,
+            VF_SET_VLAN | 1 << VT_MSGINFO_SHIFT,
+            VF_SET_LPE,
+            VF_SET_MULTICAST | 1 << VT_MSGINFO_SHIFT
+        ],
+        "reset, then what the reset cleared asked again"
+    );
+    assert_eq!(port.mac_addr(), mac, "the address the PF kept");
+    assert_eq!(m.vf_vlans(), [100]);
+    let f = frame(group, 90, 4);
+    send(&pool, &mut q, std::slice::from_ref(&f), 0, 0);
+    assert_eq!(
+        receive(&mut q, 1).iter().map(bytes).collect::<Vec<_>>(),
+        [f]
+    );
     finish(&m, &pool, port, q);
 }

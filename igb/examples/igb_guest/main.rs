@@ -199,7 +199,7 @@ fn vf_cases(bdf: &str, peer: MacAddr, case: &mut impl FnMut(String, R<String>)) 
     };
     case("igb VF opens through the PF's mailbox".into(), opened);
     type Case = fn(&mut linux_peer::Peer) -> R<String>;
-    let cases: [(&str, Case); 5] = [
+    let cases: [(&str, Case); 6] = [
         ("ARP answered by Linux", linux_peer::arp),
         ("ping answered by Linux", linux_peer::ping),
         (
@@ -213,6 +213,10 @@ fn vf_cases(bdf: &str, peer: MacAddr, case: &mut impl FnMut(String, R<String>)) 
                 .map_err(|e| e.to_string())
         }),
         ("ping over VLAN 100 with Linux", linux_peer::vlan_ping),
+        (
+            "an idle lcore sleeps on the VF's MSI-X",
+            lcore::idle_vf_lcore,
+        ),
     ];
     for (name, f) in cases {
         case(format!("igb VF {name}"), f(&mut p));

@@ -315,13 +315,19 @@ impl IgbModel {
     /// EIMS lets the vector; EIAC then clears its EICR bit, and EIAM (with
     /// GPIE.EIAME) its EIMS bit.
     fn interrupt_rx(&self, s: &mut State, q: u16) {
-        if Self::reg(s, GPIE) & GPIE_MSIX_MODE == 0 {
+        let vf = self.opts.pf.is_some();
+        // A VF's MSI-X mode is its PF's (on); its IVAR0 holds receive
+        // queue q's entry in byte 2q.
+        if !vf && Self::reg(s, GPIE) & GPIE_MSIX_MODE == 0 {
             return;
         }
-        let Some((r, b)) = (0..8u32)
-            .flat_map(|r| [(r, 0), (r, 2)])
-            .find(|&(r, b)| ivar_rx_queue(self.family, r, b) == q as u32)
-        else {
+        let found = match vf {
+            true => Some((0, 2 * q as u32)),
+            false => (0..8u32)
+                .flat_map(|r| [(r, 0), (r, 2)])
+                .find(|&(r, b)| ivar_rx_queue(self.family, r, b) == q as u32),
+        };
+        let Some((r, b)) = found else {
             return;
         };
         let entry = Self::reg(s, IVAR0 + 4 * r as u64) >> (8 * b) & 0xff;
@@ -339,7 +345,8 @@ impl IgbModel {
         if Self::reg(s, EIAC) & bit != 0 {
             Self::set_bits(s, EICR, bit, false);
         }
-        if Self::reg(s, GPIE) & GPIE_EIAME != 0 && Self::reg(s, EIAM) & bit != 0 {
+        let auto_mask = vf || Self::reg(s, GPIE) & GPIE_EIAME != 0;
+        if auto_mask && Self::reg(s, EIAM) & bit != 0 {
             Self::set_bits(s, EIMS, bit, false);
         }
     }

@@ -50,6 +50,9 @@ pub(super) struct VfState {
     pub vlans: Vec<u16>,
     /// The longest frame the VF asked for.
     pub lpe: u32,
+    /// The address the VF set for itself, which a reset then gives back
+    /// (as Linux's igb keeps it).
+    pub mac: Option<(u32, u32)>,
 }
 
 impl IgbModel {
@@ -155,11 +158,19 @@ impl IgbModel {
             s.regs.insert(RCTL, RCTL_EN | RCTL_BAM | RCTL_SECRC);
             s.regs.insert(TCTL, TCTL_EN);
             s.regs.insert(CTRL, CTRL_VME | CTRL_SLU);
+            // The VF's filters go with its reset (Linux's igb_vf_reset).
             s.vf.vlans.clear();
-            if pf.no_mac {
-                return vec![VF_RESET | VT_MSGTYPE_NACK, 0, 0];
+            for k in 0..MTA_LEN {
+                s.regs.insert(MTA + 4 * k, 0);
             }
-            let (lo, hi) = rar(&VF_MAC);
+            for k in 1..RAR_ENTRIES {
+                s.regs.insert(RAH0 + 8 * k, 0);
+            }
+            let (lo, hi) = match s.vf.mac {
+                Some(set) => set,
+                None if pf.no_mac => return vec![VF_RESET | VT_MSGTYPE_NACK, 0, 0],
+                None => rar(&VF_MAC),
+            };
             s.regs.insert(RAL0, lo);
             s.regs.insert(RAH0, hi);
             return vec![VF_RESET | VT_MSGTYPE_ACK, lo, hi & 0xffff];
@@ -185,6 +196,7 @@ impl IgbModel {
                     0 => {
                         s.regs.insert(RAL0, lo);
                         s.regs.insert(RAH0, hi);
+                        s.vf.mac = Some((lo, hi));
                     }
                     VF_MAC_FILTER_CLR => {
                         for k in 1..RAR_ENTRIES {
