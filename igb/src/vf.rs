@@ -29,7 +29,11 @@
 //!
 //! The PF strips VLAN tags for its VFs (Linux's igb sets VMOLR.STRVLAN),
 //! so a tagged frame always arrives with its tag in the mbuf. The VF has
-//! no RSS settings of its own (its PF spreads over its two queues). Each
+//! no RSS settings of its own: its PF may spread the VF's frames over both
+//! its queues (Linux's igb on an 82576 does, with more than one CPU: VMDq
+//! and RSS, two queues a pool), and a frame for a queue the port did not
+//! start is dropped by the device, so such a VF wants both (QEMU's model
+//! does not spread; untested there). Each
 //! receive queue has an MSI-X vector of the VF's, armed only while its
 //! lcore sleeps (`irq::enable_vf`); the mailbox's vector is not used, and
 //! a link change or PF reset is seen by polling (`link`), not as an
