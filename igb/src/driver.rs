@@ -69,55 +69,56 @@ const FEATURES_VF: &[Declared] = &[
     (Feature::ChecksumOffload, Support::Yes),
 ];
 
-/// The igb PCI driver.
-pub struct IgbDriver;
+/// How a driver opens a function as its port.
+type Opener<P> = fn(&str, Arc<dyn PciFunction>, u16) -> Result<P, crate::Error>;
 
-impl PciDriver for IgbDriver {
-    fn name(&self) -> &'static str {
-        "igb"
-    }
-
-    fn ids(&self) -> &'static [PciId] {
-        &IDS
-    }
-
-    fn features(&self) -> &'static [Declared] {
-        FEATURES
-    }
-
-    fn probe(
-        &self,
-        func: Arc<dyn PciFunction>,
-        _: &PciDevice,
-        args: &DevArgs,
-    ) -> Result<Box<dyn Port>, rpmd_pmd::Error> {
-        args.only_options(&[])?;
-        let name = args.raw().to_string();
-        let p = crate::ethdev::open_port(&name, func, args.port_id()).map_err(|e| {
-            rpmd_pmd::Error::Driver {
-                port: name.clone(),
-                what: "opening the igb function".into(),
-                source: Box::new(e),
-            }
-        })?;
-        Ok(Box::new(p))
-    }
+/// The two igb PCI drivers: a physical function's and a virtual one's.
+pub struct Driver<P: Port + 'static> {
+    name: &'static str,
+    what: &'static str,
+    ids: &'static [PciId],
+    features: &'static [Declared],
+    open: Opener<P>,
 }
 
-/// The igb VF PCI driver.
-pub struct IgbVfDriver;
+/// The igb PCI driver (82576, 82580, I350, I210, I211).
+pub type IgbDriver = Driver<crate::IgbPort>;
+/// The igb VF PCI driver (the 82576's and I350's virtual functions).
+pub type IgbVfDriver = Driver<crate::IgbVfPort>;
 
-impl PciDriver for IgbVfDriver {
+impl IgbDriver {
+    /// The physical functions' driver.
+    pub const PF: Self = Driver {
+        name: "igb",
+        what: "opening the igb function",
+        ids: &IDS,
+        features: FEATURES,
+        open: crate::ethdev::open_port,
+    };
+}
+
+impl IgbVfDriver {
+    /// The virtual functions' driver.
+    pub const VF: Self = Driver {
+        name: "igbvf",
+        what: "opening the igb virtual function",
+        ids: &IDS_VF,
+        features: FEATURES_VF,
+        open: crate::vf::open_vf_port,
+    };
+}
+
+impl<P: Port + 'static> PciDriver for Driver<P> {
     fn name(&self) -> &'static str {
-        "igbvf"
+        self.name
     }
 
     fn ids(&self) -> &'static [PciId] {
-        &IDS_VF
+        self.ids
     }
 
     fn features(&self) -> &'static [Declared] {
-        FEATURES_VF
+        self.features
     }
 
     fn probe(
@@ -128,12 +129,10 @@ impl PciDriver for IgbVfDriver {
     ) -> Result<Box<dyn Port>, rpmd_pmd::Error> {
         args.only_options(&[])?;
         let name = args.raw().to_string();
-        let p = crate::vf::open_vf_port(&name, func, args.port_id()).map_err(|e| {
-            rpmd_pmd::Error::Driver {
-                port: name.clone(),
-                what: "opening the igb virtual function".into(),
-                source: Box::new(e),
-            }
+        let p = (self.open)(&name, func, args.port_id()).map_err(|e| rpmd_pmd::Error::Driver {
+            port: name.clone(),
+            what: self.what.into(),
+            source: Box::new(e),
         })?;
         Ok(Box::new(p))
     }
@@ -141,6 +140,6 @@ impl PciDriver for IgbVfDriver {
 
 /// Registers the igb PCI drivers: the PF's and the VF's.
 pub fn register(reg: &mut rpmd_pmd::Registry) {
-    reg.register_pci(Box::new(IgbDriver));
-    reg.register_pci(Box::new(IgbVfDriver));
+    reg.register_pci(Box::new(IgbDriver::PF));
+    reg.register_pci(Box::new(IgbVfDriver::VF));
 }

@@ -72,12 +72,13 @@ mod i210;
 mod irq;
 mod mbx;
 pub mod model;
+mod queues;
 pub mod regs;
 pub mod ring;
 mod rxtx;
 pub mod vf;
 
-pub use driver::{register, IgbDriver, IgbVfDriver};
+pub use driver::{register, Driver, IgbDriver, IgbVfDriver};
 pub use error::Error;
 pub use ethdev::{open_port, IgbDevice, IgbPort};
 pub use vf::{open_vf_port, IgbVfDevice, IgbVfPort};

@@ -40,9 +40,10 @@
 //! event. Statistics are the VF's own counters (packets, octets,
 //! multicast; 32 bits that wrap, kept as 64-bit totals) and each queue's
 //! drop count as `imissed`.
-use crate::ethdev::{self, Started};
+use crate::ethdev;
 use crate::hw::{Hw, WAIT};
 use crate::mbx::Mailbox;
+use crate::queues::{self, Started};
 use crate::regs::*;
 use crate::ring::DescRing;
 use crate::rxtx::RxMode;
@@ -309,25 +310,16 @@ impl IgbVfDevice {
     /// Everything `start` sets up, queues handed out.
     fn start_queues(&mut self, ctx: &StartContext<'_>, st: &mut Started) -> Result<Queues, Error> {
         let conf = ctx.conf;
-        let pool = conf.rx_pool.clone().ok_or_else(|| Error::Ring {
-            what: "receive queues".into(),
-            detail: "no rx_pool in the configuration".into(),
-        })?;
+        let pool = queues::rx_pool_for(&self.hw, conf)?;
         let func = self.hw.function().clone();
-        func.domain()
-            .register_pool(&pool)
-            .map_err(|e| Error::Memory {
-                what: "registering the receive pool for the device".into(),
-                source: e,
-            })?;
-        self.ask(&[VF_SET_LPE, ethdev::max_frame(self.mtu)])?;
+        self.ask(&[VF_SET_LPE, queues::max_frame(self.mtu)])?;
         let filter = self.filter.clone();
         self.program_filter(&filter)?;
         let mut tx = Vec::new();
         for q in 0..conf.tx_queues {
             let ring = DescRing::new(&*func, &format!("igb vf tx ring {q}"), conf.tx_desc as u32)?;
-            ethdev::start_tx_ring(&self.hw, q, &ring)?;
-            tx.push(Box::new(ethdev::tx_ring(&self.hw, ctx, st, q, ring, &pool))
+            queues::start_tx_ring(&self.hw, q, &ring)?;
+            tx.push(Box::new(queues::tx_ring(&self.hw, ctx, st, q, ring, &pool))
                 as Box<dyn rpmd_pmd::port::TxQueue>);
         }
         let mode = RxMode {
@@ -344,8 +336,8 @@ impl IgbVfDevice {
         let mut rx = Vec::new();
         for q in 0..conf.rx_queues {
             let ring = DescRing::new(&*func, &format!("igb vf rx ring {q}"), conf.rx_desc as u32)?;
-            ethdev::start_rx_ring(&self.hw, q, &ring, ethdev::buffer_kib(&pool))?;
-            let mut r = ethdev::rx_ring(&self.hw, ctx, st, q, ring, &pool, mode);
+            queues::start_rx_ring(&self.hw, q, &ring, queues::buffer_kib(&pool))?;
+            let mut r = queues::rx_ring(&self.hw, ctx, st, q, ring, &pool, mode);
             r.irq = irqs.next();
             r.fill().map_err(|e| Error::Memory {
                 what: format!("filling rx ring {q} from the pool"),
@@ -358,11 +350,11 @@ impl IgbVfDevice {
 
     fn teardown(&mut self, st: Started) -> Result<(), Error> {
         st.running.store(false, Ordering::Relaxed);
-        let mut quiet = ethdev::disable_queues(&self.hw, &st, Ok(()));
+        let mut quiet = queues::disable_queues(&self.hw, &st, Ok(()));
         if st.msix {
             quiet = quiet.and(crate::irq::disable_vf(&self.hw));
         }
-        ethdev::bury(&st, quiet)
+        queues::bury(&st, quiet)
     }
 }
 
@@ -389,7 +381,7 @@ impl Device for IgbVfDevice {
     fn configure(&mut self, name: &str, conf: &PortConfig) -> Result<(), rpmd_pmd::Error> {
         let mtu = conf.mtu.unwrap_or(self.mtu);
         if let Some(pool) = &conf.rx_pool {
-            ethdev::check_rx_buffers(name, pool, mtu, conf.offloads)?;
+            queues::check_rx_buffers(name, pool, mtu, conf.offloads)?;
         }
         self.mtu = mtu;
         Ok(())
@@ -400,26 +392,11 @@ impl Device for IgbVfDevice {
     fn start(&mut self, ctx: StartContext<'_>) -> Result<Queues, rpmd_pmd::Error> {
         self.reset_again()
             .map_err(|e| self.err("resetting the VF", e))?;
-        let mut st = Started::new(&ctx);
-        match self.start_queues(&ctx, &mut st) {
-            Ok(q) => {
-                self.started = Some(st);
-                Ok(q)
-            }
-            Err(e) => {
-                let _ = self.teardown(st);
-                Err(self.err("starting the queues", e))
-            }
-        }
+        queues::start_queues_of(self, ctx)
     }
 
     fn stop(&mut self, _name: &str) -> Result<(), rpmd_pmd::Error> {
-        match self.started.take() {
-            Some(st) => self
-                .teardown(st)
-                .map_err(|e| self.err("stopping the queues", e)),
-            None => Ok(()),
-        }
+        queues::stop_queues_of(self)
     }
 
     /// The PF's link (STATUS), down while the PF is in reset.
@@ -465,7 +442,7 @@ impl Device for IgbVfDevice {
     }
 
     fn set_mtu(&mut self, name: &str, mtu: u16, started: bool) -> Result<(), rpmd_pmd::Error> {
-        if started && ethdev::max_frame(mtu) > ethdev::max_frame(self.mtu) {
+        if started && queues::max_frame(mtu) > queues::max_frame(self.mtu) {
             return Err(rpmd_pmd::Error::Port {
                 port: name.to_string(),
                 detail: format!(
@@ -474,7 +451,7 @@ impl Device for IgbVfDevice {
                 ),
             });
         }
-        self.ask(&[VF_SET_LPE, ethdev::max_frame(mtu)])
+        self.ask(&[VF_SET_LPE, queues::max_frame(mtu)])
             .map_err(|e| self.err("asking the PF for the longest frame", e))?;
         self.mtu = mtu;
         Ok(())
@@ -499,10 +476,23 @@ impl Device for IgbVfDevice {
     }
 }
 
+impl queues::QueueOwner for IgbVfDevice {
+    fn build_queues(&mut self, ctx: &StartContext<'_>, st: &mut Started) -> Result<Queues, Error> {
+        self.start_queues(ctx, st)
+    }
+    fn tear_down(&mut self, st: Started) -> Result<(), Error> {
+        self.teardown(st)
+    }
+    fn running(&mut self) -> &mut Option<Started> {
+        &mut self.started
+    }
+    fn driver_err(&self, what: &str, e: Error) -> rpmd_pmd::Error {
+        self.err(what, e)
+    }
+}
+
 impl Drop for IgbVfDevice {
     fn drop(&mut self) {
-        if let Some(st) = self.started.take() {
-            let _ = self.teardown(st);
-        }
+        let _ = queues::stop_queues_of(self);
     }
 }

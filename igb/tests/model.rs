@@ -6,7 +6,7 @@
 //! with impossible lengths, no end of frame, or errors. Every case ends
 //! with every mbuf home and no DMA outside mapped memory.
 mod common;
-use common::finish;
+use common::{bytes, finish, receive};
 use rpmd_igb::model::{model_mac, Hostile, IgbModel, ModelOptions};
 use rpmd_igb::{open_port, Error, IgbPort};
 use rpmd_pmd::mbuf::{
@@ -65,22 +65,6 @@ fn mbuf(pool: &Mempool, bytes: &[u8], seg: usize) -> Mbuf {
         }
     }
     head.unwrap()
-}
-
-fn bytes(m: &Mbuf) -> Vec<u8> {
-    m.segments().flat_map(|s| s.iter().copied()).collect()
-}
-
-fn receive(q: &mut Queues, n: usize) -> Vec<Mbuf> {
-    let (mut got, mut inb) = (Vec::new(), Pkts::new());
-    let t = Instant::now();
-    while got.len() < n && t.elapsed() < Duration::from_secs(2) {
-        q.rx_burst(0, &mut inb, 32);
-        while let Some(m) = inb.pop() {
-            got.push(m);
-        }
-    }
-    got
 }
 
 #[test]

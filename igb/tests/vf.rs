@@ -6,13 +6,15 @@
 //! gets, and PFs that stay silent, stay in reset, refuse, answer the
 //! wrong message or interleave a control message. Every case ends with
 //! every mbuf home and no DMA outside mapped memory.
+mod common;
+use common::{bytes, finish, receive};
 use rpmd_igb::model::{IgbModel, ModelOptions, PfBehaviour, VF_MAC};
 use rpmd_igb::regs::*;
 use rpmd_igb::{open_vf_port, Error, IgbVfPort};
 use rpmd_pmd::mbuf::{RX_VLAN_STRIPPED, TX_VLAN};
 use rpmd_pmd::pci::PciAddr;
 use rpmd_pmd::port::{MacAddr, Offloads};
-use rpmd_pmd::{DmaDomain, Mbuf, Mempool, MempoolConfig, Pkts, Port, PortConfig, Queues};
+use rpmd_pmd::{DmaDomain, Mempool, MempoolConfig, Pkts, Port, PortConfig, Queues};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,14 +55,6 @@ fn started(pf: PfBehaviour, offloads: Offloads) -> (Arc<IgbModel>, Mempool, IgbV
     (m, pool, port, q)
 }
 
-fn finish(m: &IgbModel, pool: &Mempool, mut port: IgbVfPort, q: Queues) {
-    port.stop().unwrap();
-    drop(q);
-    drop(port);
-    assert_eq!(pool.available(), pool.size(), "every mbuf home");
-    assert_eq!(m.violations(), Vec::<String>::new());
-}
-
 fn frame(dst: MacAddr, len: usize, seq: u32) -> Vec<u8> {
     let mut f = dst.0.to_vec();
     f.extend_from_slice(&[0x02, 0, 0, 0, 0, 9, 0x88, 0xb5]);
@@ -79,22 +73,6 @@ fn send(pool: &Mempool, q: &mut Queues, frames: &[Vec<u8>], flags: u64, vlan: u1
         let _ = out.push(m);
     }
     assert_eq!(q.tx_burst(0, &mut out), frames.len());
-}
-
-fn receive(q: &mut Queues, n: usize) -> Vec<Mbuf> {
-    let (mut got, mut inb) = (Vec::new(), Pkts::new());
-    let t = Instant::now();
-    while got.len() < n && t.elapsed() < Duration::from_secs(2) {
-        q.rx_burst(0, &mut inb, 32);
-        while let Some(m) = inb.pop() {
-            got.push(m);
-        }
-    }
-    got
-}
-
-fn bytes(m: &Mbuf) -> Vec<u8> {
-    m.segments().flat_map(|s| s.iter().copied()).collect()
 }
 
 /// The message types the PF read, in order.

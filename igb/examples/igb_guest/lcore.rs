@@ -4,7 +4,7 @@
 //! VF, woken by Linux's own traffic on the PF.
 use crate::frames::{frame, Pair};
 use crate::linux_peer::Peer;
-use rpmd_pmd::Pkts;
+use rpmd_pmd::{Pkts, Queues};
 use rpmd_sched::signal::thread_cpu_ns;
 use rpmd_sched::{Forward, Lcore, LcoreConfig, TaskId};
 use std::time::{Duration, Instant};
@@ -22,11 +22,15 @@ pub fn idle_lcore(p: &mut Pair) -> R<String> {
     r
 }
 
-fn sleep_and_wake(p: &mut Pair) -> R<String> {
-    let (a, b) = (p.mac(0), p.mac(1));
-    let queues = &mut p.port(1).1;
+/// An lcore with the default policy forwarding queue 0 of `queues` back
+/// out, left idle for two seconds: the lcore, its CPU % over them and the
+/// times it slept.
+fn idle_forwarder(queues: &mut Queues) -> R<(Lcore, f64, u64)> {
     let rx = queues.take_rx(0).map_err(|e| e.to_string())?;
     let tx = queues.take_tx(0).map_err(|e| e.to_string())?;
+    if rx.interrupt_fd().is_none() {
+        return Err("the receive queue offers no interrupt".into());
+    }
     let lcore = Lcore::spawn(1, LcoreConfig::default()).map_err(|e| e.to_string())?;
     let tid = lcore.tid();
     lcore
@@ -38,6 +42,18 @@ fn sleep_and_wake(p: &mut Pair) -> R<String> {
     std::thread::sleep(Duration::from_secs(2));
     let idle_cpu = (thread_cpu_ns(tid).unwrap_or(cpu0) - cpu0) as f64 / 2e9 * 100.0;
     let slept = lcore.stats().sleeps.get() - sleeps0;
+    if slept == 0 || idle_cpu > 20.0 {
+        drop(lcore.stop().map_err(|e| e.to_string())?);
+        return Err(format!(
+            "idle for 2 s: {idle_cpu:.1} % of a CPU, {slept} sleeps (a sleeping lcore takes little)"
+        ));
+    }
+    Ok((lcore, idle_cpu, slept))
+}
+
+fn sleep_and_wake(p: &mut Pair) -> R<String> {
+    let (a, b) = (p.mac(0), p.mac(1));
+    let (lcore, idle_cpu, slept) = idle_forwarder(&mut p.port(1).1)?;
     let sent0 = p.port(1).0.stats().opackets;
     let work0 = lcore.stats().work.get();
     let t = Instant::now();
@@ -53,11 +69,6 @@ fn sleep_and_wake(p: &mut Pair) -> R<String> {
     let forwarded = p.port(1).0.stats().opackets - sent0;
     let worked = lcore.stats().work.get() - work0;
     drop(lcore.stop().map_err(|e| e.to_string())?);
-    if slept == 0 || idle_cpu > 20.0 {
-        return Err(format!(
-            "idle for 2 s: {idle_cpu:.1} % of a CPU, {slept} sleeps (a sleeping lcore takes little)"
-        ));
-    }
     if forwarded < 8 {
         return Err(format!(
             "8 frames sent to the sleeping lcore: {forwarded} forwarded, {worked} worked on"
@@ -74,23 +85,7 @@ fn sleep_and_wake(p: &mut Pair) -> R<String> {
 /// through the device's switch and wakes it. Takes the VF's queues: the
 /// last case before the port stops.
 pub fn idle_vf_lcore(p: &mut Peer) -> R<String> {
-    let queues = p.queues();
-    let rx = queues.take_rx(0).map_err(|e| e.to_string())?;
-    let tx = queues.take_tx(0).map_err(|e| e.to_string())?;
-    if rx.interrupt_fd().is_none() {
-        return Err("the VF's receive queue offers no interrupt".into());
-    }
-    let lcore = Lcore::spawn(1, LcoreConfig::default()).map_err(|e| e.to_string())?;
-    let tid = lcore.tid();
-    lcore
-        .add(TaskId(1), Forward::new(rx, tx, 32))
-        .map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_millis(300));
-    let cpu0 = thread_cpu_ns(tid).ok_or("no schedstat for the lcore")?;
-    let sleeps0 = lcore.stats().sleeps.get();
-    std::thread::sleep(Duration::from_secs(2));
-    let idle_cpu = (thread_cpu_ns(tid).unwrap_or(cpu0) - cpu0) as f64 / 2e9 * 100.0;
-    let slept = lcore.stats().sleeps.get() - sleeps0;
+    let (lcore, idle_cpu, slept) = idle_forwarder(p.queues())?;
     let got0 = p.port().stats().ipackets;
     let sock = std::net::UdpSocket::bind("10.9.0.2:0").map_err(|e| e.to_string())?;
     let t = Instant::now();
@@ -102,11 +97,6 @@ pub fn idle_vf_lcore(p: &mut Peer) -> R<String> {
     let woke_ms = t.elapsed().as_secs_f64() * 1e3;
     let (got, sent) = (p.port().stats().ipackets - got0, p.port().stats().opackets);
     drop(lcore.stop().map_err(|e| e.to_string())?);
-    if slept == 0 || idle_cpu > 20.0 {
-        return Err(format!(
-            "idle for 2 s: {idle_cpu:.1} % of a CPU, {slept} sleeps (a sleeping lcore takes little)"
-        ));
-    }
     if sent == 0 {
         return Err(format!(
             "Linux's ARP request: {got} frames received, none forwarded within 5 s"
