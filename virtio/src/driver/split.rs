@@ -820,7 +820,12 @@ impl SplitQueue {
             }
             self.last_used = self.last_used.wrapping_add(1);
             let (_, m) = self.complete_oldest();
-            let Some(mut m) = m else { continue };
+            let Some(mut m) = m else {
+                // No buffer behind the entry due (the in-order invariant
+                // rules it out): counted with the refused, never silent.
+                refused += 1;
+                continue;
+            };
             if accept(&mut m, len) {
                 spare[kept].write(m);
                 kept += 1;
