@@ -170,7 +170,7 @@ pub(crate) struct VirtioRx<Q: Ring = SplitQueue> {
     /// GUEST_CSUM negotiated: header checksum flags become mbuf flags.
     pub(crate) csum: bool,
     /// Each buffer is posted a header's length before its data start (see
-    /// [`rx_slot`]); false only for a pool whose headroom is shorter than
+    /// [`fresh_rx_slot`]); false only for a pool whose headroom is shorter than
     /// a header: its buffers are posted from their data start and every
     /// frame takes the general path.
     pub(crate) hdr_front: bool,
@@ -673,6 +673,7 @@ pub(crate) fn build_handles<Q: Ring>(
     let mut b: Burst<Mbuf, 64> = Burst::new();
     let hdr_front = h.pool.headroom() >= NET_HDR_LEN;
     let front = hdr_room(hdr_front);
+    let (headroom, room) = (h.pool.headroom(), h.pool.data_room());
     for (k, (mut q, kick)) in queues.into_iter().enumerate() {
         let pair = k / 2;
         q.set_interrupts(false);
@@ -680,8 +681,8 @@ pub(crate) fn build_handles<Q: Ring>(
             while q.free() > 0 {
                 h.pool.get_bulk(&mut b, q.free().min(64))?;
                 while let Some(m) = b.pop() {
-                    let (addr, room) = rx_slot(&m, front);
-                    let _ = q.push(m, addr, room, true);
+                    let (addr, len) = fresh_rx_slot(&m, headroom, room, front);
+                    let _ = q.push(m, addr, len, true);
                 }
             }
             if q.publish() {
@@ -722,25 +723,13 @@ pub(crate) fn build_handles<Q: Ring>(
     Ok(Queues::new(rx, tx))
 }
 
-/// Where fresh rx buffer `m` is posted, and its length: `front` bytes
-/// before its data start. With `front` the header's length (the pool's
-/// headroom holds it) the device writes the header into the headroom and
-/// the frame from the data start on, cache-line aligned, as DPDK posts
-/// its buffers. A frame that starts 12 bytes into a line instead spans
-/// one more line (two for 64 bytes) and is written with stores that
-/// split lines; the device's stores were then this router's bottleneck
-/// when the buffers' order is scrambled (`compare.sh l3fwd`, em rows;
-/// benches/RESULTS.md, findings).
-#[inline(always)]
-fn rx_slot(m: &Mbuf, front: usize) -> (u64, u32) {
-    (
-        m.data_iova().raw() - front as u64,
-        (m.tailroom() + front) as u32,
-    )
-}
-
-/// [`rx_slot`] for a buffer fresh from a pool of `headroom` and data
-/// `room` (its data start and tailroom those of every fresh mbuf).
+/// Where a receive buffer fresh from a pool of `headroom` and data `room`
+/// is posted, and how long it is: from `front` bytes before its data
+/// start (the header's length when it goes in the headroom) to its data
+/// room's end. With the header in the headroom the device writes the
+/// frame from the data start on, cache-line aligned, as DPDK posts its
+/// buffers. Only the buffer's address is read: a fresh mbuf's data start
+/// and tailroom are the pool's.
 #[inline(always)]
 fn fresh_rx_slot(m: &Mbuf, headroom: usize, room: usize, front: usize) -> (u64, u32) {
     (
@@ -761,7 +750,7 @@ fn hdr_room(hdr_front: bool) -> usize {
 
 /// Sets one-buffer frame `m` as received: the device wrote `len` bytes,
 /// header first, from a header's length before its data start (see
-/// [`rx_slot`]); false when `len` does not fit that.
+/// [`fresh_rx_slot`]); false when `len` does not fit that.
 #[inline(always)]
 fn received(m: &mut Mbuf, len: usize) -> bool {
     len.checked_sub(NET_HDR_LEN)
