@@ -192,51 +192,6 @@ impl IgbDevice {
         hw.write(RCTL, self.rctl(rctl))
     }
 
-    /// Everything `start` sets up, queues handed out.
-    fn start_queues(&mut self, ctx: &StartContext<'_>, st: &mut Started) -> Result<Queues, Error> {
-        let conf = ctx.conf;
-        let pool = rx_pool_for(&self.hw, conf)?;
-        let func = self.hw.function().clone();
-        self.configure_device(conf)?;
-        let mut tx = Vec::new();
-        for q in 0..conf.tx_queues {
-            let ring = DescRing::new(&*func, &format!("igb tx ring {q}"), conf.tx_desc as u32)?;
-            start_tx_ring(&self.hw, q, &ring)?;
-            tx.push(Box::new(tx_ring(&self.hw, ctx, st, q, ring, &pool))
-                as Box<dyn rpmd_pmd::port::TxQueue>);
-        }
-        let kib = buffer_kib(&pool);
-        let mut irqs = Vec::new().into_iter();
-        if let Some(v) = irq::enable(&self.hw, conf.rx_queues)? {
-            st.msix = true;
-            st.other = Some(v.other);
-            irqs = v.rx.into_iter();
-        }
-        let mut rx = Vec::new();
-        for q in 0..conf.rx_queues {
-            let ring = DescRing::new(&*func, &format!("igb rx ring {q}"), conf.rx_desc as u32)?;
-            start_rx_ring(&self.hw, q, &ring, kib)?;
-            let off = ctx.conf.offloads;
-            let mode = RxMode {
-                checksum: off.contains(Offloads::RX_CHECKSUM),
-                vlan_strip: off.contains(Offloads::RX_VLAN_STRIP),
-                rss: ctx.conf.rss_on(),
-            };
-            let mut r = rx_ring(&self.hw, ctx, st, q, ring, &pool, mode);
-            r.irq = irqs.next();
-            r.fill().map_err(|e| Error::Memory {
-                what: format!("filling rx ring {q} from the pool"),
-                source: e,
-            })?;
-            rx.push(Box::new(r) as Box<dyn rpmd_pmd::port::RxQueue>);
-        }
-        self.hw
-            .write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD)?;
-        self.hw.write(RCTL, self.rctl(true))?;
-        self.watch_if_asked(st);
-        Ok(Queues::new(rx, tx))
-    }
-
     /// Starts the link watch of `st`, if the app asked for link events
     /// and MSI-X is on.
     fn watch_if_asked(&self, st: &mut Started) {
@@ -319,16 +274,6 @@ impl IgbDevice {
             self.hw.write(RETA + 4 * r as u64, word)?;
         }
         Ok(())
-    }
-
-    /// Turns the receiver, the transmitter and every queue of `st` off,
-    /// waits until the device reports each queue off, then frees what
-    /// dropped handles left for it.
-    fn teardown(&mut self, mut st: Started) -> Result<(), Error> {
-        st.running.store(false, Ordering::Relaxed);
-        drop(st.watch.take());
-        let quiet = self.quiesce(&st);
-        bury(&st, quiet)
     }
 
     /// Receiver, transmitter and the queues of `st` off, each queue
@@ -548,11 +493,59 @@ impl Device for IgbDevice {
 }
 
 impl QueueOwner for IgbDevice {
+    /// Everything `start` sets up, queues handed out.
     fn build_queues(&mut self, ctx: &StartContext<'_>, st: &mut Started) -> Result<Queues, Error> {
-        self.start_queues(ctx, st)
+        let conf = ctx.conf;
+        let pool = rx_pool_for(&self.hw, conf)?;
+        let func = self.hw.function().clone();
+        self.configure_device(conf)?;
+        let mut tx = Vec::new();
+        for q in 0..conf.tx_queues {
+            let ring = DescRing::new(&*func, &format!("igb tx ring {q}"), conf.tx_desc as u32)?;
+            start_tx_ring(&self.hw, q, &ring)?;
+            tx.push(Box::new(tx_ring(&self.hw, ctx, st, q, ring, &pool))
+                as Box<dyn rpmd_pmd::port::TxQueue>);
+        }
+        let kib = buffer_kib(&pool);
+        let mut irqs = Vec::new().into_iter();
+        if let Some(v) = irq::enable(&self.hw, conf.rx_queues)? {
+            st.msix = true;
+            st.other = Some(v.other);
+            irqs = v.rx.into_iter();
+        }
+        let mut rx = Vec::new();
+        for q in 0..conf.rx_queues {
+            let ring = DescRing::new(&*func, &format!("igb rx ring {q}"), conf.rx_desc as u32)?;
+            start_rx_ring(&self.hw, q, &ring, kib)?;
+            let off = ctx.conf.offloads;
+            let mode = RxMode {
+                checksum: off.contains(Offloads::RX_CHECKSUM),
+                vlan_strip: off.contains(Offloads::RX_VLAN_STRIP),
+                rss: ctx.conf.rss_on(),
+            };
+            let mut r = rx_ring(&self.hw, ctx, st, q, ring, &pool, mode);
+            r.irq = irqs.next();
+            r.fill().map_err(|e| Error::Memory {
+                what: format!("filling rx ring {q} from the pool"),
+                source: e,
+            })?;
+            rx.push(Box::new(r) as Box<dyn rpmd_pmd::port::RxQueue>);
+        }
+        self.hw
+            .write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD)?;
+        self.hw.write(RCTL, self.rctl(true))?;
+        self.watch_if_asked(st);
+        Ok(Queues::new(rx, tx))
     }
-    fn tear_down(&mut self, st: Started) -> Result<(), Error> {
-        self.teardown(st)
+
+    /// Turns the receiver, the transmitter and every queue of `st` off,
+    /// waits until the device reports each queue off, then frees what
+    /// dropped handles left for it.
+    fn tear_down(&mut self, mut st: Started) -> Result<(), Error> {
+        st.running.store(false, Ordering::Relaxed);
+        drop(st.watch.take());
+        let quiet = self.quiesce(&st);
+        bury(&st, quiet)
     }
     fn running(&mut self) -> &mut Option<Started> {
         &mut self.started

@@ -43,6 +43,18 @@ impl RxIrq {
     }
 }
 
+/// Receive queue `q`'s interrupt for each of `fds` (vector `q`).
+fn rx_irqs(hw: &Hw, fds: Vec<EventFd>) -> Vec<RxIrq> {
+    fds.into_iter()
+        .enumerate()
+        .map(|(q, fd)| RxIrq {
+            fd,
+            bit: 1 << q,
+            regs: hw.regs().clone(),
+        })
+        .collect()
+}
+
 /// The vectors of a start: one per receive queue, then the other causes'.
 pub(crate) struct Vectors {
     pub rx: Vec<RxIrq>,
@@ -92,15 +104,7 @@ pub(crate) fn enable(hw: &Hw, rx_queues: u16) -> Result<Option<Vectors>, Error> 
     hw.read(ICR)?;
     hw.write(IMS, ICR_LSC)?;
     hw.write(EIMS, 1 << other_v)?;
-    let rx = fds
-        .into_iter()
-        .enumerate()
-        .map(|(q, fd)| RxIrq {
-            fd,
-            bit: 1 << q,
-            regs: hw.regs().clone(),
-        })
-        .collect();
+    let rx = rx_irqs(hw, fds);
     Ok(Some(Vectors { rx, other }))
 }
 
@@ -131,15 +135,7 @@ pub(crate) fn enable_vf(hw: &Hw, rx_queues: u16) -> Result<Option<Vec<RxIrq>>, E
     hw.write(IVAR0, ivar)?;
     hw.write(EIAC, bits)?;
     hw.write(EIAM, bits)?;
-    let rx = fds
-        .into_iter()
-        .enumerate()
-        .map(|(q, fd)| RxIrq {
-            fd,
-            bit: 1 << q,
-            regs: hw.regs().clone(),
-        })
-        .collect();
+    let rx = rx_irqs(hw, fds);
     Ok(Some(rx))
 }
 

@@ -306,56 +306,6 @@ impl IgbVfDevice {
         }
         *totals
     }
-
-    /// Everything `start` sets up, queues handed out.
-    fn start_queues(&mut self, ctx: &StartContext<'_>, st: &mut Started) -> Result<Queues, Error> {
-        let conf = ctx.conf;
-        let pool = queues::rx_pool_for(&self.hw, conf)?;
-        let func = self.hw.function().clone();
-        self.ask(&[VF_SET_LPE, queues::max_frame(self.mtu)])?;
-        let filter = self.filter.clone();
-        self.program_filter(&filter)?;
-        let mut tx = Vec::new();
-        for q in 0..conf.tx_queues {
-            let ring = DescRing::new(&*func, &format!("igb vf tx ring {q}"), conf.tx_desc as u32)?;
-            queues::start_tx_ring(&self.hw, q, &ring)?;
-            tx.push(Box::new(queues::tx_ring(&self.hw, ctx, st, q, ring, &pool))
-                as Box<dyn rpmd_pmd::port::TxQueue>);
-        }
-        let mode = RxMode {
-            checksum: conf.offloads.contains(Offloads::RX_CHECKSUM),
-            // The PF strips every VF's tags (VMOLR.STRVLAN).
-            vlan_strip: true,
-            rss: false,
-        };
-        let mut irqs = Vec::new().into_iter();
-        if let Some(v) = crate::irq::enable_vf(&self.hw, conf.rx_queues)? {
-            st.msix = true;
-            irqs = v.into_iter();
-        }
-        let mut rx = Vec::new();
-        for q in 0..conf.rx_queues {
-            let ring = DescRing::new(&*func, &format!("igb vf rx ring {q}"), conf.rx_desc as u32)?;
-            queues::start_rx_ring(&self.hw, q, &ring, queues::buffer_kib(&pool))?;
-            let mut r = queues::rx_ring(&self.hw, ctx, st, q, ring, &pool, mode);
-            r.irq = irqs.next();
-            r.fill().map_err(|e| Error::Memory {
-                what: format!("filling rx ring {q} from the pool"),
-                source: e,
-            })?;
-            rx.push(Box::new(r) as Box<dyn rpmd_pmd::port::RxQueue>);
-        }
-        Ok(Queues::new(rx, tx))
-    }
-
-    fn teardown(&mut self, st: Started) -> Result<(), Error> {
-        st.running.store(false, Ordering::Relaxed);
-        let mut quiet = queues::disable_queues(&self.hw, &st, Ok(()));
-        if st.msix {
-            quiet = quiet.and(crate::irq::disable_vf(&self.hw));
-        }
-        queues::bury(&st, quiet)
-    }
 }
 
 impl Device for IgbVfDevice {
@@ -477,11 +427,54 @@ impl Device for IgbVfDevice {
 }
 
 impl queues::QueueOwner for IgbVfDevice {
+    /// Everything `start` sets up, queues handed out.
     fn build_queues(&mut self, ctx: &StartContext<'_>, st: &mut Started) -> Result<Queues, Error> {
-        self.start_queues(ctx, st)
+        let conf = ctx.conf;
+        let pool = queues::rx_pool_for(&self.hw, conf)?;
+        let func = self.hw.function().clone();
+        self.ask(&[VF_SET_LPE, queues::max_frame(self.mtu)])?;
+        let filter = self.filter.clone();
+        self.program_filter(&filter)?;
+        let mut tx = Vec::new();
+        for q in 0..conf.tx_queues {
+            let ring = DescRing::new(&*func, &format!("igb vf tx ring {q}"), conf.tx_desc as u32)?;
+            queues::start_tx_ring(&self.hw, q, &ring)?;
+            tx.push(Box::new(queues::tx_ring(&self.hw, ctx, st, q, ring, &pool))
+                as Box<dyn rpmd_pmd::port::TxQueue>);
+        }
+        let mode = RxMode {
+            checksum: conf.offloads.contains(Offloads::RX_CHECKSUM),
+            // The PF strips every VF's tags (VMOLR.STRVLAN).
+            vlan_strip: true,
+            rss: false,
+        };
+        let mut irqs = Vec::new().into_iter();
+        if let Some(v) = crate::irq::enable_vf(&self.hw, conf.rx_queues)? {
+            st.msix = true;
+            irqs = v.into_iter();
+        }
+        let mut rx = Vec::new();
+        for q in 0..conf.rx_queues {
+            let ring = DescRing::new(&*func, &format!("igb vf rx ring {q}"), conf.rx_desc as u32)?;
+            queues::start_rx_ring(&self.hw, q, &ring, queues::buffer_kib(&pool))?;
+            let mut r = queues::rx_ring(&self.hw, ctx, st, q, ring, &pool, mode);
+            r.irq = irqs.next();
+            r.fill().map_err(|e| Error::Memory {
+                what: format!("filling rx ring {q} from the pool"),
+                source: e,
+            })?;
+            rx.push(Box::new(r) as Box<dyn rpmd_pmd::port::RxQueue>);
+        }
+        Ok(Queues::new(rx, tx))
     }
+
     fn tear_down(&mut self, st: Started) -> Result<(), Error> {
-        self.teardown(st)
+        st.running.store(false, Ordering::Relaxed);
+        let mut quiet = queues::disable_queues(&self.hw, &st, Ok(()));
+        if st.msix {
+            quiet = quiet.and(crate::irq::disable_vf(&self.hw));
+        }
+        queues::bury(&st, quiet)
     }
     fn running(&mut self) -> &mut Option<Started> {
         &mut self.started

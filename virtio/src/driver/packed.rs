@@ -1375,17 +1375,12 @@ mod tests {
     fn a_run_stops_at_the_first_buffer_desc_refuses() {
         for in_order in [false, true] {
             let (_region, pool, mut q, _dev) = posted("pqr", 8, in_order, 0);
-            let mut b: Burst<Mbuf, 8> = Burst::new();
-            for i in 0..5 {
-                let mut m = pool.get().unwrap();
-                m.append(1).unwrap()[0] = i;
-                b.push(m).unwrap();
-            }
+            let mut b = crate::driver::testdev::tagged(&pool, 0..5);
             let took = q.push_run(&mut b, 5, false, |m| {
                 (m.data()[0] != 3).then(|| (m.data_iova().raw(), 1))
             });
             assert_eq!(took, 3, "in order {in_order}");
-            let left: Vec<u8> = b.iter().map(|m| m.data()[0]).collect();
+            let left = crate::driver::testdev::tags_of(&b);
             assert_eq!(left, [3, 4]);
             assert_eq!(q.free(), 5);
             drop(b);

@@ -1290,16 +1290,8 @@ mod tests {
     fn a_run_goes_in_until_desc_refuses_and_completes_in_order() {
         for in_order in [false, true] {
             let (_region, pool, mut q, mut dev) = posted("vqr", 16, 8, in_order, 0);
-            let tag = |b: &Burst<Mbuf, 8>| b.iter().map(|m| m.data()[0]).collect::<Vec<u8>>();
-            let fill = |n: u8, from: u8| {
-                let mut b: Burst<Mbuf, 8> = Burst::new();
-                for i in from..from + n {
-                    let mut m = pool.get().unwrap();
-                    m.append(1).unwrap()[0] = i;
-                    b.push(m).unwrap();
-                }
-                b
-            };
+            use crate::driver::testdev::{tagged, tags_of as tag};
+            let fill = |n: u8, from: u8| tagged(&pool, from..from + n);
             let desc = |m: &mut Mbuf| (m.data()[0] != 3).then(|| (m.data_iova().raw(), 1));
             let mut b = fill(5, 0);
             assert_eq!(q.push_run(&mut b, 5, false, desc), 3, "in order {in_order}");

@@ -11,6 +11,26 @@ use std::sync::atomic::Ordering;
 
 pub(crate) use crate::vring::DescFields as Desc;
 
+/// One-byte mbufs from `pool`, each holding its tag from `tags`, in a
+/// burst (the "a run stops where `desc` refuses" tests).
+pub(crate) fn tagged(
+    pool: &rpmd_pmd::Mempool,
+    tags: std::ops::Range<u8>,
+) -> rpmd_ring::Burst<rpmd_pmd::Mbuf, 8> {
+    let mut b = rpmd_ring::Burst::new();
+    for i in tags {
+        let mut m = pool.get().unwrap();
+        m.append(1).unwrap()[0] = i;
+        let _ = b.push(m);
+    }
+    b
+}
+
+/// The tags of the mbufs in `b`, in order.
+pub(crate) fn tags_of(b: &rpmd_ring::Burst<rpmd_pmd::Mbuf, 8>) -> Vec<u8> {
+    b.iter().map(|m| m.data()[0]).collect()
+}
+
 /// The device side of a split ring at `base` (the ring's region start plus
 /// its offset).
 pub(crate) struct SplitDevice {
