@@ -80,17 +80,24 @@ fn sibling_round_trips(cfg: LcoreConfig, secs: f64) -> (u64, u64) {
     });
     // The partner on CPU 1, in a thread of its own (a pinned test thread
     // would pass its one-CPU mask to the lcores of the next run).
+    // It polls its socket rather than blocking, so that its CPU never
+    // idles: a round trip is then the sibling's wait for CPU 0 and not
+    // also the partner's own wake-up from idle.
     let partner = std::thread::spawn(move || {
         pin(1);
-        a.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+        a.set_nonblocking(true).unwrap();
         let t = Instant::now();
         let mut trips = 0u64;
         let mut buf = [0u8; 1];
         while t.elapsed().as_secs_f64() < secs {
             a.send(&[1]).unwrap();
-            if a.recv(&mut buf).is_ok() {
-                trips += 1;
+            let asked = Instant::now();
+            while asked.elapsed() < Duration::from_millis(200) {
+                if a.recv(&mut buf).is_ok() {
+                    trips += 1;
+                    break;
+                }
+                std::hint::spin_loop();
             }
         }
         stop.store(true, Relaxed);
