@@ -8,7 +8,7 @@
 //! every mbuf home and no DMA outside mapped memory.
 mod common;
 use common::{bytes, finish, receive};
-use rpmd_igb::model::{IgbModel, ModelOptions, PfBehaviour, VF_MAC};
+use rpmd_igb::model::{IgbModel, ModelOptions, PfBehaviour, ScriptedReply, VF_MAC};
 use rpmd_igb::regs::*;
 use rpmd_igb::{open_vf_port, Error, IgbVfPort};
 use rpmd_pmd::mbuf::{RX_VLAN_STRIPPED, TX_VLAN};
@@ -281,6 +281,51 @@ fn a_refused_start_fails_naming_the_message_and_keeps_every_mbuf() {
     drop(port);
     assert_eq!(pool.available(), pool.size());
     assert_eq!(m.violations(), Vec::<String>::new());
+}
+
+/// A PF whose reset reply ACKs with a multicast address (what a PF
+/// says is anything: `script_pf`) is not believed: the VF picks a local
+/// address and asks the PF for it, as when the PF gives none.
+#[test]
+fn a_multicast_address_from_the_pf_is_replaced_by_a_local_one() {
+    let m = model(PfBehaviour::default());
+    let ack = VF_RESET | VT_MSGTYPE_ACK | VT_MSGTYPE_CTS;
+    m.script_pf([ScriptedReply {
+        words: vec![ack, u32::from_le_bytes([0x01, 0, 0x5e, 0]), 1],
+        events: 0,
+    }]);
+    let port = open(&m).unwrap();
+    let mac = port.mac_addr().0;
+    assert_eq!(mac[0] & 3, 2, "local unicast: {mac:x?}");
+    assert!(kinds(&m).contains(&VF_SET_MAC_ADDR));
+    drop(port);
+    assert_eq!(m.violations(), Vec::<String>::new());
+}
+
+/// Replies no PF makes to a start's first message (no type bits; ACK
+/// without a message type; a stray event): each start fails with an
+/// error, every mbuf home, and the next start, answered properly, works.
+#[test]
+fn a_start_answered_with_nonsense_fails_cleanly_and_the_next_works() {
+    let m = model(PfBehaviour::default());
+    let pool = pool("igbvf-nonsense");
+    let mut port = open(&m).unwrap();
+    port.configure(&PortConfig::with_pool(&pool)).unwrap();
+    for words in [vec![0x1234], vec![VT_MSGTYPE_ACK], vec![]] {
+        m.script_pf([ScriptedReply {
+            words: words.clone(),
+            events: V2PMAILBOX_RSTD,
+        }]);
+        let t = Instant::now();
+        let Err(e) = port.start() else {
+            panic!("a start went through the reply {words:x?}")
+        };
+        assert!(t.elapsed() < Duration::from_secs(5), "bounded: {e}");
+        assert!(!e.to_string().is_empty());
+        assert_eq!(pool.available(), pool.size(), "after {words:x?}: {e}");
+    }
+    let q = port.start().unwrap();
+    finish(&m, &pool, port, q);
 }
 
 #[test]

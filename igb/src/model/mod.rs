@@ -41,7 +41,7 @@ mod dma;
 mod i210;
 mod vf;
 
-pub use vf::{PfBehaviour, VF_MAC};
+pub use vf::{PfBehaviour, ScriptedReply, VF_MAC};
 
 /// A receive write-back no real device would make.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,6 +215,22 @@ impl IgbModel {
             self.interrupt_rx(&mut s, q);
         }
         written
+    }
+
+    /// Writes `desc` into slot `slot` (taken modulo the ring's length)
+    /// of receive (`rx`) or transmit queue `q`'s ring, as the device's
+    /// DMA would: a write-back no real device makes, anywhere in the
+    /// ring, for fuzzing the driver. False when the ring has no length
+    /// yet or the slot is not mapped.
+    pub fn write_descriptor(&self, rx: bool, q: u16, slot: u32, desc: &[u8; 16]) -> bool {
+        let s = lock(&self.state);
+        let (bal, bah, len) = match rx {
+            true => (rdbal(q), rdbah(q), rdlen(q)),
+            false => (tdbal(q), tdbah(q), tdlen(q)),
+        };
+        let base = IgbModel::reg(&s, bal) as u64 | (IgbModel::reg(&s, bah) as u64) << 32;
+        let n = IgbModel::reg(&s, len) / 16;
+        n > 0 && self.iommu.write(base + 16 * (slot % n) as u64, desc)
     }
 
     /// The member it plays.

@@ -53,6 +53,19 @@ pub(super) struct VfState {
     /// The address the VF set for itself, which a reset then gives back
     /// (as Linux's igb keeps it).
     pub mac: Option<(u32, u32)>,
+    /// Replies that replace the PF's own, one a request, in order
+    /// ([`IgbModel::script_pf`]).
+    pub script: std::collections::VecDeque<ScriptedReply>,
+}
+
+/// A reply the PF gives instead of its own: these mailbox words, and
+/// these of V2PMAILBOX's read-to-clear event bits raised with PFSTS.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScriptedReply {
+    /// The mailbox memory's words (at most 16).
+    pub words: Vec<u32>,
+    /// PFACK and RSTD, as the PF raises them (others are ignored).
+    pub events: u32,
 }
 
 impl IgbModel {
@@ -69,6 +82,15 @@ impl IgbModel {
     /// The longest frame the VF asked its PF for.
     pub fn vf_max_frame(&self) -> u32 {
         super::lock(&self.state).vf.lpe
+    }
+
+    /// Queues replies that replace the PF's own, one for each request
+    /// the VF makes from now on (the PF still acts on the request): any
+    /// words, any type and ACK or NACK, and the event bits the reply
+    /// raises. Once they run out the PF answers as itself again. For
+    /// fuzzing the VF against a PF that says anything.
+    pub fn script_pf(&self, replies: impl IntoIterator<Item = ScriptedReply>) {
+        super::lock(&self.state).vf.script.extend(replies);
     }
 
     /// A VF register read, if it is one of the VF's own.
@@ -136,6 +158,12 @@ impl IgbModel {
         s.vf.messages.push(msg.clone());
         s.vf.v2p |= V2PMAILBOX_PFACK;
         let reply = self.pf_answer(s, pf, &msg);
+        if let Some(r) = s.vf.script.pop_front() {
+            let n = r.words.len().min(VMBMEM_WORDS);
+            Self::post(s, &r.words[..n]);
+            s.vf.v2p |= r.events & (V2PMAILBOX_PFACK | V2PMAILBOX_RSTD);
+            return;
+        }
         if pf.control_first {
             s.vf.held = Some(reply);
             Self::post(s, &[PF_CONTROL_MSG | VT_MSGTYPE_CTS]);
