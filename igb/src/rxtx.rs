@@ -21,6 +21,7 @@ use crate::ring::DescRing;
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::endian::{Le32, Le64};
 use rpmd_pmd::function::Regs;
+use rpmd_pmd::hdr::ETHER_HDR_LEN;
 use rpmd_pmd::mbuf::{self, Slots};
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::{LiveFlag, RxQueue, RxStamp, TxQueue};
@@ -219,6 +220,13 @@ impl RxRing {
         }
         if !eop {
             self.partial = Some(m);
+            return None;
+        }
+        if m.pkt_len() < ETHER_HDR_LEN {
+            // A runt the device has no business storing (RCTL.SBP is off).
+            drop(m);
+            self.stats.errors.add(1);
+            self.stats.device_errors.add(1);
             return None;
         }
         let f = self.ol_flags(wb, &mut m);

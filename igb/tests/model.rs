@@ -8,6 +8,7 @@
 mod common;
 use common::{bytes, finish, receive};
 use rpmd_igb::model::{model_mac, Hostile, IgbModel, ModelOptions};
+use rpmd_igb::regs::{RXD_STAT_DD, RXD_STAT_EOP};
 use rpmd_igb::{open_port, Error, IgbPort};
 use rpmd_pmd::mbuf::{
     RX_IP_CKSUM_GOOD, RX_L4_CKSUM_GOOD, RX_L4_CKSUM_MASK, RX_VLAN_STRIPPED, TX_IP_CKSUM,
@@ -343,6 +344,37 @@ fn a_device_that_never_ends_a_frame_cannot_hoard_mbufs() {
     let (errors, delivered) = hostile(Hostile::NeverEndOfPacket, 1000);
     assert_eq!(delivered, 0);
     assert_eq!(errors, 1, "one frame, dropped");
+}
+
+/// Frames shorter than an Ethernet header (none, 1 and 13 bytes: the
+/// write-backs of three received frames rewritten in the ring) are the
+/// device's errors: dropped, counted, their buffers posted again; the
+/// frame after them arrives whole.
+#[test]
+fn runts_are_the_devices_errors() {
+    let (model, pool, port, mut q) = started(ModelOptions::default(), PortConfig::with_pool);
+    for k in 0..3 {
+        assert!(model.receive(&frame(100, k)));
+    }
+    for (slot, len) in [0u16, 1, 13].into_iter().enumerate() {
+        let mut wb = [0u8; 16];
+        wb[8..12].copy_from_slice(&(RXD_STAT_DD | RXD_STAT_EOP).to_le_bytes());
+        wb[12..14].copy_from_slice(&len.to_le_bytes());
+        assert!(model.write_descriptor(true, 0, slot as u32, &wb));
+    }
+    let mut inb = Pkts::new();
+    assert_eq!(q.rx_burst(0, &mut inb, 32), 0, "no runt handed out");
+    let whole = frame(100, 9);
+    assert!(model.receive(&whole));
+    let got = receive(&mut q, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(bytes(&got[0]), whole);
+    drop(got);
+    assert_eq!(port.stats().ierrors, 3);
+    let xs = port.xstats();
+    let dev = xs.iter().find(|x| x.name == "rx_q0_device_errors");
+    assert_eq!(dev.map(|x| x.value), Some(3), "{xs:?}");
+    finish(&model, &pool, port, q);
 }
 
 #[test]

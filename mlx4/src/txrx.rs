@@ -22,6 +22,7 @@ use crate::prm::{cq as c, qp as q, uar, wire32, wqe};
 use crossbeam_utils::CachePadded;
 use rpmd_pmd::endian::{Be32, Be64};
 use rpmd_pmd::function::Regs;
+use rpmd_pmd::hdr::ETHER_HDR_LEN;
 use rpmd_pmd::mbuf::Slots;
 use rpmd_pmd::mbuf::{RX_L4_CKSUM_GOOD, TX_IP_CKSUM, TX_L4_MASK};
 use rpmd_pmd::port::stats::QueueStats;
@@ -178,7 +179,9 @@ impl RxQueue for RxRing {
             };
             let ok = cqe.opcode != c::OP_ERROR;
             let len = cqe.byte_cnt as usize;
-            if ok && m.set_received(len, 0) {
+            // A runt or a length past the buffer is the device's error.
+            let fits = len >= ETHER_HDR_LEN && m.set_received(len, 0);
+            if ok && fits {
                 if self.rss {
                     m.set_rss_hash(self.cq.last_rss_hash());
                     m.set_ol_flags(Self::ol_flags(&cqe) | rpmd_pmd::mbuf::RX_RSS_HASH);
@@ -191,6 +194,9 @@ impl RxQueue for RxRing {
             } else {
                 // Dropped: the same buffer goes back to the device.
                 self.stats.errors.add(1);
+                if ok {
+                    self.stats.device_errors.add(1);
+                }
                 m.set_data_len(0);
                 if let Err(m) = self.refill.push(m) {
                     drop(m);

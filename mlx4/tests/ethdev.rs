@@ -269,6 +269,42 @@ fn drain(h: &mut HostSide) -> usize {
     h.q.rx_burst(0, &mut got, 32)
 }
 
+/// A receive completion claiming fewer bytes than an Ethernet header, or
+/// more than the buffer holds, is the device's error: the frame is
+/// dropped and counted (ierrors, the queue's device errors), its buffer
+/// goes back to the ring, and the frames after it arrive whole.
+#[test]
+fn completions_with_impossible_lengths_are_the_devices_errors() {
+    let mut h = host_side("mlx4-eth-len");
+    let f = udp_frame(PORT_MAC, 100, 7);
+    for claimed in [0, 1, 13, 100_000] {
+        let out = h.model.inject_claiming(1, &f, claimed);
+        assert_eq!(out, RxOutcome::Delivered(1), "{claimed}");
+    }
+    assert_eq!(h.model.inject(1, &f), RxOutcome::Delivered(1));
+    let mut got = Pkts::new();
+    assert_eq!(h.q.rx_burst(0, &mut got, 32), 1, "the whole frame only");
+    assert_eq!(got[0].data(), &f[..]);
+    drop(got);
+    assert_eq!(h.port.stats().ierrors, 4);
+    let dev_errors = h
+        .port
+        .xstats()
+        .iter()
+        .find(|x| x.name == "rx_q0_device_errors")
+        .map(|x| x.value);
+    assert_eq!(dev_errors, Some(4));
+    // The dropped frames' buffers went back: a ring's worth still fits.
+    for k in 0..256 {
+        assert_eq!(h.model.inject(1, &f), RxOutcome::Delivered(1), "frame {k}");
+    }
+    while drain(&mut h) > 0 {}
+    drop(h.q);
+    h.port.stop().unwrap();
+    drop(h.port);
+    assert_eq!(h.pool.available(), h.pool.size(), "every mbuf home");
+}
+
 #[test]
 fn steering_takes_its_own_mac_broadcast_and_the_modes() {
     let mut h = host_side("mlx4-eth-steer");

@@ -36,6 +36,13 @@ mod tests;
 pub use ip::{IpProto, Ipv4, Ipv6, Tcp, Udp};
 pub use l2::{Arp, EtherType, Ethernet, MacAddr, Vlan};
 
+/// Bytes of an Ethernet header without a tag: the shortest frame a NIC
+/// driver hands out. A device that reports a shorter one is wrong (a NIC
+/// drops runts unless told to store bad frames, which rpmd never asks),
+/// so the drivers drop it and count it as the device's error, as Linux's
+/// virtio_net does (`len < hdr_len + ETH_HLEN`).
+pub const ETHER_HDR_LEN: usize = 14;
+
 /// The header a view is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Header {

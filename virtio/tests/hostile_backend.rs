@@ -277,6 +277,28 @@ fn overlong_used_lengths_are_dropped_and_counted() {
     }
 }
 
+/// Used lengths too short for a net header and an Ethernet header (as
+/// Linux's virtio_net, which counts them as length errors): each frame
+/// is dropped and counted as the device's error on every ring layout and
+/// order, the port keeps running, and every whole frame arrives.
+#[test]
+fn short_used_lengths_are_dropped_and_counted() {
+    for (tag, packed, in_order, mrg, opts) in [
+        ("ssh", false, false, false, ",in_order=0"),
+        ("ish", false, true, false, ""),
+        ("psh", true, false, false, ",packed_vq=1,in_order=0"),
+        ("qsh", true, true, false, ",packed_vq=1"),
+        ("msh", true, true, true, ",packed_vq=1"),
+        ("nsh", false, true, true, ""),
+    ] {
+        let s = Setup {
+            mrg,
+            ..setup(packed, in_order, Misbehave::ShortLength)
+        };
+        rx_case(tag, s, opts, false);
+    }
+}
+
 /// A used descriptor naming a buffer already handed back, on the packed
 /// ring's batched (in-order) path and its one-by-one path: the queue
 /// stops, the entry is counted, and the port reconnects.

@@ -424,7 +424,8 @@ impl Mlx4Model {
                 let mut e = super::csum::classify(frame);
                 e.vlan_my_qpn = Be32::new(qpn);
                 e.immed_rss_invalid = Be32::new(hash);
-                e.byte_cnt = Be32::new(frame.len() as u32);
+                let claimed = s.claimed_len.take();
+                e.byte_cnt = Be32::new(claimed.unwrap_or(frame.len() as u32));
                 e.wqe_index = Be16::new(at as u16);
                 e.owner_sr_opcode = c::OP_RECV;
                 e

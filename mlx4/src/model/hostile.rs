@@ -18,6 +18,15 @@ impl Mlx4Model {
         self.write_raw(&s, cq.buf, off, bytes)
     }
 
+    /// A frame arriving on `port` (see `inject`) whose receive
+    /// completion claims `byte_cnt` bytes, whatever it holds.
+    pub fn inject_claiming(&self, port: u8, frame: &[u8], byte_cnt: u32) -> super::RxOutcome {
+        lock(&self.state).claimed_len = Some(byte_cnt);
+        let out = self.inject(port, frame);
+        lock(&self.state).claimed_len = None;
+        out
+    }
+
     /// The same for entry `slot` of EQ `eqn`.
     pub fn write_eq_entry(&self, eqn: u32, slot: u32, bytes: &[u8; 32]) -> bool {
         let s = lock(&self.state);

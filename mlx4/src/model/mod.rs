@@ -147,6 +147,9 @@ struct State {
     sent: [std::collections::VecDeque<Vec<u8>>; 2],
     /// Output mailboxes replaced by test support (opcode, bytes).
     overrides: Vec<(u16, Vec<u8>)>,
+    /// The byte count the next receive completion claims, set by test
+    /// support ([`Mlx4Model::inject_claiming`]).
+    claimed_len: Option<u32>,
     commands: Vec<u16>,
     resets: u32,
     violations: Vec<String>,

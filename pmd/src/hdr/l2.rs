@@ -33,7 +33,7 @@ pub struct Ethernet<T> {
 
 impl<T: AsRef<[u8]>> Ethernet<T> {
     /// Header length.
-    pub const LEN: usize = 14;
+    pub const LEN: usize = super::ETHER_HDR_LEN;
 
     /// A view of `b`, which must hold at least the 14-byte header.
     pub fn new_checked(b: T) -> Result<Self, HdrError> {

@@ -12,6 +12,7 @@ use crossbeam_utils::CachePadded;
 use rpmd_pmd::domain::Reach;
 use rpmd_pmd::endian::Le16;
 use rpmd_pmd::function::Regs;
+use rpmd_pmd::hdr::ETHER_HDR_LEN;
 use rpmd_pmd::port::stats::QueueStats;
 use rpmd_pmd::port::stats::StatsBlock;
 use rpmd_pmd::port::{Pkts, Queues, RxQueue, RxStamp, TxQueue};
@@ -284,7 +285,7 @@ impl<Q: Ring> VirtioRx<Q> {
             // read.
             if fast && (!self.mrg || len < m.tailroom() + NET_HDR_LEN) {
                 if !received(&mut m, len) {
-                    // A length past the buffer, or short of a header.
+                    // A length past the buffer, or short of the headers.
                     device_error(&self.stats, &self.q, 1);
                     continue;
                 }
@@ -331,7 +332,7 @@ impl<Q: Ring> VirtioRx<Q> {
         // mergeable buffers, not a full buffer, which may start a longer
         // frame.
         let full = (self.pool.data_room() + NET_HDR_LEN) as u32;
-        let lens = NET_HDR_LEN as u32..full + u32::from(!self.mrg);
+        let lens = (NET_HDR_LEN + ETHER_HDR_LEN) as u32..full + u32::from(!self.mrg);
         let port = self.stamp.port();
         let (got, refused) = self.q.pop_used_lines(out, room, lens, |m, len| {
             let len = len as usize - NET_HDR_LEN;
@@ -365,7 +366,7 @@ impl<Q: Ring> VirtioRx<Q> {
         let front = hdr_room(self.hdr_front);
         let full = len >= m.tailroom() + front;
         // The buffer was posted `front` bytes before the data start.
-        if len < NET_HDR_LEN || m.prepend(front).is_none() || !m.set_data_len(len) {
+        if len < NET_HDR_LEN + ETHER_HDR_LEN || m.prepend(front).is_none() || !m.set_data_len(len) {
             return None;
         }
         let nbufs = if self.mrg && full {
@@ -754,7 +755,7 @@ fn hdr_room(hdr_front: bool) -> usize {
 #[inline(always)]
 fn received(m: &mut Mbuf, len: usize) -> bool {
     len.checked_sub(NET_HDR_LEN)
-        .is_some_and(|l| m.set_received(l, 0))
+        .is_some_and(|l| l >= ETHER_HDR_LEN && m.set_received(l, 0))
 }
 
 /// Counts `n` protocol violations of the device on a queue, and marks the

@@ -44,6 +44,10 @@ pub enum Misbehave {
     /// more) with lengths past their ends: four with the posted length
     /// plus one, then four with the largest a descriptor holds.
     OverlongLength,
+    /// RX: completes eight buffers in a row with lengths too short for a
+    /// net header and an Ethernet header: 0, the net header alone, and
+    /// up to 13 bytes after it.
+    ShortLength,
 }
 
 /// The backend's setup.
@@ -263,17 +267,20 @@ impl Device {
 
     /// The length to complete an RX buffer of `room` bytes with, holding
     /// a frame of `len`: `len`, or under `OverlongLength` one past the
-    /// buffer (the frame is then not counted as written).
+    /// buffer, under `ShortLength` too short for the headers (the frame
+    /// is then not counted as written).
     fn rx_len(&mut self, setup: &Setup, counts: &Counts, room: u32, len: u32) -> u32 {
-        if !self.misbehave_now(setup, counts, Misbehave::OverlongLength) {
+        let short = self.misbehave_now(setup, counts, Misbehave::ShortLength);
+        if !short && !self.misbehave_now(setup, counts, Misbehave::OverlongLength) {
             return len;
         }
         self.overlong += 1;
         self.done_misbehaving = self.overlong == 8;
         counts.misbehaved.fetch_add(1, Ordering::Relaxed);
-        match self.overlong {
-            1..=4 => room.saturating_add(1),
-            _ => u32::MAX,
+        match (short, self.overlong) {
+            (true, k) => [0, 12, 13, 16, 20, 24, 25, 12 + 13][k as usize - 1],
+            (false, 1..=4) => room.saturating_add(1),
+            (false, _) => u32::MAX,
         }
     }
 
