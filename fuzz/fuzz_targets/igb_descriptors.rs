@@ -6,7 +6,8 @@
 //! the device was never given, lengths beyond the buffer, frames that
 //! never end, any error, VLAN and RSS fields, buffer addresses replaced.
 //! The driver never panics or hangs, hands out a frame only within its
-//! buffers, and once the port is gone every mbuf is back in its pool.
+//! buffers and no shorter than an Ethernet header, and once the port is
+//! gone every mbuf is back in its pool.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rpmd_igb::model::{model_mac, IgbModel, ModelOptions};
@@ -73,6 +74,7 @@ fuzz_target!(|data: &[u8]| {
                 let mut got = Pkts::new();
                 q.rx_burst(0, &mut got, (*arg as usize % 32) + 1);
                 for m in got.iter() {
+                    assert!(m.pkt_len() >= 14, "no runt");
                     for seg in m.segments() {
                         assert!(seg.len() <= m.buf_len(), "a piece within its buffer");
                     }

@@ -57,6 +57,7 @@ fuzz_target!(|data: &[u8]| {
                 q.rx_burst(0, &mut got, (*arg as usize % 32) + 1);
                 for m in got.iter() {
                     assert!(m.data_len() <= m.buf_len(), "a frame within its buffer");
+                    assert!(m.pkt_len() >= 14, "no runt");
                 }
             }
             2 => {

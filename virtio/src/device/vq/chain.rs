@@ -8,6 +8,7 @@ use super::{
 use crate::consts::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
 use crate::offload::HdrFields;
 use crate::vring::{DescFields, SplitView};
+use rpmd_pmd::hdr::ETHER_HDR_LEN;
 use rpmd_pmd::peer::PeerMemory;
 use rpmd_pmd::{Mbuf, Mempool, Pkts};
 
@@ -170,7 +171,9 @@ impl Received {
     }
 
     /// The burst's `i`th frame `m` was read (`res` Ok: it gets the port's
-    /// id) or not (counted as a device error; the frame goes).
+    /// id) or not (counted as a device error; the frame goes). A frame
+    /// shorter than an Ethernet header goes the same way (as Linux's tun
+    /// refuses one from vhost-net).
     #[inline(always)]
     pub(super) fn frame<T>(
         &mut self,
@@ -180,11 +183,11 @@ impl Received {
         st: &QueueStats,
     ) {
         match res {
-            Ok(_) => {
+            Ok(_) if m.pkt_len() >= ETHER_HDR_LEN => {
                 self.bytes += m.pkt_len() as u64;
                 m.set_port(self.port);
             }
-            Err(_) => {
+            _ => {
                 self.bad |= 1 << i;
                 st.device_errors.add(1);
                 st.errors.add(1);
