@@ -193,7 +193,7 @@ for s in $suite; do
                 plot '$OUT/rr_cdf_shm.csv' every ::1 using (\$1/1000):2 with lines title 'shm, one process', \
                      '$OUT/rr_cdf_testpmd.csv' every ::1 using (\$1/1000):2 with lines title 'virtio-user through testpmd io'" \
                 && echo "plot: $OUT/rr_cdf.png"
-            echo "rr p50 over the cache-line round-trip bound (median of $runs): $med (target 3)"
+            echo "rr p50 over the cache-line round-trip bound (median of $runs): $med (target 2.5, issue 52)"
             echo "RESULT rr worst_ratio=$med"
             ;;
         afxdp)
