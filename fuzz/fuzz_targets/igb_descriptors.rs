@@ -10,21 +10,17 @@
 //! gone every mbuf is back in its pool.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+#[path = "once_pool.rs"]
+mod once_pool;
 use rpmd_igb::model::{model_mac, IgbModel, ModelOptions};
 use rpmd_igb::open_port;
 use rpmd_pmd::port::Offloads;
-use rpmd_pmd::{DmaDomain, Mempool, MempoolConfig, Pkts, Port, PortConfig};
-use std::sync::OnceLock;
+use rpmd_pmd::{DmaDomain, Mempool, Pkts, Port, PortConfig};
 
 const POOL: u32 = 512;
 
 fn pool() -> &'static Mempool {
-    static P: OnceLock<Mempool> = OnceLock::new();
-    P.get_or_init(|| {
-        let mut pc = MempoolConfig::new("fz-igb", POOL);
-        pc.cache_size = 0;
-        Mempool::new(&pc).expect("pool")
-    })
+    once_pool::pool("fz-igb", POOL)
 }
 
 /// A frame to the port's own address, `len` bytes (at least 60).

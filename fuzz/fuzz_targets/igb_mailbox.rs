@@ -8,21 +8,17 @@
 //! is back in its pool.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+#[path = "once_pool.rs"]
+mod once_pool;
 use rpmd_igb::model::{IgbModel, ModelOptions, PfBehaviour, ScriptedReply, VF_MAC};
 use rpmd_igb::open_vf_port;
 use rpmd_pmd::port::{MacAddr, Offloads};
-use rpmd_pmd::{DmaDomain, Mempool, MempoolConfig, Pkts, Port, PortConfig, Queues};
-use std::sync::OnceLock;
+use rpmd_pmd::{DmaDomain, Mempool, Pkts, Port, PortConfig, Queues};
 
 const POOL: u32 = 512;
 
 fn pool() -> &'static Mempool {
-    static P: OnceLock<Mempool> = OnceLock::new();
-    P.get_or_init(|| {
-        let mut pc = MempoolConfig::new("fz-igbvf", POOL);
-        pc.cache_size = 0;
-        Mempool::new(&pc).expect("pool")
-    })
+    once_pool::pool("fz-igbvf", POOL)
 }
 
 /// A reply raising `events` (V2PMAILBOX's bits: PFACK and RSTD count),

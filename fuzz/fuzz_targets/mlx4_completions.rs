@@ -6,21 +6,18 @@
 //! once the port is gone every mbuf is back in its pool.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+#[path = "once_pool.rs"]
+mod once_pool;
 use rpmd_mlx4::ethdev::open_port;
 use rpmd_mlx4::model::{Mlx4Model, ModelOptions, PORT_MAC};
 use rpmd_mlx4::{Hca, Options};
-use rpmd_pmd::{DmaDomain, Mempool, MempoolConfig, Pkts, Port, PortConfig};
-use std::sync::{Arc, Mutex, OnceLock};
+use rpmd_pmd::{DmaDomain, Mempool, Pkts, Port, PortConfig};
+use std::sync::{Arc, Mutex};
 
 const POOL: u32 = 512;
 
 fn pool() -> &'static Mempool {
-    static P: OnceLock<Mempool> = OnceLock::new();
-    P.get_or_init(|| {
-        let mut pc = MempoolConfig::new("fz-mlx4", POOL);
-        pc.cache_size = 0;
-        Mempool::new(&pc).expect("pool")
-    })
+    once_pool::pool("fz-mlx4", POOL)
 }
 
 fuzz_target!(|data: &[u8]| {

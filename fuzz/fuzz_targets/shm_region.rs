@@ -14,8 +14,10 @@
 //! the pool at the end.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+#[path = "once_pool.rs"]
+mod once_pool;
 use rpmd_pmd::port::Pkts;
-use rpmd_pmd::{Mempool, MempoolConfig, PortConfig, Registry};
+use rpmd_pmd::{Mempool, PortConfig, Registry};
 use std::os::unix::fs::FileExt;
 use std::sync::OnceLock;
 
@@ -23,12 +25,7 @@ const POOL: u32 = 256;
 const SLOT_SIZE: usize = 256;
 
 fn pool() -> &'static Mempool {
-    static P: OnceLock<Mempool> = OnceLock::new();
-    P.get_or_init(|| {
-        let mut pc = MempoolConfig::new("fz-shm", POOL);
-        pc.cache_size = 0;
-        Mempool::new(&pc).expect("pool")
-    })
+    once_pool::pool("fz-shm", POOL)
 }
 
 fn registry() -> &'static Registry {

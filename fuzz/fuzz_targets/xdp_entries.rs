@@ -9,20 +9,16 @@
 //! lies inside its buffer, and every mbuf is back in the pool at the end.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+#[path = "once_pool.rs"]
+mod once_pool;
 use rpmd_kernel::xdp::testing::XdpEntries;
-use rpmd_pmd::{Mempool, MempoolConfig};
+use rpmd_pmd::Mempool;
 use std::collections::HashSet;
-use std::sync::OnceLock;
 
 const POOL: u32 = 64;
 
 fn pool() -> &'static Mempool {
-    static P: OnceLock<Mempool> = OnceLock::new();
-    P.get_or_init(|| {
-        let mut pc = MempoolConfig::new("fz-xdp", POOL);
-        pc.cache_size = 0;
-        Mempool::new(&pc).expect("pool")
-    })
+    once_pool::pool("fz-xdp", POOL)
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -49,25 +49,39 @@ fn desc(addr: u64, len: u32, a: u16, b: u16) -> [u8; 16] {
     d
 }
 
-/// An RX ring whose driver made one writable buffer of 2 KiB available,
-/// at `BUFS`.
-fn rx_ring_with_one_buffer(r: &DmaRegion, packed: bool) -> DeviceRing {
+/// A ring whose driver made one buffer of `len` bytes available at
+/// `BUFS`: device-writable for RX (`writable`; packed buffer id 3), or
+/// a frame with its net header for TX (packed buffer id 5).
+fn ring_with_one_buffer(r: &DmaRegion, packed: bool, len: u32, writable: bool) -> DeviceRing {
     let base = r.as_ptr() as u64;
-    let rx = ring(
+    let q = ring(
         r,
         RingOptions {
             packed,
             ..Default::default()
         },
     );
+    let write = if writable { 2 } else { 0 };
     if packed {
-        put(r, 0, &desc(base + BUFS as u64, 2048, 3, 1 << 7 | 2));
+        // Driver wrap counter 1: AVAIL set, USED clear.
+        let id = if writable { 3 } else { 5 };
+        put(r, 0, &desc(base + BUFS as u64, len, id, 1 << 7 | write));
     } else {
-        put(r, 0, &desc(base + BUFS as u64, 2048, 2, 0));
+        put(r, 0, &desc(base + BUFS as u64, len, write, 0));
         put(r, 0x2000 + 4, &0u16.to_le_bytes());
         put(r, 0x2000 + 2, &1u16.to_le_bytes());
     }
-    rx
+    q
+}
+
+/// A TX ring with one frame of `len` bytes (header included) to take.
+fn tx_ring_with_one_buffer(r: &DmaRegion, packed: bool, len: u32) -> DeviceRing {
+    ring_with_one_buffer(r, packed, len, false)
+}
+
+/// An RX ring whose driver made one writable buffer of 2 KiB available.
+fn rx_ring_with_one_buffer(r: &DmaRegion, packed: bool) -> DeviceRing {
+    ring_with_one_buffer(r, packed, 2048, true)
 }
 
 #[test]
@@ -75,25 +89,10 @@ fn split_and_packed_tx_frames_come_out_whole_and_rx_frames_go_in() {
     let pool = Mempool::new(&MempoolConfig::new("devring", 256)).unwrap();
     for packed in [false, true] {
         let r = region();
-        let base = r.as_ptr() as u64;
         let mut frame = vec![0u8; 12];
         frame.extend((0..200u32).map(|i| i as u8));
         put(&r, BUFS, &frame);
-        let mut tx = ring(
-            &r,
-            RingOptions {
-                packed,
-                ..Default::default()
-            },
-        );
-        if packed {
-            // Driver wrap counter 1: AVAIL set, USED clear; buffer id 5.
-            put(&r, 0, &desc(base + BUFS as u64, 212, 5, 1 << 7));
-        } else {
-            put(&r, 0, &desc(base + BUFS as u64, 212, 0, 0));
-            put(&r, 0x2000 + 4, &0u16.to_le_bytes());
-            put(&r, 0x2000 + 2, &1u16.to_le_bytes());
-        }
+        let mut tx = tx_ring_with_one_buffer(&r, packed, 212);
         let mut pkts = Pkts::new();
         assert_eq!(tx.dequeue(&pool, &mut pkts, 32), 1, "packed={packed}");
         assert_eq!(pkts[0].data(), &frame[12..]);
@@ -126,22 +125,8 @@ fn runts_from_the_driver_are_its_errors() {
         // Buffer lengths: header + 0, header + 13, header + 14.
         for (len, whole) in [(12u32, false), (25, false), (26, true)] {
             let r = region();
-            let base = r.as_ptr() as u64;
             put(&r, BUFS, &[0x5a; 64]);
-            let mut tx = ring(
-                &r,
-                RingOptions {
-                    packed,
-                    ..Default::default()
-                },
-            );
-            if packed {
-                put(&r, 0, &desc(base + BUFS as u64, len, 5, 1 << 7));
-            } else {
-                put(&r, 0, &desc(base + BUFS as u64, len, 0, 0));
-                put(&r, 0x2000 + 4, &0u16.to_le_bytes());
-                put(&r, 0x2000 + 2, &1u16.to_le_bytes());
-            }
+            let mut tx = tx_ring_with_one_buffer(&r, packed, len);
             let mut pkts = Pkts::new();
             let got = tx.dequeue(&pool, &mut pkts, 32);
             assert_eq!(got, whole as usize, "packed={packed} len={len}");

@@ -261,19 +261,26 @@ fn packed_in_order_out_of_range_id_drops_the_backend_and_recovers() {
 /// the device wrote whole arrives.
 #[test]
 fn overlong_used_lengths_are_dropped_and_counted() {
-    for (tag, packed, in_order, mrg, opts) in [
-        ("sol", false, false, false, ",in_order=0"),
-        ("iol", false, true, false, ""),
-        ("pol", true, false, false, ",packed_vq=1,in_order=0"),
-        ("qol", true, true, false, ",packed_vq=1"),
-        ("mol", true, true, true, ",packed_vq=1"),
-        ("nol", false, true, true, ""),
+    on_every_layout("ol", Misbehave::OverlongLength);
+}
+
+/// `rx_case` for `act` on split and packed rings, in order and not,
+/// with and without mergeable buffers (tags `?` + `tag`); the port
+/// keeps running.
+fn on_every_layout(tag: &str, act: Misbehave) {
+    for (t, packed, in_order, mrg, opts) in [
+        ("s", false, false, false, ",in_order=0"),
+        ("i", false, true, false, ""),
+        ("p", true, false, false, ",packed_vq=1,in_order=0"),
+        ("q", true, true, false, ",packed_vq=1"),
+        ("m", true, true, true, ",packed_vq=1"),
+        ("n", false, true, true, ""),
     ] {
         let s = Setup {
             mrg,
-            ..setup(packed, in_order, Misbehave::OverlongLength)
+            ..setup(packed, in_order, act)
         };
-        rx_case(tag, s, opts, false);
+        rx_case(&format!("{t}{tag}"), s, opts, false);
     }
 }
 
@@ -283,20 +290,7 @@ fn overlong_used_lengths_are_dropped_and_counted() {
 /// order, the port keeps running, and every whole frame arrives.
 #[test]
 fn short_used_lengths_are_dropped_and_counted() {
-    for (tag, packed, in_order, mrg, opts) in [
-        ("ssh", false, false, false, ",in_order=0"),
-        ("ish", false, true, false, ""),
-        ("psh", true, false, false, ",packed_vq=1,in_order=0"),
-        ("qsh", true, true, false, ",packed_vq=1"),
-        ("msh", true, true, true, ",packed_vq=1"),
-        ("nsh", false, true, true, ""),
-    ] {
-        let s = Setup {
-            mrg,
-            ..setup(packed, in_order, Misbehave::ShortLength)
-        };
-        rx_case(tag, s, opts, false);
-    }
+    on_every_layout("sh", Misbehave::ShortLength);
 }
 
 /// A used descriptor naming a buffer already handed back, on the packed
