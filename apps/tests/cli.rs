@@ -49,6 +49,8 @@ fn bad_usage_exits_2_before_anything_starts() {
             (vec!["--dev", "virtio-user:/tmp/x,queues=0"], "queues=0"),
             (vec!["--dev", "vhost-user:/tmp/x,mtu=20"], "mtu=20"),
             (vec!["--dev", "mlx4-model:m,port=3"], "port=3"),
+            (vec!["--dev", "pci:0000:zz:00.0"], "malformed address"),
+            (vec!["--dev", "pci:00:04"], "malformed address"),
             (vec!["-l", "1000"], "not one this process may run on"),
             (
                 vec!["--poll", "", "--duration", "1"],

@@ -222,7 +222,9 @@ impl Registry {
     pub fn check(&self, s: &str) -> Result<(), Error> {
         let args = self.parse(s)?;
         if args.kind() == "pci" {
-            return Ok(());
+            // The address's form is the user's to get right (a usage
+            // error); whether a device is there, the open finds out.
+            return self.pci_addr(&args).map(drop);
         }
         match self.vdevs.iter().find(|d| d.kind() == args.kind()) {
             Some(d) => d.check(&args),
@@ -251,14 +253,19 @@ impl Registry {
         )
     }
 
-    fn open_pci(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+    /// The address of a `pci:` device string, or why it is malformed.
+    fn pci_addr(&self, args: &DevArgs) -> Result<PciAddr, Error> {
         let target = args.require_target("a PCI address").map_err(|_| {
             self.reject(
                 args.raw(),
                 "`pci` needs an address, as in pci:0000:00:04.0".into(),
             )
         })?;
-        let addr: PciAddr = target.parse()?;
+        target.parse()
+    }
+
+    fn open_pci(&self, args: &DevArgs) -> Result<Box<dyn Port>, Error> {
+        let addr = self.pci_addr(args)?;
         let dev = self.bus.describe(addr)?;
         match self.pci.iter().find(|d| d.ids().contains(&dev.id)) {
             Some(d) => {
